@@ -1,1 +1,40 @@
-fn main() {}
+//! `depengine-bench`: the Rust side of `cargo xtask bench`.
+//!
+//! One invocation runs every workload of one group once, for one system, and prints
+//! `RESULT <workload> <value> <unit>` lines (see `README.md` beside this crate for the protocol).
+//! `xtask` repeats invocations, interleaves systems and takes medians.
+
+mod args;
+mod graph;
+mod pool;
+
+use std::process::ExitCode;
+
+use args::Args;
+
+fn main() -> ExitCode {
+    let mut argv = std::env::args().skip(1);
+    let Some(group) = argv.next() else {
+        eprintln!("usage: depengine-bench <pool|graph> --system <name> [flags]");
+        return ExitCode::from(2);
+    };
+    let args = match Args::parse(argv) {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("depengine-bench: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = match group.as_str() {
+        "pool" => pool::run(&args),
+        "graph" => graph::run(&args),
+        other => Err(format!("unknown group `{other}` (expected pool or graph)")),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("depengine-bench {group}: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
