@@ -1,1 +1,81 @@
-fn main() {}
+//! `cargo xtask`: the project's automation, in Rust so that it runs wherever cargo does.
+//!
+//! Every subcommand prints each command it runs (`$ cargo test ...`) before running it and exits
+//! non-zero when one fails. Commands run from the workspace root.
+
+mod bench;
+mod ci;
+mod cmd;
+mod loom;
+mod miri;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+/// The subcommands, with the one-line description `--help` prints.
+const COMMANDS: &[(&str, &str)] = &[
+    (
+        "bench",
+        "[pool|graph|all] [--quick] [--runs N] [--threads N]: run every system side by side, \
+         print medians, write target/bench/<group>.json",
+    ),
+    (
+        "loom",
+        "[test args]: run the loom models of depengine-pool and depengine-graph (RUSTFLAGS=\"--cfg loom\")",
+    ),
+    (
+        "miri",
+        "[test args]: run the tests of depengine-pool and depengine-graph under nightly miri",
+    ),
+    (
+        "ci",
+        "[--no-bench]: fmt check, clippy, tests, loom, a quick bench smoke run, and miri when installed",
+    ),
+];
+
+fn main() -> ExitCode {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root");
+    if let Err(error) = std::env::set_current_dir(root) {
+        eprintln!(
+            "xtask: cannot enter the workspace root {}: {error}",
+            root.display()
+        );
+        return ExitCode::FAILURE;
+    }
+
+    let mut args = std::env::args().skip(1);
+    let command = args.next();
+    let outcome = match command.as_deref() {
+        Some("bench") => bench::main(args),
+        Some("loom") => loom::run(args),
+        Some("miri") => miri::run(args),
+        Some("ci") => ci::main(args),
+        Some("help" | "--help" | "-h") => {
+            print_help();
+            Ok(())
+        }
+        None => {
+            print_help();
+            return ExitCode::from(2);
+        }
+        Some(other) => Err(format!(
+            "unknown command `{other}` (see `cargo xtask --help`)"
+        )),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_help() {
+    println!("usage: cargo xtask <command> [args]\n\ncommands:");
+    for (name, description) in COMMANDS {
+        println!("  {name:<6} {description}");
+    }
+}

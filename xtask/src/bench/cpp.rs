@@ -1,0 +1,102 @@
+//! Building the C++ peer harnesses of `crates/bench/cpp/` into `<target>/bench/bin/`.
+//!
+//! A harness that cannot be built (no compiler, header or library) is skipped with the reason,
+//! never an error: the peers are optional, our own systems are not.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::cmd::Cmd;
+
+/// Where the harness sources live, relative to the workspace root.
+const SOURCE_DIR: &str = "crates/bench/cpp";
+
+/// The header every harness includes: a change to it rebuilds them all.
+const COMMON_HEADER: &str = "bench_common.hpp";
+
+/// How long one compiler invocation may take.
+const BUILD_TIMEOUT: Duration = Duration::from_mins(10);
+
+/// How to build one C++ harness.
+#[derive(Debug)]
+pub(crate) struct CppHarness {
+    /// File name of the executable in `<target>/bench/bin/`.
+    pub(crate) binary: &'static str,
+    /// Source file in `crates/bench/cpp/`.
+    pub(crate) source: &'static str,
+    pub(crate) compiler: &'static str,
+    /// Flags before the source file.
+    pub(crate) flags: &'static [&'static str],
+    /// Libraries, after the source file.
+    pub(crate) libs: &'static [&'static str],
+}
+
+impl CppHarness {
+    /// Builds the harness into `bin_dir` unless it is up to date; the executable's path, or why
+    /// it could not be built.
+    pub(crate) fn build(&self, bin_dir: &Path) -> Result<PathBuf, String> {
+        let source = Path::new(SOURCE_DIR).join(self.source);
+        let output = bin_dir.join(self.binary);
+        let inputs = [source.clone(), Path::new(SOURCE_DIR).join(COMMON_HEADER)];
+        if is_up_to_date(&output, &inputs) {
+            println!("up to date: {}", output.display());
+            return Ok(output);
+        }
+        std::fs::create_dir_all(bin_dir)
+            .map_err(|error| format!("cannot create {}: {error}", bin_dir.display()))?;
+        let captured = Cmd::new(self.compiler)
+            .args(self.flags)
+            .arg(&source)
+            .arg("-o")
+            .arg(&output)
+            .args(self.libs)
+            .capture(BUILD_TIMEOUT)?;
+        match captured.status {
+            Some(status) if status.success() => Ok(output),
+            Some(_) => Err(first_error(&captured.stderr)),
+            None => Err(format!("the build took over {} s", BUILD_TIMEOUT.as_secs())),
+        }
+    }
+}
+
+/// Whether `output` exists and is newer than every input.
+fn is_up_to_date(output: &Path, inputs: &[PathBuf]) -> bool {
+    let modified = |path: &Path| path.metadata().and_then(|m| m.modified()).ok();
+    let Some(built) = modified(output) else {
+        return false;
+    };
+    inputs
+        .iter()
+        .all(|input| modified(input).unwrap_or(SystemTime::UNIX_EPOCH) <= built)
+}
+
+/// The line of a compiler's stderr that says what is missing, e.g.
+/// `fatal error: oneapi/tbb.h: No such file or directory` or `cannot find -ltbb`.
+fn first_error(stderr: &str) -> String {
+    let lines = || stderr.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines()
+        .find(|line| line.contains("error") || line.contains("cannot find"))
+        .or_else(|| lines().next())
+        .unwrap_or("the compiler failed without a message")
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_error;
+
+    #[test]
+    fn names_the_missing_piece() {
+        let stderr = "In file included from x.cpp:1:\n\
+                      x.cpp:1:10: fatal error: oneapi/tbb.h: No such file or directory\n\
+                      compilation terminated.\n";
+        assert_eq!(
+            first_error(stderr),
+            "x.cpp:1:10: fatal error: oneapi/tbb.h: No such file or directory"
+        );
+        assert_eq!(
+            first_error("/usr/bin/ld: cannot find -ltbb: No such file or directory\n"),
+            "/usr/bin/ld: cannot find -ltbb: No such file or directory"
+        );
+    }
+}

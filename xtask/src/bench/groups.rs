@@ -1,0 +1,172 @@
+//! What each benchmark group runs: its systems, workloads and sizes. Adding a group (or a
+//! system) is an entry here.
+
+use super::cpp::CppHarness;
+
+/// A set of systems compared on the same workloads, reported in one table.
+#[derive(Debug)]
+pub(crate) struct Group {
+    pub(crate) name: &'static str,
+    /// The system the others are compared with (the `ratio` denominator).
+    pub(crate) ours: &'static str,
+    pub(crate) systems: &'static [System],
+    /// Table row order; workloads not listed follow, sorted by name.
+    pub(crate) workloads: &'static [&'static str],
+    /// Size flags of the full (published) benchmark.
+    pub(crate) full_sizes: &'static [&'static str],
+    /// Size flags of `--quick`.
+    pub(crate) quick_sizes: &'static [&'static str],
+}
+
+/// One contender of a group.
+#[derive(Debug)]
+pub(crate) struct System {
+    pub(crate) name: &'static str,
+    pub(crate) harness: Harness,
+}
+
+/// How a system is run.
+#[derive(Debug)]
+pub(crate) enum Harness {
+    /// `depengine-bench <group> --system <name>`: our own binary, so a failure fails the bench.
+    Rust,
+    /// A C++ peer, built from `crates/bench/cpp/`; skipped when it cannot be built or fails.
+    Cpp(&'static CppHarness),
+}
+
+impl Harness {
+    /// Whether a failure of this system is a failure of the whole bench run.
+    pub(crate) fn failure_is_fatal(&self) -> bool {
+        matches!(self, Harness::Rust)
+    }
+}
+
+/// Every group, in the order `all` runs them.
+pub(crate) const GROUPS: &[Group] = &[POOL, GRAPH];
+
+/// The group called `name`.
+pub(crate) fn find(name: &str) -> Option<&'static Group> {
+    GROUPS.iter().find(|group| group.name == name)
+}
+
+const POOL: Group = Group {
+    name: "pool",
+    ours: "depengine-pool",
+    systems: &[
+        rust("depengine-pool"),
+        rust("simplepool"),
+        rust("rayon"),
+        cpp("eigen", &EIGEN),
+        cpp("libgomp", &LIBGOMP),
+        cpp("libomp", &LIBOMP),
+        cpp("tbb", &TBB),
+    ],
+    workloads: &[
+        "spawn_external",
+        "tree_spawn",
+        "tree_join",
+        "parallel_for",
+        "idle",
+    ],
+    full_sizes: &[
+        "--tasks",
+        "1000000",
+        "--depth",
+        "20",
+        "--rounds",
+        "1000",
+        "--idle-ms",
+        "1000",
+    ],
+    quick_sizes: &[
+        "--tasks",
+        "100000",
+        "--depth",
+        "16",
+        "--rounds",
+        "200",
+        "--idle-ms",
+        "200",
+    ],
+};
+
+const GRAPH: Group = Group {
+    name: "graph",
+    ours: "depengine-graph",
+    systems: &[rust("depengine-graph")],
+    workloads: &[],
+    full_sizes: &["--ops", "200000"],
+    quick_sizes: &["--ops", "20000"],
+};
+
+const EIGEN: CppHarness = CppHarness {
+    binary: "pool_eigen",
+    source: "pool_eigen.cpp",
+    compiler: "g++",
+    flags: &["-O2", "-std=c++17", "-I/usr/include/eigen3", "-pthread"],
+    libs: &[],
+};
+
+const LIBGOMP: CppHarness = CppHarness {
+    binary: "pool_libgomp",
+    source: "pool_omp.cpp",
+    compiler: "g++",
+    flags: &["-O2", "-std=c++17", "-fopenmp"],
+    libs: &[],
+};
+
+/// The same OpenMP source against LLVM's runtime: clang++ `-fopenmp` links libomp.
+const LIBOMP: CppHarness = CppHarness {
+    binary: "pool_libomp",
+    source: "pool_omp.cpp",
+    compiler: "clang++",
+    flags: &["-O2", "-std=c++17", "-fopenmp"],
+    libs: &[],
+};
+
+const TBB: CppHarness = CppHarness {
+    binary: "pool_tbb",
+    source: "pool_tbb.cpp",
+    compiler: "g++",
+    flags: &["-O2", "-std=c++17", "-pthread"],
+    libs: &["-ltbb"],
+};
+
+const fn rust(name: &'static str) -> System {
+    System {
+        name,
+        harness: Harness::Rust,
+    }
+}
+
+const fn cpp(name: &'static str, harness: &'static CppHarness) -> System {
+    System {
+        name,
+        harness: Harness::Cpp(harness),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GROUPS, Harness};
+
+    #[test]
+    fn every_group_contains_its_reference_system() {
+        for group in GROUPS {
+            assert!(
+                group.systems.iter().any(|s| s.name == group.ours),
+                "{} lacks {}",
+                group.name,
+                group.ours
+            );
+        }
+    }
+
+    #[test]
+    fn reference_systems_are_ours() {
+        for group in GROUPS {
+            let ours = group.systems.iter().find(|s| s.name == group.ours).unwrap();
+            assert!(matches!(ours.harness, Harness::Rust));
+        }
+    }
+}

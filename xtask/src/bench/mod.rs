@@ -1,0 +1,312 @@
+//! `cargo xtask bench`: every system of a group, side by side, in the same run.
+//!
+//! Builds `depengine-bench` (release) and the C++ peers, then runs `--runs` rounds; each round
+//! invokes every system of the group once, in an order rotated per round so that machine noise
+//! hits all of them alike. The table shows medians and the ratio to our system; the same figures
+//! go to `<target>/bench/<group>.json`. The protocol is in `crates/bench/README.md`.
+
+mod cpp;
+mod groups;
+mod protocol;
+mod report;
+mod stats;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cmd::{Cmd, Result};
+use groups::{GROUPS, Group, Harness, System};
+
+/// Runs for published figures.
+const DEFAULT_RUNS: usize = 5;
+/// Runs under `--quick`.
+const QUICK_RUNS: usize = 3;
+/// Worker threads of the published figures.
+const DEFAULT_THREADS: usize = 2;
+/// How long one invocation of one system may take before it is killed and counted as failed.
+const INVOCATION_TIMEOUT: Duration = Duration::from_mins(10);
+/// How many lines of a failed system's stderr to show.
+const STDERR_TAIL_LINES: usize = 12;
+
+/// What to run and how many times.
+#[derive(Debug)]
+pub(crate) struct Options {
+    groups: Vec<&'static Group>,
+    quick: bool,
+    runs: usize,
+    threads: usize,
+}
+
+impl Options {
+    /// The smoke test CI runs: every group, quick sizes, one run.
+    pub(crate) fn smoke() -> Self {
+        Options {
+            groups: GROUPS.iter().collect(),
+            quick: true,
+            runs: 1,
+            threads: DEFAULT_THREADS,
+        }
+    }
+
+    fn parse(mut args: impl Iterator<Item = String>) -> Result<Self> {
+        let mut group = None;
+        let (mut quick, mut runs, mut threads) = (false, None, DEFAULT_THREADS);
+        while let Some(arg) = args.next() {
+            let mut count = |flag: &str| -> Result<usize> {
+                let text = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+                match text.parse() {
+                    Ok(n) if n > 0 => Ok(n),
+                    _ => Err(format!("{flag}: `{text}` is not a positive number")),
+                }
+            };
+            match arg.as_str() {
+                "--quick" => quick = true,
+                "--runs" => runs = Some(count("--runs")?),
+                "--threads" => threads = count("--threads")?,
+                name if !name.starts_with('-') && group.is_none() => group = Some(arg),
+                other => return Err(format!("bench: unexpected argument `{other}`\n{USAGE}")),
+            }
+        }
+        let groups = match group.as_deref() {
+            None | Some("all") => GROUPS.iter().collect(),
+            Some(name) => vec![
+                groups::find(name)
+                    .ok_or_else(|| format!("bench: unknown group `{name}`\n{USAGE}"))?,
+            ],
+        };
+        let runs = runs.unwrap_or(if quick { QUICK_RUNS } else { DEFAULT_RUNS });
+        Ok(Options {
+            groups,
+            quick,
+            runs,
+            threads,
+        })
+    }
+
+    fn sizes(&self, group: &Group) -> &'static [&'static str] {
+        if self.quick {
+            group.quick_sizes
+        } else {
+            group.full_sizes
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask bench [pool|graph|all] [--quick] [--runs N] [--threads N]";
+
+/// `cargo xtask bench [args]`.
+pub(crate) fn main(args: impl Iterator<Item = String>) -> Result {
+    let options = Options::parse(args)?;
+    if options.runs < DEFAULT_RUNS {
+        println!(
+            "note: {} run(s); published figures need at least {DEFAULT_RUNS}",
+            options.runs
+        );
+    }
+    run(&options)
+}
+
+/// Builds everything, runs every selected group, prints and writes the results. An error when
+/// one of our own systems failed; failed or missing peers are only reported.
+pub(crate) fn run(options: &Options) -> Result {
+    Cmd::cargo()
+        .args(["build", "--release", "-p", "depengine-bench"])
+        .run()?;
+    let target = target_dir();
+    let rust_binary = target.join("release").join("depengine-bench");
+    let bin_dir = target.join("bench").join("bin");
+
+    let mut fatal = Vec::new();
+    for &group in &options.groups {
+        let (contenders, skipped) = prepare(group, options, &rust_binary, &bin_dir);
+        let mut results = GroupResults::new(group, options, skipped);
+        for round in 0..options.runs {
+            println!("== {} round {}/{}", group.name, round + 1, options.runs);
+            for offset in 0..contenders.len() {
+                let contender = &contenders[(round + offset) % contenders.len()];
+                if !results.has_failed(contender.system.name) {
+                    results.record(contender.system.name, contender.invoke());
+                }
+            }
+        }
+        report::print_table(&results);
+        report::write_json(&results, &target.join("bench"))?;
+        fatal.extend(
+            contenders
+                .iter()
+                .filter(|c| c.system.harness.failure_is_fatal())
+                .filter(|c| results.has_failed(c.system.name))
+                .map(|c| format!("{}/{}", group.name, c.system.name)),
+        );
+    }
+    if fatal.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("our own systems failed: {}", fatal.join(", ")))
+    }
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set, else `target` in the workspace root.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
+}
+
+/// One runnable system: its command line for this group and size.
+struct Contender {
+    system: &'static System,
+    command: Cmd,
+}
+
+/// The group's runnable systems, and the C++ peers that could not be built, with the reason.
+fn prepare(
+    group: &'static Group,
+    options: &Options,
+    rust_binary: &Path,
+    bin_dir: &Path,
+) -> (Vec<Contender>, Vec<(&'static str, String)>) {
+    let threads = options.threads.to_string();
+    let mut contenders = Vec::new();
+    let mut skipped = Vec::new();
+    for system in group.systems {
+        let command = match system.harness {
+            Harness::Rust => Cmd::new(rust_binary).args([group.name, "--system", system.name]),
+            Harness::Cpp(harness) => match harness.build(bin_dir) {
+                Ok(binary) => Cmd::new(binary),
+                Err(reason) => {
+                    println!("skipping {}: {reason}", system.name);
+                    skipped.push((system.name, reason));
+                    continue;
+                }
+            },
+        };
+        let command = command
+            .args(["--threads", &threads])
+            .args(options.sizes(group));
+        contenders.push(Contender { system, command });
+    }
+    (contenders, skipped)
+}
+
+impl Contender {
+    /// Runs the system once: its measurements, or why it failed.
+    fn invoke(&self) -> std::result::Result<Vec<protocol::Measurement>, String> {
+        let captured = self.command.capture(INVOCATION_TIMEOUT)?;
+        let (measurements, malformed) = protocol::parse_output(&captured.stdout);
+        for message in malformed {
+            eprintln!("warning: {}: {message}", self.system.name);
+        }
+        let problem = match captured.status {
+            None => format!("killed after {} s", INVOCATION_TIMEOUT.as_secs()),
+            Some(status) if !status.success() => format!("exited with {status}"),
+            Some(_) if measurements.is_empty() => "printed no RESULT line".to_owned(),
+            Some(_) => return Ok(measurements),
+        };
+        Err(format!("{problem}{}", stderr_tail(&captured.stderr)))
+    }
+}
+
+/// The last lines of a failed system's stderr, indented, for the report.
+fn stderr_tail(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..];
+    tail.iter().fold(String::new(), |mut out, line| {
+        out.push_str("\n    | ");
+        out.push_str(line);
+        out
+    })
+}
+
+/// The samples of one (workload, system) pair.
+#[derive(Debug)]
+struct Series {
+    unit: String,
+    values: Vec<f64>,
+}
+
+/// Everything measured for one group.
+#[derive(Debug)]
+struct GroupResults {
+    group: &'static Group,
+    runs: usize,
+    threads: usize,
+    quick: bool,
+    /// Keyed by (workload, system).
+    series: BTreeMap<(String, &'static str), Series>,
+    /// Systems that failed an invocation (and were not run again), with the reason.
+    failed: Vec<(&'static str, String)>,
+    /// C++ peers that could not be built, with the reason.
+    skipped: Vec<(&'static str, String)>,
+}
+
+impl GroupResults {
+    fn new(group: &'static Group, options: &Options, skipped: Vec<(&'static str, String)>) -> Self {
+        GroupResults {
+            group,
+            runs: options.runs,
+            threads: options.threads,
+            quick: options.quick,
+            series: BTreeMap::new(),
+            failed: Vec::new(),
+            skipped,
+        }
+    }
+
+    fn has_failed(&self, system: &str) -> bool {
+        self.failed.iter().any(|(name, _)| *name == system)
+    }
+
+    /// Adds one invocation's outcome.
+    fn record(
+        &mut self,
+        system: &'static str,
+        outcome: std::result::Result<Vec<protocol::Measurement>, String>,
+    ) {
+        let measurements = match outcome {
+            Ok(measurements) => measurements,
+            Err(reason) => {
+                eprintln!("{system} failed: {reason}");
+                self.failed.push((system, reason));
+                return;
+            }
+        };
+        for m in measurements {
+            let series = self
+                .series
+                .entry((m.workload.clone(), system))
+                .or_insert_with(|| Series {
+                    unit: m.unit.clone(),
+                    values: Vec::new(),
+                });
+            if series.unit == m.unit {
+                series.values.push(m.value);
+            } else {
+                eprintln!(
+                    "warning: {system} reported {} in {}, earlier in {}; sample ignored",
+                    m.workload, m.unit, series.unit
+                );
+            }
+        }
+    }
+
+    /// Workloads in table order: the group's declared order, then the others by name.
+    fn workloads(&self) -> Vec<&str> {
+        let mut measured: Vec<&str> = self.series.keys().map(|(w, _)| w.as_str()).collect();
+        measured.dedup();
+        let declared = self.group.workloads.iter().copied();
+        let mut order: Vec<&str> = declared.filter(|w| measured.contains(w)).collect();
+        order.extend(
+            measured
+                .iter()
+                .filter(|w| !self.group.workloads.contains(w)),
+        );
+        order
+    }
+
+    /// Systems with at least one sample, in the group's order.
+    fn systems(&self) -> Vec<&'static str> {
+        let measured = |name: &str| self.series.keys().any(|(_, s)| *s == name);
+        let names = self.group.systems.iter().map(|s| s.name);
+        names.filter(|name| measured(name)).collect()
+    }
+}
