@@ -99,7 +99,8 @@ impl Cmd {
                 Ok(Some(status)) => break Some(status),
                 Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
                 Ok(None) | Err(_) => {
-                    // Already exited or impossible to kill: either way there is nothing to add.
+                    // Out of time, or no longer observable: kill it. Errors here mean it is
+                    // already gone, which is the goal.
                     let _ = child.kill();
                     let _ = child.wait();
                     break None;

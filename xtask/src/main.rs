@@ -12,24 +12,27 @@ mod miri;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// The subcommands, with the one-line description `--help` prints.
-const COMMANDS: &[(&str, &str)] = &[
+/// The subcommands: name, arguments and the one line `--help` prints.
+const COMMANDS: &[(&str, &str, &str)] = &[
     (
         "bench",
-        "[pool|graph|all] [--quick] [--runs N] [--threads N]: run every system side by side, \
-         print medians, write target/bench/<group>.json",
+        "[pool|graph|all] [--quick] [--runs N] [--threads N]",
+        "run every system side by side; medians to target/bench/<group>.json",
     ),
     (
         "loom",
-        "[test args]: run the loom models of depengine-pool and depengine-graph (RUSTFLAGS=\"--cfg loom\")",
+        "[test filter]",
+        "loom models of depengine-pool and depengine-graph",
     ),
     (
         "miri",
-        "[test args]: run the tests of depengine-pool and depengine-graph under nightly miri",
+        "[test filter]",
+        "tests of depengine-pool and depengine-graph under nightly miri",
     ),
     (
         "ci",
-        "[--no-bench]: fmt check, clippy, tests, loom, a quick bench smoke run, and miri when installed",
+        "[--no-bench]",
+        "everything CI runs: fmt, clippy, tests, loom, bench smoke run, miri",
     ),
 ];
 
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         None => {
+            eprintln!("xtask: no command given\n");
             print_help();
             return ExitCode::from(2);
         }
@@ -75,7 +79,7 @@ fn main() -> ExitCode {
 
 fn print_help() {
     println!("usage: cargo xtask <command> [args]\n\ncommands:");
-    for (name, description) in COMMANDS {
-        println!("  {name:<6} {description}");
+    for (name, args, description) in COMMANDS {
+        println!("  {name:<5} {args:<52} {description}");
     }
 }

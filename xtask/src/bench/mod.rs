@@ -97,7 +97,15 @@ const USAGE: &str = "usage: cargo xtask bench [pool|graph|all] [--quick] [--runs
 
 /// `cargo xtask bench [args]`.
 pub(crate) fn main(args: impl Iterator<Item = String>) -> Result {
-    let options = Options::parse(args)?;
+    let args: Vec<String> = args.collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}\n");
+        println!("  --quick      smaller sizes, {QUICK_RUNS} runs unless --runs");
+        println!("  --runs N     rounds of invocations (default {DEFAULT_RUNS})");
+        println!("  --threads N  worker threads of every system (default {DEFAULT_THREADS})");
+        return Ok(());
+    }
+    let options = Options::parse(args.into_iter())?;
     if options.runs < DEFAULT_RUNS {
         println!(
             "note: {} run(s); published figures need at least {DEFAULT_RUNS}",
