@@ -1,1 +1,86 @@
-//! placeholder
+//! Read/write dependency tracking for depengine: the layer that decides when an op may run.
+//!
+//! depengine is layered like MXNet's engine:
+//!
+//! ```text
+//! engine facade   push ops, wait for vars, failure policy
+//!      │
+//! backends        run ready ops (CPU workers, CUDA streams)
+//!      │
+//! graph           <- this crate: vars, per-var FIFOs, op wait counters
+//!      │
+//! pool            work-stealing threads the backends run on
+//! ```
+//!
+//! This crate runs nothing itself. The caller pushes ops that declare the [`Var`]s they read and
+//! write; the graph hands each op to a [`Dispatch`]er the caller supplies, exactly once, as soon as
+//! its dependencies allow, and the caller hands the [`ReadyOp`] back to [`Graph::complete`] once it
+//! ran. The semantics are MXNet's `ThreadedVar` / `VersionedVarBlock` / `OprBlock`:
+//!
+//! - reads of a var run concurrently with each other, a write runs alone;
+//! - everything on one var happens in push order: a read pushed after a write sees that write, a
+//!   write pushed after reads waits for all of them;
+//! - deleting a var is deferred until every op already pushed on it completed.
+//!
+//! Beyond MXNet: stale and foreign var handles are detected ([`GraphError`]), bad input changes
+//! nothing, a failed op records its failure on the vars it wrote (the engine decides what to do
+//! with it), and the graph reports per-var state for stall reports and memory counters for leak
+//! checks. The module `var_queue` documents the per-var state machine; `docs/graph.md` in the
+//! repository has the full design and the concurrency argument.
+//!
+//! # Example
+//!
+//! ```
+//! use depengine_graph::{Graph, ReadyOp};
+//!
+//! let graph: Graph<&str> = Graph::new();
+//! let a = graph.new_var()?;
+//! let b = graph.new_var()?;
+//!
+//! let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+//! graph.push(&[], &[a], "write a", &mut ready)?;
+//! graph.push(&[a], &[b], "read a, write b", &mut ready)?;
+//! graph.push(&[a], &[], "read a", &mut ready)?;
+//! // Only the write runs: both reads of `a` wait for it.
+//! assert_eq!(ready.len(), 1);
+//!
+//! let op = ready.pop().unwrap();
+//! let payload = graph.complete(op, Ok(()), &mut ready)?;
+//! assert_eq!(payload, "write a");
+//! // Completing the write released both reads, which run concurrently.
+//! let mut names: Vec<&str> = ready.iter().map(|op| *op.payload()).collect();
+//! names.sort_unstable();
+//! assert_eq!(names, ["read a", "read a, write b"]);
+//!
+//! for op in std::mem::take(&mut ready) {
+//!     graph.complete(op, Ok(()), &mut ready)?;
+//! }
+//! assert!(ready.is_empty());
+//! assert_eq!(graph.stats().live_op_blocks, 0);
+//! # Ok::<(), depengine_graph::GraphError>(())
+//! ```
+
+#![allow(
+    clippy::doc_markdown,
+    reason = "the docs name MXNet and its classes, which are not items of this crate"
+)]
+
+mod error;
+mod graph;
+mod op;
+mod slab;
+mod stats;
+mod sync;
+mod var;
+mod var_queue;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use error::GraphError;
+pub use graph::{Failure, Graph};
+pub use op::{Dispatch, OpId, PendingOp, ReadyOp};
+pub use stats::GraphStats;
+pub use var::{Access, Var, VarStatus};

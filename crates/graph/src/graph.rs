@@ -1,0 +1,574 @@
+//! [`Graph`]: vars, ops and the transitions between them.
+
+use std::sync::Arc;
+
+use crate::error::GraphError;
+use crate::op::{DepList, Dispatch, INLINE_DEPS, OpId, OpSlot, Parked, PendingOp, ReadyOp};
+use crate::slab::{NIL, Slab};
+use crate::stats::GraphStats;
+use crate::sync::{AtomicUsize, Mutex, MutexGuard, Ordering, lock};
+use crate::var::{Access, Var, VarStatus};
+use crate::var_queue::{NO_OP, VarQueue};
+
+/// The default failure type: any error, shared so it can be recorded on several vars.
+pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
+
+/// Queue capacity a reclaimed var slot keeps for its next var.
+const KEEP_QUEUE_CAPACITY: usize = 16;
+
+/// Callback run once a deleted var is reclaimed.
+type OnDeleted = Box<dyn FnOnce() + Send>;
+
+/// Everything about one var, under its mutex.
+struct VarState<E> {
+    /// Bumped when the slot is reclaimed; a handle with another generation is stale.
+    generation: u32,
+    /// `delete_var` was called; new pushes are refused.
+    deleted: bool,
+    on_deleted: Option<OnDeleted>,
+    failure: Option<E>,
+    queue: VarQueue,
+}
+
+struct VarSlot<E> {
+    state: Mutex<VarState<E>>,
+}
+
+impl<E> Default for VarSlot<E> {
+    fn default() -> Self {
+        VarSlot {
+            state: Mutex::new(VarState {
+                generation: 0,
+                deleted: false,
+                on_deleted: None,
+                failure: None,
+                queue: VarQueue::default(),
+            }),
+        }
+    }
+}
+
+/// What reclaiming a var leaves to do once its lock is released.
+struct Reclaimed {
+    /// Whether the slot can be reused (its generation did not run out).
+    reusable: bool,
+    on_deleted: Option<OnDeleted>,
+}
+
+type Guard<'a, E> = MutexGuard<'a, VarState<E>>;
+
+/// Hands out graph ids; 0 is never used (placeholder vars carry it). A plain std atomic even
+/// under loom: ids only need to differ, no model observes this counter.
+static NEXT_GRAPH_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+fn next_graph_id() -> u32 {
+    loop {
+        let id = NEXT_GRAPH_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
+/// The dependency graph: decides when each pushed op may run.
+///
+/// `T` is the payload the caller stores with each op (the engine's op record); `E` is the failure
+/// type recorded on vars (cloned onto every var a failed op wrote). All methods take `&self`: share
+/// the graph with an `Arc`. See the [crate documentation](crate) for an example.
+pub struct Graph<T, E = Failure> {
+    id: u32,
+    vars: Slab<VarSlot<E>>,
+    ops: Slab<OpSlot<T>>,
+    live_vars: AtomicUsize,
+    failed_vars: AtomicUsize,
+}
+
+impl<T, E> Default for Graph<T, E> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T, E> Graph<T, E> {
+    /// An empty graph.
+    pub fn new() -> Self {
+        Graph {
+            id: next_graph_id(),
+            vars: Slab::new(),
+            ops: Slab::new(),
+            live_vars: AtomicUsize::new(0),
+            failed_vars: AtomicUsize::new(0),
+        }
+    }
+
+    /// Creates a var.
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::CapacityExhausted`] when 2^31 vars are live.
+    pub fn new_var(&self) -> Result<Var, GraphError> {
+        let index = self
+            .vars
+            .alloc()
+            .ok_or(GraphError::CapacityExhausted { what: "var" })?;
+        let slot = self
+            .vars
+            .get(index)
+            .ok_or(GraphError::CapacityExhausted { what: "var" })?;
+        let generation = lock(&slot.state).generation;
+        self.live_vars.fetch_add(1, Ordering::Relaxed);
+        Ok(Var {
+            graph: self.id,
+            index,
+            generation,
+        })
+    }
+
+    /// The slot of `var`, checking only that it belongs to this graph.
+    fn var_slot(&self, var: Var) -> Result<&VarSlot<E>, GraphError> {
+        if var.graph != self.id {
+            return Err(GraphError::ForeignVar { var });
+        }
+        self.vars
+            .get(var.index)
+            .ok_or(GraphError::ForeignVar { var })
+    }
+
+    /// Locks `var`'s state, checking that the handle is current (deletion may be pending).
+    fn lock_current(&self, var: Var) -> Result<Guard<'_, E>, GraphError> {
+        let state = lock(&self.var_slot(var)?.state);
+        if state.generation != var.generation {
+            return Err(GraphError::DeletedVar { var });
+        }
+        Ok(state)
+    }
+
+    /// Pushes an op that reads `reads` and writes `writes`, carrying `payload`.
+    ///
+    /// If nothing holds the op back it is handed to `dispatch` before `push` returns; otherwise a
+    /// later [`complete`](Self::complete) of the op it waits for dispatches it. The input is
+    /// validated before anything changes: on error the graph is untouched (and `payload` is
+    /// dropped).
+    ///
+    /// Ops listing up to 8 vars push without allocating in steady state; longer lists allocate
+    /// their dependency list.
+    ///
+    /// # Errors
+    ///
+    /// - [`GraphError::ForeignVar`]: a var of another graph;
+    /// - [`GraphError::DuplicateVar`]: a var twice in `reads` or twice in `writes`;
+    /// - [`GraphError::ReadWriteConflict`]: a var in both;
+    /// - [`GraphError::DeletedVar`]: a var that was deleted (or a stale handle);
+    /// - [`GraphError::CapacityExhausted`]: 2^31 ops waiting at once.
+    pub fn push<D>(
+        &self,
+        reads: &[Var],
+        writes: &[Var],
+        payload: T,
+        dispatch: &mut D,
+    ) -> Result<(), GraphError>
+    where
+        D: Dispatch<T> + ?Sized,
+    {
+        if let Some(&var) = reads.iter().chain(writes).find(|v| v.graph != self.id) {
+            return Err(GraphError::ForeignVar { var });
+        }
+        let deps =
+            DepList::new(reads, writes).ok_or(GraphError::CapacityExhausted { what: "op" })?;
+        let vars = deps.all();
+        let n = vars.len();
+        if n <= INLINE_DEPS {
+            let mut order = [0usize; INLINE_DEPS];
+            let order = &mut order[..n];
+            for (i, slot) in order.iter_mut().enumerate() {
+                *slot = i;
+            }
+            // Insertion sort: stable and fastest for a handful of entries.
+            for i in 1..n {
+                let mut j = i;
+                while j > 0 && vars[order[j - 1]].index > vars[order[j]].index {
+                    order.swap(j - 1, j);
+                    j -= 1;
+                }
+            }
+            let mut guards: [Option<Guard<'_, E>>; INLINE_DEPS] = Default::default();
+            self.push_sorted(deps, order, &mut guards[..n], payload, dispatch)
+        } else {
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by_key(|&i| vars[i].index);
+            let mut guards: Vec<Option<Guard<'_, E>>> = (0..n).map(|_| None).collect();
+            self.push_sorted(deps, &order, &mut guards, payload, dispatch)
+        }
+    }
+
+    /// `push` once `order` lists the positions of `deps` by ascending var index.
+    ///
+    /// Locks every var in that order (a global order, so pushes cannot deadlock each other;
+    /// completions hold one var lock at a time) and keeps them all until the op is appended
+    /// everywhere. That makes the push atomic: no concurrent `delete_var` can slip between
+    /// validating a var and appending to it, and either every var gets the request or none does.
+    fn push_sorted<'g, D>(
+        &'g self,
+        deps: DepList,
+        order: &[usize],
+        guards: &mut [Option<Guard<'g, E>>],
+        payload: T,
+        dispatch: &mut D,
+    ) -> Result<(), GraphError>
+    where
+        D: Dispatch<T> + ?Sized,
+    {
+        let vars = deps.all();
+        for pair in order.windows(2) {
+            let (first, second) = (pair[0], pair[1]);
+            if vars[first].index == vars[second].index {
+                let var = vars[second].var(self.id);
+                return Err(if deps.access(first) == deps.access(second) {
+                    GraphError::DuplicateVar { var }
+                } else {
+                    GraphError::ReadWriteConflict { var }
+                });
+            }
+        }
+        for &pos in order {
+            let var = vars[pos].var(self.id);
+            let state = lock(&self.var_slot(var)?.state);
+            if state.generation != var.generation || state.deleted {
+                return Err(GraphError::DeletedVar { var });
+            }
+            guards[pos] = Some(state);
+        }
+        let waits = guards
+            .iter()
+            .enumerate()
+            .filter(|(pos, g)| {
+                g.as_ref()
+                    .is_some_and(|g| g.queue.would_wait(deps.access(*pos)))
+            })
+            .count();
+
+        if waits == 0 {
+            for (pos, guard) in guards.iter_mut().enumerate() {
+                if let Some(state) = guard.as_mut() {
+                    state.queue.append(NO_OP, deps.access(pos));
+                }
+                *guard = None;
+            }
+            dispatch.dispatch(ReadyOp {
+                graph: self.id,
+                payload,
+                deps,
+            });
+            return Ok(());
+        }
+
+        let exhausted = GraphError::CapacityExhausted { what: "op" };
+        let index = self.ops.alloc().ok_or(exhausted)?;
+        let Some(slot) = self.ops.get(index) else {
+            return Err(exhausted);
+        };
+        for (pos, guard) in guards.iter_mut().enumerate() {
+            if let Some(state) = guard.as_mut() {
+                state.queue.append(index, deps.access(pos));
+            }
+        }
+        // Relaxed: the releasing threads decrement this only after locking one of the vars we
+        // hold; our unlock (Release) and their lock (Acquire) order this store before them.
+        slot.wait.store(waits as u32, Ordering::Relaxed);
+        lock(&slot.parking).parked = Some(Parked { payload, deps });
+        // Dropping the guards (when the caller's array goes out of scope) publishes the op.
+        Ok(())
+    }
+
+    /// Completes a ready op: releases its vars (dispatching the ops that become ready) and
+    /// returns its payload.
+    ///
+    /// `outcome` is recorded on every var the op wrote: a failure is stored there (replacing any
+    /// older one) and a success clears the var's failure, since the write replaced the failed
+    /// data. Read vars are left as they are.
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::ForeignOp`] if `op` came from another graph; the op is dropped, and that
+    /// graph's vars stay held by it.
+    pub fn complete<D>(
+        &self,
+        op: ReadyOp<T>,
+        outcome: Result<(), E>,
+        dispatch: &mut D,
+    ) -> Result<T, GraphError>
+    where
+        D: Dispatch<T> + ?Sized,
+        E: Clone,
+    {
+        if op.graph != self.id {
+            return Err(GraphError::ForeignOp);
+        }
+        let ReadyOp { payload, deps, .. } = op;
+        let failure = outcome.err();
+        for (pos, &key) in deps.all().iter().enumerate() {
+            self.release(key.index, deps.access(pos), failure.as_ref(), dispatch);
+        }
+        Ok(payload)
+    }
+
+    /// Transition 3 or 4 on one var, then dispatch whatever it made ready.
+    fn release<D>(&self, var: u32, access: Access, failure: Option<&E>, dispatch: &mut D)
+    where
+        D: Dispatch<T> + ?Sized,
+        E: Clone,
+    {
+        let Some(slot) = self.vars.get(var) else {
+            return;
+        };
+        // Ops made ready by this completion, in release order, threaded through their slots'
+        // links.
+        let (mut ready, mut last) = (NIL, NIL);
+        let reclaimed = {
+            let mut state = lock(&slot.state);
+            if access == Access::Write {
+                self.record_outcome(&mut state, failure);
+            }
+            let ops = &self.ops;
+            state.queue.complete(access, |op| {
+                let (Some(op_slot), Some(link)) = (ops.get(op), ops.link(op)) else {
+                    return;
+                };
+                // AcqRel: the decrement that reaches zero takes the op over, so it must see
+                // everything done before the other decrements (Acquire) and publish its own
+                // (Release). The parked payload itself was published by the pusher's unlock of
+                // this var, which our lock acquired.
+                if op_slot.wait.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    // Relaxed: we own the op now; only this thread reads the links back.
+                    link.store(NIL, Ordering::Relaxed);
+                    match ops.link(last) {
+                        Some(previous) => previous.store(op, Ordering::Relaxed),
+                        None => ready = op,
+                    }
+                    last = op;
+                }
+            });
+            (state.deleted && state.queue.is_idle()).then(|| self.reclaim(&mut state))
+        };
+        if let Some(reclaimed) = reclaimed {
+            self.finish_reclaim(var, reclaimed.reusable);
+            if let Some(callback) = reclaimed.on_deleted {
+                callback();
+            }
+        }
+        while ready != NIL {
+            let index = ready;
+            let (Some(op_slot), Some(link)) = (self.ops.get(index), self.ops.link(index)) else {
+                break;
+            };
+            ready = link.load(Ordering::Relaxed);
+            let parked = {
+                let mut parking = lock(&op_slot.parking);
+                parking.generation = parking.generation.wrapping_add(1);
+                parking.parked.take()
+            };
+            self.ops.free(index);
+            if let Some(Parked { payload, deps }) = parked {
+                dispatch.dispatch(ReadyOp {
+                    graph: self.id,
+                    payload,
+                    deps,
+                });
+            }
+        }
+    }
+
+    fn record_outcome(&self, state: &mut VarState<E>, failure: Option<&E>)
+    where
+        E: Clone,
+    {
+        // Relaxed counter updates: each var's increment and decrement are ordered by its lock, and
+        // readers only compare against zero after acquiring (through the op protocol) every
+        // failure they must see; see `op_failure`.
+        match failure {
+            Some(error) => {
+                if state.failure.is_none() {
+                    self.failed_vars.fetch_add(1, Ordering::Relaxed);
+                }
+                state.failure = Some(error.clone());
+            }
+            None => {
+                if state.failure.take().is_some() {
+                    self.failed_vars.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Reclaims an idle, deleted var (under its lock).
+    fn reclaim(&self, state: &mut VarState<E>) -> Reclaimed {
+        if state.failure.take().is_some() {
+            self.failed_vars.fetch_sub(1, Ordering::Relaxed);
+        }
+        state.queue.trim(KEEP_QUEUE_CAPACITY);
+        // A slot whose generation ran out is retired: it stays deleted forever, so no handle
+        // can ever alias a later var.
+        let reusable = state.generation != u32::MAX;
+        if reusable {
+            state.generation += 1;
+            state.deleted = false;
+        }
+        Reclaimed {
+            reusable,
+            on_deleted: state.on_deleted.take(),
+        }
+    }
+
+    /// The part of reclaiming that happens after the var's lock is released.
+    fn finish_reclaim(&self, index: u32, reusable: bool) {
+        self.live_vars.fetch_sub(1, Ordering::Relaxed);
+        if reusable {
+            self.vars.free(index);
+        }
+    }
+
+    /// Deletes `var` once every op already pushed on it has completed, then reclaims its slot
+    /// and calls `on_deleted` (on the thread that completes the last op, or on this one if the
+    /// var is idle). From now on, pushes naming `var` fail with [`GraphError::DeletedVar`].
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::ForeignVar`], or [`GraphError::DeletedVar`] if the var was already deleted.
+    pub fn delete_var<F>(&self, var: Var, on_deleted: F) -> Result<(), GraphError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let reclaimed = {
+            let mut state = self.lock_current(var)?;
+            if state.deleted {
+                return Err(GraphError::DeletedVar { var });
+            }
+            state.deleted = true;
+            if state.queue.is_idle() {
+                Some(self.reclaim(&mut state))
+            } else {
+                state.on_deleted = Some(Box::new(on_deleted));
+                return Ok(());
+            }
+        };
+        if let Some(reclaimed) = reclaimed {
+            self.finish_reclaim(var.index, reclaimed.reusable);
+            on_deleted();
+        }
+        Ok(())
+    }
+
+    /// The state of `var`'s queue (also while its deletion is pending).
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::ForeignVar`], or [`GraphError::DeletedVar`] once the var was reclaimed.
+    pub fn var_status(&self, var: Var) -> Result<VarStatus, GraphError> {
+        let state = self.lock_current(var)?;
+        Ok(VarStatus {
+            running_reads: state.queue.running_reads(),
+            write_running: state.queue.write_running(),
+            waiting: state.queue.waiting_len(),
+            deleted: state.deleted,
+            failed: state.failure.is_some(),
+        })
+    }
+
+    /// The ops waiting on `var`, in push order, for stall reports. What they wait for is the
+    /// running work [`var_status`](Self::var_status) reports (the running write, or the running
+    /// reads).
+    ///
+    /// # Errors
+    ///
+    /// As [`var_status`](Self::var_status).
+    pub fn pending_ops(&self, var: Var) -> Result<Vec<PendingOp>, GraphError> {
+        let state = self.lock_current(var)?;
+        Ok(state
+            .queue
+            .waiting()
+            .filter_map(|waiter| {
+                let slot = self.ops.get(waiter.op)?;
+                // Lock order: var, then op slot (op slot locks are leaves).
+                let generation = lock(&slot.parking).generation;
+                Some(PendingOp {
+                    id: OpId {
+                        index: waiter.op,
+                        generation,
+                    },
+                    access: waiter.access,
+                })
+            })
+            .collect())
+    }
+
+    /// Calls `f` with the payload of the waiting op `id`; `None` if it is no longer waiting.
+    ///
+    /// `f` runs under the op slot's lock: it must not call back into this graph.
+    pub fn inspect_op<R>(&self, id: OpId, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let parking = lock(&self.ops.get(id.index)?.parking);
+        if parking.generation != id.generation {
+            return None;
+        }
+        parking.parked.as_ref().map(|parked| f(&parked.payload))
+    }
+
+    /// The failure recorded on `var`, if any.
+    ///
+    /// # Errors
+    ///
+    /// As [`var_status`](Self::var_status).
+    pub fn var_failure(&self, var: Var) -> Result<Option<E>, GraphError>
+    where
+        E: Clone,
+    {
+        Ok(self.lock_current(var)?.failure.clone())
+    }
+
+    /// Clears the failure recorded on `var`, returning it.
+    ///
+    /// # Errors
+    ///
+    /// As [`var_status`](Self::var_status).
+    pub fn clear_failure(&self, var: Var) -> Result<Option<E>, GraphError> {
+        let failure = self.lock_current(var)?.failure.take();
+        if failure.is_some() {
+            self.failed_vars.fetch_sub(1, Ordering::Relaxed);
+        }
+        Ok(failure)
+    }
+
+    /// The first failure held by a var `op` reads or writes, if any: the engine's cue to skip the
+    /// op and pass the failure on.
+    ///
+    /// Stable while the op is ready: no other write can run on its vars until it completes. Costs
+    /// one atomic load when no var of the graph holds a failure.
+    pub fn op_failure(&self, op: &ReadyOp<T>) -> Option<E>
+    where
+        E: Clone,
+    {
+        // Relaxed: every failure this op can observe was recorded (counter incremented) by a write
+        // that completed before the op became ready, i.e. that happens-before this load through
+        // the var lock and wait counter; coherence then guarantees we read a count that includes
+        // it. Unrelated vars can only add to the count.
+        if self.failed_vars.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        op.deps.all().iter().find_map(|key| {
+            let slot = self.vars.get(key.index)?;
+            lock(&slot.state).failure.clone()
+        })
+    }
+
+    /// Counters for leak checks.
+    pub fn stats(&self) -> GraphStats {
+        let op_slots = self.ops.slots();
+        let pooled = self.ops.free_count();
+        GraphStats {
+            live_vars: self.live_vars.load(Ordering::Relaxed),
+            var_slots: self.vars.slots(),
+            live_op_blocks: op_slots.saturating_sub(pooled),
+            pooled_op_blocks: pooled,
+            failed_vars: self.failed_vars.load(Ordering::Relaxed),
+        }
+    }
+}

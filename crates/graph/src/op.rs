@@ -1,0 +1,232 @@
+//! Ops: the dependency list an op declares, the [`ReadyOp`] handed to the dispatcher, and the
+//! slot a waiting op is parked in (MXNet's `OprBlock`).
+//!
+//! # Op lifecycle
+//!
+//! 1. `push` validates the op's vars and, holding their locks, appends one request per var.
+//! 2. If every var grants the op at once (the common case when nothing conflicts), the op never
+//!    touches shared memory: it goes straight to the dispatcher as a [`ReadyOp`].
+//! 3. Otherwise the op is *parked* in an op slot ([`OpSlot`]): its payload and dependency list go
+//!    into the slot and its wait counter is set to the number of vars still holding it back
+//!    (MXNet starts at `reads + writes + 1` and counts down from the pusher; since the pusher holds
+//!    every var's lock while appending it knows the exact count instead, which saves two atomic
+//!    operations). Each var that later grants the op decrements the counter; the one that brings
+//!    it to zero takes the op out of the slot, frees the slot and dispatches the op. Exactly one
+//!    decrement reaches zero, so the op is ready exactly once.
+//! 4. The engine runs the op and hands the [`ReadyOp`] back to `complete`, which releases the
+//!    op's vars and returns the payload.
+
+use std::fmt;
+
+use crate::sync::{AtomicU32, Mutex};
+use crate::var::{Access, Var};
+
+/// Vars an op can list without allocating (more than this: one allocation per push).
+pub(crate) const INLINE_DEPS: usize = 8;
+
+/// A var of this graph without the graph id (which the graph checked at push): 8 bytes, so the
+/// inline dependency list stays small and cheap to move.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct VarKey {
+    pub(crate) index: u32,
+    pub(crate) generation: u32,
+}
+
+impl VarKey {
+    const PLACEHOLDER: VarKey = VarKey {
+        index: u32::MAX,
+        generation: 0,
+    };
+
+    fn of(var: Var) -> Self {
+        VarKey {
+            index: var.index,
+            generation: var.generation,
+        }
+    }
+
+    pub(crate) fn var(self, graph: u32) -> Var {
+        Var {
+            graph,
+            index: self.index,
+            generation: self.generation,
+        }
+    }
+}
+
+/// The vars of one op: reads first, then writes.
+pub(crate) struct DepList {
+    len: u32,
+    reads: u32,
+    inline: [VarKey; INLINE_DEPS],
+    heap: Box<[VarKey]>,
+}
+
+impl DepList {
+    /// The list of `reads` then `writes`; `None` if it holds more than `u32::MAX` vars.
+    pub(crate) fn new(reads: &[Var], writes: &[Var]) -> Option<Self> {
+        let len = reads.len() + writes.len();
+        let all = reads.iter().chain(writes).map(|&v| VarKey::of(v));
+        let mut deps = DepList {
+            len: u32::try_from(len).ok()?,
+            reads: reads.len() as u32,
+            inline: [VarKey::PLACEHOLDER; INLINE_DEPS],
+            heap: Box::default(),
+        };
+        if len <= INLINE_DEPS {
+            for (slot, key) in deps.inline.iter_mut().zip(all) {
+                *slot = key;
+            }
+        } else {
+            deps.heap = all.collect();
+        }
+        Some(deps)
+    }
+
+    /// All vars, reads first.
+    pub(crate) fn all(&self) -> &[VarKey] {
+        if self.len as usize <= INLINE_DEPS {
+            &self.inline[..self.len as usize]
+        } else {
+            &self.heap
+        }
+    }
+
+    pub(crate) fn reads(&self) -> &[VarKey] {
+        &self.all()[..self.reads as usize]
+    }
+
+    pub(crate) fn writes(&self) -> &[VarKey] {
+        &self.all()[self.reads as usize..]
+    }
+
+    /// How the op uses its `position`-th var.
+    pub(crate) fn access(&self, position: usize) -> Access {
+        if position < self.reads as usize {
+            Access::Read
+        } else {
+            Access::Write
+        }
+    }
+}
+
+/// An op whose dependencies are all satisfied: the dispatcher runs it and hands it back to
+/// [`Graph::complete`](crate::Graph::complete).
+///
+/// Dropping a `ReadyOp` without completing it leaves its vars held forever (every later op on them
+/// stalls), just like an op that never finishes.
+pub struct ReadyOp<T> {
+    pub(crate) graph: u32,
+    pub(crate) payload: T,
+    pub(crate) deps: DepList,
+}
+
+impl<T> ReadyOp<T> {
+    /// The payload given to [`Graph::push`](crate::Graph::push).
+    pub fn payload(&self) -> &T {
+        &self.payload
+    }
+
+    /// Mutable access to the payload.
+    pub fn payload_mut(&mut self) -> &mut T {
+        &mut self.payload
+    }
+
+    /// The vars the op reads, as pushed.
+    pub fn reads(&self) -> impl ExactSizeIterator<Item = Var> + '_ {
+        self.deps.reads().iter().map(|key| key.var(self.graph))
+    }
+
+    /// The vars the op writes, as pushed.
+    pub fn writes(&self) -> impl ExactSizeIterator<Item = Var> + '_ {
+        self.deps.writes().iter().map(|key| key.var(self.graph))
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for ReadyOp<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadyOp")
+            .field("payload", &self.payload)
+            .field("reads", &self.reads().collect::<Vec<_>>())
+            .field("writes", &self.writes().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where ready ops go. The graph calls it, outside every lock, for each op that becomes ready in
+/// [`Graph::push`](crate::Graph::push) or [`Graph::complete`](crate::Graph::complete).
+///
+/// Implemented for closures and for `Vec<ReadyOp<T>>` (which collects them).
+pub trait Dispatch<T> {
+    /// Takes one ready op. It may call back into the graph (push, complete) freely.
+    fn dispatch(&mut self, op: ReadyOp<T>);
+}
+
+impl<T, F: FnMut(ReadyOp<T>)> Dispatch<T> for F {
+    fn dispatch(&mut self, op: ReadyOp<T>) {
+        self(op);
+    }
+}
+
+impl<T> Dispatch<T> for Vec<ReadyOp<T>> {
+    fn dispatch(&mut self, op: ReadyOp<T>) {
+        self.push(op);
+    }
+}
+
+/// Identifies a waiting (parked) op, for stall reports. Ids are only meaningful while the op
+/// waits: once it is dispatched its slot is recycled under a new generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OpId {
+    pub(crate) index: u32,
+    pub(crate) generation: u32,
+}
+
+impl fmt::Display for OpId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "op#{}.{}", self.index, self.generation)
+    }
+}
+
+/// A waiting op as listed by [`Graph::pending_ops`](crate::Graph::pending_ops).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingOp {
+    /// The op.
+    pub id: OpId,
+    /// How it uses the var it waits on.
+    pub access: Access,
+}
+
+/// What a parked op leaves in its slot.
+pub(crate) struct Parked<T> {
+    pub(crate) payload: T,
+    pub(crate) deps: DepList,
+}
+
+/// The contents of an op slot's mutex.
+pub(crate) struct Parking<T> {
+    /// Bumped each time the slot is recycled; part of [`OpId`].
+    pub(crate) generation: u32,
+    pub(crate) parked: Option<Parked<T>>,
+}
+
+/// One op slot (MXNet's `OprBlock`), used only by ops that had to wait.
+pub(crate) struct OpSlot<T> {
+    /// Vars still holding the op back.
+    pub(crate) wait: AtomicU32,
+    /// The parked op. The mutex is never contended (the wait counter decides who owns the slot);
+    /// it is what lets the hand-over from pusher to releaser stay in safe code.
+    pub(crate) parking: Mutex<Parking<T>>,
+}
+
+impl<T> Default for OpSlot<T> {
+    fn default() -> Self {
+        OpSlot {
+            wait: AtomicU32::new(0),
+            parking: Mutex::new(Parking {
+                generation: 0,
+                parked: None,
+            }),
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! The synchronisation primitives the crate is built on, switched to `loom`'s model-checked
+//! versions under `--cfg loom` (the same pattern as tokio's `loom/` module).
+//!
+//! Everything that takes part in the concurrency protocol (the per-var mutex, the op wait
+//! counters, the free lists) goes through this module so that loom explores its interleavings.
+//! Two things deliberately stay on `std` under loom:
+//!
+//! - [`OnceLock`], which publishes a slab bucket exactly once. Its initialiser only allocates
+//!   and constructs objects (no loom operation is a scheduling point there), so loom can never
+//!   switch threads inside it; loom has no `OnceLock` of its own.
+//! - the process-wide counter handing out graph ids (see `graph.rs`), which is not shared
+//!   state of any model.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
+pub(crate) use std::sync::OnceLock;
+
+/// Locks `mutex`, ignoring poisoning.
+///
+/// No critical section of this crate runs caller code, so a poisoned lock can only come from a
+/// panic inside the crate's own short, non-panicking sections (or an allocation failure); the
+/// state it protects is then still consistent, and the library must not turn that into a panic.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

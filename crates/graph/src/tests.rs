@@ -1,0 +1,338 @@
+//! Unit tests of the graph: every transition through the public API, and every error.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::{Access, Graph, GraphError, ReadyOp, Var, VarStatus};
+
+type G = Graph<u32, &'static str>;
+
+fn names(ready: &[ReadyOp<u32>]) -> Vec<u32> {
+    ready.iter().map(|op| *op.payload()).collect()
+}
+
+/// Completes the ready op with payload `id`, returning what became ready.
+fn finish(graph: &G, ready: &mut Vec<ReadyOp<u32>>, id: u32, outcome: Result<(), &'static str>) {
+    let at = ready
+        .iter()
+        .position(|op| *op.payload() == id)
+        .expect("op is ready");
+    let op = ready.remove(at);
+    assert_eq!(graph.complete(op, outcome, ready), Ok(id));
+}
+
+#[test]
+fn reads_run_together_and_write_waits_for_them() {
+    let graph = G::new();
+    let v = graph.new_var().unwrap();
+    let mut ready = Vec::new();
+    graph.push(&[v], &[], 1, &mut ready).unwrap();
+    graph.push(&[v], &[], 2, &mut ready).unwrap();
+    graph.push(&[], &[v], 3, &mut ready).unwrap();
+    assert_eq!(names(&ready), [1, 2]);
+    let status = graph.var_status(v).unwrap();
+    assert_eq!((status.running_reads, status.waiting), (2, 1));
+    assert_eq!(status.pending(), 3);
+    finish(&graph, &mut ready, 1, Ok(()));
+    assert_eq!(names(&ready), [2]);
+    finish(&graph, &mut ready, 2, Ok(()));
+    assert_eq!(names(&ready), [3]);
+    assert!(graph.var_status(v).unwrap().write_running);
+    finish(&graph, &mut ready, 3, Ok(()));
+    assert_eq!(graph.var_status(v).unwrap(), VarStatus::default());
+}
+
+#[test]
+fn write_releases_following_reads_then_next_write() {
+    let graph = G::new();
+    let v = graph.new_var().unwrap();
+    let mut ready = Vec::new();
+    graph.push(&[], &[v], 1, &mut ready).unwrap();
+    graph.push(&[v], &[], 2, &mut ready).unwrap();
+    graph.push(&[v], &[], 3, &mut ready).unwrap();
+    graph.push(&[], &[v], 4, &mut ready).unwrap();
+    graph.push(&[v], &[], 5, &mut ready).unwrap();
+    assert_eq!(names(&ready), [1]);
+    assert_eq!(graph.stats().live_op_blocks, 4);
+    finish(&graph, &mut ready, 1, Ok(()));
+    assert_eq!(names(&ready), [2, 3]);
+    finish(&graph, &mut ready, 3, Ok(()));
+    finish(&graph, &mut ready, 2, Ok(()));
+    assert_eq!(names(&ready), [4]);
+    finish(&graph, &mut ready, 4, Ok(()));
+    assert_eq!(names(&ready), [5]);
+    finish(&graph, &mut ready, 5, Ok(()));
+    let stats = graph.stats();
+    assert_eq!(stats.live_op_blocks, 0);
+    assert_eq!(stats.pooled_op_blocks, 4);
+}
+
+#[test]
+fn op_waits_for_all_its_vars() {
+    let graph = G::new();
+    let (a, b) = (graph.new_var().unwrap(), graph.new_var().unwrap());
+    let mut ready = Vec::new();
+    graph.push(&[], &[a], 1, &mut ready).unwrap();
+    graph.push(&[], &[b], 2, &mut ready).unwrap();
+    graph.push(&[a], &[b], 3, &mut ready).unwrap();
+    finish(&graph, &mut ready, 1, Ok(()));
+    assert_eq!(names(&ready), [2], "3 still waits for b");
+    finish(&graph, &mut ready, 2, Ok(()));
+    assert_eq!(names(&ready), [3]);
+    let op = &ready[0];
+    assert_eq!(op.reads().collect::<Vec<_>>(), [a]);
+    assert_eq!(op.writes().collect::<Vec<_>>(), [b]);
+    finish(&graph, &mut ready, 3, Ok(()));
+}
+
+/// Completes `op` and, recursively, everything it releases.
+fn run(graph: &G, op: ReadyOp<u32>, done: &mut Vec<u32>) {
+    let mut next = Vec::new();
+    done.push(graph.complete(op, Ok(()), &mut next).unwrap());
+    for op in next {
+        run(graph, op, done);
+    }
+}
+
+#[test]
+fn dispatcher_may_call_back_into_the_graph() {
+    let graph = G::new();
+    let v = graph.new_var().unwrap();
+    let mut sink = Vec::new();
+    graph.push(&[], &[v], 1, &mut sink).unwrap();
+    graph.push(&[], &[v], 2, &mut sink).unwrap();
+    let mut done = Vec::new();
+    run(&graph, sink.pop().unwrap(), &mut done);
+    assert_eq!(done, [1, 2]);
+    let mut done_by_closure = 0;
+    graph
+        .push(&[v], &[], 3, &mut |op: ReadyOp<u32>| {
+            done_by_closure += 1;
+            graph.complete(op, Ok(()), &mut Vec::new()).unwrap();
+        })
+        .unwrap();
+    assert_eq!(done_by_closure, 1);
+    assert_eq!(graph.var_status(v).unwrap().pending(), 0);
+}
+
+#[test]
+fn duplicate_and_conflicting_vars_are_rejected_without_change() {
+    let graph = G::new();
+    let (a, b) = (graph.new_var().unwrap(), graph.new_var().unwrap());
+    let mut ready = Vec::new();
+    assert_eq!(
+        graph.push(&[a, b, a], &[], 1, &mut ready),
+        Err(GraphError::DuplicateVar { var: a })
+    );
+    assert_eq!(
+        graph.push(&[], &[b, b], 1, &mut ready),
+        Err(GraphError::DuplicateVar { var: b })
+    );
+    assert_eq!(
+        graph.push(&[a], &[b, a], 1, &mut ready),
+        Err(GraphError::ReadWriteConflict { var: a })
+    );
+    // Long lists take the heap path.
+    let many: Vec<Var> = (0..12).map(|_| graph.new_var().unwrap()).collect();
+    let mut dup = many.clone();
+    dup.push(many[3]);
+    assert_eq!(
+        graph.push(&[], &dup, 1, &mut ready),
+        Err(GraphError::DuplicateVar { var: many[3] })
+    );
+    assert!(ready.is_empty());
+    for var in [a, b].iter().chain(&many) {
+        assert_eq!(graph.var_status(*var).unwrap(), VarStatus::default());
+    }
+    assert_eq!(graph.stats().live_op_blocks, 0);
+}
+
+#[test]
+fn many_vars_per_op_work() {
+    let graph = G::new();
+    let vars: Vec<Var> = (0..20).map(|_| graph.new_var().unwrap()).collect();
+    let mut ready = Vec::new();
+    graph.push(&vars[..5], &vars[5..], 1, &mut ready).unwrap();
+    graph.push(&vars[10..], &vars[..10], 2, &mut ready).unwrap();
+    assert_eq!(names(&ready), [1]);
+    finish(&graph, &mut ready, 1, Ok(()));
+    assert_eq!(names(&ready), [2]);
+    finish(&graph, &mut ready, 2, Ok(()));
+}
+
+#[test]
+fn foreign_vars_and_ops_are_rejected() {
+    let graph = G::new();
+    let other = G::new();
+    let mine = graph.new_var().unwrap();
+    let theirs = other.new_var().unwrap();
+    let mut ready = Vec::new();
+    assert_eq!(
+        graph.push(&[mine], &[theirs], 1, &mut ready),
+        Err(GraphError::ForeignVar { var: theirs })
+    );
+    assert_eq!(
+        graph.delete_var(theirs, || {}),
+        Err(GraphError::ForeignVar { var: theirs })
+    );
+    assert_eq!(
+        graph.var_status(theirs),
+        Err(GraphError::ForeignVar { var: theirs })
+    );
+    assert_eq!(graph.var_status(mine).unwrap(), VarStatus::default());
+    other.push(&[], &[theirs], 7, &mut ready).unwrap();
+    let op = ready.pop().unwrap();
+    assert_eq!(
+        graph.complete(op, Ok(()), &mut ready),
+        Err(GraphError::ForeignOp)
+    );
+}
+
+#[test]
+fn delete_idle_var_reclaims_at_once_and_stale_handle_is_detected() {
+    let graph = G::new();
+    let v = graph.new_var().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    graph
+        .delete_var(v, move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(graph.stats().live_vars, 0);
+    // The slot is reused under a new generation: the old handle never aliases it.
+    let w = graph.new_var().unwrap();
+    assert_eq!(w.index(), v.index());
+    assert_ne!(w.generation(), v.generation());
+    let mut ready = Vec::new();
+    assert_eq!(
+        graph.push(&[v], &[], 1, &mut ready),
+        Err(GraphError::DeletedVar { var: v })
+    );
+    assert_eq!(graph.var_status(v), Err(GraphError::DeletedVar { var: v }));
+    assert_eq!(
+        graph.delete_var(v, || {}),
+        Err(GraphError::DeletedVar { var: v })
+    );
+    assert_eq!(graph.var_status(w).unwrap(), VarStatus::default());
+}
+
+#[test]
+fn delete_waits_for_pending_ops() {
+    let graph = G::new();
+    let (v, other) = (graph.new_var().unwrap(), graph.new_var().unwrap());
+    let mut ready = Vec::new();
+    graph.push(&[], &[v], 1, &mut ready).unwrap();
+    graph.push(&[v], &[other], 2, &mut ready).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    graph
+        .delete_var(v, move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    assert!(graph.var_status(v).unwrap().deleted);
+    // New pushes are refused at once, and change nothing.
+    assert_eq!(
+        graph.push(&[other], &[v], 3, &mut ready),
+        Err(GraphError::DeletedVar { var: v })
+    );
+    assert_eq!(
+        graph.delete_var(v, || {}),
+        Err(GraphError::DeletedVar { var: v })
+    );
+    finish(&graph, &mut ready, 1, Ok(()));
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "op 2 still reads v");
+    assert_eq!(graph.stats().live_vars, 2);
+    finish(&graph, &mut ready, 2, Ok(()));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(graph.stats().live_vars, 1);
+    assert_eq!(graph.var_status(v), Err(GraphError::DeletedVar { var: v }));
+}
+
+#[test]
+fn failure_is_recorded_on_written_vars_and_cleared_by_a_successful_write() {
+    let graph = G::new();
+    let (input, output) = (graph.new_var().unwrap(), graph.new_var().unwrap());
+    let mut ready = Vec::new();
+    graph.push(&[input], &[output], 1, &mut ready).unwrap();
+    finish(&graph, &mut ready, 1, Err("boom"));
+    assert_eq!(graph.var_failure(output), Ok(Some("boom")));
+    assert_eq!(graph.var_failure(input), Ok(None), "reads are not marked");
+    assert!(graph.var_status(output).unwrap().failed);
+    assert_eq!(graph.stats().failed_vars, 1);
+
+    // A reader of the failed var sees it when it becomes ready.
+    graph.push(&[output], &[], 2, &mut ready).unwrap();
+    assert_eq!(graph.op_failure(&ready[0]), Some("boom"));
+    finish(&graph, &mut ready, 2, Ok(()));
+    assert_eq!(graph.var_failure(output), Ok(Some("boom")));
+
+    // A successful write overwrites the data, and with it the failure.
+    graph.push(&[], &[output], 3, &mut ready).unwrap();
+    finish(&graph, &mut ready, 3, Ok(()));
+    assert_eq!(graph.var_failure(output), Ok(None));
+    assert_eq!(graph.stats().failed_vars, 0);
+    graph.push(&[output], &[], 4, &mut ready).unwrap();
+    assert_eq!(graph.op_failure(&ready[0]), None);
+    finish(&graph, &mut ready, 4, Ok(()));
+
+    // Explicit clearing, and deletion, drop the failure too.
+    graph.push(&[], &[input, output], 5, &mut ready).unwrap();
+    finish(&graph, &mut ready, 5, Err("again"));
+    assert_eq!(graph.stats().failed_vars, 2);
+    assert_eq!(graph.clear_failure(input), Ok(Some("again")));
+    assert_eq!(graph.clear_failure(input), Ok(None));
+    graph.delete_var(output, || {}).unwrap();
+    assert_eq!(graph.stats().failed_vars, 0);
+}
+
+#[test]
+fn pending_ops_lists_waiters_for_stall_reports() {
+    let graph = G::new();
+    let v = graph.new_var().unwrap();
+    let mut ready = Vec::new();
+    graph.push(&[], &[v], 1, &mut ready).unwrap();
+    graph.push(&[v], &[], 2, &mut ready).unwrap();
+    graph.push(&[], &[v], 3, &mut ready).unwrap();
+    let pending = graph.pending_ops(v).unwrap();
+    let accesses: Vec<Access> = pending.iter().map(|p| p.access).collect();
+    assert_eq!(accesses, [Access::Read, Access::Write]);
+    let payloads: Vec<Option<u32>> = pending
+        .iter()
+        .map(|p| graph.inspect_op(p.id, |payload| *payload))
+        .collect();
+    assert_eq!(payloads, [Some(2), Some(3)]);
+    finish(&graph, &mut ready, 1, Ok(()));
+    // Op 2 is no longer waiting: its id is stale.
+    assert_eq!(graph.inspect_op(pending[0].id, |p| *p), None);
+    assert_eq!(graph.pending_ops(v).unwrap().len(), 1);
+    finish(&graph, &mut ready, 2, Ok(()));
+    finish(&graph, &mut ready, 3, Ok(()));
+    assert!(graph.pending_ops(v).unwrap().is_empty());
+}
+
+#[test]
+fn errors_have_clear_messages() {
+    let graph = G::new();
+    let v = graph.new_var().unwrap();
+    let text = GraphError::ReadWriteConflict { var: v }.to_string();
+    assert!(
+        text.contains(&format!("var#{}.{}", v.index(), v.generation())),
+        "{text}"
+    );
+    assert!(text.contains("both read and written"), "{text}");
+    assert!(
+        GraphError::CapacityExhausted { what: "op" }
+            .to_string()
+            .contains("op slot")
+    );
+}
+
+#[test]
+fn graph_is_send_and_sync() {
+    fn check<S: Send + Sync>() {}
+    check::<Graph<Box<dyn FnOnce() + Send>>>();
+    check::<ReadyOp<u32>>();
+}
