@@ -10,7 +10,7 @@ pub(crate) struct Group {
     /// The system the others are compared with (the `ratio` denominator).
     pub(crate) ours: &'static str,
     pub(crate) systems: &'static [System],
-    /// Table row order; workloads not listed follow, sorted by name.
+    /// Table row order; workloads not listed follow in the order the harnesses print them.
     pub(crate) workloads: &'static [&'static str],
     /// Size flags of the full (published) benchmark.
     pub(crate) full_sizes: &'static [&'static str],

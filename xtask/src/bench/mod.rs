@@ -241,6 +241,8 @@ struct GroupResults {
     quick: bool,
     /// Keyed by (workload, system).
     series: BTreeMap<(String, &'static str), Series>,
+    /// Workloads in the order the harnesses first printed them.
+    seen: Vec<String>,
     /// Systems that failed an invocation (and were not run again), with the reason.
     failed: Vec<(&'static str, String)>,
     /// C++ peers that could not be built, with the reason.
@@ -255,6 +257,7 @@ impl GroupResults {
             threads: options.threads,
             quick: options.quick,
             series: BTreeMap::new(),
+            seen: Vec::new(),
             failed: Vec::new(),
             skipped,
         }
@@ -279,6 +282,9 @@ impl GroupResults {
             }
         };
         for m in measurements {
+            if !self.seen.contains(&m.workload) {
+                self.seen.push(m.workload.clone());
+            }
             let series = self
                 .series
                 .entry((m.workload.clone(), system))
@@ -297,17 +303,14 @@ impl GroupResults {
         }
     }
 
-    /// Workloads in table order: the group's declared order, then the others by name.
+    /// Workloads in table order: the group's declared order, then the others as first printed.
     fn workloads(&self) -> Vec<&str> {
-        let mut measured: Vec<&str> = self.series.keys().map(|(w, _)| w.as_str()).collect();
-        measured.dedup();
         let declared = self.group.workloads.iter().copied();
-        let mut order: Vec<&str> = declared.filter(|w| measured.contains(w)).collect();
-        order.extend(
-            measured
-                .iter()
-                .filter(|w| !self.group.workloads.contains(w)),
-        );
+        let mut order: Vec<&str> = declared
+            .filter(|w| self.seen.iter().any(|s| s == w))
+            .collect();
+        let undeclared = self.seen.iter().map(String::as_str);
+        order.extend(undeclared.filter(|w| !self.group.workloads.contains(w)));
         order
     }
 
@@ -316,5 +319,62 @@ impl GroupResults {
         let measured = |name: &str| self.series.keys().any(|(_, s)| *s == name);
         let names = self.group.systems.iter().map(|s| s.name);
         names.filter(|name| measured(name)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::protocol::Measurement;
+    use super::{GroupResults, Options, groups};
+
+    fn measurement(workload: &str, value: f64) -> Measurement {
+        Measurement {
+            workload: workload.to_owned(),
+            value,
+            unit: "ns/task".to_owned(),
+        }
+    }
+
+    fn parse(args: &[&str]) -> Result<Options, String> {
+        Options::parse(args.iter().map(|&a| a.to_owned()))
+    }
+
+    #[test]
+    fn options_default_to_all_groups_and_five_runs() {
+        let options = parse(&[]).unwrap();
+        assert_eq!(options.groups.len(), groups::GROUPS.len());
+        assert_eq!(
+            (options.runs, options.threads, options.quick),
+            (5, 2, false)
+        );
+    }
+
+    #[test]
+    fn quick_runs_fewer_rounds_unless_told() {
+        let options = parse(&["pool", "--quick"]).unwrap();
+        assert_eq!(options.groups[0].name, "pool");
+        assert_eq!(options.runs, 3);
+        assert_eq!(parse(&["--quick", "--runs", "7"]).unwrap().runs, 7);
+    }
+
+    #[test]
+    fn options_reject_nonsense() {
+        assert!(parse(&["nope"]).is_err());
+        assert!(parse(&["--runs", "0"]).is_err());
+        assert!(parse(&["--threads"]).is_err());
+        assert!(parse(&["pool", "graph"]).is_err());
+    }
+
+    #[test]
+    fn rows_follow_the_declared_order_then_the_printed_one() {
+        let options = Options::smoke();
+        let pool = groups::find("pool").unwrap();
+        let mut results = GroupResults::new(pool, &options, Vec::new());
+        let printed = ["custom", "idle", "spawn_external"].map(|w| measurement(w, 1.0));
+        results.record("eigen", Ok(printed.to_vec()));
+        results.record("rayon", Err("exited with exit status: 1".to_owned()));
+        assert_eq!(results.workloads(), ["spawn_external", "idle", "custom"]);
+        assert_eq!(results.systems(), ["eigen"]);
+        assert!(results.has_failed("rayon"));
     }
 }
