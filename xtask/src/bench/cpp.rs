@@ -83,7 +83,21 @@ fn first_error(stderr: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::first_error;
+    use super::{CppHarness, first_error};
+
+    #[test]
+    fn a_missing_compiler_is_a_reason_to_skip() {
+        let harness = CppHarness {
+            binary: "pool_missing",
+            source: "pool_missing.cpp",
+            compiler: "xtask-test-no-such-compiler",
+            flags: &[],
+            libs: &[],
+        };
+        let bin_dir = std::env::temp_dir().join("xtask-cpp-test");
+        let reason = harness.build(&bin_dir).unwrap_err();
+        assert!(reason.contains("xtask-test-no-such-compiler"), "{reason}");
+    }
 
     #[test]
     fn names_the_missing_piece() {

@@ -9,14 +9,15 @@ mod cpp;
 mod groups;
 mod protocol;
 mod report;
+mod results;
 mod stats;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cmd::{Cmd, Result};
 use groups::{GROUPS, Group, Harness, System};
+use results::GroupResults;
 
 /// Runs for published figures.
 const DEFAULT_RUNS: usize = 5;
@@ -225,115 +226,9 @@ fn stderr_tail(stderr: &str) -> String {
     })
 }
 
-/// The samples of one (workload, system) pair.
-#[derive(Debug)]
-struct Series {
-    unit: String,
-    values: Vec<f64>,
-}
-
-/// Everything measured for one group.
-#[derive(Debug)]
-struct GroupResults {
-    group: &'static Group,
-    runs: usize,
-    threads: usize,
-    quick: bool,
-    /// Keyed by (workload, system).
-    series: BTreeMap<(String, &'static str), Series>,
-    /// Workloads in the order the harnesses first printed them.
-    seen: Vec<String>,
-    /// Systems that failed an invocation (and were not run again), with the reason.
-    failed: Vec<(&'static str, String)>,
-    /// C++ peers that could not be built, with the reason.
-    skipped: Vec<(&'static str, String)>,
-}
-
-impl GroupResults {
-    fn new(group: &'static Group, options: &Options, skipped: Vec<(&'static str, String)>) -> Self {
-        GroupResults {
-            group,
-            runs: options.runs,
-            threads: options.threads,
-            quick: options.quick,
-            series: BTreeMap::new(),
-            seen: Vec::new(),
-            failed: Vec::new(),
-            skipped,
-        }
-    }
-
-    fn has_failed(&self, system: &str) -> bool {
-        self.failed.iter().any(|(name, _)| *name == system)
-    }
-
-    /// Adds one invocation's outcome.
-    fn record(
-        &mut self,
-        system: &'static str,
-        outcome: std::result::Result<Vec<protocol::Measurement>, String>,
-    ) {
-        let measurements = match outcome {
-            Ok(measurements) => measurements,
-            Err(reason) => {
-                eprintln!("{system} failed: {reason}");
-                self.failed.push((system, reason));
-                return;
-            }
-        };
-        for m in measurements {
-            if !self.seen.contains(&m.workload) {
-                self.seen.push(m.workload.clone());
-            }
-            let series = self
-                .series
-                .entry((m.workload.clone(), system))
-                .or_insert_with(|| Series {
-                    unit: m.unit.clone(),
-                    values: Vec::new(),
-                });
-            if series.unit == m.unit {
-                series.values.push(m.value);
-            } else {
-                eprintln!(
-                    "warning: {system} reported {} in {}, earlier in {}; sample ignored",
-                    m.workload, m.unit, series.unit
-                );
-            }
-        }
-    }
-
-    /// Workloads in table order: the group's declared order, then the others as first printed.
-    fn workloads(&self) -> Vec<&str> {
-        let declared = self.group.workloads.iter().copied();
-        let mut order: Vec<&str> = declared
-            .filter(|w| self.seen.iter().any(|s| s == w))
-            .collect();
-        let undeclared = self.seen.iter().map(String::as_str);
-        order.extend(undeclared.filter(|w| !self.group.workloads.contains(w)));
-        order
-    }
-
-    /// Systems with at least one sample, in the group's order.
-    fn systems(&self) -> Vec<&'static str> {
-        let measured = |name: &str| self.series.keys().any(|(_, s)| *s == name);
-        let names = self.group.systems.iter().map(|s| s.name);
-        names.filter(|name| measured(name)).collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::protocol::Measurement;
-    use super::{GroupResults, Options, groups};
-
-    fn measurement(workload: &str, value: f64) -> Measurement {
-        Measurement {
-            workload: workload.to_owned(),
-            value,
-            unit: "ns/task".to_owned(),
-        }
-    }
+    use super::{Options, groups};
 
     fn parse(args: &[&str]) -> Result<Options, String> {
         Options::parse(args.iter().map(|&a| a.to_owned()))
@@ -363,18 +258,5 @@ mod tests {
         assert!(parse(&["--runs", "0"]).is_err());
         assert!(parse(&["--threads"]).is_err());
         assert!(parse(&["pool", "graph"]).is_err());
-    }
-
-    #[test]
-    fn rows_follow_the_declared_order_then_the_printed_one() {
-        let options = Options::smoke();
-        let pool = groups::find("pool").unwrap();
-        let mut results = GroupResults::new(pool, &options, Vec::new());
-        let printed = ["custom", "idle", "spawn_external"].map(|w| measurement(w, 1.0));
-        results.record("eigen", Ok(printed.to_vec()));
-        results.record("rayon", Err("exited with exit status: 1".to_owned()));
-        assert_eq!(results.workloads(), ["spawn_external", "idle", "custom"]);
-        assert_eq!(results.systems(), ["eigen"]);
-        assert!(results.has_failed("rayon"));
     }
 }

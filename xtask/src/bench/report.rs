@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::GroupResults;
+use super::results::GroupResults;
 use super::stats::Summary;
 use crate::cmd::Result;
 
