@@ -13,8 +13,9 @@ use crate::var_queue::{NO_OP, VarQueue};
 /// The default failure type: any error, shared so it can be recorded on several vars.
 pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
 
-/// Queue capacity a reclaimed var slot keeps for its next var.
-const KEEP_QUEUE_CAPACITY: usize = 16;
+/// Queue capacity a reclaimed var slot keeps for its next var (entries are 8 bytes): enough that
+/// recycling a var does not reallocate its queue, small enough that idle slots stay cheap.
+const KEEP_QUEUE_CAPACITY: usize = 64;
 
 /// Callback run once a deleted var is reclaimed.
 type OnDeleted = Box<dyn FnOnce() + Send>;

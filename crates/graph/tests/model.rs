@@ -1,0 +1,300 @@
+//! Property test: random workloads checked against a sequential model of `MXNet`'s semantics.
+//!
+//! A workload has up to 16 vars and a list of ops with random read/write sets. It is run by a
+//! random interleaving of pushes, completions (chosen among the ready ops, some of them failing)
+//! and var deletions. After every step the set of ready ops must equal what the model allows:
+//!
+//! - a read of `v` is allowed once every earlier write of `v` completed;
+//! - a write of `v` is allowed once every earlier op on `v` completed;
+//!
+//! which implies that writes become ready in push order and never overlap another op on their
+//! var, that a read never runs while a later write runs, and that nothing is ready early or
+//! late. Each op must be dispatched exactly once, every var's failure must be that of the last
+//! write that completed on it, a deleted var's callback must run exactly when its last op
+//! completes, and at the end everything completes and no op block or var is left.
+#![cfg(not(loom))]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use depengine_graph::{Graph, GraphError, ReadyOp, Var};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+struct OpSpec {
+    reads: u16,
+    writes: u16,
+}
+
+#[derive(Debug, Clone)]
+struct Workload {
+    vars: usize,
+    ops: Vec<OpSpec>,
+    choices: Vec<u32>,
+}
+
+fn workload() -> impl Strategy<Value = Workload> {
+    let max_ops = if cfg!(miri) { 12 } else { 64 };
+    (1usize..=16).prop_flat_map(move |vars| {
+        let mask = (1u32 << vars) - 1;
+        let op = (any::<u16>(), any::<u16>()).prop_map(move |(r, w)| {
+            let reads = u32::from(r) & mask;
+            // Keep the lists small and disjoint: at most 4 vars each.
+            let writes = u32::from(w) & mask & !reads;
+            OpSpec {
+                reads: sparse(reads),
+                writes: sparse(writes),
+            }
+        });
+        (
+            Just(vars),
+            prop::collection::vec(op, 1..max_ops),
+            prop::collection::vec(any::<u32>(), 0..max_ops * 3),
+        )
+            .prop_map(|(vars, ops, choices)| Workload { vars, ops, choices })
+    })
+}
+
+/// Keeps at most the lowest 4 set bits of `mask`, so ops touch few vars and conflict often.
+fn sparse(mask: u32) -> u16 {
+    let mut out = 0u32;
+    let mut rest = mask;
+    for _ in 0..4 {
+        if rest == 0 {
+            break;
+        }
+        let bit = rest & rest.wrapping_neg();
+        out |= bit;
+        rest &= !bit;
+    }
+    out as u16
+}
+
+fn bits(mask: u16) -> impl Iterator<Item = usize> {
+    (0..16).filter(move |i| mask & (1 << i) != 0)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Waiting,
+    Ready,
+    Completed,
+}
+
+struct Model {
+    spec: Vec<OpSpec>,
+    /// Ops in push order (indices into `spec`), with their state.
+    pushed: Vec<(usize, State)>,
+    failure: Vec<Option<u32>>,
+    deleted: Vec<bool>,
+}
+
+impl Model {
+    fn state(&self, op: usize) -> Option<State> {
+        self.pushed.iter().find(|(o, _)| *o == op).map(|(_, s)| *s)
+    }
+
+    fn set(&mut self, op: usize, state: State) {
+        for entry in &mut self.pushed {
+            if entry.0 == op {
+                entry.1 = state;
+            }
+        }
+    }
+
+    /// Whether the model allows the `at`-th pushed op to be ready.
+    fn allowed(&self, at: usize) -> bool {
+        let me = &self.spec[self.pushed[at].0];
+        self.pushed[..at].iter().all(|&(earlier, state)| {
+            let e = &self.spec[earlier];
+            let conflict = (me.writes & (e.reads | e.writes)) | (me.reads & e.writes);
+            conflict == 0 || state == State::Completed
+        })
+    }
+
+    fn pending_on(&self, var: usize) -> usize {
+        self.pushed
+            .iter()
+            .filter(|&&(op, state)| {
+                let s = &self.spec[op];
+                state != State::Completed && (s.reads | s.writes) & (1 << var) != 0
+            })
+            .count()
+    }
+}
+
+#[allow(
+    clippy::too_many_lines,
+    reason = "one interpreter loop, clearer in one piece"
+)]
+fn run(w: &Workload) -> Result<(), TestCaseError> {
+    let graph: Graph<usize, u32> = Graph::new();
+    let vars: Vec<Var> = (0..w.vars).map(|_| graph.new_var().unwrap()).collect();
+    let deleted_calls: Vec<Arc<AtomicUsize>> =
+        (0..w.vars).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let mut model = Model {
+        spec: w.ops.clone(),
+        pushed: Vec::new(),
+        failure: vec![None; w.vars],
+        deleted: vec![false; w.vars],
+    };
+    let mut ready: Vec<ReadyOp<usize>> = Vec::new();
+    let mut dispatched = vec![0u32; w.ops.len()];
+    let mut next_op = 0;
+    let mut choices = w.choices.iter().copied();
+
+    let mut step = |choice: u32,
+                    model: &mut Model,
+                    ready: &mut Vec<ReadyOp<usize>>,
+                    next_op: &mut usize|
+     -> Result<bool, TestCaseError> {
+        let mut out = Vec::new();
+        let can_push = *next_op < w.ops.len();
+        if choice % 11 == 10 {
+            // Delete a var (again, if it already was: an error that changes nothing).
+            let v = (choice as usize / 11) % w.vars;
+            let calls = deleted_calls[v].clone();
+            let result = graph.delete_var(vars[v], move || {
+                calls.fetch_add(1, Ordering::SeqCst);
+            });
+            if model.deleted[v] {
+                prop_assert_eq!(result, Err(GraphError::DeletedVar { var: vars[v] }));
+            } else {
+                prop_assert_eq!(result, Ok(()));
+                model.deleted[v] = true;
+            }
+        } else if can_push && (ready.is_empty() || choice.is_multiple_of(3)) {
+            let op = *next_op;
+            *next_op += 1;
+            let spec = &w.ops[op];
+            let read_vars: Vec<Var> = bits(spec.reads).map(|i| vars[i]).collect();
+            let write_vars: Vec<Var> = bits(spec.writes).map(|i| vars[i]).collect();
+            let result = graph.push(&read_vars, &write_vars, op, &mut out);
+            let first_deleted = bits(spec.reads | spec.writes).find(|&i| model.deleted[i]);
+            if let Some(i) = first_deleted {
+                prop_assert!(
+                    matches!(result, Err(GraphError::DeletedVar { .. })),
+                    "op {} names deleted var {}: {:?}",
+                    op,
+                    i,
+                    result
+                );
+                prop_assert!(out.is_empty());
+            } else {
+                prop_assert_eq!(result, Ok(()));
+                model.pushed.push((op, State::Waiting));
+            }
+        } else if !ready.is_empty() {
+            let at = (choice as usize / 3) % ready.len();
+            let op = ready.swap_remove(at);
+            let id = *op.payload();
+            // Failures the op's vars hold (reads first), as the engine would see them.
+            let spec = &w.ops[id];
+            let expected_failure = bits(spec.reads)
+                .chain(bits(spec.writes))
+                .find_map(|i| model.failure[i]);
+            prop_assert_eq!(graph.op_failure(&op), expected_failure);
+            let fails = choice % 5 == 1;
+            let outcome = if fails { Err(id as u32) } else { Ok(()) };
+            prop_assert_eq!(graph.complete(op, outcome, &mut out), Ok(id));
+            model.set(id, State::Completed);
+            for v in bits(spec.writes) {
+                model.failure[v] = fails.then_some(id as u32);
+            }
+        } else {
+            return Ok(false);
+        }
+        for op in out {
+            let id = *op.payload();
+            dispatched[id] += 1;
+            prop_assert_eq!(dispatched[id], 1, "op {} dispatched twice", id);
+            prop_assert_eq!(model.state(id), Some(State::Waiting));
+            model.set(id, State::Ready);
+            ready.push(op);
+        }
+        check(&graph, model, &vars, &deleted_calls)?;
+        Ok(true)
+    };
+
+    for choice in choices.by_ref() {
+        step(choice, &mut model, &mut ready, &mut next_op)?;
+    }
+    // Finish: push the rest and complete everything, in a deterministic order.
+    let mut tail = 0u32;
+    while step(tail.wrapping_mul(3), &mut model, &mut ready, &mut next_op)? {
+        tail = tail.wrapping_add(7);
+    }
+    prop_assert!(
+        model.pushed.iter().all(|&(_, s)| s == State::Completed),
+        "everything pushed completes"
+    );
+    let stats = graph.stats();
+    prop_assert_eq!(stats.live_op_blocks, 0);
+    for (i, &var) in vars.iter().enumerate() {
+        if !model.deleted[i] {
+            prop_assert_eq!(graph.var_status(var).unwrap().pending(), 0);
+            graph.delete_var(var, || {}).unwrap();
+        }
+        if model.deleted[i] {
+            prop_assert_eq!(deleted_calls[i].load(Ordering::SeqCst), 1);
+        }
+    }
+    let stats = graph.stats();
+    prop_assert_eq!(stats.live_vars, 0);
+    prop_assert_eq!(stats.failed_vars, 0);
+    Ok(())
+}
+
+/// The graph's state equals the model's after a step.
+fn check(
+    graph: &Graph<usize, u32>,
+    model: &Model,
+    vars: &[Var],
+    deleted_calls: &[Arc<AtomicUsize>],
+) -> Result<(), TestCaseError> {
+    for at in 0..model.pushed.len() {
+        let (op, state) = model.pushed[at];
+        if state == State::Completed {
+            continue;
+        }
+        let allowed = model.allowed(at);
+        prop_assert_eq!(
+            state == State::Ready,
+            allowed,
+            "op {} is {:?} but the model says allowed = {}",
+            op,
+            state,
+            allowed
+        );
+    }
+    for (v, &var) in vars.iter().enumerate() {
+        let pending = model.pending_on(v);
+        let reclaimed = model.deleted[v] && pending == 0;
+        prop_assert_eq!(
+            deleted_calls[v].load(Ordering::SeqCst),
+            usize::from(reclaimed)
+        );
+        if reclaimed {
+            prop_assert_eq!(graph.var_status(var), Err(GraphError::DeletedVar { var }));
+            continue;
+        }
+        let status = graph.var_status(var).unwrap();
+        prop_assert_eq!(status.pending(), pending, "pending count of var {}", v);
+        prop_assert_eq!(status.deleted, model.deleted[v]);
+        prop_assert_eq!(graph.var_failure(var).unwrap(), model.failure[v]);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 4 } else { 1024 },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn random_workloads_match_the_sequential_model(w in workload()) {
+        run(&w)?;
+    }
+}
