@@ -51,12 +51,12 @@ fn push_complete(ops: u64, k: usize) -> Result<f64, String> {
         .map(|_| graph.new_var())
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
-    let (writes, reads) = vars.split_at(1);
+    let (outputs, inputs) = vars.split_at(1);
     let mut ready: Vec<ReadyOp<u64>> = Vec::with_capacity(4);
     let start = Instant::now();
     for i in 0..ops {
         graph
-            .push(reads, writes, i, &mut ready)
+            .push(inputs, outputs, i, &mut ready)
             .map_err(|e| e.to_string())?;
         let Some(op) = ready.pop() else {
             return Err(format!("op {i} was not ready"));

@@ -60,6 +60,7 @@
 //! # Ok::<(), depengine_graph::GraphError>(())
 //! ```
 
+#![forbid(unsafe_code)]
 #![allow(
     clippy::doc_markdown,
     reason = "the docs name MXNet and its classes, which are not items of this crate"
