@@ -1,0 +1,74 @@
+//! `depengine-cpu`: where depengine runs ready CPU ops, and the trait device backends implement.
+//!
+//! ```text
+//!   depengine (facade: API, engine kinds, config, failure policy)
+//!        │
+//!   depengine-cpu  ◄── this crate          depengine-cuda (implements DeviceBackend)
+//!        │
+//!   depengine-graph (variables, read/write queues, op wait counters)
+//!        │
+//!   depengine-pool (work-stealing threads)
+//! ```
+//!
+//! - [`WorkerBlock`]: a block of CPU workers on a [`depengine_pool::ThreadPool`] (MXNet's
+//!   `ThreadWorkerBlock<kWorkerQueue>`). A task submitted from one of the block's own workers
+//!   goes to the front of that worker's queue, so an op released by a completion runs next on the
+//!   same core.
+//! - [`PriorityBlock`]: dedicated threads serving one shared priority queue, higher priority
+//!   first, FIFO among equals (MXNet's `ThreadWorkerBlock<kPriorityQueue>`, which serves
+//!   `CpuPrioritized` ops).
+//! - [`Executor`] and [`DeviceBackend`] (module `backend`): how the engine hands a task to a
+//!   device's compute or copy workers without knowing the device. `depengine-cuda` implements
+//!   `DeviceBackend` and depends on this crate only, not on the facade.
+//!
+//! This crate knows nothing of ops or vars: it runs closures.
+//!
+//! ```
+//! use depengine_cpu::{Executor, PriorityBlock, WorkerBlock};
+//! use std::sync::mpsc;
+//!
+//! let block = WorkerBlock::new("example", 2)?;
+//! let (tx, rx) = mpsc::channel();
+//! block.spawn(move || tx.send(6 * 7).unwrap());
+//! assert_eq!(rx.recv().unwrap(), 42);
+//!
+//! let priority = PriorityBlock::new("example-prio", 1)?;
+//! let (tx, rx) = mpsc::channel();
+//! priority.execute(10, Box::new(move || tx.send("ran").unwrap()));
+//! assert_eq!(rx.recv().unwrap(), "ran");
+//! # Ok::<(), depengine_cpu::BlockError>(())
+//! ```
+
+#![forbid(unsafe_code)]
+#![allow(
+    clippy::doc_markdown,
+    reason = "the docs name MXNet and its classes, which are not items of this crate"
+)]
+
+mod backend;
+mod priority_block;
+mod worker_block;
+
+pub use backend::{BackendError, DeviceBackend, Executor, Task};
+pub use priority_block::PriorityBlock;
+pub use worker_block::WorkerBlock;
+
+/// Why a block of workers could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlockError {
+    /// A block needs at least one thread.
+    #[error("worker block `{name}` needs at least one thread")]
+    ZeroThreads {
+        /// The block's name.
+        name: String,
+    },
+    /// The operating system refused to start a thread.
+    #[error("worker block `{name}` could not start a thread: {message}")]
+    Spawn {
+        /// The block's name.
+        name: String,
+        /// The operating system's (or the pool's) error.
+        message: String,
+    },
+}

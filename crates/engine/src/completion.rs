@@ -1,0 +1,83 @@
+//! [`Completion`]: the token an async op completes, exactly once, from any thread.
+
+use std::fmt;
+use std::sync::Arc;
+
+use depengine_graph::ReadyOp;
+
+use crate::failure::{BoxError, FailureCause};
+use crate::inner::Inner;
+use crate::record::OpRecord;
+
+/// Completes an async op. Consumed by [`complete`](Self::complete) (or [`ok`](Self::ok),
+/// [`fail`](Self::fail)), so an op completes at most once; dropped without completing, it
+/// completes the op with [`FailureCause::CompletionDropped`] (or [`FailureCause::Panic`] when
+/// dropped by a panic), so a forgotten completion is an error, never a hang. Only
+/// `std::mem::forget` can leak it, and then waits on the op's vars never return.
+#[must_use = "an async op must complete its token (dropping it fails the op)"]
+pub struct Completion {
+    state: Option<(Arc<Inner>, ReadyOp<OpRecord>)>,
+}
+
+impl Completion {
+    pub(crate) fn new(inner: Arc<Inner>, op: ReadyOp<OpRecord>) -> Self {
+        Completion {
+            state: Some((inner, op)),
+        }
+    }
+
+    /// Completes the op: `Ok` lets its dependents run, `Err` fails it (the failure rules of
+    /// the crate documentation apply).
+    pub fn complete<E>(mut self, result: Result<(), E>)
+    where
+        E: Into<BoxError>,
+    {
+        if let Some((inner, op)) = self.state.take() {
+            let outcome =
+                result.map_err(|error| Inner::failure(&op, FailureCause::Error(error.into())));
+            inner.finish(op, outcome, true);
+        }
+    }
+
+    /// Completes the op successfully.
+    pub fn ok(self) {
+        self.complete(Ok::<(), BoxError>(()));
+    }
+
+    /// Fails the op with `error`.
+    pub fn fail<E>(self, error: E)
+    where
+        E: Into<BoxError>,
+    {
+        self.complete(Err(error));
+    }
+
+    /// The name of the op this token completes.
+    pub fn op_name(&self) -> &str {
+        self.state
+            .as_ref()
+            .map_or("", |(_, op)| op.payload().name.as_ref())
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if let Some((inner, op)) = self.state.take() {
+            let cause = if std::thread::panicking() {
+                FailureCause::Panic("the op panicked before completing".to_owned())
+            } else {
+                FailureCause::CompletionDropped
+            };
+            let failure = Inner::failure(&op, cause);
+            inner.finish(op, Err(failure), true);
+        }
+    }
+}
+
+impl fmt::Debug for Completion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Completion")
+            .field("op", &self.op_name())
+            .finish()
+    }
+}

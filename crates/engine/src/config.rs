@@ -1,0 +1,314 @@
+//! [`EngineConfig`], [`EngineKind`], and reading them from the environment.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use depengine_cpu::DeviceBackend;
+
+/// Which engine runs the ops (MXNet's `MXNET_ENGINE_TYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EngineKind {
+    /// Runs each op inline on the thread that makes it ready (the pushing thread, for a single
+    /// pusher of sync ops), in push order: the debugging engine.
+    Naive,
+    /// One shared worker block for all normal ops, one for copy ops.
+    ThreadedPooled,
+    /// A worker block per CPU device, a shared priority block for `CpuPrioritized` ops, GPU
+    /// compute and copy workers from the device backend; ready async ops run on the pusher.
+    #[default]
+    ThreadedPerDevice,
+}
+
+impl EngineKind {
+    /// The accepted spellings, for messages.
+    pub const ACCEPTED: &'static str = "Naive, ThreadedPooled or ThreadedPerDevice";
+
+    /// The name as `DEPENGINE_ENGINE_TYPE` spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            EngineKind::Naive => "Naive",
+            EngineKind::ThreadedPooled => "ThreadedPooled",
+            EngineKind::ThreadedPerDevice => "ThreadedPerDevice",
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for EngineKind {
+    type Err = ConfigError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "Naive" | "NaiveEngine" => Ok(EngineKind::Naive),
+            "ThreadedPooled" | "ThreadedEnginePooled" => Ok(EngineKind::ThreadedPooled),
+            "ThreadedPerDevice" | "ThreadedEnginePerDevice" => Ok(EngineKind::ThreadedPerDevice),
+            other => Err(ConfigError::Invalid {
+                variable: ENGINE_TYPE,
+                value: other.to_owned(),
+                expected: EngineKind::ACCEPTED,
+            }),
+        }
+    }
+}
+
+/// A configuration value that is not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// An environment variable (or setting) holds a value that is not accepted.
+    #[error("{variable}={value:?} is not valid: expected {expected}")]
+    Invalid {
+        /// The variable or setting.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// What is accepted.
+        expected: &'static str,
+    },
+}
+
+/// `Naive` | `ThreadedPooled` | `ThreadedPerDevice`.
+pub const ENGINE_TYPE: &str = "DEPENGINE_ENGINE_TYPE";
+/// Threads per CPU worker block (and of `ThreadedPooled`'s shared block).
+pub const CPU_WORKER_NTHREADS: &str = "DEPENGINE_CPU_WORKER_NTHREADS";
+/// Threads of the CPU priority block.
+pub const CPU_PRIORITY_NTHREADS: &str = "DEPENGINE_CPU_PRIORITY_NTHREADS";
+/// Threads per GPU compute block.
+pub const GPU_WORKER_NTHREADS: &str = "DEPENGINE_GPU_WORKER_NTHREADS";
+/// Threads per GPU copy block (and of `ThreadedPooled`'s copy block).
+pub const GPU_COPY_NTHREADS: &str = "DEPENGINE_GPU_COPY_NTHREADS";
+
+const POSITIVE: &str = "a positive integer";
+
+/// How to build an [`Engine`](crate::Engine).
+///
+/// ```
+/// use depengine::{EngineConfig, EngineKind};
+///
+/// let config = EngineConfig::default()
+///     .kind(EngineKind::ThreadedPooled)
+///     .cpu_worker_threads(2);
+/// assert_eq!(config.kind, EngineKind::ThreadedPooled);
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+#[must_use]
+pub struct EngineConfig {
+    /// The engine kind (default `ThreadedPerDevice`).
+    pub kind: EngineKind,
+    /// Threads per CPU worker block (default: the available parallelism).
+    pub cpu_worker_threads: usize,
+    /// Threads of the CPU priority block (default 4, as MXNet).
+    pub cpu_priority_threads: usize,
+    /// Threads per GPU compute block (default 2, as MXNet).
+    pub gpu_worker_threads: usize,
+    /// Threads per GPU copy block (default 2, as MXNet).
+    pub gpu_copy_threads: usize,
+    /// The device backend GPU ops run on; without one, GPU ops are rejected at push.
+    pub device_backend: Option<Arc<dyn DeviceBackend>>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            kind: EngineKind::default(),
+            cpu_worker_threads: std::thread::available_parallelism().map_or(1, usize::from),
+            cpu_priority_threads: 4,
+            gpu_worker_threads: 2,
+            gpu_copy_threads: 2,
+            device_backend: None,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The defaults, overridden by the `DEPENGINE_*` environment variables that are set.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] naming the variable and the accepted values.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| {
+            std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())
+        })
+    }
+
+    /// As [`from_env`](Self::from_env), reading variables through `lookup`.
+    ///
+    /// # Errors
+    ///
+    /// As [`from_env`](Self::from_env).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut config = EngineConfig::default();
+        if let Some(value) = lookup(ENGINE_TYPE) {
+            config.kind = value.trim().parse()?;
+        }
+        for (variable, field) in [
+            (CPU_WORKER_NTHREADS, &mut config.cpu_worker_threads),
+            (CPU_PRIORITY_NTHREADS, &mut config.cpu_priority_threads),
+            (GPU_WORKER_NTHREADS, &mut config.gpu_worker_threads),
+            (GPU_COPY_NTHREADS, &mut config.gpu_copy_threads),
+        ] {
+            if let Some(value) = lookup(variable) {
+                *field = positive(variable, &value)?;
+            }
+        }
+        Ok(config)
+    }
+
+    /// Sets the engine kind.
+    pub fn kind(mut self, kind: EngineKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Sets the threads per CPU worker block.
+    pub fn cpu_worker_threads(mut self, threads: usize) -> Self {
+        self.cpu_worker_threads = threads;
+        self
+    }
+
+    /// Sets the threads of the CPU priority block.
+    pub fn cpu_priority_threads(mut self, threads: usize) -> Self {
+        self.cpu_priority_threads = threads;
+        self
+    }
+
+    /// Sets the threads per GPU compute block.
+    pub fn gpu_worker_threads(mut self, threads: usize) -> Self {
+        self.gpu_worker_threads = threads;
+        self
+    }
+
+    /// Sets the threads per GPU copy block.
+    pub fn gpu_copy_threads(mut self, threads: usize) -> Self {
+        self.gpu_copy_threads = threads;
+        self
+    }
+
+    /// Sets the device backend GPU ops run on.
+    pub fn device_backend(mut self, backend: Arc<dyn DeviceBackend>) -> Self {
+        self.device_backend = Some(backend);
+        self
+    }
+
+    /// Checks every thread count is positive.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        for (variable, value) in [
+            (CPU_WORKER_NTHREADS, self.cpu_worker_threads),
+            (CPU_PRIORITY_NTHREADS, self.cpu_priority_threads),
+            (GPU_WORKER_NTHREADS, self.gpu_worker_threads),
+            (GPU_COPY_NTHREADS, self.gpu_copy_threads),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid {
+                    variable,
+                    value: "0".to_owned(),
+                    expected: POSITIVE,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn positive(variable: &'static str, value: &str) -> Result<usize, ConfigError> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(ConfigError::Invalid {
+            variable,
+            value: value.to_owned(),
+            expected: POSITIVE,
+        }),
+    }
+}
+
+impl fmt::Debug for EngineConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EngineConfig")
+            .field("kind", &self.kind)
+            .field("cpu_worker_threads", &self.cpu_worker_threads)
+            .field("cpu_priority_threads", &self.cpu_priority_threads)
+            .field("gpu_worker_threads", &self.gpu_worker_threads)
+            .field("gpu_copy_threads", &self.gpu_copy_threads)
+            .field(
+                "device_backend",
+                &self.device_backend.as_ref().map(|backend| backend.name()),
+            )
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn reads_every_variable() {
+        let config = EngineConfig::from_lookup(lookup(&[
+            (ENGINE_TYPE, "Naive"),
+            (CPU_WORKER_NTHREADS, "3"),
+            (CPU_PRIORITY_NTHREADS, "5"),
+            (GPU_WORKER_NTHREADS, "7"),
+            (GPU_COPY_NTHREADS, "9"),
+        ]))
+        .unwrap();
+        assert_eq!(config.kind, EngineKind::Naive);
+        assert_eq!(
+            (
+                config.cpu_worker_threads,
+                config.cpu_priority_threads,
+                config.gpu_worker_threads,
+                config.gpu_copy_threads
+            ),
+            (3, 5, 7, 9)
+        );
+        let pooled = EngineConfig::from_lookup(lookup(&[(ENGINE_TYPE, "ThreadedPooled")])).unwrap();
+        assert_eq!(pooled.kind, EngineKind::ThreadedPooled);
+        let default = EngineConfig::from_lookup(lookup(&[])).unwrap();
+        assert_eq!(default.kind, EngineKind::ThreadedPerDevice);
+    }
+
+    #[test]
+    fn a_bad_value_names_the_variable_and_the_accepted_values() {
+        let error = EngineConfig::from_lookup(lookup(&[(ENGINE_TYPE, "Turbo")])).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains(ENGINE_TYPE), "{message}");
+        assert!(message.contains("ThreadedPerDevice"), "{message}");
+        for variable in [
+            CPU_WORKER_NTHREADS,
+            CPU_PRIORITY_NTHREADS,
+            GPU_WORKER_NTHREADS,
+            GPU_COPY_NTHREADS,
+        ] {
+            for bad in ["0", "-1", "many", ""] {
+                let error = EngineConfig::from_lookup(lookup(&[(variable, bad)])).unwrap_err();
+                let message = error.to_string();
+                assert!(message.contains(variable), "{message}");
+                assert!(message.contains("positive integer"), "{message}");
+            }
+        }
+    }
+
+    #[test]
+    fn zero_threads_are_rejected() {
+        let config = EngineConfig::default().cpu_worker_threads(0);
+        assert!(config.validate().is_err());
+        assert!(EngineConfig::default().validate().is_ok());
+    }
+}

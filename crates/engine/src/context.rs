@@ -1,0 +1,123 @@
+//! [`Context`]: where an op runs, and [`FnProperty`]: what kind of op it is.
+
+use std::fmt;
+
+/// The kind of device a [`Context`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeviceType {
+    /// Host memory, CPU workers.
+    Cpu,
+    /// Page-locked host memory (for transfers with GPU `id`); runs on CPU workers.
+    CpuPinned,
+    /// A GPU; runs on the workers of the engine's device backend.
+    Gpu,
+}
+
+/// Where an op runs: a device type and a device id (MXNet's `Context`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Context {
+    device: DeviceType,
+    id: u32,
+}
+
+impl Context {
+    /// CPU device `id` (each CPU device id gets its own worker block in `ThreadedPerDevice`).
+    pub const fn cpu(id: u32) -> Self {
+        Context {
+            device: DeviceType::Cpu,
+            id,
+        }
+    }
+
+    /// Pinned host memory associated with GPU `id`; runs on the CPU workers of device `id`.
+    pub const fn cpu_pinned(id: u32) -> Self {
+        Context {
+            device: DeviceType::CpuPinned,
+            id,
+        }
+    }
+
+    /// GPU `id`.
+    pub const fn gpu(id: u32) -> Self {
+        Context {
+            device: DeviceType::Gpu,
+            id,
+        }
+    }
+
+    /// The device type.
+    pub const fn device_type(self) -> DeviceType {
+        self.device
+    }
+
+    /// The device id.
+    pub const fn device_id(self) -> u32 {
+        self.id
+    }
+
+    /// Whether ops in this context run on a device backend rather than on CPU workers.
+    pub const fn is_gpu(self) -> bool {
+        matches!(self.device, DeviceType::Gpu)
+    }
+}
+
+impl Default for Context {
+    /// `Context::cpu(0)`.
+    fn default() -> Self {
+        Context::cpu(0)
+    }
+}
+
+impl fmt::Display for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.device {
+            DeviceType::Cpu => "cpu",
+            DeviceType::CpuPinned => "cpu_pinned",
+            DeviceType::Gpu => "gpu",
+        };
+        write!(f, "{kind}({})", self.id)
+    }
+}
+
+/// What kind of op this is; decides where a ready op is queued (MXNet's `FnProperty`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FnProperty {
+    /// An ordinary op: the worker block of its context.
+    #[default]
+    Normal,
+    /// A copy from a GPU: the GPU's copy workers (`ThreadedPooled`: the copy block).
+    CopyFromGpu,
+    /// A copy to a GPU: as `CopyFromGpu`.
+    CopyToGpu,
+    /// A CPU op served by the shared priority block, higher priority first
+    /// (`ThreadedPerDevice`; elsewhere like `Normal`).
+    CpuPrioritized,
+    /// An op that only starts asynchronous work: `ThreadedPerDevice` runs it on the pushing
+    /// thread when it is ready at push time.
+    Async,
+    /// An op that deletes data: run like `Async` (cheap, on the pushing thread when ready).
+    DeleteVar,
+}
+
+impl FnProperty {
+    /// Whether this is a copy to or from a GPU.
+    pub const fn is_copy(self) -> bool {
+        matches!(self, FnProperty::CopyFromGpu | FnProperty::CopyToGpu)
+    }
+
+    /// Whether `ThreadedPerDevice` runs the op on the pushing thread when it is ready at push.
+    pub const fn runs_on_pusher(self) -> bool {
+        matches!(self, FnProperty::Async | FnProperty::DeleteVar)
+    }
+}
+
+/// What a running op is told about itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunContext {
+    /// The context it was pushed with.
+    pub context: Context,
+    /// Its priority.
+    pub priority: i32,
+    /// Its property.
+    pub property: FnProperty,
+}

@@ -1,0 +1,299 @@
+//! [`Engine`]: the handle users hold.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+
+use depengine_graph::Var;
+
+use crate::builder::OpBuilder;
+use crate::config::{EngineConfig, EngineKind};
+use crate::context::Context;
+use crate::error::{EngineError, Result};
+use crate::inner::{Inner, TaskMarker, running_op_of, running_op_uses};
+use crate::operator::{Operator, OperatorBuilder};
+use crate::record::{OpFn, OpRecord, Route};
+use crate::wait::Latch;
+
+/// Counters for leak checks and monitoring, from [`Engine::stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct EngineStats {
+    /// Ops pushed and not yet completed.
+    pub pending_ops: usize,
+    /// Vars created and not yet reclaimed (a var whose deletion is pending still counts).
+    pub live_vars: usize,
+    /// Ops waiting for their dependencies.
+    pub waiting_ops: usize,
+    /// Vars holding a failure.
+    pub failed_vars: usize,
+}
+
+/// The last handle's teardown: waits for every op, then joins the threads.
+struct Handle {
+    inner: Arc<Inner>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.inner.shut_down.store(true, Ordering::Release);
+        if TaskMarker::active() {
+            // Dropped by an engine task (an op's closure held the last handle): waiting here
+            // would wait for this very task. The threads finish the queued work and are
+            // released when the last task drops its reference.
+            return;
+        }
+        self.inner.idle.wait_idle();
+        // Worker tasks drop their reference right after completing their op; once only ours
+        // is left, dropping it (below, on this thread) drops the worker blocks, which join
+        // their threads.
+        while Arc::strong_count(&self.inner) > 1 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// A dependency engine: push ops that read and write vars; each runs once its dependencies
+/// allow. Cheap to clone (an `Arc`), `Send + Sync`. Dropping the last clone shuts it down: every
+/// pushed op completes, then the threads are joined. See the [crate documentation](crate).
+#[derive(Clone)]
+pub struct Engine {
+    handle: Arc<Handle>,
+}
+
+impl Engine {
+    /// Starts an engine.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Config`] for a thread count of zero, [`EngineError::WorkerStart`] if
+    /// threads cannot start.
+    pub fn new(config: EngineConfig) -> Result<Self> {
+        let inner = Arc::new(Inner::new(config)?);
+        Ok(Engine {
+            handle: Arc::new(Handle { inner }),
+        })
+    }
+
+    /// An engine configured from the `DEPENGINE_*` environment variables
+    /// ([`EngineConfig::from_env`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`EngineConfig::from_env`] and [`Engine::new`].
+    pub fn from_env() -> Result<Self> {
+        Self::new(EngineConfig::from_env()?)
+    }
+
+    #[inline]
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.handle.inner
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.inner().id
+    }
+
+    /// The engine kind.
+    pub fn kind(&self) -> EngineKind {
+        self.inner().kind
+    }
+
+    /// Creates a var.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::CapacityExhausted`] when 2^31 vars are live.
+    pub fn new_var(&self) -> Result<Var> {
+        Ok(self.inner().graph.new_var()?)
+    }
+
+    /// Deletes `var` once every op already pushed on it completed, then calls `on_deleted`
+    /// (on the thread that completes the last of those ops, or on this one if there is none).
+    /// Later pushes naming `var` fail with [`EngineError::DeletedVar`].
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::DeletedVar`] if it was already deleted, [`EngineError::ForeignVar`].
+    pub fn delete_var<F>(&self, var: Var, on_deleted: F) -> Result<()>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        Ok(self.inner().graph.delete_var(var, on_deleted)?)
+    }
+
+    /// Starts describing an op to push: `engine.op("name").reads(..).writes(..).push_sync(f)`.
+    pub fn op(&self, name: impl Into<Cow<'static, str>>) -> OpBuilder<'_, '_> {
+        OpBuilder::new(self, name.into())
+    }
+
+    /// Starts describing a reusable operator (MXNet's `NewOperator`).
+    pub fn operator(&self, name: impl Into<Cow<'static, str>>) -> OperatorBuilder<'_> {
+        OperatorBuilder::new(self, name.into())
+    }
+
+    /// Pushes one run of `operator` (MXNet's `Push`).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::OperatorDeleted`], [`EngineError::ForeignOperator`], and the errors of
+    /// [`OpBuilder::push_sync`].
+    pub fn push(&self, operator: &Operator, context: Context, priority: i32) -> Result<()> {
+        let op = &operator.inner;
+        if op.engine != self.id() {
+            return Err(EngineError::ForeignOperator {
+                name: op.name.to_string(),
+            });
+        }
+        if operator.is_deleted() {
+            return Err(EngineError::OperatorDeleted {
+                name: op.name.to_string(),
+            });
+        }
+        let inner = self.inner();
+        let record = OpRecord {
+            name: op.name.clone(),
+            func: Some(OpFn::Operator(Arc::clone(op))),
+            context,
+            property: op.property,
+            priority,
+            route: inner.route(context, op.property)?,
+        };
+        inner.push_record(&op.reads, &op.writes, record)
+    }
+
+    /// Deletes `operator`: later pushes of it (through any clone) fail with
+    /// [`EngineError::OperatorDeleted`]; pushes already made still run, and the function is
+    /// freed once the last of them completed.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::OperatorDeleted`] if it was already deleted,
+    /// [`EngineError::ForeignOperator`].
+    pub fn delete_operator(&self, operator: Operator) -> Result<()> {
+        let op = &operator.inner;
+        if op.engine != self.id() {
+            return Err(EngineError::ForeignOperator {
+                name: op.name.to_string(),
+            });
+        }
+        if op.deleted.swap(true, Ordering::AcqRel) {
+            return Err(EngineError::OperatorDeleted {
+                name: op.name.to_string(),
+            });
+        }
+        // Pending pushes hold their own reference; the function is freed after the last.
+        drop(operator);
+        Ok(())
+    }
+
+    /// Waits until every op pushed on `var` before this call completed. Returns the failure
+    /// `var` holds, if any, and clears it (see the failure rules in the crate documentation).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::OpFailed`]; [`EngineError::WaitOnOwnVar`] from inside an op that reads or
+    /// writes `var`; [`EngineError::DeletedVar`], [`EngineError::ForeignVar`].
+    pub fn wait_for_var(&self, var: Var) -> Result<()> {
+        let inner = self.inner();
+        if running_op_uses(inner.id, var) {
+            return Err(EngineError::WaitOnOwnVar { var });
+        }
+        let latch = Arc::new(Latch::new());
+        let record = OpRecord {
+            name: Cow::Borrowed("wait_for_var"),
+            func: Some(OpFn::Wait(Arc::clone(&latch))),
+            context: Context::cpu(0),
+            property: crate::FnProperty::Normal,
+            priority: 0,
+            route: Route::Wait,
+        };
+        let mut dispatcher = crate::inner::Dispatcher {
+            inner,
+            from_push: false,
+        };
+        // A write: it waits for every op pushed on `var` before it (reads included) and runs
+        // alone, so taking the failure there races with nothing.
+        inner.graph.push(&[], &[var], record, &mut dispatcher)?;
+        match latch.wait() {
+            Some(failure) => {
+                failure.mark_reported();
+                Err(EngineError::OpFailed(failure))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every pushed op completed. Returns the first op failure (in completion
+    /// order) recorded since the last `wait_for_all` and not yet returned by a
+    /// [`wait_for_var`](Self::wait_for_var), and clears every var failure recorded since then
+    /// (see the failure rules in the crate documentation).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::OpFailed`]; [`EngineError::WaitAllInsideOp`] from inside an op.
+    pub fn wait_for_all(&self) -> Result<()> {
+        let inner = self.inner();
+        if running_op_of(inner.id) {
+            return Err(EngineError::WaitAllInsideOp);
+        }
+        inner.idle.wait_idle();
+        let log = std::mem::take(
+            &mut *inner
+                .failures
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for var in log.vars {
+            // A var deleted meanwhile has dropped its failure already.
+            let _ = inner.graph.clear_failure(var);
+        }
+        match log.roots.into_iter().find(|failure| !failure.is_reported()) {
+            Some(failure) => {
+                failure.mark_reported();
+                Err(EngineError::OpFailed(failure))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Shuts the engine down: later pushes (through any clone) fail with
+    /// [`EngineError::ShutDown`]; waits for every pushed op, as [`wait_for_all`](Self::wait_for_all)
+    /// does. The threads are joined here if this is the last clone, otherwise when the last
+    /// clone is dropped.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait_for_all`](Self::wait_for_all).
+    pub fn shutdown(self) -> Result<()> {
+        self.inner().shut_down.store(true, Ordering::Release);
+        self.wait_for_all()
+    }
+
+    /// Whether the engine was shut down.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner().shut_down.load(Ordering::Acquire)
+    }
+
+    /// Counters for leak checks.
+    pub fn stats(&self) -> EngineStats {
+        let inner = self.inner();
+        let graph = inner.graph.stats();
+        EngineStats {
+            pending_ops: inner.idle.pending(),
+            live_vars: graph.live_vars,
+            waiting_ops: graph.live_op_blocks,
+            failed_vars: graph.failed_vars,
+        }
+    }
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("kind", &self.kind())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}

@@ -1,0 +1,399 @@
+//! The engine's shared state and how an op is dispatched, executed and completed.
+//!
+//! ```text
+//! push ──► Graph::push ──► (ready) dispatch ──► route: inline | worker block | priority | device
+//!                                                    │
+//!                                              execute: skip if a var failed, else run the fn
+//!                                                    │
+//!                      dispatch ◄── released ◄── finish: Graph::complete, pending -= 1
+//! ```
+
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use depengine_graph::{Dispatch, Graph, ReadyOp, Var};
+
+use crate::completion::Completion;
+use crate::config::{EngineConfig, EngineKind};
+use crate::context::{Context, FnProperty};
+use crate::devices::GpuExecutors;
+use crate::error::{EngineError, Result};
+use crate::failure::{FailureCause, OpFailure, panic_message};
+use crate::naive;
+use crate::operator::OperatorFn;
+use crate::per_device::PerDevice;
+use crate::pooled::Pooled;
+use crate::record::{OpFn, OpRecord, Route};
+use crate::wait::IdleCounter;
+
+static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The worker blocks of each engine kind.
+pub(crate) enum Workers {
+    Naive,
+    Pooled(Pooled),
+    PerDevice(PerDevice),
+}
+
+/// Failures recorded since the last `wait_for_all`.
+#[derive(Default)]
+pub(crate) struct FailureLog {
+    /// Original failures (not propagated ones), in completion order.
+    pub(crate) roots: Vec<OpFailure>,
+    /// Vars a failed or skipped op wrote: `wait_for_all` clears their failures.
+    pub(crate) vars: Vec<Var>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) id: u64,
+    pub(crate) kind: EngineKind,
+    pub(crate) graph: Graph<OpRecord, OpFailure>,
+    pub(crate) workers: Workers,
+    pub(crate) gpus: GpuExecutors,
+    pub(crate) idle: IdleCounter,
+    pub(crate) shut_down: AtomicBool,
+    pub(crate) failures: Mutex<FailureLog>,
+}
+
+thread_local! {
+    /// The vars of the ops this thread is running (innermost last), with their engine ids, for
+    /// detecting waits that would deadlock. `FRAME_STARTS` marks where each op's vars begin.
+    static FRAME_VARS: RefCell<Vec<(u64, Var)>> = const { RefCell::new(Vec::new()) };
+    static FRAME_STARTS: RefCell<Vec<(usize, u64)>> = const { RefCell::new(Vec::new()) };
+    /// How many engine tasks this thread is inside (an op, or a worker task's epilogue).
+    static TASK_DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks the current thread as running an engine task while alive.
+pub(crate) struct TaskMarker;
+
+impl TaskMarker {
+    pub(crate) fn enter() -> Self {
+        TASK_DEPTH.with(|depth| depth.set(depth.get() + 1));
+        TaskMarker
+    }
+
+    /// Whether the current thread runs an engine task.
+    pub(crate) fn active() -> bool {
+        TASK_DEPTH.with(Cell::get) > 0
+    }
+}
+
+impl Drop for TaskMarker {
+    fn drop(&mut self) {
+        TASK_DEPTH.with(|depth| depth.set(depth.get().saturating_sub(1)));
+    }
+}
+
+/// Records the running op's vars on this thread while alive.
+struct OpFrame;
+
+impl OpFrame {
+    fn enter(engine: u64, op: &ReadyOp<OpRecord>) -> Self {
+        FRAME_VARS.with(|vars| {
+            let mut vars = vars.borrow_mut();
+            FRAME_STARTS.with(|starts| starts.borrow_mut().push((vars.len(), engine)));
+            vars.extend(op.reads().chain(op.writes()).map(|var| (engine, var)));
+        });
+        OpFrame
+    }
+}
+
+impl Drop for OpFrame {
+    fn drop(&mut self) {
+        let start = FRAME_STARTS
+            .with(|starts| starts.borrow_mut().pop())
+            .map_or(0, |(start, _)| start);
+        FRAME_VARS.with(|vars| vars.borrow_mut().truncate(start));
+    }
+}
+
+/// Whether the current thread runs an op of engine `engine` that uses `var`.
+pub(crate) fn running_op_uses(engine: u64, var: Var) -> bool {
+    FRAME_VARS.with(|vars| vars.borrow().contains(&(engine, var)))
+}
+
+/// Whether the current thread runs an op of engine `engine`.
+pub(crate) fn running_op_of(engine: u64) -> bool {
+    FRAME_STARTS.with(|starts| starts.borrow().iter().any(|&(_, id)| id == engine))
+}
+
+/// The graph's dispatcher: routes each ready op.
+pub(crate) struct Dispatcher<'a> {
+    pub(crate) inner: &'a Arc<Inner>,
+    /// Called from `push` on the pushing thread (ready `Async` ops may run right here).
+    pub(crate) from_push: bool,
+}
+
+impl Dispatch<OpRecord> for Dispatcher<'_> {
+    #[inline]
+    fn dispatch(&mut self, op: ReadyOp<OpRecord>) {
+        self.inner.dispatch(op, self.from_push);
+    }
+}
+
+impl Inner {
+    pub(crate) fn new(config: EngineConfig) -> Result<Self> {
+        config.validate()?;
+        let workers = match config.kind {
+            EngineKind::Naive => Workers::Naive,
+            EngineKind::ThreadedPooled => Workers::Pooled(Pooled::new(
+                config.cpu_worker_threads,
+                config.gpu_copy_threads,
+            )?),
+            EngineKind::ThreadedPerDevice => Workers::PerDevice(PerDevice::new(
+                config.cpu_worker_threads,
+                config.cpu_priority_threads,
+            )),
+        };
+        Ok(Inner {
+            id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
+            kind: config.kind,
+            graph: Graph::new(),
+            workers,
+            gpus: GpuExecutors::new(
+                config.device_backend,
+                config.gpu_worker_threads,
+                config.gpu_copy_threads,
+            ),
+            idle: IdleCounter::new(),
+            shut_down: AtomicBool::new(false),
+            failures: Mutex::new(FailureLog::default()),
+        })
+    }
+
+    /// Where an op with this context and property runs; starts its workers on first use.
+    pub(crate) fn route(&self, context: Context, property: FnProperty) -> Result<Route> {
+        if context.is_gpu() {
+            let route = self.gpus.route(context, property)?;
+            return Ok(match self.workers {
+                // The debugging engine runs everything inline, GPU ops included.
+                Workers::Naive => Route::Inline,
+                _ => route,
+            });
+        }
+        match &self.workers {
+            Workers::Naive => Ok(Route::Inline),
+            Workers::Pooled(pooled) => pooled.route(context, property),
+            Workers::PerDevice(per_device) => per_device.route(context, property),
+        }
+    }
+
+    /// Pushes one op record (already routed).
+    pub(crate) fn push_record(
+        self: &Arc<Self>,
+        reads: &[Var],
+        writes: &[Var],
+        record: OpRecord,
+    ) -> Result<()> {
+        self.idle.add();
+        if self.shut_down.load(Ordering::Acquire) {
+            self.idle.done();
+            return Err(EngineError::ShutDown);
+        }
+        let mut dispatcher = Dispatcher {
+            inner: self,
+            from_push: true,
+        };
+        if let Err(error) = self.graph.push(reads, writes, record, &mut dispatcher) {
+            self.idle.done();
+            return Err(error.into());
+        }
+        Ok(())
+    }
+
+    /// Sends a ready op where it runs.
+    pub(crate) fn dispatch(self: &Arc<Self>, op: ReadyOp<OpRecord>, from_push: bool) {
+        let record = op.payload();
+        if from_push
+            && record.property.runs_on_pusher()
+            && matches!(self.workers, Workers::PerDevice(_))
+        {
+            self.execute(op);
+            return;
+        }
+        match &record.route {
+            Route::Inline => naive::run(self, op),
+            Route::Wait => self.release_waiter(op),
+            Route::Pooled => {
+                if let Workers::Pooled(pooled) = &self.workers {
+                    let inner = Arc::clone(self);
+                    pooled.normal.spawn(move || inner.execute_task(op));
+                } else {
+                    self.execute(op);
+                }
+            }
+            Route::PooledCopy => match &self.workers {
+                Workers::Pooled(pooled) if pooled.copy.get().is_some() => {
+                    let inner = Arc::clone(self);
+                    if let Some(block) = pooled.copy.get() {
+                        block.spawn(move || inner.execute_task(op));
+                    }
+                }
+                _ => self.execute(op),
+            },
+            &Route::Cpu(id) => match &self.workers {
+                Workers::PerDevice(per_device) if per_device.cpu_block(id).is_some() => {
+                    let inner = Arc::clone(self);
+                    if let Some(block) = per_device.cpu_block(id) {
+                        block.spawn(move || inner.execute_task(op));
+                    }
+                }
+                _ => self.execute(op),
+            },
+            Route::Priority => match &self.workers {
+                Workers::PerDevice(per_device) if per_device.priority.get().is_some() => {
+                    let priority = record.priority;
+                    let inner = Arc::clone(self);
+                    if let Some(block) = per_device.priority.get() {
+                        block.push(priority, Box::new(move || inner.execute_task(op)));
+                    }
+                }
+                _ => self.execute(op),
+            },
+            Route::Device(executor) => {
+                let executor = Arc::clone(executor);
+                let priority = record.priority;
+                let inner = Arc::clone(self);
+                executor.execute(priority, Box::new(move || inner.execute_task(op)));
+            }
+        }
+    }
+
+    /// A worker task: executes the op, and drops this reference to the engine while still
+    /// marked as an engine task (see `Engine`'s shutdown).
+    fn execute_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
+        let marker = TaskMarker::enter();
+        self.execute(op);
+        drop(self);
+        drop(marker);
+    }
+
+    /// `wait_for_var`'s write became ready: every op pushed on the var before it completed.
+    /// Takes (clears) the var's failure while the write still holds the var alone, so every op
+    /// pushed before the wait saw the failure and every op pushed after sees the var cleared.
+    fn release_waiter(self: &Arc<Self>, mut op: ReadyOp<OpRecord>) {
+        let failure = op
+            .writes()
+            .next()
+            .and_then(|var| self.graph.clear_failure(var).ok().flatten());
+        let latch = match op.payload_mut().func.take() {
+            Some(OpFn::Wait(latch)) => Some(latch),
+            _ => None,
+        };
+        let mut dispatcher = Dispatcher {
+            inner: self,
+            from_push: false,
+        };
+        // Completing the write with `Ok` leaves the var clear; our own op, so `complete` cannot
+        // fail.
+        let _ = self.graph.complete(op, Ok(()), &mut dispatcher);
+        if let Some(latch) = latch {
+            latch.set(failure);
+        }
+    }
+
+    /// Runs a ready op (or skips it, passing on the failure of one of its vars) and completes it.
+    pub(crate) fn execute(self: &Arc<Self>, mut op: ReadyOp<OpRecord>) {
+        let _marker = TaskMarker::enter();
+        if let Some(failure) = self.graph.op_failure(&op) {
+            // Rule 2: a dependent of a failed var does not run; it passes the failure on.
+            op.payload_mut().func = None;
+            self.finish(op, Err(failure), false);
+            return;
+        }
+        let run = op.payload().run_context();
+        let Some(func) = op.payload_mut().func.take() else {
+            self.finish(op, Ok(()), false);
+            return;
+        };
+        match func {
+            OpFn::Sync(func) => {
+                let outcome = {
+                    let _frame = OpFrame::enter(self.id, &op);
+                    catch_unwind(AssertUnwindSafe(move || func(run)))
+                };
+                let outcome = Self::outcome(&op, outcome);
+                self.finish(op, outcome, true);
+            }
+            OpFn::Async(func) => {
+                let frame = OpFrame::enter(self.id, &op);
+                let done = Completion::new(Arc::clone(self), op);
+                // A panic drops `done` while unwinding, which completes the op as panicked.
+                let _ = catch_unwind(AssertUnwindSafe(move || func(run, done)));
+                drop(frame);
+            }
+            OpFn::Operator(operator) => match &operator.func {
+                OperatorFn::Sync(func) => {
+                    let outcome = {
+                        let _frame = OpFrame::enter(self.id, &op);
+                        catch_unwind(AssertUnwindSafe(|| func(run)))
+                    };
+                    let outcome = Self::outcome(&op, outcome);
+                    drop(operator);
+                    self.finish(op, outcome, true);
+                }
+                OperatorFn::Async(func) => {
+                    let frame = OpFrame::enter(self.id, &op);
+                    let done = Completion::new(Arc::clone(self), op);
+                    let _ = catch_unwind(AssertUnwindSafe(|| func(run, done)));
+                    drop(frame);
+                }
+            },
+            OpFn::Wait(latch) => {
+                // Not reached (waits are released at dispatch); complete it the same way.
+                op.payload_mut().func = Some(OpFn::Wait(latch));
+                self.release_waiter(op);
+            }
+        }
+    }
+
+    /// Turns what a sync op function returned (or its panic) into an outcome.
+    fn outcome(
+        op: &ReadyOp<OpRecord>,
+        result: std::thread::Result<Result<(), crate::failure::BoxError>>,
+    ) -> Result<(), OpFailure> {
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(Self::failure(op, FailureCause::Error(error))),
+            Err(payload) => Err(Self::failure(
+                op,
+                FailureCause::Panic(panic_message(&*payload)),
+            )),
+        }
+    }
+
+    pub(crate) fn failure(op: &ReadyOp<OpRecord>, cause: FailureCause) -> OpFailure {
+        let name: Cow<'static, str> = op.payload().name.clone();
+        OpFailure::new(name, cause)
+    }
+
+    /// Completes an op with `outcome` (rule 1: a failure is stored on its written vars),
+    /// dispatches what it released, and counts it done. `root`: the failure is the op's own
+    /// (not passed on from a var).
+    pub(crate) fn finish(
+        self: &Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        outcome: Result<(), OpFailure>,
+        root: bool,
+    ) {
+        if let Err(failure) = &outcome {
+            let mut log = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+            if root {
+                log.roots.push(failure.clone());
+            }
+            log.vars.extend(op.writes());
+        }
+        let mut dispatcher = Dispatcher {
+            inner: self,
+            from_push: false,
+        };
+        // The op came from this graph, so `complete` cannot fail; the payload (the op's record,
+        // its function already consumed) is dropped here.
+        let _ = self.graph.complete(op, outcome, &mut dispatcher);
+        self.idle.done();
+    }
+}

@@ -1,0 +1,140 @@
+//! `depengine`: the facade of depengine, an MXNet-style dependency engine.
+//!
+//! ```text
+//!   depengine  ◄── this crate: Engine, EngineConfig, engine kinds, waits, failure policy
+//!        │
+//!   depengine-cpu (worker blocks, priority block, DeviceBackend) / depengine-cuda
+//!        │
+//!   depengine-graph (vars, read/write queues, op wait counters, failure records)
+//!        │
+//!   depengine-pool (work-stealing threads)
+//! ```
+//!
+//! Push ops that declare the [`Var`]s they read and write; each runs as soon as its
+//! dependencies allow: reads of a var concurrently, writes alone, everything on one var in push
+//! order, independent ops in parallel.
+//!
+//! ```
+//! use depengine::{Engine, EngineConfig};
+//! use std::sync::{Arc, Mutex};
+//!
+//! let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+//! let (a, b) = (engine.new_var()?, engine.new_var()?);
+//! let data = Arc::new(Mutex::new((0u64, 0u64)));
+//!
+//! let d = Arc::clone(&data);
+//! engine.op("init a").writes(&[a]).push_sync(move |_| {
+//!     d.lock().unwrap().0 = 20;
+//!     Ok::<_, std::convert::Infallible>(())
+//! })?;
+//! let d = Arc::clone(&data);
+//! engine.op("b = a + 22").reads(&[a]).writes(&[b]).push_async(move |_, done| {
+//!     // An async op may complete from another thread.
+//!     std::thread::spawn(move || {
+//!         let mut d = d.lock().unwrap();
+//!         d.1 = d.0 + 22;
+//!         done.ok();
+//!     });
+//! })?;
+//! engine.wait_for_var(b)?;
+//! assert_eq!(data.lock().unwrap().1, 42);
+//!
+//! // A failure travels to dependents and is reported by the waits.
+//! engine.op("fails").writes(&[a]).push_sync(|_| Err("out of memory"))?;
+//! engine.op("skipped").reads(&[a]).writes(&[b]).push_sync(|_| -> Result<(), String> {
+//!     unreachable!("a dependent of a failed var does not run")
+//! })?;
+//! let error = engine.wait_for_var(b).unwrap_err();
+//! assert!(error.to_string().contains("out of memory"));
+//! # Ok::<(), depengine::EngineError>(())
+//! ```
+//!
+//! # Engine kinds ([`EngineKind`])
+//!
+//! - `Naive`: each op runs inline on the thread that makes it ready, one at a time (with one
+//!   pusher of sync ops: on the pushing thread, before `push` returns, in push order).
+//! - `ThreadedPooled`: one shared worker block for normal ops, one for copy ops.
+//! - `ThreadedPerDevice` (default): a lazily started worker block per CPU device id, one
+//!   priority block (shared by all devices) for `CpuPrioritized` ops, GPU compute and copy
+//!   executors from the [`DeviceBackend`] (a GPU op without one is an error at push time), and
+//!   `Async` ops that are ready at push time run on the pushing thread.
+//!
+//! # Failure rules
+//!
+//! Following MXNet 1.9's exception propagation:
+//!
+//! 1. An op fails when its function returns `Err`, panics, or (async) drops its [`Completion`]
+//!    unused. Its failure ([`OpFailure`]) is stored on every var it **writes**.
+//! 2. A ready op any of whose vars (read or written) holds a failure does not run its function:
+//!    it completes at once with that same failure, which is stored on the vars it writes. The
+//!    failure thus reaches every op that depends on the failed op's outputs, transitively.
+//! 3. [`Engine::wait_for_var`]`(v)` waits for every op pushed on `v` before it, then returns
+//!    the failure `v` holds (`Err(EngineError::OpFailed)`) and **clears it on `v`** (ops pushed
+//!    after the wait started see `v` clear; other vars keep theirs).
+//! 4. [`Engine::wait_for_all`] waits for every pushed op, then returns the first original
+//!    failure (in completion order) recorded since the previous `wait_for_all` that no
+//!    `wait_for_var` returned yet, and **clears the failures of every var** a failed or
+//!    skipped op wrote since then: a `wait_for_var` after a `wait_for_all` returns `Ok`, and a
+//!    second `wait_for_all` returns `Ok` unless new failures happened.
+//! 5. A successful write to a var clears its failure (only possible once the failure was
+//!    cleared, since rule 2 skips writes to a failed var).
+//!
+//! Differences from MXNet: MXNet shares one exception slot between all vars of a failure, so a
+//! `WaitForVar` clears it on all of them; here it clears only the var waited on (the others'
+//! data is just as invalid). The engine stays usable after any failure.
+//!
+//! # Misuse
+//!
+//! Typed errors ([`EngineError`]), nothing pushed: a var twice or in both lists, a deleted or
+//! foreign var, a push after shutdown, a GPU op without a backend, `wait_for_var` from inside an
+//! op on a var that op reads or writes, `wait_for_all` from inside an op.
+//!
+//! # Shutdown
+//!
+//! [`Engine::shutdown`] or dropping the last clone: later pushes fail with
+//! [`EngineError::ShutDown`], every pushed op completes, then (last clone) the worker threads
+//! are joined. If the last clone is dropped by an op (its closure held it), nothing can wait
+//! for that op: the threads finish the queued work and exit on their own.
+//!
+//! `docs/engine.md` in the repository has the full design.
+
+#![forbid(unsafe_code)]
+#![allow(
+    clippy::doc_markdown,
+    reason = "the docs name MXNet and its classes, which are not items of this crate"
+)]
+
+mod builder;
+mod completion;
+mod config;
+mod context;
+mod devices;
+mod engine;
+mod error;
+mod failure;
+mod inner;
+mod lazy;
+mod naive;
+mod operator;
+mod per_device;
+mod pooled;
+mod record;
+mod sync;
+mod wait;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+
+pub use builder::OpBuilder;
+pub use completion::Completion;
+pub use config::{
+    CPU_PRIORITY_NTHREADS, CPU_WORKER_NTHREADS, ConfigError, ENGINE_TYPE, EngineConfig, EngineKind,
+    GPU_COPY_NTHREADS, GPU_WORKER_NTHREADS,
+};
+pub use context::{Context, DeviceType, FnProperty, RunContext};
+pub use depengine_cpu::{BackendError, DeviceBackend, Executor, Task};
+pub use depengine_graph::Var;
+pub use engine::{Engine, EngineStats};
+pub use error::{EngineError, Result};
+pub use failure::{BoxError, FailureCause, OpFailure};
+pub use operator::{Operator, OperatorBuilder};

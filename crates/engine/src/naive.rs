@@ -1,0 +1,46 @@
+//! `Naive`: every op runs on the thread that makes it ready, one at a time.
+//!
+//! With one pusher of sync ops, every op is ready when pushed (the ones before it completed
+//! inline), so it runs before `push` returns, in push order: the debugging engine. An op
+//! released by another thread (an async completion, a second pusher) runs on that thread. Ops
+//! that become ready while the thread is already running one (a push from inside an op, a
+//! successor released by a completion) are queued on a thread-local list and run after it, so
+//! the stack never grows with the length of a dependency chain.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use depengine_graph::ReadyOp;
+
+use crate::inner::Inner;
+use crate::record::OpRecord;
+
+type Queued = VecDeque<(Arc<Inner>, ReadyOp<OpRecord>)>;
+
+thread_local! {
+    /// `Some` while this thread runs naive ops: the ones made ready meanwhile.
+    static QUEUE: RefCell<Option<Queued>> = const { RefCell::new(None) };
+}
+
+/// Runs `op` now, or after the op this thread is already running.
+pub(crate) fn run(inner: &Arc<Inner>, op: ReadyOp<OpRecord>) {
+    let first = QUEUE.with(|queue| {
+        let mut queue = queue.borrow_mut();
+        if let Some(queued) = queue.as_mut() {
+            queued.push_back((Arc::clone(inner), op));
+            None
+        } else {
+            *queue = Some(VecDeque::new());
+            Some(op)
+        }
+    });
+    let Some(op) = first else { return };
+    inner.execute(op);
+    while let Some((inner, op)) =
+        QUEUE.with(|queue| queue.borrow_mut().as_mut().and_then(VecDeque::pop_front))
+    {
+        inner.execute(op);
+    }
+    QUEUE.with(|queue| *queue.borrow_mut() = None);
+}

@@ -1,0 +1,176 @@
+//! Reusable operators: an op function with its vars and property, created once and pushed many
+//! times (MXNet's `NewOperator` / `Push` / `DeleteOperator`).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use depengine_graph::Var;
+
+use crate::completion::Completion;
+use crate::context::{FnProperty, RunContext};
+use crate::engine::Engine;
+use crate::error::{EngineError, Result};
+use crate::failure::BoxError;
+
+/// A reusable sync function.
+type SharedSyncFn = Box<dyn Fn(RunContext) -> Result<(), BoxError> + Send + Sync>;
+/// A reusable async function.
+type SharedAsyncFn = Box<dyn Fn(RunContext, Completion) + Send + Sync>;
+
+pub(crate) enum OperatorFn {
+    Sync(SharedSyncFn),
+    Async(SharedAsyncFn),
+}
+
+pub(crate) struct OperatorInner {
+    pub(crate) engine: u64,
+    pub(crate) name: Cow<'static, str>,
+    pub(crate) reads: Box<[Var]>,
+    pub(crate) writes: Box<[Var]>,
+    pub(crate) property: FnProperty,
+    pub(crate) func: OperatorFn,
+    pub(crate) deleted: AtomicBool,
+}
+
+/// A reusable operator, from [`Engine::operator`]. Cloning shares it; pushes hold it alive until
+/// they complete, so [`Engine::delete_operator`] never frees it under a pending push.
+#[derive(Clone)]
+pub struct Operator {
+    pub(crate) inner: Arc<OperatorInner>,
+}
+
+impl Operator {
+    /// The operator's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The vars it reads.
+    pub fn reads(&self) -> &[Var] {
+        &self.inner.reads
+    }
+
+    /// The vars it writes.
+    pub fn writes(&self) -> &[Var] {
+        &self.inner.writes
+    }
+
+    /// Whether it was deleted.
+    pub fn is_deleted(&self) -> bool {
+        self.inner.deleted.load(Ordering::Acquire)
+    }
+}
+
+impl fmt::Debug for Operator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Operator")
+            .field("name", &self.inner.name)
+            .field("reads", &self.inner.reads)
+            .field("writes", &self.inner.writes)
+            .field("property", &self.inner.property)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`Operator`]: `engine.operator("name").reads(..).writes(..).build_sync(f)`.
+#[must_use = "an operator builder does nothing until built"]
+pub struct OperatorBuilder<'e> {
+    engine: &'e Engine,
+    name: Cow<'static, str>,
+    reads: Vec<Var>,
+    writes: Vec<Var>,
+    property: FnProperty,
+}
+
+impl<'e> OperatorBuilder<'e> {
+    pub(crate) fn new(engine: &'e Engine, name: Cow<'static, str>) -> Self {
+        OperatorBuilder {
+            engine,
+            name,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            property: FnProperty::Normal,
+        }
+    }
+
+    /// The vars every push reads.
+    pub fn reads(mut self, vars: &[Var]) -> Self {
+        self.reads = vars.to_vec();
+        self
+    }
+
+    /// The vars every push writes.
+    pub fn writes(mut self, vars: &[Var]) -> Self {
+        self.writes = vars.to_vec();
+        self
+    }
+
+    /// The operator's property.
+    pub fn prop(mut self, property: FnProperty) -> Self {
+        self.property = property;
+        self
+    }
+
+    /// An operator running `func` synchronously on each push.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::DuplicateVar`] or [`EngineError::ReadWriteConflict`] for bad var lists.
+    pub fn build_sync<F, E>(self, func: F) -> Result<Operator>
+    where
+        F: Fn(RunContext) -> Result<(), E> + Send + Sync + 'static,
+        E: Into<BoxError>,
+    {
+        self.build(OperatorFn::Sync(Box::new(move |run| {
+            func(run).map_err(Into::into)
+        })))
+    }
+
+    /// An operator running `func` on each push, which completes the token (possibly later, from
+    /// another thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`build_sync`](Self::build_sync).
+    pub fn build_async<F>(self, func: F) -> Result<Operator>
+    where
+        F: Fn(RunContext, Completion) + Send + Sync + 'static,
+    {
+        self.build(OperatorFn::Async(Box::new(func)))
+    }
+
+    fn build(self, func: OperatorFn) -> Result<Operator> {
+        check_lists(&self.reads, &self.writes)?;
+        Ok(Operator {
+            inner: Arc::new(OperatorInner {
+                engine: self.engine.id(),
+                name: self.name,
+                reads: self.reads.into_boxed_slice(),
+                writes: self.writes.into_boxed_slice(),
+                property: self.property,
+                func,
+                deleted: AtomicBool::new(false),
+            }),
+        })
+    }
+}
+
+/// Rejects a var listed twice or in both lists (the graph checks again at each push).
+fn check_lists(reads: &[Var], writes: &[Var]) -> Result<()> {
+    for (i, &var) in reads.iter().enumerate() {
+        if reads[..i].contains(&var) {
+            return Err(EngineError::DuplicateVar { var });
+        }
+        if writes.contains(&var) {
+            return Err(EngineError::ReadWriteConflict { var });
+        }
+    }
+    for (i, &var) in writes.iter().enumerate() {
+        if writes[..i].contains(&var) {
+            return Err(EngineError::DuplicateVar { var });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! What the engine stores with each op in the dependency graph.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use depengine_cpu::Executor;
+
+use crate::completion::Completion;
+use crate::context::{Context, FnProperty, RunContext};
+use crate::failure::{BoxError, OpFailure};
+use crate::operator::OperatorInner;
+use crate::wait::Latch;
+
+/// A one-shot sync op function.
+pub(crate) type SyncFn = Box<dyn FnOnce(RunContext) -> Result<(), BoxError> + Send>;
+/// A one-shot async op function.
+pub(crate) type AsyncFn = Box<dyn FnOnce(RunContext, Completion) + Send>;
+
+/// What runs when the op is executed.
+pub(crate) enum OpFn {
+    Sync(SyncFn),
+    Async(AsyncFn),
+    /// A push of a reusable operator.
+    Operator(Arc<OperatorInner>),
+    /// `wait_for_var`'s write: never executed, handled at dispatch.
+    Wait(Arc<Latch<Option<OpFailure>>>),
+}
+
+/// Where a ready op goes, resolved at push time (so a bad context is a push error).
+pub(crate) enum Route {
+    /// Run on the thread that made it ready (`Naive`).
+    Inline,
+    /// `ThreadedPooled`'s shared block.
+    Pooled,
+    /// `ThreadedPooled`'s copy block.
+    PooledCopy,
+    /// `ThreadedPerDevice`'s block of CPU device `id`.
+    Cpu(u32),
+    /// The CPU priority block.
+    Priority,
+    /// A device backend's executor.
+    Device(Arc<dyn Executor>),
+    /// Handled at dispatch (`wait_for_var`).
+    Wait,
+}
+
+/// The graph payload of one op.
+pub(crate) struct OpRecord {
+    pub(crate) name: Cow<'static, str>,
+    pub(crate) func: Option<OpFn>,
+    pub(crate) context: Context,
+    pub(crate) property: FnProperty,
+    pub(crate) priority: i32,
+    pub(crate) route: Route,
+}
+
+impl OpRecord {
+    pub(crate) fn run_context(&self) -> RunContext {
+        RunContext {
+            context: self.context,
+            priority: self.priority,
+            property: self.property,
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code, unreachable_pub, clippy::doc_markdown)]
+
+use depengine::{Engine, EngineConfig, EngineKind};
+
+pub const KINDS: [EngineKind; 3] = [
+    EngineKind::Naive,
+    EngineKind::ThreadedPooled,
+    EngineKind::ThreadedPerDevice,
+];
+
+pub fn engine(kind: EngineKind, threads: usize) -> Engine {
+    Engine::new(
+        EngineConfig::default()
+            .kind(kind)
+            .cpu_worker_threads(threads)
+            .cpu_priority_threads(threads)
+            .gpu_copy_threads(threads),
+    )
+    .expect("engine starts")
+}
+
+/// SplitMix64: a small deterministic generator for workloads.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+pub fn mix(a: u64, b: u64) -> u64 {
+    let mut r = Rng(a ^ b.rotate_left(17));
+    r.next()
+}
