@@ -5,6 +5,7 @@
 //! `xtask` repeats invocations, interleaves systems and takes medians.
 
 mod args;
+mod engine;
 mod graph;
 mod pool;
 
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
     let outcome = match group.as_str() {
         "pool" => pool::run(&args),
         "graph" => graph::run(&args),
+        "engine" => engine::run(&args),
         other => Err(format!("unknown group `{other}` (expected pool or graph)")),
     };
     match outcome {

@@ -42,7 +42,7 @@ impl Harness {
 }
 
 /// Every group, in the order `all` runs them.
-pub(crate) const GROUPS: &[Group] = &[POOL, GRAPH];
+pub(crate) const GROUPS: &[Group] = &[POOL, GRAPH, ENGINE];
 
 /// The group called `name`.
 pub(crate) fn find(name: &str) -> Option<&'static Group> {
@@ -95,6 +95,33 @@ const GRAPH: Group = Group {
     ours: "depengine-graph",
     systems: &[rust("depengine-graph")],
     workloads: &[],
+    full_sizes: &["--ops", "200000"],
+    quick_sizes: &["--ops", "20000"],
+};
+
+const ENGINE: Group = Group {
+    name: "engine",
+    ours: "depengine-perdevice",
+    systems: &[
+        rust("depengine-perdevice"),
+        rust("depengine-pooled"),
+        rust("naive"),
+        rust("serial"),
+        rust("rayon"),
+    ],
+    workloads: &[
+        "push_deps0",
+        "push_deps1",
+        "push_deps2",
+        "push_deps4",
+        "drain",
+        "independent",
+        "chain",
+        "random_empty",
+        "random_1us",
+        "random_1us_overhead",
+        "latency",
+    ],
     full_sizes: &["--ops", "200000"],
     quick_sizes: &["--ops", "20000"],
 };

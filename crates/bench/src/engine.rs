@@ -1,0 +1,353 @@
+//! `engine` group: the depengine facade against the naive engine, a serial loop and rayon.
+//!
+//! Workloads, each over `--ops` N ops (`ns/op` = wall time / N unless noted):
+//!
+//! - `push_depsK` (K = 0, 1, 2, 4): time to push N empty ops reading K vars each (the ops run
+//!   meanwhile; only the push loop is timed).
+//! - `drain`: N empty ops parked behind one var, then released at once on a one-worker engine:
+//!   the time that worker takes to run them all.
+//! - `independent`: N empty ops with no vars, pushed then waited for.
+//! - `chain`: N empty ops writing the same var.
+//! - `random_empty`: each op reads 2 and writes 1 of 1024 vars (seeded), empty.
+//! - `random_1us`: the same graph, each op spinning 1 µs; `random_1us_overhead` is
+//!   (measured − ideal) / N, ideal = max(total work / workers, critical path).
+//! - `latency`: push-to-start of one op on an idle engine, median of 101 samples (`us`).
+//!
+//! Systems: `depengine-perdevice` (`ThreadedPerDevice`), `depengine-pooled` (`ThreadedPooled`),
+//! `naive` (Naive), `serial` (a plain loop; no engine), `rayon` (independent only).
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use depengine::{Completion, Engine, EngineConfig, EngineKind, Var};
+
+use crate::args::{Args, ns_per, report};
+
+const RANDOM_VARS: usize = 1024;
+const SPIN: Duration = Duration::from_micros(1);
+const LATENCY_SAMPLES: usize = 101;
+
+type Res = Result<(), std::convert::Infallible>;
+
+pub(crate) fn run(args: &Args) -> Result<(), String> {
+    let kind = match args.system.as_str() {
+        "depengine-perdevice" => Some(EngineKind::ThreadedPerDevice),
+        "depengine-pooled" => Some(EngineKind::ThreadedPooled),
+        "naive" => Some(EngineKind::Naive),
+        "serial" => return serial(args),
+        "rayon" => return rayon_independent(args),
+        other => {
+            return Err(format!(
+                "unknown system `{other}` (expected depengine-perdevice, depengine-pooled, \
+                 naive, serial or rayon)"
+            ));
+        }
+    };
+    let kind = kind.ok_or("no engine kind")?;
+    let n = usize::try_from(args.ops).map_err(|e| e.to_string())?;
+    let engine = new_engine(kind, args.threads)?;
+    for deps in [0, 1, 2, 4] {
+        let name = format!("push_deps{deps}");
+        if args.wants(&name) {
+            report(&name, push_deps(&engine, n, deps)?, "ns/op");
+        }
+    }
+    if args.wants("drain") {
+        let one = new_engine(kind, 1)?;
+        report("drain", drain(&one, n)?, "ns/op");
+    }
+    if args.wants("independent") {
+        report("independent", independent(&engine, n)?, "ns/op");
+    }
+    if args.wants("chain") {
+        report("chain", chain(&engine, n)?, "ns/op");
+    }
+    let graph = RandomGraph::new(n);
+    if args.wants("random_empty") {
+        report("random_empty", random(&engine, &graph, false)?, "ns/op");
+    }
+    if args.wants("random_1us") {
+        let measured = random(&engine, &graph, true)?;
+        report("random_1us", measured, "ns/op");
+        let workers = if kind == EngineKind::Naive {
+            1
+        } else {
+            args.threads
+        };
+        let ideal = graph.ideal_ns(workers) / n.max(1) as f64;
+        report("random_1us_overhead", measured - ideal, "ns/op");
+    }
+    if args.wants("latency") {
+        report("latency", latency(&engine)?, "us");
+    }
+    Ok(())
+}
+
+fn new_engine(kind: EngineKind, threads: usize) -> Result<Engine, String> {
+    Engine::new(
+        EngineConfig::default()
+            .kind(kind)
+            .cpu_worker_threads(threads),
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn vars(engine: &Engine, n: usize) -> Result<Vec<Var>, String> {
+    (0..n).map(|_| engine.new_var().map_err(err)).collect()
+}
+
+fn release(engine: &Engine, vars: Vec<Var>) -> Result<(), String> {
+    engine.wait_for_all().map_err(err)?;
+    for var in vars {
+        engine.delete_var(var, || ()).map_err(err)?;
+    }
+    Ok(())
+}
+
+fn push_deps(engine: &Engine, n: usize, deps: usize) -> Result<f64, String> {
+    let pool = vars(engine, 64)?;
+    let lists: Vec<Vec<Var>> = (0..64)
+        .map(|i| (0..deps).map(|j| pool[(i + j * 7) % 64]).collect())
+        .collect();
+    let start = Instant::now();
+    for i in 0..n {
+        engine
+            .op("push")
+            .reads(&lists[i % 64])
+            .push_sync(|_| -> Res { Ok(()) })
+            .map_err(err)?;
+    }
+    let elapsed = start.elapsed();
+    release(engine, pool)?;
+    Ok(ns_per(elapsed, n as u64))
+}
+
+fn drain(engine: &Engine, n: usize) -> Result<f64, String> {
+    let gate = engine.new_var().map_err(err)?;
+    let (tx, rx) = mpsc::channel::<Completion>();
+    engine
+        .op("gate")
+        .writes(&[gate])
+        .push_async(move |_, done| {
+            let _ = tx.send(done);
+        })
+        .map_err(err)?;
+    let token = rx.recv().map_err(err)?;
+    for _ in 0..n {
+        engine
+            .op("drain")
+            .reads(&[gate])
+            .push_sync(|_| -> Res { Ok(()) })
+            .map_err(err)?;
+    }
+    // Complete the gate from an op on the worker, so the released ops start there.
+    let start = Instant::now();
+    engine
+        .op("release")
+        .push_sync(move |_| -> Res {
+            token.ok();
+            Ok(())
+        })
+        .map_err(err)?;
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    release(engine, vec![gate])?;
+    Ok(ns_per(elapsed, n as u64))
+}
+
+fn independent(engine: &Engine, n: usize) -> Result<f64, String> {
+    let start = Instant::now();
+    for _ in 0..n {
+        engine
+            .op("independent")
+            .push_sync(|_| -> Res { Ok(()) })
+            .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    Ok(ns_per(start.elapsed(), n as u64))
+}
+
+fn chain(engine: &Engine, n: usize) -> Result<f64, String> {
+    let var = engine.new_var().map_err(err)?;
+    let start = Instant::now();
+    for _ in 0..n {
+        engine
+            .op("chain")
+            .writes(&[var])
+            .push_sync(|_| -> Res { Ok(()) })
+            .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    release(engine, vec![var])?;
+    Ok(ns_per(elapsed, n as u64))
+}
+
+/// The seeded random graph: op i reads `reads[i]` and writes `writes[i]` (var indices).
+struct RandomGraph {
+    ops: Vec<([usize; 2], usize)>,
+}
+
+impl RandomGraph {
+    fn new(n: usize) -> Self {
+        let mut state: u64 = 0x5EED_0FDE_9E4D_1E01;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % RANDOM_VARS as u64) as usize
+        };
+        let ops = (0..n)
+            .map(|_| {
+                let w = next();
+                let mut r0 = next();
+                while r0 == w {
+                    r0 = next();
+                }
+                let mut r1 = next();
+                while r1 == w || r1 == r0 {
+                    r1 = next();
+                }
+                ([r0, r1], w)
+            })
+            .collect();
+        RandomGraph { ops }
+    }
+
+    /// max(total work / workers, critical path) in ns, each op costing `SPIN`.
+    fn ideal_ns(&self, workers: usize) -> f64 {
+        // Unit-time ops with unlimited workers: an op starts after the last write of every var
+        // it uses and, for its written var, after the reads since that write.
+        let mut last_write = vec![0_u64; RANDOM_VARS];
+        let mut last_read = vec![0_u64; RANDOM_VARS];
+        let mut depth = 0;
+        for &(reads, w) in &self.ops {
+            let start = reads
+                .iter()
+                .map(|&r| last_write[r])
+                .chain([last_write[w], last_read[w]])
+                .max()
+                .unwrap_or(0);
+            let finish = start + 1;
+            for &r in &reads {
+                last_read[r] = last_read[r].max(finish);
+            }
+            last_write[w] = finish;
+            last_read[w] = finish;
+            depth = depth.max(finish);
+        }
+        let spin = SPIN.as_nanos() as f64;
+        let work = self.ops.len() as f64 * spin / workers.max(1) as f64;
+        work.max(depth as f64 * spin)
+    }
+}
+
+fn spin_1us() {
+    let start = Instant::now();
+    while start.elapsed() < SPIN {
+        std::hint::spin_loop();
+    }
+}
+
+fn random(engine: &Engine, graph: &RandomGraph, spin: bool) -> Result<f64, String> {
+    let pool = vars(engine, RANDOM_VARS)?;
+    let start = Instant::now();
+    for &([r0, r1], w) in &graph.ops {
+        let (reads, writes) = ([pool[r0], pool[r1]], [pool[w]]);
+        let builder = engine.op("random").reads(&reads).writes(&writes);
+        if spin {
+            builder.push_sync(|_| -> Res {
+                spin_1us();
+                Ok(())
+            })
+        } else {
+            builder.push_sync(|_| -> Res { Ok(()) })
+        }
+        .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    release(engine, pool)?;
+    Ok(ns_per(elapsed, graph.ops.len() as u64))
+}
+
+fn latency(engine: &Engine) -> Result<f64, String> {
+    let mut samples = Vec::with_capacity(LATENCY_SAMPLES);
+    for _ in 0..LATENCY_SAMPLES {
+        // Let the workers go idle (past their spinning phase) first.
+        std::thread::sleep(Duration::from_millis(2));
+        let (tx, rx) = mpsc::channel();
+        let pushed = Instant::now();
+        engine
+            .op("latency")
+            .push_sync(move |_| -> Res {
+                let _ = tx.send(Instant::now());
+                Ok(())
+            })
+            .map_err(err)?;
+        let started = rx.recv().map_err(err)?;
+        samples.push(started.duration_since(pushed).as_secs_f64() * 1e6);
+    }
+    engine.wait_for_all().map_err(err)?;
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
+fn serial(args: &Args) -> Result<(), String> {
+    let n = usize::try_from(args.ops).map_err(|e| e.to_string())?;
+    if args.wants("independent") || args.wants("chain") || args.wants("random_empty") {
+        let start = Instant::now();
+        for i in 0..n {
+            let task: Box<dyn FnOnce() + Send> = Box::new(move || {
+                std::hint::black_box(i);
+            });
+            task();
+        }
+        let ns = ns_per(start.elapsed(), n as u64);
+        for workload in ["independent", "chain", "random_empty"] {
+            if args.wants(workload) {
+                report(workload, ns, "ns/op");
+            }
+        }
+    }
+    if args.wants("random_1us") {
+        let graph = RandomGraph::new(n);
+        let start = Instant::now();
+        for _ in &graph.ops {
+            spin_1us();
+        }
+        let measured = ns_per(start.elapsed(), n as u64);
+        report("random_1us", measured, "ns/op");
+        report(
+            "random_1us_overhead",
+            measured - graph.ideal_ns(1) / n.max(1) as f64,
+            "ns/op",
+        );
+    }
+    Ok(())
+}
+
+fn rayon_independent(args: &Args) -> Result<(), String> {
+    if !args.wants("independent") {
+        return Ok(());
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.threads)
+        .build()
+        .map_err(err)?;
+    let n = args.ops;
+    let start = Instant::now();
+    pool.scope(|s| {
+        for i in 0..n {
+            s.spawn(move |_| {
+                std::hint::black_box(i);
+            });
+        }
+    });
+    report("independent", ns_per(start.elapsed(), n), "ns/op");
+    Ok(())
+}
