@@ -1,6 +1,6 @@
 //! `cargo xtask loom`: the loom models of the concurrent crates.
 //!
-//! Under `--cfg loom` `depengine-pool` and `depengine-graph` compile only their loom models as
+//! Under `--cfg loom` `depengine-pool`, `depengine-graph` and `depengine` compile only their loom models as
 //! tests. They build into `target/loom` so that the changed `RUSTFLAGS` do not invalidate the
 //! normal build.
 
@@ -23,7 +23,14 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
         .env("RUSTFLAGS", "--cfg loom")
         .env("LOOM_MAX_PREEMPTIONS", &preemptions)
         .args(["test", "--release", "--lib", "--tests"])
-        .args(["-p", "depengine-pool", "-p", "depengine-graph"])
+        .args([
+            "-p",
+            "depengine-pool",
+            "-p",
+            "depengine-graph",
+            "-p",
+            "depengine",
+        ])
         .args(["--target-dir", "target/loom"])
         .args(extra)
         .run()?;

@@ -22,6 +22,7 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
     Cmd::cargo()
         .args(["+nightly", "miri", "test"])
         .args(["-p", "depengine-pool", "-p", "depengine-graph"])
+        .args(["-p", "depengine", "-p", "depengine-cpu"])
         .args(extra)
         .run()
 }

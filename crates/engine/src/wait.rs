@@ -3,30 +3,38 @@
 //!
 //! # `IdleCounter` protocol
 //!
-//! `pending` counts pushed ops not yet completed. The hot path takes no lock: a push increments
-//! it, a completion decrements it and, only when it reaches zero, looks at `waiters`. A waiter
-//! registers in `waiters` and re-checks `pending` while holding the mutex, then sleeps on the
-//! condvar (releasing the mutex atomically). Both sides use `SeqCst` (a Dekker handshake):
-//! either the waiter sees `pending == 0`, or the completer sees `waiters > 0`, takes the mutex
-//! (so the waiter is already asleep or has not yet checked) and notifies. No wake-up is lost.
-//! The loom models in `loom_tests.rs` check this.
+//! One atomic word holds the number of pending ops (times two) and a `WAITER` bit. The hot path
+//! takes no lock: a push adds two, a completion subtracts two and, only when it takes the count
+//! to zero *and* the `WAITER` bit is set, takes the mutex and notifies. A waiter, holding the
+//! mutex, sets the bit with a read-modify-write and re-checks the count before sleeping on the
+//! condvar (which releases the mutex atomically). Both sides are read-modify-writes of the
+//! same word, so they are totally ordered (no reliance on `SeqCst`): either the waiter's
+//! `fetch_or` comes first and the completer sees the bit (and the mutex makes it wait until the
+//! waiter sleeps), or the completion comes first and the waiter reads a zero count. No wake-up
+//! is lost; the loom models in `loom_tests.rs` check this (an earlier version with two atomics
+//! and a `SeqCst` handshake failed them: loom does not model `SeqCst` as a total order).
 
 use crate::sync::{AtomicUsize, Condvar, Mutex, Ordering, lock, wait};
 
+/// The waiter bit of `IdleCounter::state`.
+const WAITER: usize = 1;
+/// One pending op in `IdleCounter::state`.
+const ONE: usize = 2;
+
 /// Counts pending ops; lets threads wait until none is left.
 pub(crate) struct IdleCounter {
-    pending: AtomicUsize,
-    waiters: AtomicUsize,
-    mutex: Mutex<()>,
+    /// `pending * ONE | WAITER?`.
+    state: AtomicUsize,
+    /// Threads inside `wait_idle`.
+    waiters: Mutex<usize>,
     idle: Condvar,
 }
 
 impl IdleCounter {
     pub(crate) fn new() -> Self {
         IdleCounter {
-            pending: AtomicUsize::new(0),
-            waiters: AtomicUsize::new(0),
-            mutex: Mutex::new(()),
+            state: AtomicUsize::new(0),
+            waiters: Mutex::new(0),
             idle: Condvar::new(),
         }
     }
@@ -34,34 +42,37 @@ impl IdleCounter {
     /// One more pending op.
     #[inline]
     pub(crate) fn add(&self) {
-        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.state.fetch_add(ONE, Ordering::Relaxed);
     }
 
     /// One pending op completed; wakes the waiters if it was the last.
     #[inline]
     pub(crate) fn done(&self) {
-        if self.pending.fetch_sub(1, Ordering::SeqCst) == 1
-            && self.waiters.load(Ordering::SeqCst) > 0
-        {
-            drop(lock(&self.mutex));
+        // Release: the op's effects happen-before a waiter that reads the zero count.
+        let old = self.state.fetch_sub(ONE, Ordering::AcqRel);
+        if old & !WAITER == ONE && old & WAITER != 0 {
+            drop(lock(&self.waiters));
             self.idle.notify_all();
         }
     }
 
     /// Ops pushed and not completed.
     pub(crate) fn pending(&self) -> usize {
-        self.pending.load(Ordering::SeqCst)
+        self.state.load(Ordering::Acquire) / ONE
     }
 
     /// Blocks until no op is pending.
     pub(crate) fn wait_idle(&self) {
-        let mut guard = lock(&self.mutex);
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        while self.pending.load(Ordering::SeqCst) != 0 {
-            guard = wait(&self.idle, guard);
+        let mut waiters = lock(&self.waiters);
+        *waiters += 1;
+        self.state.fetch_or(WAITER, Ordering::AcqRel);
+        while self.state.load(Ordering::Acquire) / ONE != 0 {
+            waiters = wait(&self.idle, waiters);
         }
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
-        drop(guard);
+        *waiters -= 1;
+        if *waiters == 0 {
+            self.state.fetch_and(!WAITER, Ordering::AcqRel);
+        }
     }
 }
 
