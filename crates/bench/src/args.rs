@@ -18,8 +18,8 @@ pub(crate) struct Args {
 }
 
 impl Args {
-    pub(crate) fn parse(mut argv: impl Iterator<Item = String>) -> Result<Self, String> {
-        let mut args = Args {
+    pub(crate) fn parse(mut words: impl Iterator<Item = String>) -> Result<Self, String> {
+        let mut parsed = Args {
             system: String::new(),
             threads: 2,
             tasks: 1_000_000,
@@ -29,29 +29,29 @@ impl Args {
             ops: 200_000,
             workloads: Vec::new(),
         };
-        while let Some(flag) = argv.next() {
-            let mut value = || argv.next().ok_or_else(|| format!("{flag} needs a value"));
+        while let Some(flag) = words.next() {
+            let mut value = || words.next().ok_or_else(|| format!("{flag} needs a value"));
             match flag.as_str() {
-                "--system" => args.system = value()?,
-                "--threads" => args.threads = number(&flag, &value()?)?,
-                "--tasks" => args.tasks = number(&flag, &value()?)?,
-                "--depth" => args.depth = number(&flag, &value()?)?,
-                "--rounds" => args.rounds = number(&flag, &value()?)?,
-                "--idle-ms" => args.idle = Duration::from_millis(number(&flag, &value()?)?),
-                "--ops" => args.ops = number(&flag, &value()?)?,
+                "--system" => parsed.system = value()?,
+                "--threads" => parsed.threads = number(&flag, &value()?)?,
+                "--tasks" => parsed.tasks = number(&flag, &value()?)?,
+                "--depth" => parsed.depth = number(&flag, &value()?)?,
+                "--rounds" => parsed.rounds = number(&flag, &value()?)?,
+                "--idle-ms" => parsed.idle = Duration::from_millis(number(&flag, &value()?)?),
+                "--ops" => parsed.ops = number(&flag, &value()?)?,
                 "--workloads" => {
-                    args.workloads = value()?.split(',').map(str::to_owned).collect();
+                    parsed.workloads = value()?.split(',').map(str::to_owned).collect();
                 }
                 other => return Err(format!("unknown flag `{other}`")),
             }
         }
-        if args.system.is_empty() {
+        if parsed.system.is_empty() {
             return Err("--system is required".to_owned());
         }
-        if args.threads == 0 {
+        if parsed.threads == 0 {
             return Err("--threads must be at least 1".to_owned());
         }
-        Ok(args)
+        Ok(parsed)
     }
 
     /// Whether `workload` was selected (all are, when `--workloads` is absent).

@@ -14,12 +14,12 @@ use std::process::ExitCode;
 use args::Args;
 
 fn main() -> ExitCode {
-    let mut argv = std::env::args().skip(1);
-    let Some(group) = argv.next() else {
+    let mut words = std::env::args().skip(1);
+    let Some(group) = words.next() else {
         eprintln!("usage: depengine-bench <pool|graph> --system <name> [flags]");
         return ExitCode::from(2);
     };
-    let args = match Args::parse(argv) {
+    let args = match Args::parse(words) {
         Ok(args) => args,
         Err(message) => {
             eprintln!("depengine-bench: {message}");

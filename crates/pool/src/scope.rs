@@ -1,0 +1,99 @@
+//! `scope`: spawn tasks that borrow from the caller's stack; wait for all of them.
+
+use crate::ThreadPool;
+use crate::job::{JobRef, Panic};
+use crate::latch::CountLatch;
+use crate::sync::{Arc, Mutex, lock};
+use crate::worker::Shared;
+use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
+
+/// A scope for tasks that may borrow anything that outlives it; see
+/// [`ThreadPool::scope`].
+pub struct Scope<'scope> {
+    shared: Arc<Shared>,
+    /// Tasks not yet finished, plus one for the scope's own body.
+    pending: CountLatch,
+    /// The first panic of a task, resumed by `scope` once every task is done.
+    panic: Mutex<Option<Panic>>,
+    /// Invariant in `'scope`, like `std::thread::Scope`: tasks may borrow exactly
+    /// what lives at least as long as the scope.
+    _invariant: PhantomData<&'scope mut &'scope ()>,
+}
+
+/// A pointer to a scope that tasks carry to another thread.
+struct ScopeRef(*const Scope<'static>);
+
+// SAFETY: `Scope` is `Sync` (atomics, a mutex, an `Arc`), so sharing a pointer to it
+// across threads is fine; its lifetime is guaranteed by `ThreadPool::scope`, which
+// does not return before every task holding a `ScopeRef` has finished with it.
+unsafe impl Send for ScopeRef {}
+
+impl ThreadPool {
+    /// Runs `op`, which may [`spawn`](Scope::spawn) tasks borrowing from the caller,
+    /// and returns once `op` and every task spawned in the scope have finished.
+    ///
+    /// A panic in `op` or in a task is resumed here, after all tasks have finished
+    /// (the body's panic first, otherwise the first task's). Called from a worker of
+    /// this pool, the waiting worker runs other tasks meanwhile.
+    pub fn scope<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&Scope<'scope>) -> R,
+    {
+        let scope = Scope {
+            shared: Arc::clone(&self.shared),
+            pending: CountLatch::new(1),
+            panic: Mutex::new(None),
+            _invariant: PhantomData,
+        };
+        let result = panic::catch_unwind(AssertUnwindSafe(|| op(&scope)));
+        scope.pending.count_down();
+        match self.shared.current_index() {
+            Some(index) => self.shared.wait_until(index, scope.pending.latch()),
+            None => scope.pending.wait(),
+        }
+        let task_panic = lock(&scope.panic).take();
+        match (result, task_panic) {
+            (Err(payload), _) | (Ok(_), Some(payload)) => panic::resume_unwind(payload),
+            (Ok(value), None) => value,
+        }
+    }
+}
+
+impl<'scope> Scope<'scope> {
+    /// Spawns `task` into the pool; the enclosing [`ThreadPool::scope`] waits for it.
+    ///
+    /// Like [`ThreadPool::spawn`], the task goes to the current worker's queue, or to
+    /// a random one from outside the pool, and runs inline if that queue is full.
+    pub fn spawn<F>(&self, task: F)
+    where
+        F: FnOnce(&Scope<'scope>) + Send + 'scope,
+    {
+        self.pending.increment();
+        let scope = ScopeRef(std::ptr::from_ref(self).cast());
+        let job = move || {
+            let scope = scope;
+            // SAFETY: the scope outlives this task: `ThreadPool::scope` waits for
+            // `pending` to reach zero, and we count down only at the very end.
+            let scope: &Scope<'scope> = unsafe { &*scope.0.cast() };
+            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| task(scope))) {
+                let mut first = lock(&scope.panic);
+                if first.is_none() {
+                    *first = Some(payload);
+                }
+            }
+            scope.pending.count_down();
+        };
+        // SAFETY: the job borrows only `'scope` data and the scope itself, both alive
+        // until `ThreadPool::scope` returns, which waits for this job to finish; the
+        // pool runs every job it accepts exactly once.
+        let job = unsafe { JobRef::boxed(job) };
+        self.shared.inject(job);
+    }
+}
+
+impl std::fmt::Debug for Scope<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scope").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,199 @@
+//! `ThreadPool`: the handle users hold; spawning, `install` and shutdown.
+
+use crate::builder::{BuildError, Builder};
+use crate::job::{JobRef, StackJob};
+use crate::sync::{Arc, thread};
+use crate::unwind::{self, PanicHandler};
+use crate::worker::Shared;
+use std::fmt;
+use std::panic;
+
+/// A work-stealing thread pool in the design of Eigen's `NonBlockingThreadPool`.
+///
+/// Each worker owns a [`RunQueue`](crate::RunQueue): tasks spawned by a worker go to
+/// the front of its own queue, tasks from outside to the back of a random one; idle
+/// workers steal from the backs of the others, and sleep on an
+/// [`EventCount`](crate::EventCount) when there is nothing anywhere. See `worker.rs`
+/// for the algorithm and the shutdown protocol.
+///
+/// Dropping the pool runs every task already queued (and every task those spawn),
+/// then joins the threads: no task is ever lost.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_pool::ThreadPool;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// let pool = ThreadPool::new(2).expect("threads start");
+/// let sum = AtomicUsize::new(0);
+/// pool.scope(|s| {
+///     for i in 1..=10 {
+///         let sum = &sum;
+///         s.spawn(move |_| {
+///             sum.fetch_add(i, Ordering::Relaxed);
+///         });
+///     }
+/// });
+/// assert_eq!(sum.into_inner(), 55);
+///
+/// let (a, b) = pool.join(|| 1 + 1, || 2 + 2);
+/// assert_eq!((a, b), (2, 4));
+/// ```
+pub struct ThreadPool {
+    pub(crate) shared: Arc<Shared>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl ThreadPool {
+    /// A pool of `threads` workers with the default settings.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::build`].
+    pub fn new(threads: usize) -> Result<Self, BuildError> {
+        Builder::new().threads(threads).build()
+    }
+
+    /// A [`Builder`] to configure a pool.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    pub(crate) fn start(builder: &Builder) -> Result<Self, BuildError> {
+        let threads = builder.thread_count()?;
+        let handler: PanicHandler = builder
+            .panic_handler
+            .clone()
+            .unwrap_or_else(|| std::sync::Arc::new(unwind::log_panic));
+        let shared = Arc::new(Shared::new(threads, builder.queue_capacity, handler));
+        let cores = if builder.pin_threads {
+            core_ids()
+        } else {
+            Vec::new()
+        };
+        let mut pool = ThreadPool {
+            shared,
+            threads: Vec::with_capacity(threads),
+        };
+        for index in 0..threads {
+            let mut spawner =
+                thread::Builder::new().name(format!("{}-{index}", builder.thread_name));
+            if let Some(bytes) = builder.stack_size {
+                spawner = spawner.stack_size(bytes);
+            }
+            let shared = Arc::clone(&pool.shared);
+            let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
+            match spawner.spawn(move || {
+                pin_to(core);
+                shared.run_worker(index);
+            }) {
+                Ok(handle) => pool.threads.push(handle),
+                Err(source) => {
+                    // Dropping `pool` shuts the started workers down and joins them.
+                    pool.shared.set_live_workers(index);
+                    return Err(BuildError::Spawn { index, source });
+                }
+            }
+        }
+        Ok(pool)
+    }
+
+    /// The number of worker threads.
+    pub fn num_threads(&self) -> usize {
+        self.shared.queues.len()
+    }
+
+    /// The index (`0..num_threads()`) of the calling thread if it is a worker of this
+    /// pool, `None` otherwise.
+    pub fn current_thread_index(&self) -> Option<usize> {
+        self.shared.current_index()
+    }
+
+    /// Runs `task` on the pool, detached. A panic in it goes to the panic handler
+    /// (see [`Builder::panic_handler`]).
+    ///
+    /// From a worker, the task goes to the front of the worker's own queue; from any
+    /// other thread, to the back of a random worker's queue. If that queue is full,
+    /// the task runs inline, before `spawn` returns.
+    pub fn spawn<F>(&self, task: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.shared.inject(JobRef::boxed_static(task));
+    }
+
+    /// Runs `op` on a worker of this pool and returns its result; runs it right away
+    /// if the caller is already one. A panic in `op` resumes in the caller.
+    pub fn install<OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce() -> R + Send,
+        R: Send,
+    {
+        if self.shared.current_index().is_some() {
+            return op();
+        }
+        let job = StackJob::new(op);
+        // SAFETY: `job` stays in this frame until its latch is set: we wait for it
+        // below, and `inject` either queues the reference (a worker runs it once) or
+        // runs it inline before returning.
+        self.shared.inject(unsafe { job.as_job_ref() });
+        job.latch.wait();
+        match job.into_result() {
+            Ok(value) => value,
+            Err(payload) => panic::resume_unwind(payload),
+        }
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        self.shared.shut_down();
+        if self.shared.current_index().is_some() {
+            // Dropped by one of its own tasks: the workers cannot all go idle until
+            // this task returns, so joining them here would deadlock. They finish the
+            // shutdown protocol (running every queued task) on their own, detached.
+            return;
+        }
+        for handle in self.threads.drain(..) {
+            // A worker never panics (tasks' panics are caught), so this only fails if
+            // the thread was killed some other way; nothing is left to clean up then.
+            let _ = handle.join();
+        }
+    }
+}
+
+impl fmt::Debug for ThreadPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadPool")
+            .field("threads", &self.num_threads())
+            .field("event", &self.shared.event)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(not(loom))]
+fn core_ids() -> Vec<core_affinity::CoreId> {
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    if cores.is_empty() {
+        tracing::warn!(target: "depengine_pool", "core pinning requested but no core ids are available");
+    }
+    cores
+}
+
+#[cfg(loom)]
+fn core_ids() -> Vec<usize> {
+    Vec::new()
+}
+
+#[cfg(not(loom))]
+fn pin_to(core: Option<core_affinity::CoreId>) {
+    if let Some(core) = core
+        && !core_affinity::set_for_current(core)
+    {
+        tracing::warn!(target: "depengine_pool", core = core.id, "could not pin a worker");
+    }
+}
+
+#[cfg(loom)]
+fn pin_to(_core: Option<usize>) {}

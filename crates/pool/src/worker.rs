@@ -1,0 +1,294 @@
+//! The workers: what each pool thread runs, how it finds work, sleeps and shuts down.
+//!
+//! # Finding work
+//!
+//! A worker looks, in order, at
+//! 1. the front of its own queue (its own newest spawns: LIFO, cache-hot);
+//! 2. the backs of the other queues, visited from a random start with a random stride
+//!    coprime with the worker count (each visited once, thieves spread out), stealing
+//!    about half of the first non-empty one (`RunQueue::pop_back_half`);
+//! 3. the same steal loop for a while longer, but only if no other worker is spinning
+//!    already (`spinning`): at most one spinner keeps wake-up latency low without
+//!    burning every core;
+//! 4. the sleep protocol below.
+//!
+//! # Sleeping
+//!
+//! ```text
+//!   event.prewait(me)                     // announce (Dekker write + SeqCst fence)
+//!   if some queue is non-empty:           // RunQueue::len never misses a pushed item
+//!       event.cancel_wait(me); steal from it
+//!   else if shutting down: see below
+//!   else:
+//!       blocked += 1; event.commit_wait(me); blocked -= 1
+//! ```
+//!
+//! Every push is followed by `event.notify(false)` (write, `SeqCst` fence, read the
+//! waiters), so a push is never stranded while every worker sleeps.
+//!
+//! # Shutdown protocol
+//!
+//! `ThreadPool::drop` sets `done` and calls `event.notify(true)`, then joins the workers.
+//! A worker exits only when `done` is set, no queue holds work, and *every* live worker
+//! is in the sleep protocol (`blocked == live_workers`): while any worker still runs a
+//! task, that task may spawn more, and the sleeping workers must stay around to help.
+//! The worker that completes the count exits without decrementing `blocked` and wakes
+//! everyone (`notify(true)`); each woken worker finds the count complete again and
+//! exits the same way. Nothing is ever left in a queue: a worker only exits after a
+//! check, made after its `prewait`, that every queue is empty, and no new task can be
+//! submitted from outside once `drop` has begun (it owns the pool).
+
+use crate::event_count::EventCount;
+use crate::job::{JobRef, Panic};
+use crate::latch::Latch;
+use crate::rng;
+use crate::run_queue::RunQueue;
+use crate::sync::{AtomicBool, AtomicUsize, Backoff, spin_hint, thread_local};
+use crate::unwind::PanicHandler;
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+
+/// How many steal rounds the spinning worker makes before it goes to sleep.
+const SPIN_ROUNDS: usize = if cfg!(loom) { 0 } else { 1000 };
+
+/// The most tasks one steal moves; bounds the time a thief holds a victim's lock.
+const MAX_STEAL: usize = 64;
+
+/// State shared by the pool handle and its workers.
+pub(crate) struct Shared {
+    /// One queue per worker; worker `i` owns the front of `queues[i]`.
+    pub(crate) queues: Box<[RunQueue<JobRef>]>,
+    /// Where idle workers sleep.
+    pub(crate) event: EventCount,
+    /// Whether some worker is spinning (step 3 above). Touched by idle workers only.
+    spinning: CachePadded<AtomicBool>,
+    /// Set once by `ThreadPool::drop`; read by idle workers.
+    done: AtomicBool,
+    /// Workers inside the sleep protocol; see the shutdown protocol.
+    blocked: AtomicUsize,
+    /// Workers that were started (all of them, unless a spawn failed).
+    live_workers: AtomicUsize,
+    /// Strides coprime with the worker count, for victim order.
+    strides: Box<[usize]>,
+    panic_handler: PanicHandler,
+}
+
+thread_local! {
+    // Not `const`-initialized: loom's `thread_local!` does not accept it.
+    #[allow(clippy::missing_const_for_thread_local)]
+    /// The pool the current thread works for (the address of its `Shared`, 0 if none)
+    /// and its index there. Set once at worker start.
+    static CURRENT: Cell<(usize, usize)> = Cell::new((0, 0));
+}
+
+impl Shared {
+    pub(crate) fn new(threads: usize, queue_capacity: usize, panic_handler: PanicHandler) -> Self {
+        Self {
+            queues: (0..threads)
+                .map(|_| RunQueue::with_capacity(queue_capacity))
+                .collect(),
+            event: EventCount::new(threads),
+            spinning: CachePadded::new(AtomicBool::new(false)),
+            done: AtomicBool::new(false),
+            blocked: AtomicUsize::new(0),
+            live_workers: AtomicUsize::new(threads),
+            strides: rng::coprimes(threads),
+            panic_handler,
+        }
+    }
+
+    /// The index of the current thread in this pool, if it is one of its workers.
+    #[inline]
+    pub(crate) fn current_index(&self) -> Option<usize> {
+        let (pool, index) = CURRENT.with(Cell::get);
+        (pool == std::ptr::from_ref(self) as usize).then_some(index)
+    }
+
+    /// Submits a job: to the front of the current worker's queue, or to the back of a
+    /// random queue from outside the pool. A full queue runs the job inline.
+    pub(crate) fn inject(&self, job: JobRef) {
+        let pushed = match self.current_index() {
+            Some(index) => self.queues[index].push_front(job),
+            None => self.queues[rng::below(self.queues.len())].push_back(job),
+        };
+        match pushed {
+            Ok(()) => self.event.notify(false),
+            Err(job) => self.execute(job),
+        }
+    }
+
+    /// Runs a job, routing a panic that escapes it (only detached tasks let one
+    /// escape) to the panic handler. The worker survives either way.
+    pub(crate) fn execute(&self, job: JobRef) {
+        // SAFETY: every JobRef in this pool comes from `inject` or `join`, whose
+        // callers keep the job's data alive until it has run, and each is popped from
+        // a queue (or refused by one) exactly once.
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| unsafe { job.run() }));
+        if let Err(payload) = outcome {
+            self.handle_panic(payload);
+        }
+    }
+
+    fn handle_panic(&self, payload: Panic) {
+        // A panicking handler must not take the worker down with it; its own panic
+        // has already been reported by the panic hook.
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| (self.panic_handler)(payload)));
+    }
+
+    /// Steps 1 and 2: own queue, then one round of stealing.
+    #[inline]
+    pub(crate) fn find_work(&self, index: usize) -> Option<JobRef> {
+        self.queues[index].pop_front().or_else(|| self.steal(index))
+    }
+
+    /// Visits every other queue once, in a random coprime order, and steals about
+    /// half of the first non-empty one: the first stolen job is returned, the rest go
+    /// to the front of the thief's own queue.
+    fn steal(&self, index: usize) -> Option<JobRef> {
+        let n = self.queues.len();
+        if n < 2 {
+            return None;
+        }
+        let random = rng::next_u64() as usize;
+        let stride = self.strides[(random >> 16) % self.strides.len()];
+        let mut victim = random % n;
+        let own = &self.queues[index];
+        for _ in 0..n {
+            if victim != index {
+                let mut first = None;
+                self.queues[victim].pop_back_half(MAX_STEAL, |job| {
+                    if first.is_none() {
+                        first = Some(job);
+                        Ok(())
+                    } else {
+                        own.push_front(job)
+                    }
+                });
+                if first.is_some() {
+                    return first;
+                }
+            }
+            victim = (victim + stride) % n;
+        }
+        None
+    }
+
+    /// Step 3: if nobody else spins, keep stealing for a while.
+    fn spin_for_work(&self, index: usize) -> Option<JobRef> {
+        // Relaxed pre-check keeps non-spinners from bouncing the line; Acquire/Release
+        // on the flag itself only orders the spinner's own accesses (the flag guards
+        // no data).
+        if self.spinning.load(Relaxed) || self.spinning.swap(true, Acquire) {
+            return None;
+        }
+        let mut found = None;
+        for _ in 0..SPIN_ROUNDS {
+            found = self.find_work(index);
+            if found.is_some() {
+                break;
+            }
+            spin_hint();
+        }
+        self.spinning.store(false, Release);
+        found
+    }
+
+    /// Step 4: the sleep protocol, with the shutdown check.
+    fn wait_for_work(&self, index: usize) -> Wake {
+        self.event.prewait(index);
+        if let Some(victim) = self.non_empty_queue(index) {
+            self.event.cancel_wait(index);
+            let job = if victim == index {
+                self.queues[index].pop_front()
+            } else {
+                self.queues[victim].pop_back()
+            };
+            return job.map_or_else(
+                || {
+                    // The item is still being published (or was just taken): let its
+                    // owner finish before we look again.
+                    spin_hint();
+                    Wake::Retry
+                },
+                Wake::Job,
+            );
+        }
+        // SeqCst: pairs with the store in `shut_down`; both sides then synchronize
+        // through the event count's fences (write `done`, notify / prewait, read).
+        let blocked = self.blocked.fetch_add(1, SeqCst) + 1;
+        if self.done.load(SeqCst) && blocked >= self.live_workers.load(SeqCst) {
+            // Everyone is idle and nothing is queued: nothing can create work any more.
+            // Leave `blocked` counted, so that each woken worker completes it again.
+            self.event.cancel_wait(index);
+            self.event.notify(true);
+            return Wake::Exit;
+        }
+        self.event.commit_wait(index);
+        self.blocked.fetch_sub(1, SeqCst);
+        Wake::Retry
+    }
+
+    /// A queue that holds work, starting the scan at our own.
+    fn non_empty_queue(&self, index: usize) -> Option<usize> {
+        let n = self.queues.len();
+        (0..n)
+            .map(|offset| (index + offset) % n)
+            .find(|&i| !self.queues[i].is_empty())
+    }
+
+    /// Begins shutdown: workers finish all queued work, then exit.
+    pub(crate) fn shut_down(&self) {
+        self.done.store(true, SeqCst);
+        self.event.notify(true);
+    }
+
+    /// Records that only `started` workers exist (a later one failed to start).
+    pub(crate) fn set_live_workers(&self, started: usize) {
+        self.live_workers.store(started, SeqCst);
+    }
+
+    /// Called by a worker that must wait for `latch` (a stolen `join` half, a scope,
+    /// a `parallel_for`): it runs other work meanwhile, then parks on the latch.
+    pub(crate) fn wait_until(&self, index: usize, latch: &Latch) {
+        let backoff = Backoff::new();
+        while !latch.probe() {
+            if let Some(job) = self.find_work(index) {
+                self.execute(job);
+                continue;
+            }
+            if backoff.is_completed() {
+                // Nothing to help with: sleep until the latch is set. Work pushed
+                // meanwhile is taken by the other workers, which `inject` wakes.
+                latch.wait();
+                return;
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// The body of worker `index`.
+    pub(crate) fn run_worker(&self, index: usize) {
+        CURRENT.with(|current| current.set((std::ptr::from_ref(self) as usize, index)));
+        loop {
+            if let Some(job) = self.find_work(index).or_else(|| self.spin_for_work(index)) {
+                self.execute(job);
+                continue;
+            }
+            match self.wait_for_work(index) {
+                Wake::Job(job) => self.execute(job),
+                Wake::Retry => {}
+                Wake::Exit => break,
+            }
+        }
+        CURRENT.with(|current| current.set((0, 0)));
+    }
+}
+
+/// What the sleep protocol came back with.
+enum Wake {
+    Job(JobRef),
+    Retry,
+    Exit,
+}

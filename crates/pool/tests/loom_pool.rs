@@ -1,0 +1,61 @@
+//! loom: a two-worker pool doing spawn, steal, sleep, wake and shutdown; every task
+//! runs exactly once and shutdown always completes.
+#![cfg(loom)]
+
+use depengine_pool::ThreadPool;
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+
+/// A whole pool runs many more atomic steps than loom's default branch budget allows,
+/// and its state space is large, so the pool models bound preemptions tightly:
+/// `preemptions` forced switches per execution (`LOOM_POOL_PREEMPTIONS` overrides it),
+/// on top of every switch at a blocking point (park, condvar, mutex, join), which loom
+/// always explores.
+fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.preemption_bound = Some(
+        std::env::var("LOOM_POOL_PREEMPTIONS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(preemptions),
+    );
+    builder.check(f);
+}
+
+#[test]
+fn spawn_from_outside_then_shutdown() {
+    model(1, || {
+        let pool = ThreadPool::new(2).unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        for _ in 0..1 {
+            let count = count.clone();
+            pool.spawn(move || {
+                count.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        drop(pool);
+        assert_eq!(count.load(Ordering::Relaxed), 1);
+    });
+}
+
+/// A scoped task spawns a child from its worker (front of its own queue, where the
+/// other worker may steal it); the caller parks on the scope's latch until both ran.
+#[test]
+fn nested_spawn_in_scope_then_shutdown() {
+    model(0, || {
+        let pool = ThreadPool::new(2).unwrap();
+        let count = AtomicUsize::new(0);
+        pool.scope(|s| {
+            let count = &count;
+            s.spawn(move |s| {
+                s.spawn(move |_| {
+                    count.fetch_add(1, Ordering::Relaxed);
+                });
+                count.fetch_add(1, Ordering::Relaxed);
+            });
+        });
+        assert_eq!(count.load(Ordering::Relaxed), 2);
+        drop(pool);
+    });
+}

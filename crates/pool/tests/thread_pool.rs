@@ -1,0 +1,299 @@
+//! `ThreadPool`: spawn, scope, join, install, `parallel_for`, panics, shutdown.
+#![cfg(not(loom))]
+
+use depengine_pool::{BuildError, ThreadPool};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+fn n(full: usize) -> usize {
+    if cfg!(miri) { full.min(20) } else { full }
+}
+
+#[test]
+fn builder_rejects_zero_threads() {
+    assert!(matches!(ThreadPool::new(0), Err(BuildError::ZeroThreads)));
+}
+
+#[test]
+fn builder_names_threads_and_reports_indices() {
+    let pool = ThreadPool::builder()
+        .threads(2)
+        .thread_name("unit")
+        .stack_size(256 * 1024)
+        .queue_capacity(16)
+        .build()
+        .unwrap();
+    assert_eq!(pool.num_threads(), 2);
+    assert_eq!(pool.current_thread_index(), None);
+    let (name, index) = pool.install(|| {
+        (
+            std::thread::current().name().map(str::to_owned),
+            pool.current_thread_index(),
+        )
+    });
+    let index = index.expect("install runs on a worker");
+    assert!(index < 2);
+    assert_eq!(name.unwrap(), format!("unit-{index}"));
+}
+
+#[test]
+fn spawned_tasks_all_run_before_drop_returns() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let tasks = n(10_000);
+    {
+        let pool = ThreadPool::new(2).unwrap();
+        for _ in 0..tasks {
+            let count = count.clone();
+            pool.spawn(move || {
+                count.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+    }
+    assert_eq!(count.load(Ordering::Relaxed), tasks);
+}
+
+#[test]
+fn tasks_spawned_by_tasks_during_shutdown_still_run() {
+    let count = Arc::new(AtomicUsize::new(0));
+    {
+        let pool = Arc::new(ThreadPool::new(2).unwrap());
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..n(100) {
+            let (count, pool2, tx) = (count.clone(), pool.clone(), tx.clone());
+            pool.spawn(move || {
+                // Each task spawns a child through the pool it runs on.
+                let count2 = count.clone();
+                pool2.spawn(move || {
+                    count2.fetch_add(1, Ordering::Relaxed);
+                });
+                count.fetch_add(1, Ordering::Relaxed);
+                let _ = tx.send(pool2);
+            });
+        }
+        drop(tx);
+        // Hand the clones back so the pool is dropped here, not on a worker.
+        let clones: Vec<_> = rx.iter().collect();
+        drop(clones);
+        drop(Arc::into_inner(pool).expect("last handle"));
+    }
+    assert_eq!(count.load(Ordering::Relaxed), 2 * n(100));
+}
+
+#[test]
+fn scope_borrows_and_waits() {
+    let pool = ThreadPool::new(2).unwrap();
+    let mut data = vec![0u64; n(1000)];
+    pool.scope(|s| {
+        for (i, chunk) in data.chunks_mut(10).enumerate() {
+            s.spawn(move |s| {
+                for x in chunk.iter_mut() {
+                    *x = i as u64;
+                }
+                // Nested spawn into the same scope.
+                s.spawn(|_| {});
+            });
+        }
+    });
+    for (i, chunk) in data.chunks(10).enumerate() {
+        assert!(chunk.iter().all(|&x| x == i as u64));
+    }
+}
+
+#[test]
+fn scope_inside_a_worker_helps_instead_of_blocking() {
+    let pool = ThreadPool::new(1).unwrap();
+    // One worker: the nested scope must run its tasks on the waiting worker itself.
+    let total = pool.install(|| {
+        let sum = AtomicUsize::new(0);
+        pool.scope(|s| {
+            for i in 0..n(100) {
+                let sum = &sum;
+                s.spawn(move |_| {
+                    sum.fetch_add(i, Ordering::Relaxed);
+                });
+            }
+        });
+        sum.into_inner()
+    });
+    assert_eq!(total, (0..n(100)).sum());
+}
+
+#[test]
+fn scope_resumes_a_task_panic_after_all_tasks_finish() {
+    let pool = ThreadPool::new(2).unwrap();
+    let finished = AtomicUsize::new(0);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.scope(|s| {
+            s.spawn(|_| panic!("task failed"));
+            for _ in 0..10 {
+                s.spawn(|_| {
+                    std::thread::sleep(Duration::from_millis(1));
+                    finished.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+        });
+    }));
+    let payload = result.expect_err("the panic resumes in the caller");
+    assert_eq!(depengine_pool::panic_message(&*payload), "task failed");
+    assert_eq!(finished.load(Ordering::Relaxed), 10);
+    // The pool still works.
+    assert_eq!(pool.install(|| 7), 7);
+}
+
+fn fib(pool: &ThreadPool, k: u64) -> u64 {
+    if k < 2 {
+        return k;
+    }
+    let (a, b) = pool.join(|| fib(pool, k - 1), || fib(pool, k - 2));
+    a + b
+}
+
+#[test]
+fn join_computes_recursively_from_inside_and_outside() {
+    let pool = ThreadPool::new(2).unwrap();
+    let k = if cfg!(miri) { 8 } else { 22 };
+    let from_outside = fib(&pool, k);
+    let from_inside = pool.install(|| fib(&pool, k));
+    let serial = (0..k).fold((0u64, 1u64), |(a, b), _| (b, a + b)).0;
+    assert_eq!(from_outside, serial);
+    assert_eq!(from_inside, serial);
+}
+
+#[test]
+fn join_runs_both_halves_even_if_one_panics() {
+    let pool = ThreadPool::new(2).unwrap();
+    let ran_b = AtomicUsize::new(0);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.join(
+            || panic!("left"),
+            || {
+                ran_b.fetch_add(1, Ordering::Relaxed);
+            },
+        )
+    }));
+    assert_eq!(depengine_pool::panic_message(&*result.unwrap_err()), "left");
+    assert_eq!(ran_b.load(Ordering::Relaxed), 1);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.join(|| 1, || -> u32 { panic!("right") })
+    }));
+    assert_eq!(
+        depengine_pool::panic_message(&*result.unwrap_err()),
+        "right"
+    );
+}
+
+#[test]
+fn install_returns_values_and_resumes_panics() {
+    let pool = ThreadPool::new(2).unwrap();
+    assert_eq!(pool.install(|| "value"), "value");
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.install(|| panic!("inside"))
+    }));
+    assert!(result.is_err());
+}
+
+#[test]
+fn detached_panics_go_to_the_handler_and_workers_survive() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let pool = {
+        let seen = seen.clone();
+        ThreadPool::builder()
+            .threads(2)
+            .panic_handler(move |payload| {
+                seen.lock()
+                    .unwrap()
+                    .push(depengine_pool::panic_message(&*payload).to_owned());
+            })
+            .build()
+            .unwrap()
+    };
+    let ok = Arc::new(AtomicUsize::new(0));
+    for i in 0..n(100) {
+        let ok = ok.clone();
+        pool.spawn(move || {
+            assert!(!i.is_multiple_of(10), "boom {i}");
+            ok.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    drop(pool);
+    assert_eq!(ok.load(Ordering::Relaxed), n(100) - n(100).div_ceil(10));
+    assert_eq!(seen.lock().unwrap().len(), n(100).div_ceil(10));
+}
+
+#[test]
+fn parallel_for_covers_every_index_once() {
+    let pool = ThreadPool::new(2).unwrap();
+    for items in [0, 1, 3, 4, n(1000)] {
+        let hits: Vec<AtomicUsize> = (0..items).map(|_| AtomicUsize::new(0)).collect();
+        pool.parallel_for(items, 1e5, |range| {
+            for i in range {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+    }
+}
+
+#[test]
+fn parallel_for_from_a_worker_and_with_panics() {
+    let pool = ThreadPool::new(2).unwrap();
+    let sum = pool.install(|| {
+        let sum = AtomicUsize::new(0);
+        pool.parallel_for(64, 1e5, |range| {
+            sum.fetch_add(range.len(), Ordering::Relaxed);
+        });
+        sum.into_inner()
+    });
+    assert_eq!(sum, 64);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.parallel_for(8, 1e6, |range| {
+            assert!(!range.contains(&5), "block 5");
+        });
+    }));
+    assert_eq!(
+        depengine_pool::panic_message(&*result.unwrap_err()),
+        "block 5"
+    );
+}
+
+#[test]
+fn a_full_queue_runs_tasks_inline() {
+    let pool = ThreadPool::builder()
+        .threads(1)
+        .queue_capacity(2)
+        .build()
+        .unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    // Block the only worker, then overfill its queue from outside.
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    pool.spawn(move || {
+        let _ = release_rx.recv();
+    });
+    for _ in 0..10 {
+        let count = count.clone();
+        pool.spawn(move || {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    // At most 2 fit in the queue; the rest ran inline, on this thread.
+    assert!(count.load(Ordering::Relaxed) >= 8);
+    release_tx.send(()).unwrap();
+    drop(pool);
+    assert_eq!(count.load(Ordering::Relaxed), 10);
+}
+
+#[test]
+fn dropping_the_pool_from_its_own_task_does_not_deadlock() {
+    let (tx, rx) = mpsc::channel();
+    let pool = Arc::new(ThreadPool::new(2).unwrap());
+    let inner = pool.clone();
+    pool.spawn(move || {
+        // Wait until the outside handle is gone, then drop the last one here.
+        std::thread::sleep(Duration::from_millis(20));
+        drop(inner);
+        tx.send(()).unwrap();
+    });
+    drop(pool);
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+}
