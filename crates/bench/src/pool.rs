@@ -44,7 +44,7 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
 
 /// What each system provides; `None` where it has no such operation.
 trait System: Sync {
-    fn spawn(&'static self, task: Box<dyn FnOnce() + Send>);
+    fn spawn<F: FnOnce() + Send + 'static>(&'static self, task: F);
     fn tree_join(&'static self, depth: u32) -> Option<u64>;
     fn parallel_for(&'static self, chunks: usize, body: &'static (dyn Fn(usize) + Sync));
 }
@@ -56,7 +56,7 @@ fn run_system<S: System>(args: &Args, system: &'static S) {
         let done = leak(Countdown::new(args.tasks));
         let start = Instant::now();
         for _ in 0..args.tasks {
-            system.spawn(Box::new(move || done.count()));
+            system.spawn(move || done.count());
         }
         done.wait();
         report(
@@ -104,19 +104,19 @@ fn run_system<S: System>(args: &Args, system: &'static S) {
 }
 
 fn spawn_tree<S: System>(system: &'static S, depth: u32, done: &'static Countdown) {
-    system.spawn(Box::new(move || {
+    system.spawn(move || {
         if depth > 0 {
             spawn_tree(system, depth - 1, done);
             spawn_tree(system, depth - 1, done);
         }
         done.count();
-    }));
+    });
 }
 
 struct Ours(&'static ThreadPool);
 
 impl System for Ours {
-    fn spawn(&'static self, task: Box<dyn FnOnce() + Send>) {
+    fn spawn<F: FnOnce() + Send + 'static>(&'static self, task: F) {
         self.0.spawn(task);
     }
     fn tree_join(&'static self, depth: u32) -> Option<u64> {
@@ -138,7 +138,7 @@ impl System for Ours {
 struct Simple(&'static SimplePool);
 
 impl System for Simple {
-    fn spawn(&'static self, task: Box<dyn FnOnce() + Send>) {
+    fn spawn<F: FnOnce() + Send + 'static>(&'static self, task: F) {
         self.0.spawn(task);
     }
     fn tree_join(&'static self, _depth: u32) -> Option<u64> {
@@ -161,7 +161,7 @@ impl System for Simple {
 struct Rayon(&'static rayon::ThreadPool);
 
 impl System for Rayon {
-    fn spawn(&'static self, task: Box<dyn FnOnce() + Send>) {
+    fn spawn<F: FnOnce() + Send + 'static>(&'static self, task: F) {
         self.0.spawn(task);
     }
     fn tree_join(&'static self, depth: u32) -> Option<u64> {

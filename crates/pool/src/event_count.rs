@@ -185,6 +185,13 @@ impl EventCount {
         // The notifier's side of the Dekker handshake: the caller's publication of work
         // is ordered before our read of the waiter count.
         fence(SeqCst);
+        self.notify_fenced(all);
+    }
+
+    /// [`notify`](Self::notify) for a caller that has already issued a `SeqCst` fence
+    /// between publishing its work and this call (a pool that checks other state under
+    /// the same fence saves the second one).
+    pub fn notify_fenced(&self, all: bool) {
         if self.waiters.load(Acquire) == 0 {
             return;
         }

@@ -56,14 +56,14 @@ where
         let rb = job_b.run_inline();
         return (resume_or(ra), rb);
     }
-    shared.event.notify(false);
+    shared.wake_one();
 
     let ra = panic::catch_unwind(AssertUnwindSafe(a));
 
     let job_b_ptr = std::ptr::from_ref(&job_b);
     loop {
         match queue.pop_front() {
-            Some(job) if job.points_at(job_b_ptr) => {
+            Some(job) if job.is_stack_job(job_b_ptr) => {
                 // Not stolen: run it ourselves, without the latch round-trip.
                 let rb = panic::catch_unwind(AssertUnwindSafe(|| job_b.run_inline()));
                 return (resume_or(ra), resume_or(rb));

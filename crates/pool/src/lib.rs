@@ -43,6 +43,7 @@
 
 mod builder;
 mod event_count;
+mod injector;
 mod job;
 mod join;
 mod latch;

@@ -1,5 +1,5 @@
-//! A per-thread pseudo-random sequence (xorshift64*) and coprime strides, for picking
-//! queues: where an outside thread submits, and in which order a thief visits victims.
+//! A per-thread pseudo-random sequence (xorshift64*) and coprime strides, for the
+//! order in which a thief visits its victims.
 //! Quality needs are low; speed and no shared state are what matter.
 
 use crate::sync::thread_local;
@@ -39,11 +39,6 @@ fn seed(_state: &Cell<u64>) -> u64 {
     0x9E37_79B9_7F4A_7C15
 }
 
-/// A uniform-enough index in `0..n` (`n > 0`), by multiply-shift instead of modulo.
-pub(crate) fn below(n: usize) -> usize {
-    (((next_u64() >> 32) * n as u64) >> 32) as usize
-}
-
 /// Every stride in `1..=n` coprime with `n`: walking `start, start + s, ...` modulo
 /// `n` with such a stride visits each index exactly once, in an order that differs
 /// between thieves, which spreads them over the victims.
@@ -76,14 +71,5 @@ mod tests {
             }
         }
         assert_eq!(&*coprimes(6), &[1, 5]);
-    }
-
-    #[test]
-    fn below_stays_in_range() {
-        for n in 1..50 {
-            for _ in 0..100 {
-                assert!(below(n) < n);
-            }
-        }
     }
 }

@@ -63,8 +63,8 @@ impl ThreadPool {
 impl<'scope> Scope<'scope> {
     /// Spawns `task` into the pool; the enclosing [`ThreadPool::scope`] waits for it.
     ///
-    /// Like [`ThreadPool::spawn`], the task goes to the current worker's queue, or to
-    /// a random one from outside the pool, and runs inline if that queue is full.
+    /// Like [`ThreadPool::spawn`], the task goes to the current worker's queue (inline
+    /// if it is full), or to the pool's injector from outside the pool.
     pub fn spawn<F>(&self, task: F)
     where
         F: FnOnce(&Scope<'scope>) + Send + 'scope,

@@ -11,8 +11,8 @@ use std::panic;
 /// A work-stealing thread pool in the design of Eigen's `NonBlockingThreadPool`.
 ///
 /// Each worker owns a [`RunQueue`](crate::RunQueue): tasks spawned by a worker go to
-/// the front of its own queue, tasks from outside to the back of a random one; idle
-/// workers steal from the backs of the others, and sleep on an
+/// the front of its own queue, tasks from outside to a shared injector queue; idle
+/// workers take from the injector and steal from the backs of the others, and sleep on an
 /// [`EventCount`](crate::EventCount) when there is nothing anywhere. See `worker.rs`
 /// for the algorithm and the shutdown protocol.
 ///
@@ -113,9 +113,9 @@ impl ThreadPool {
     /// Runs `task` on the pool, detached. A panic in it goes to the panic handler
     /// (see [`Builder::panic_handler`]).
     ///
-    /// From a worker, the task goes to the front of the worker's own queue; from any
-    /// other thread, to the back of a random worker's queue. If that queue is full,
-    /// the task runs inline, before `spawn` returns.
+    /// From a worker, the task goes to the front of the worker's own queue (if that
+    /// queue is full, the task runs inline, before `spawn` returns); from any other
+    /// thread, to the pool's injector queue, which idle workers poll.
     pub fn spawn<F>(&self, task: F)
     where
         F: FnOnce() + Send + 'static,

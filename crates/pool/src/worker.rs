@@ -4,20 +4,21 @@
 //!
 //! A worker looks, in order, at
 //! 1. the front of its own queue (its own newest spawns: LIFO, cache-hot);
-//! 2. the backs of the other queues, visited from a random start with a random stride
+//! 2. the injector, where threads outside the pool submit (FIFO);
+//! 3. the backs of the other queues, visited from a random start with a random stride
 //!    coprime with the worker count (each visited once, thieves spread out), stealing
 //!    about half of the first non-empty one (`RunQueue::pop_back_half`);
-//! 3. the same steal loop for a while longer, but only if no other worker is spinning
+//! 4. the same search for a while longer, but only if no other worker is spinning
 //!    already (`spinning`): at most one spinner keeps wake-up latency low without
 //!    burning every core;
-//! 4. the sleep protocol below.
+//! 5. the sleep protocol below.
 //!
 //! # Sleeping
 //!
 //! ```text
 //!   event.prewait(me)                     // announce (Dekker write + SeqCst fence)
-//!   if some queue is non-empty:           // RunQueue::len never misses a pushed item
-//!       event.cancel_wait(me); steal from it
+//!   if some queue or the injector holds work: // neither misses a completed push
+//!       event.cancel_wait(me); look again
 //!   else if shutting down: see below
 //!   else:
 //!       blocked += 1; event.commit_wait(me); blocked -= 1
@@ -37,13 +38,16 @@
 //! exits the same way. Nothing is ever left in a queue: a worker only exits after a
 //! check, made after its `prewait`, that every queue is empty, and no new task can be
 //! submitted from outside once `drop` has begun (it owns the pool).
+//! A worker's own queue is bounded: a spawn from a worker whose queue is full runs the
+//! task inline. The injector is unbounded.
 
 use crate::event_count::EventCount;
+use crate::injector::Injector;
 use crate::job::{JobRef, Panic};
 use crate::latch::Latch;
 use crate::rng;
 use crate::run_queue::RunQueue;
-use crate::sync::{AtomicBool, AtomicUsize, Backoff, spin_hint, thread_local};
+use crate::sync::{AtomicBool, AtomicUsize, Backoff, fence, spin_hint, thread_local};
 use crate::unwind::PanicHandler;
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
@@ -60,6 +64,12 @@ const MAX_STEAL: usize = 64;
 pub(crate) struct Shared {
     /// One queue per worker; worker `i` owns the front of `queues[i]`.
     pub(crate) queues: Box<[RunQueue<JobRef>]>,
+    /// Work submitted from outside the pool.
+    injector: Injector<JobRef>,
+    /// Outside submissions beyond this backlog run inline on the submitter, like a
+    /// spawn into a full `RunQueue`: the pool is saturated, and a growing backlog
+    /// only costs memory and cache misses. One queue capacity per worker.
+    injector_limit: usize,
     /// Where idle workers sleep.
     pub(crate) event: EventCount,
     /// Whether some worker is spinning (step 3 above). Touched by idle workers only.
@@ -89,6 +99,8 @@ impl Shared {
             queues: (0..threads)
                 .map(|_| RunQueue::with_capacity(queue_capacity))
                 .collect(),
+            injector: Injector::new(),
+            injector_limit: threads.saturating_mul(queue_capacity),
             event: EventCount::new(threads),
             spinning: CachePadded::new(AtomicBool::new(false)),
             done: AtomicBool::new(false),
@@ -106,17 +118,38 @@ impl Shared {
         (pool == std::ptr::from_ref(self) as usize).then_some(index)
     }
 
-    /// Submits a job: to the front of the current worker's queue, or to the back of a
-    /// random queue from outside the pool. A full queue runs the job inline.
+    /// Submits a job: to the front of the current worker's queue, or to the injector
+    /// from outside the pool. A full queue (an injector holding `injector_limit` jobs)
+    /// runs the job inline.
     pub(crate) fn inject(&self, job: JobRef) {
-        let pushed = match self.current_index() {
-            Some(index) => self.queues[index].push_front(job),
-            None => self.queues[rng::below(self.queues.len())].push_back(job),
-        };
-        match pushed {
-            Ok(()) => self.event.notify(false),
-            Err(job) => self.execute(job),
+        match self.current_index() {
+            Some(index) => {
+                if let Err(job) = self.queues[index].push_front(job) {
+                    self.execute(job);
+                    return;
+                }
+            }
+            None if self.injector.len() >= self.injector_limit => {
+                self.execute(job);
+                return;
+            }
+            None => self.injector.push(job),
         }
+        self.wake_one();
+    }
+
+    /// Makes sure some worker will look at a job just published: a spinning worker
+    /// will (it keeps searching, and it passes through the sleep protocol, which
+    /// re-checks every queue, before it sleeps); otherwise wake a sleeper, if any.
+    pub(crate) fn wake_one(&self) {
+        // Dekker with the spinner, like the event count's own handshake: our job is
+        // published before this fence; the spinner clears `spinning` before the fence
+        // in its `prewait`. So either we see it spinning, or it sees our job.
+        fence(SeqCst);
+        if self.spinning.load(Relaxed) {
+            return;
+        }
+        self.event.notify_fenced(false);
     }
 
     /// Runs a job, routing a panic that escapes it (only detached tasks let one
@@ -137,10 +170,13 @@ impl Shared {
         let _ = panic::catch_unwind(AssertUnwindSafe(|| (self.panic_handler)(payload)));
     }
 
-    /// Steps 1 and 2: own queue, then one round of stealing.
+    /// Steps 1 to 3: own queue, the injector, then one round of stealing.
     #[inline]
     pub(crate) fn find_work(&self, index: usize) -> Option<JobRef> {
-        self.queues[index].pop_front().or_else(|| self.steal(index))
+        self.queues[index]
+            .pop_front()
+            .or_else(|| self.injector.steal())
+            .or_else(|| self.steal(index))
     }
 
     /// Visits every other queue once, in a random coprime order, and steals about
@@ -175,7 +211,7 @@ impl Shared {
         None
     }
 
-    /// Step 3: if nobody else spins, keep stealing for a while.
+    /// Step 4: if nobody else spins, keep searching for a while.
     fn spin_for_work(&self, index: usize) -> Option<JobRef> {
         // Relaxed pre-check keeps non-spinners from bouncing the line; Acquire/Release
         // on the flag itself only orders the spinner's own accesses (the flag guards
@@ -195,25 +231,15 @@ impl Shared {
         found
     }
 
-    /// Step 4: the sleep protocol, with the shutdown check.
+    /// Step 5: the sleep protocol, with the shutdown check.
     fn wait_for_work(&self, index: usize) -> Wake {
         self.event.prewait(index);
-        if let Some(victim) = self.non_empty_queue(index) {
+        if self.has_work() {
             self.event.cancel_wait(index);
-            let job = if victim == index {
-                self.queues[index].pop_front()
-            } else {
-                self.queues[victim].pop_back()
-            };
-            return job.map_or_else(
-                || {
-                    // The item is still being published (or was just taken): let its
-                    // owner finish before we look again.
-                    spin_hint();
-                    Wake::Retry
-                },
-                Wake::Job,
-            );
+            // Possibly an item still being published: let its producer finish before
+            // the caller looks again.
+            spin_hint();
+            return Wake::Retry;
         }
         // SeqCst: pairs with the store in `shut_down`; both sides then synchronize
         // through the event count's fences (write `done`, notify / prewait, read).
@@ -230,12 +256,9 @@ impl Shared {
         Wake::Retry
     }
 
-    /// A queue that holds work, starting the scan at our own.
-    fn non_empty_queue(&self, index: usize) -> Option<usize> {
-        let n = self.queues.len();
-        (0..n)
-            .map(|offset| (index + offset) % n)
-            .find(|&i| !self.queues[i].is_empty())
+    /// Whether any queue or the injector holds work (or a push in flight).
+    fn has_work(&self) -> bool {
+        !self.injector.is_empty() || self.queues.iter().any(|queue| !queue.is_empty())
     }
 
     /// Begins shutdown: workers finish all queued work, then exit.
@@ -276,10 +299,8 @@ impl Shared {
                 self.execute(job);
                 continue;
             }
-            match self.wait_for_work(index) {
-                Wake::Job(job) => self.execute(job),
-                Wake::Retry => {}
-                Wake::Exit => break,
+            if let Wake::Exit = self.wait_for_work(index) {
+                break;
             }
         }
         CURRENT.with(|current| current.set((0, 0)));
@@ -288,7 +309,6 @@ impl Shared {
 
 /// What the sleep protocol came back with.
 enum Wake {
-    Job(JobRef),
     Retry,
     Exit,
 }

@@ -7,10 +7,10 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 
 /// A whole pool runs many more atomic steps than loom's default branch budget allows,
-/// and its state space is large, so the pool models bound preemptions tightly:
-/// `preemptions` forced switches per execution (`LOOM_POOL_PREEMPTIONS` overrides it),
-/// on top of every switch at a blocking point (park, condvar, mutex, join), which loom
-/// always explores.
+/// and its state space is large, so each pool model sets its own preemption bound (the
+/// largest that finishes in seconds; `LOOM_POOL_PREEMPTIONS` overrides it), on top of
+/// every switch at a blocking point (park, condvar, mutex, join), which loom always
+/// explores.
 fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.max_branches = 100_000;
@@ -25,7 +25,7 @@ fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
 
 #[test]
 fn spawn_from_outside_then_shutdown() {
-    model(1, || {
+    model(2, || {
         let pool = ThreadPool::new(2).unwrap();
         let count = Arc::new(AtomicUsize::new(0));
         for _ in 0..1 {
@@ -43,7 +43,7 @@ fn spawn_from_outside_then_shutdown() {
 /// other worker may steal it); the caller parks on the scope's latch until both ran.
 #[test]
 fn nested_spawn_in_scope_then_shutdown() {
-    model(0, || {
+    model(1, || {
         let pool = ThreadPool::new(2).unwrap();
         let count = AtomicUsize::new(0);
         pool.scope(|s| {

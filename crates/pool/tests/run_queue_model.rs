@@ -25,8 +25,17 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+fn config() -> ProptestConfig {
+    let mut config = ProptestConfig::with_cases(if cfg!(miri) { 8 } else { 512 });
+    if cfg!(miri) {
+        // Miri's isolation forbids the file system that failure persistence uses.
+        config.failure_persistence = None;
+    }
+    config
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 8 } else { 512 }))]
+    #![proptest_config(config())]
 
     #[test]
     fn matches_a_bounded_deque(capacity in 1usize..9, ops in prop::collection::vec(op(), 0..200)) {

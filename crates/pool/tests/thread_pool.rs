@@ -258,29 +258,56 @@ fn parallel_for_from_a_worker_and_with_panics() {
 }
 
 #[test]
-fn a_full_queue_runs_tasks_inline() {
+fn a_full_worker_queue_runs_tasks_inline() {
     let pool = ThreadPool::builder()
         .threads(1)
         .queue_capacity(2)
         .build()
         .unwrap();
     let count = Arc::new(AtomicUsize::new(0));
-    // Block the only worker, then overfill its queue from outside.
+    let ran_inline = pool.install(|| {
+        // The only worker is busy right here, so nothing drains its queue while we
+        // spawn: at most 2 tasks fit, the rest run inline, on this worker.
+        for _ in 0..10 {
+            let count = count.clone();
+            pool.spawn(move || {
+                count.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        count.load(Ordering::Relaxed)
+    });
+    assert_eq!(ran_inline, 8);
+    drop(pool);
+    assert_eq!(count.load(Ordering::Relaxed), 10);
+}
+
+#[test]
+fn outside_spawns_beyond_the_backlog_run_inline() {
+    // One worker with queues of 2: the injector holds at most 1 x 2 outside jobs.
+    let pool = ThreadPool::builder()
+        .threads(1)
+        .queue_capacity(2)
+        .build()
+        .unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let (started_tx, started_rx) = mpsc::channel::<()>();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     pool.spawn(move || {
+        started_tx.send(()).unwrap();
         let _ = release_rx.recv();
     });
-    for _ in 0..10 {
+    started_rx.recv().unwrap();
+    for _ in 0..n(100) {
         let count = count.clone();
         pool.spawn(move || {
             count.fetch_add(1, Ordering::Relaxed);
         });
     }
-    // At most 2 fit in the queue; the rest ran inline, on this thread.
-    assert!(count.load(Ordering::Relaxed) >= 8);
+    // The worker is blocked: 2 jobs wait in the injector, the rest ran right here.
+    assert_eq!(count.load(Ordering::Relaxed), n(100) - 2);
     release_tx.send(()).unwrap();
     drop(pool);
-    assert_eq!(count.load(Ordering::Relaxed), 10);
+    assert_eq!(count.load(Ordering::Relaxed), n(100));
 }
 
 #[test]
