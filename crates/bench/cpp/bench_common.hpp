@@ -5,9 +5,11 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +29,7 @@ struct Flags {
     unsigned depth = 20;
     std::uint64_t rounds = 1000;
     std::uint64_t idle_ms = 1000;
+    std::uint64_t ops = 200000;  // graph / engine groups
     std::vector<std::string> workloads;  // empty: all
 
     bool wants(const char* workload) const {
@@ -69,6 +72,8 @@ inline Flags parse_flags(int argc, char** argv) {
             flags.rounds = parse_number(flag, value);
         } else if (std::strcmp(flag, "--idle-ms") == 0) {
             flags.idle_ms = parse_number(flag, value);
+        } else if (std::strcmp(flag, "--ops") == 0) {
+            flags.ops = parse_number(flag, value);
         } else if (std::strcmp(flag, "--workloads") == 0) {
             std::stringstream list(value);
             std::string name;
@@ -177,6 +182,86 @@ inline void check_count(const char* workload, std::uint64_t got, std::uint64_t e
                      static_cast<unsigned long long>(expected));
         std::exit(1);
     }
+}
+
+// --- The engine group (crates/bench/src/engine.rs), ported exactly so that every system runs
+// --- the same graphs.
+
+// Vars of the random graphs.
+constexpr std::size_t kRandomVars = 1024;
+
+// Spins for 1 us, reading the clock like engine.rs's `spin_1us`.
+inline void spin_1us() {
+    const auto start = Clock::now();
+    while (Clock::now() - start < std::chrono::microseconds(1)) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
+// The seeded random graph of engine.rs: op i reads `reads[i]` and writes `writes[i]`.
+struct RandomGraph {
+    struct Op {
+        std::size_t reads[2];
+        std::size_t write;
+    };
+    std::vector<Op> ops;
+
+    explicit RandomGraph(std::uint64_t n) {
+        std::uint64_t state = 0x5EED0FDE9E4D1E01ull;
+        auto next = [&state]() -> std::size_t {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            return static_cast<std::size_t>(state % kRandomVars);
+        };
+        ops.reserve(n);
+        for (std::uint64_t i = 0; i < n; ++i) {
+            const std::size_t w = next();
+            std::size_t r0 = next();
+            while (r0 == w) r0 = next();
+            std::size_t r1 = next();
+            while (r1 == w || r1 == r0) r1 = next();
+            ops.push_back(Op{{r0, r1}, w});
+        }
+    }
+
+    // max(total work / workers, critical path) in ns, each op costing 1 us.
+    double ideal_ns(unsigned workers) const {
+        std::vector<std::uint64_t> last_write(kRandomVars, 0), last_read(kRandomVars, 0);
+        std::uint64_t depth = 0;
+        for (const Op& op : ops) {
+            std::uint64_t start = std::max(last_write[op.write], last_read[op.write]);
+            for (std::size_t r : op.reads) start = std::max(start, last_write[r]);
+            const std::uint64_t finish = start + 1;
+            for (std::size_t r : op.reads) last_read[r] = std::max(last_read[r], finish);
+            last_write[op.write] = finish;
+            last_read[op.write] = finish;
+            depth = std::max(depth, finish);
+        }
+        const double spin = 1000.0;
+        const double work = double(ops.size()) * spin / double(workers ? workers : 1);
+        return std::max(work, double(depth) * spin);
+    }
+};
+
+// Reports `random_1us` and `random_1us_overhead` as engine.rs does.
+inline void report_random_1us(const RandomGraph& graph, double seconds, unsigned workers) {
+    const double n = double(graph.ops.empty() ? 1 : graph.ops.size());
+    const double measured = seconds * 1e9 / n;
+    report("random_1us", measured, "ns/op");
+    report("random_1us_overhead", measured - graph.ideal_ns(workers) / n, "ns/op");
+}
+
+inline void report_ns_per_op(const char* workload, double seconds, std::uint64_t ops) {
+    report(workload, seconds * 1e9 / double(ops ? ops : 1), "ns/op");
+}
+
+// The median of the samples (sorted in place), as engine.rs's `latency` takes it.
+inline double median(std::vector<double>& samples) {
+    std::sort(samples.begin(), samples.end());
+    return samples[samples.size() / 2];
 }
 
 }  // namespace bench

@@ -29,6 +29,9 @@ pub(crate) struct CppHarness {
     pub(crate) flags: &'static [&'static str],
     /// Libraries, after the source file.
     pub(crate) libs: &'static [&'static str],
+    /// A `pkg-config` package whose `--cflags` go before the source file and `--libs` after
+    /// the libraries; the harness is skipped when `pkg-config` does not know it.
+    pub(crate) pkg_config: Option<&'static str>,
 }
 
 impl CppHarness {
@@ -42,20 +45,52 @@ impl CppHarness {
             println!("up to date: {}", output.display());
             return Ok(output);
         }
+        let (cflags, pkg_libs) = match self.pkg_config {
+            Some(package) => (
+                pkg_config(package, "--cflags")?,
+                pkg_config(package, "--libs")?,
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
         std::fs::create_dir_all(bin_dir)
             .map_err(|error| format!("cannot create {}: {error}", bin_dir.display()))?;
         let captured = Cmd::new(self.compiler)
             .args(self.flags)
+            .args(&cflags)
             .arg(&source)
             .arg("-o")
             .arg(&output)
             .args(self.libs)
+            .args(&pkg_libs)
             .capture(BUILD_TIMEOUT)?;
         match captured.status {
             Some(status) if status.success() => Ok(output),
             Some(_) => Err(first_error(&captured.stderr)),
             None => Err(format!("the build took over {} s", BUILD_TIMEOUT.as_secs())),
         }
+    }
+}
+
+/// `pkg-config <what> <package>` split into words, or why `pkg-config` could not say.
+fn pkg_config(package: &str, what: &str) -> Result<Vec<String>, String> {
+    let captured = Cmd::new("pkg-config")
+        .args([what, package])
+        .capture(BUILD_TIMEOUT)?;
+    match captured.status {
+        Some(status) if status.success() => Ok(captured
+            .stdout
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()),
+        _ => Err(captured
+            .stderr
+            .lines()
+            .map(str::trim)
+            .find(|line| !line.is_empty())
+            .map_or_else(
+                || format!("pkg-config {what} {package} failed"),
+                |line| format!("pkg-config: {line}"),
+            )),
     }
 }
 
@@ -93,10 +128,29 @@ mod tests {
             compiler: "xtask-test-no-such-compiler",
             flags: &[],
             libs: &[],
+            pkg_config: None,
         };
         let bin_dir = std::env::temp_dir().join("xtask-cpp-test");
         let reason = harness.build(&bin_dir).unwrap_err();
         assert!(reason.contains("xtask-test-no-such-compiler"), "{reason}");
+    }
+
+    #[test]
+    fn a_missing_pkg_config_package_is_a_reason_to_skip() {
+        let harness = CppHarness {
+            binary: "engine_missing",
+            source: "engine_missing.cpp",
+            compiler: "g++",
+            flags: &[],
+            libs: &[],
+            pkg_config: Some("xtask-test-no-such-package"),
+        };
+        let bin_dir = std::env::temp_dir().join("xtask-cpp-test");
+        let reason = harness.build(&bin_dir).unwrap_err();
+        assert!(
+            reason.contains("xtask-test-no-such-package") || reason.contains("pkg-config"),
+            "{reason}"
+        );
     }
 
     #[test]

@@ -108,6 +108,9 @@ const ENGINE: Group = Group {
         rust("naive"),
         rust("serial"),
         rust("rayon"),
+        cpp("libgomp", &ENGINE_LIBGOMP),
+        cpp("libomp", &ENGINE_LIBOMP),
+        cpp("starpu", &ENGINE_STARPU),
     ],
     workloads: &[
         "push_deps0",
@@ -132,6 +135,7 @@ const EIGEN: CppHarness = CppHarness {
     compiler: "g++",
     flags: &["-O2", "-std=c++17", "-I/usr/include/eigen3", "-pthread"],
     libs: &[],
+    pkg_config: None,
 };
 
 const LIBGOMP: CppHarness = CppHarness {
@@ -140,6 +144,7 @@ const LIBGOMP: CppHarness = CppHarness {
     compiler: "g++",
     flags: &["-O2", "-std=c++17", "-fopenmp"],
     libs: &[],
+    pkg_config: None,
 };
 
 /// The same OpenMP source against LLVM's runtime: clang++ `-fopenmp` links libomp.
@@ -149,6 +154,7 @@ const LIBOMP: CppHarness = CppHarness {
     compiler: "clang++",
     flags: &["-O2", "-std=c++17", "-fopenmp"],
     libs: &[],
+    pkg_config: None,
 };
 
 const TBB: CppHarness = CppHarness {
@@ -157,6 +163,36 @@ const TBB: CppHarness = CppHarness {
     compiler: "g++",
     flags: &["-O2", "-std=c++17", "-pthread"],
     libs: &["-ltbb"],
+    pkg_config: None,
+};
+
+const ENGINE_LIBGOMP: CppHarness = CppHarness {
+    binary: "engine_libgomp",
+    source: "engine_omp.cpp",
+    compiler: "g++",
+    flags: &["-O2", "-std=c++17", "-fopenmp"],
+    libs: &[],
+    pkg_config: None,
+};
+
+/// The same OpenMP source against LLVM's runtime: clang++ `-fopenmp` links libomp.
+const ENGINE_LIBOMP: CppHarness = CppHarness {
+    binary: "engine_libomp",
+    source: "engine_omp.cpp",
+    compiler: "clang++",
+    flags: &["-O2", "-std=c++17", "-fopenmp"],
+    libs: &[],
+    pkg_config: None,
+};
+
+/// The `StarPU` 1.3 peer (Debian `libstarpu-dev`): include and link flags from `pkg-config`.
+const ENGINE_STARPU: CppHarness = CppHarness {
+    binary: "engine_starpu",
+    source: "engine_starpu.cpp",
+    compiler: "g++",
+    flags: &["-O2", "-std=c++17", "-pthread"],
+    libs: &[],
+    pkg_config: Some("starpu-1.3"),
 };
 
 const fn rust(name: &'static str) -> System {
