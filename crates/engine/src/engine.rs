@@ -209,10 +209,7 @@ impl Engine {
             priority: 0,
             route: Route::Wait,
         };
-        let mut dispatcher = crate::inner::Dispatcher {
-            inner,
-            from_push: false,
-        };
+        let mut dispatcher = crate::inner::Dispatcher::new(inner, false, None);
         // A write: it waits for every op pushed on `var` before it (reads included) and runs
         // alone, so taking the failure there races with nothing.
         inner.graph.push(&[], &[var], record, &mut dispatcher)?;

@@ -26,7 +26,7 @@ use crate::naive;
 use crate::operator::OperatorFn;
 use crate::per_device::PerDevice;
 use crate::pooled::Pooled;
-use crate::record::{OpFn, OpRecord, Route};
+use crate::record::{BlockKey, OpFn, OpRecord, Route};
 use crate::wait::IdleCounter;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
@@ -126,11 +126,35 @@ pub(crate) struct Dispatcher<'a> {
     pub(crate) inner: &'a Arc<Inner>,
     /// Called from `push` on the pushing thread (ready `Async` ops may run right here).
     pub(crate) from_push: bool,
+    /// Set when completing a sync op on a worker of this block, after its function returned:
+    /// the first released op routed to the same block is kept in `next`, and the worker runs
+    /// it next instead of queueing it (no pool round trip, no `Arc` clone, no job).
+    keep_for: Option<BlockKey>,
+    next: Option<ReadyOp<OpRecord>>,
+}
+
+impl<'a> Dispatcher<'a> {
+    #[inline]
+    pub(crate) fn new(inner: &'a Arc<Inner>, from_push: bool, keep_for: Option<BlockKey>) -> Self {
+        Dispatcher {
+            inner,
+            from_push,
+            keep_for,
+            next: None,
+        }
+    }
 }
 
 impl Dispatch<OpRecord> for Dispatcher<'_> {
     #[inline]
     fn dispatch(&mut self, op: ReadyOp<OpRecord>) {
+        if let Some(key) = self.keep_for
+            && self.next.is_none()
+            && op.payload().route.block_key() == Some(key)
+        {
+            self.next = Some(op);
+            return;
+        }
         self.inner.dispatch(op, self.from_push);
     }
 }
@@ -194,10 +218,7 @@ impl Inner {
             self.idle.done();
             return Err(EngineError::ShutDown);
         }
-        let mut dispatcher = Dispatcher {
-            inner: self,
-            from_push: true,
-        };
+        let mut dispatcher = Dispatcher::new(self, true, None);
         if let Err(error) = self.graph.push(reads, writes, record, &mut dispatcher) {
             self.idle.done();
             return Err(error.into());
@@ -263,11 +284,17 @@ impl Inner {
         }
     }
 
-    /// A worker task: executes the op, and drops this reference to the engine while still
-    /// marked as an engine task (see `Engine`'s shutdown).
+    /// A worker task: executes the op, then every op its completion kept for this worker
+    /// (a released successor on the same block runs next here, like the front of this
+    /// worker's queue, without a round trip through the pool), and drops this reference to
+    /// the engine while still marked as an engine task (see `Engine`'s shutdown).
     fn execute_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
         let marker = TaskMarker::enter();
-        self.execute(op);
+        let keep_for = op.payload().route.block_key();
+        let mut next = Some(op);
+        while let Some(op) = next {
+            next = self.execute_then(op, keep_for);
+        }
         drop(self);
         drop(marker);
     }
@@ -284,10 +311,7 @@ impl Inner {
             Some(OpFn::Wait(latch)) => Some(latch),
             _ => None,
         };
-        let mut dispatcher = Dispatcher {
-            inner: self,
-            from_push: false,
-        };
+        let mut dispatcher = Dispatcher::new(self, false, None);
         // Completing the write with `Ok` leaves the var clear; our own op, so `complete` cannot
         // fail.
         let _ = self.graph.complete(op, Ok(()), &mut dispatcher);
@@ -297,18 +321,31 @@ impl Inner {
     }
 
     /// Runs a ready op (or skips it, passing on the failure of one of its vars) and completes it.
-    pub(crate) fn execute(self: &Arc<Self>, mut op: ReadyOp<OpRecord>) {
+    pub(crate) fn execute(self: &Arc<Self>, op: ReadyOp<OpRecord>) {
+        if let Some(next) = self.execute_then(op, None) {
+            // Not reached: nothing is kept without a block.
+            self.dispatch(next, false);
+        }
+    }
+
+    /// As `execute`; with `keep_for` (the calling thread is a worker of that block), the first
+    /// op that the completion of a sync (or skipped) op releases onto the same block is
+    /// returned instead of dispatched, for the caller to run next. Async ops complete through
+    /// their `Completion`, on any thread: nothing is kept for them.
+    fn execute_then(
+        self: &Arc<Self>,
+        mut op: ReadyOp<OpRecord>,
+        keep_for: Option<BlockKey>,
+    ) -> Option<ReadyOp<OpRecord>> {
         let _marker = TaskMarker::enter();
         if let Some(failure) = self.graph.op_failure(&op) {
             // Rule 2: a dependent of a failed var does not run; it passes the failure on.
             op.payload_mut().func = None;
-            self.finish(op, Err(failure), false);
-            return;
+            return self.finish_then(op, Err(failure), false, keep_for);
         }
         let run = op.payload().run_context();
         let Some(func) = op.payload_mut().func.take() else {
-            self.finish(op, Ok(()), false);
-            return;
+            return self.finish_then(op, Ok(()), false, keep_for);
         };
         match func {
             OpFn::Sync(func) => {
@@ -317,7 +354,7 @@ impl Inner {
                     catch_unwind(AssertUnwindSafe(move || func(run)))
                 };
                 let outcome = Self::outcome(&op, outcome);
-                self.finish(op, outcome, true);
+                self.finish_then(op, outcome, true, keep_for)
             }
             OpFn::Async(func) => {
                 let frame = OpFrame::enter(self.id, &op);
@@ -325,6 +362,7 @@ impl Inner {
                 // A panic drops `done` while unwinding, which completes the op as panicked.
                 let _ = catch_unwind(AssertUnwindSafe(move || func(run, done)));
                 drop(frame);
+                None
             }
             OpFn::Operator(operator) => match &operator.func {
                 OperatorFn::Sync(func) => {
@@ -334,19 +372,21 @@ impl Inner {
                     };
                     let outcome = Self::outcome(&op, outcome);
                     drop(operator);
-                    self.finish(op, outcome, true);
+                    self.finish_then(op, outcome, true, keep_for)
                 }
                 OperatorFn::Async(func) => {
                     let frame = OpFrame::enter(self.id, &op);
                     let done = Completion::new(Arc::clone(self), op);
                     let _ = catch_unwind(AssertUnwindSafe(|| func(run, done)));
                     drop(frame);
+                    None
                 }
             },
             OpFn::Wait(latch) => {
                 // Not reached (waits are released at dispatch); complete it the same way.
                 op.payload_mut().func = Some(OpFn::Wait(latch));
                 self.release_waiter(op);
+                None
             }
         }
     }
@@ -380,6 +420,21 @@ impl Inner {
         outcome: Result<(), OpFailure>,
         root: bool,
     ) {
+        if let Some(next) = self.finish_then(op, outcome, root, None) {
+            // Not reached: nothing is kept without a block.
+            self.dispatch(next, false);
+        }
+    }
+
+    /// As `finish`, keeping the first released op routed to block `keep_for` (see
+    /// `execute_then`). The kept op is still pending.
+    fn finish_then(
+        self: &Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        outcome: Result<(), OpFailure>,
+        root: bool,
+        keep_for: Option<BlockKey>,
+    ) -> Option<ReadyOp<OpRecord>> {
         if let Err(failure) = &outcome {
             let mut log = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
             if root {
@@ -387,13 +442,11 @@ impl Inner {
             }
             log.vars.extend(op.writes());
         }
-        let mut dispatcher = Dispatcher {
-            inner: self,
-            from_push: false,
-        };
+        let mut dispatcher = Dispatcher::new(self, false, keep_for);
         // The op came from this graph, so `complete` cannot fail; the payload (the op's record,
         // its function already consumed) is dropped here.
         let _ = self.graph.complete(op, outcome, &mut dispatcher);
         self.idle.done();
+        dispatcher.next
     }
 }

@@ -44,6 +44,29 @@ pub(crate) enum Route {
     Wait,
 }
 
+/// A worker block an op runs on, for keeping a released successor on the worker that
+/// released it (see `Inner::execute_task`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlockKey {
+    Pooled,
+    PooledCopy,
+    Cpu(u32),
+}
+
+impl Route {
+    /// The worker block of this route, if it is one whose workers run ops in any order
+    /// (not the priority block, not a device executor, not inline).
+    #[inline]
+    pub(crate) fn block_key(&self) -> Option<BlockKey> {
+        match *self {
+            Route::Pooled => Some(BlockKey::Pooled),
+            Route::PooledCopy => Some(BlockKey::PooledCopy),
+            Route::Cpu(id) => Some(BlockKey::Cpu(id)),
+            _ => None,
+        }
+    }
+}
+
 /// The graph payload of one op.
 pub(crate) struct OpRecord {
     pub(crate) name: Cow<'static, str>,
