@@ -11,9 +11,15 @@
 // - `push_depsK`: the task-creation loop only, while the other threads run the tasks. Both
 //   runtimes throttle: past a bound on queued tasks (libgomp: 64 x threads) the creating thread
 //   runs tasks itself, which is part of their creation cost here.
-// - `drain` is not run: parking N tasks behind a gate needs a task that stays incomplete while
-//   the others are created (`detach`), and the throttling above then makes the creating thread
-//   wait, inside the task-creation call, for the gate's dependences: it cannot release the gate.
+// - `drain` runs in its own region of 2 threads: the `single` thread creates the gate, a task
+//   that stays incomplete until its `detach` event is fulfilled (OpenMP 5.0), then N tasks
+//   reading the gate and a task that fulfills the event, and blocks until the N have run; so the
+//   other thread is the one worker, and it releases the gate, as in engine.rs. (A one-thread team
+//   would be closer to the letter, but libomp 14 aborts on a detached task in one.)
+//   libgomp does not run it: creating a task that reads an address walks every earlier `in`
+//   entry of that address still pending, so parking N readers behind the gate is quadratic
+//   (80000 took 23 s to create here, 200000 would take minutes), which the bench cannot wait for.
+//   The libomp build is told apart by its <omp.h> (KMP_VERSION_MAJOR).
 // - `latency`: the `single` thread sleeps 2 ms, creates one task and blocks (mutex + condition
 //   variable, like the Rust side's channel) until the task signals it started; it does not
 //   `taskwait`, which would run the task itself, so another thread starts it.
@@ -82,6 +88,32 @@ void push_deps(const char* workload, std::uint64_t n, int deps) {
     const double seconds = bench::seconds_since(start);
     finish(workload, n);
     bench::report_ns_per_op(workload, seconds, n);
+}
+
+[[maybe_unused]] void drain(std::uint64_t n) {
+    bench::Countdown drained(n);
+    double seconds = 0;
+#pragma omp parallel num_threads(2)
+#pragma omp single
+    {
+        Var gate;
+        omp_event_handle_t release;
+#pragma omp task detach(release) depend(inout : gate)
+        {
+        }
+        for (std::uint64_t i = 0; i < n; ++i) {
+#pragma omp task depend(in : gate) shared(drained)
+            drained.done();
+        }
+        const auto start = Clock::now();
+#pragma omp task
+        omp_fulfill_event(release);
+        if (n > 0) drained.wait();
+        seconds = bench::seconds_since(start);
+#pragma omp taskwait
+    }
+    bench::check_count("drain", n - drained.remaining(), n);
+    bench::report_ns_per_op("drain", seconds, n);
 }
 
 void independent(std::uint64_t n) {
@@ -168,6 +200,9 @@ void run_all(const Flags& flags) {
 int main(int argc, char** argv) {
     const Flags flags = bench::parse_flags(argc, argv);
     omp_set_dynamic(0);
+#ifdef KMP_VERSION_MAJOR
+    if (flags.wants("drain")) drain(flags.ops);
+#endif
     const int threads = static_cast<int>(flags.threads);
 #pragma omp parallel num_threads(threads)
 #pragma omp single
