@@ -55,7 +55,13 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 
 /// How many steal rounds the spinning worker makes before it goes to sleep.
-const SPIN_ROUNDS: usize = if cfg!(loom) { 0 } else { 1000 };
+const SPIN_ROUNDS: usize = if cfg!(loom) {
+    0
+} else if cfg!(miri) {
+    8
+} else {
+    1000
+};
 
 /// The most tasks one steal moves; bounds the time a thief holds a victim's lock.
 const MAX_STEAL: usize = 64;

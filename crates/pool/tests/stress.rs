@@ -17,7 +17,10 @@ fn total_tasks() -> usize {
 /// 4 producer threads spawn from outside; every third task spawns a child from the
 /// worker; every 1000th panics. Counts must be exact after the pool is dropped.
 #[test]
-#[cfg_attr(miri, ignore = "stress sizes; Miri runs the same paths in thread_pool.rs")]
+#[cfg_attr(
+    miri,
+    ignore = "stress sizes; Miri runs the same paths in thread_pool.rs"
+)]
 fn producers_nested_spawns_and_panics() {
     let total = total_tasks();
     let per_producer = total / 4;
@@ -80,7 +83,10 @@ fn producers_nested_spawns_and_panics() {
 /// Dropping the pool while far more tasks are queued than the workers have run:
 /// every one of them still runs.
 #[test]
-#[cfg_attr(miri, ignore = "stress sizes; Miri runs the same paths in thread_pool.rs")]
+#[cfg_attr(
+    miri,
+    ignore = "stress sizes; Miri runs the same paths in thread_pool.rs"
+)]
 fn drop_while_queued_loses_nothing() {
     let total = total_tasks() / 10;
     let ran = Arc::new(AtomicUsize::new(0));
@@ -101,7 +107,10 @@ fn drop_while_queued_loses_nothing() {
 
 /// A binary tree of fire-and-forget spawns from inside the workers.
 #[test]
-#[cfg_attr(miri, ignore = "stress sizes; Miri runs the same paths in thread_pool.rs")]
+#[cfg_attr(
+    miri,
+    ignore = "stress sizes; Miri runs the same paths in thread_pool.rs"
+)]
 fn spawn_tree_counts_every_node() {
     fn node(pool: &Arc<ThreadPool>, depth: u32, count: &Arc<AtomicUsize>) {
         count.fetch_add(1, Ordering::Relaxed);
