@@ -26,6 +26,7 @@ use crate::naive;
 use crate::operator::OperatorFn;
 use crate::per_device::PerDevice;
 use crate::pooled::Pooled;
+use crate::queued::QueuedBlock;
 use crate::record::{BlockKey, OpFn, OpRecord, Route};
 use crate::wait::IdleCounter;
 
@@ -34,7 +35,8 @@ static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
 /// The worker blocks of each engine kind.
 pub(crate) enum Workers {
     Naive,
-    Pooled(Pooled),
+    /// Boxed: its blocks' ready queues are large (cache-padded).
+    Pooled(Box<Pooled>),
     PerDevice(PerDevice),
 }
 
@@ -164,10 +166,10 @@ impl Inner {
         config.validate()?;
         let workers = match config.kind {
             EngineKind::Naive => Workers::Naive,
-            EngineKind::ThreadedPooled => Workers::Pooled(Pooled::new(
+            EngineKind::ThreadedPooled => Workers::Pooled(Box::new(Pooled::new(
                 config.cpu_worker_threads,
                 config.gpu_copy_threads,
-            )?),
+            )?)),
             EngineKind::ThreadedPerDevice => Workers::PerDevice(PerDevice::new(
                 config.cpu_worker_threads,
                 config.cpu_priority_threads,
@@ -239,32 +241,13 @@ impl Inner {
         match &record.route {
             Route::Inline => naive::run(self, op),
             Route::Wait => self.release_waiter(op),
-            Route::Pooled => {
-                if let Workers::Pooled(pooled) = &self.workers {
-                    let inner = Arc::clone(self);
-                    pooled.normal.spawn(move || inner.execute_task(op));
-                } else {
-                    self.execute(op);
+            Route::Pooled | Route::PooledCopy | Route::Cpu(_) => {
+                let key = record.route.block_key();
+                match key.and_then(|key| self.block(key).map(|block| (key, block))) {
+                    Some((key, block)) => block.submit(self, key, op),
+                    None => self.execute(op),
                 }
             }
-            Route::PooledCopy => match &self.workers {
-                Workers::Pooled(pooled) if pooled.copy.get().is_some() => {
-                    let inner = Arc::clone(self);
-                    if let Some(block) = pooled.copy.get() {
-                        block.spawn(move || inner.execute_task(op));
-                    }
-                }
-                _ => self.execute(op),
-            },
-            &Route::Cpu(id) => match &self.workers {
-                Workers::PerDevice(per_device) if per_device.cpu_block(id).is_some() => {
-                    let inner = Arc::clone(self);
-                    if let Some(block) = per_device.cpu_block(id) {
-                        block.spawn(move || inner.execute_task(op));
-                    }
-                }
-                _ => self.execute(op),
-            },
             Route::Priority => match &self.workers {
                 Workers::PerDevice(per_device) if per_device.priority.get().is_some() => {
                     let priority = record.priority;
@@ -284,16 +267,45 @@ impl Inner {
         }
     }
 
-    /// A worker task: executes the op, then every op its completion kept for this worker
-    /// (a released successor on the same block runs next here, like the front of this
-    /// worker's queue, without a round trip through the pool), and drops this reference to
-    /// the engine while still marked as an engine task (see `Engine`'s shutdown).
+    /// A task of the priority block or a device executor: executes the op, and drops this
+    /// reference to the engine while still marked as an engine task (see `Engine`'s shutdown).
     fn execute_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
         let marker = TaskMarker::enter();
-        let keep_for = op.payload().route.block_key();
-        let mut next = Some(op);
-        while let Some(op) = next {
-            next = self.execute_then(op, keep_for);
+        self.execute(op);
+        drop(self);
+        drop(marker);
+    }
+
+    /// The started worker block of `key`.
+    #[inline]
+    fn block(&self, key: BlockKey) -> Option<&QueuedBlock> {
+        match (&self.workers, key) {
+            (Workers::Pooled(pooled), BlockKey::Pooled) => Some(&pooled.normal),
+            (Workers::Pooled(pooled), BlockKey::PooledCopy) => pooled.copy.get(),
+            (Workers::PerDevice(per_device), BlockKey::Cpu(id)) => per_device.cpu_block(id),
+            _ => None,
+        }
+    }
+
+    /// A drainer task of block `key` (see `queued.rs`): runs queued ops until the queue is
+    /// empty, each followed by the ops its completion kept for this worker (a released
+    /// successor on the same block runs next here, without a round trip through the queue),
+    /// then drops this reference to the engine while still marked as an engine task (see
+    /// `Engine`'s shutdown).
+    pub(crate) fn drain(self: Arc<Self>, key: BlockKey) {
+        let marker = TaskMarker::enter();
+        if let Some(block) = self.block(key) {
+            loop {
+                while let Some(op) = block.pop() {
+                    let mut next = Some(op);
+                    while let Some(op) = next {
+                        next = self.execute_then(op, Some(key));
+                    }
+                }
+                if !block.retire() {
+                    break;
+                }
+            }
         }
         drop(self);
         drop(marker);

@@ -118,6 +118,7 @@ mod naive;
 mod operator;
 mod per_device;
 mod pooled;
+mod queued;
 mod record;
 mod sync;
 mod wait;

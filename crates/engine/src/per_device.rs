@@ -8,13 +8,14 @@ use depengine_cpu::{PriorityBlock, WorkerBlock};
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
 use crate::lazy::Lazy;
+use crate::queued::QueuedBlock;
 use crate::record::Route;
 
 /// CPU device ids the engine supports.
 pub(crate) const MAX_CPU_DEVICES: u32 = 64;
 
 pub(crate) struct PerDevice {
-    cpu: Box<[Lazy<WorkerBlock>]>,
+    cpu: Box<[Lazy<QueuedBlock>]>,
     pub(crate) priority: Lazy<PriorityBlock>,
     cpu_threads: usize,
     priority_threads: usize,
@@ -32,7 +33,7 @@ impl PerDevice {
 
     /// The block of CPU device `id`, if it was started.
     #[inline]
-    pub(crate) fn cpu_block(&self, id: u32) -> Option<&WorkerBlock> {
+    pub(crate) fn cpu_block(&self, id: u32) -> Option<&QueuedBlock> {
         self.cpu.get(id as usize).and_then(Lazy::get)
     }
 
@@ -57,7 +58,9 @@ impl PerDevice {
                 limit: MAX_CPU_DEVICES,
             })?;
         cell.get_or_try_init(|| {
-            WorkerBlock::new(&format!("depengine-cpu{id}"), self.cpu_threads).map_err(start_error)
+            WorkerBlock::new(&format!("depengine-cpu{id}"), self.cpu_threads)
+                .map(QueuedBlock::new)
+                .map_err(start_error)
         })?;
         Ok(Route::Cpu(id))
     }

@@ -6,11 +6,12 @@ use depengine_cpu::WorkerBlock;
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
 use crate::lazy::Lazy;
+use crate::queued::QueuedBlock;
 use crate::record::Route;
 
 pub(crate) struct Pooled {
-    pub(crate) normal: WorkerBlock,
-    pub(crate) copy: Lazy<WorkerBlock>,
+    pub(crate) normal: QueuedBlock,
+    pub(crate) copy: Lazy<QueuedBlock>,
     copy_threads: usize,
 }
 
@@ -22,7 +23,7 @@ impl Pooled {
             }
         })?;
         Ok(Pooled {
-            normal,
+            normal: QueuedBlock::new(normal),
             copy: Lazy::new(),
             copy_threads,
         })
@@ -32,11 +33,11 @@ impl Pooled {
     pub(crate) fn route(&self, _context: Context, property: FnProperty) -> Result<Route> {
         if property.is_copy() {
             self.copy.get_or_try_init(|| {
-                WorkerBlock::new("depengine-pooled-copy", self.copy_threads).map_err(|error| {
-                    EngineError::WorkerStart {
+                WorkerBlock::new("depengine-pooled-copy", self.copy_threads)
+                    .map(QueuedBlock::new)
+                    .map_err(|error| EngineError::WorkerStart {
                         message: error.to_string(),
-                    }
-                })
+                    })
             })?;
             Ok(Route::PooledCopy)
         } else {
