@@ -7,6 +7,12 @@
 //! each holding one `Arc` of the engine, pop and run them until the queue is empty. A submit
 //! spawns a drainer only when fewer than `threads` are enlisted.
 //!
+//! The queue is bounded like the pool's own queues: a submit that finds `BACKLOG_PER_THREAD`
+//! ops per worker already queued hands the op back, and the engine runs it on the submitting
+//! thread (as the pool ran a job inline when a worker's queue or its injector was full). This
+//! keeps a completion that releases a huge batch (or a pusher far ahead of the workers) from
+//! queueing all of it before any of it runs.
+//!
 //! # No op is stranded
 //!
 //! A submitter pushes the op, issues a `SeqCst` fence, then reads `drainers`; a drainer that
@@ -16,6 +22,7 @@
 //! after enlisting), or the drainer sees the op (and re-enlists itself, unless `threads`
 //! drainers are enlisted again, each of which will drain the queue before retiring).
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering, fence};
 
@@ -26,8 +33,20 @@ use depengine_graph::ReadyOp;
 use crate::inner::Inner;
 use crate::record::{BlockKey, OpRecord};
 
+/// Queued ops per worker thread beyond which a submit hands its op back (the pool's default
+/// per-worker queue capacity).
+const BACKLOG_PER_THREAD: usize = 1024;
+
+thread_local! {
+    /// Whether this thread runs an op handed back by a full queue; such a run never gets one
+    /// handed back again (so a chain of them cannot grow the stack).
+    static RUNNING_OVERFLOW: Cell<bool> = const { Cell::new(false) };
+}
+
 pub(crate) struct QueuedBlock {
     block: WorkerBlock,
+    /// `BACKLOG_PER_THREAD` times the block's threads.
+    backlog: usize,
     ready: Injector<ReadyOp<OpRecord>>,
     /// Drainers enlisted (spawned or running, not retired); at most `block.num_threads()`.
     drainers: AtomicUsize,
@@ -36,16 +55,23 @@ pub(crate) struct QueuedBlock {
 impl QueuedBlock {
     pub(crate) fn new(block: WorkerBlock) -> Self {
         QueuedBlock {
+            backlog: block.num_threads().saturating_mul(BACKLOG_PER_THREAD),
             block,
             ready: Injector::new(),
             drainers: AtomicUsize::new(0),
         }
     }
 
-    /// Queues a ready op; spawns a drainer (on the block) if fewer than its threads are
-    /// enlisted.
+    /// Queues a ready op and spawns a drainer (on the block) if fewer than its threads are
+    /// enlisted; or, if the queue is full, runs the op on the calling thread.
     #[inline]
     pub(crate) fn submit(&self, inner: &Arc<Inner>, key: BlockKey, op: ReadyOp<OpRecord>) {
+        if self.ready.len() >= self.backlog && !RUNNING_OVERFLOW.get() {
+            RUNNING_OVERFLOW.set(true);
+            inner.execute(op);
+            RUNNING_OVERFLOW.set(false);
+            return;
+        }
         self.ready.push(op);
         fence(Ordering::SeqCst);
         if self.try_enlist() {
