@@ -21,10 +21,25 @@ const WAITER: usize = 1;
 /// One pending op in `IdleCounter::state`.
 const ONE: usize = 2;
 
+/// A value alone on its cache lines (two, for the adjacent-line prefetcher).
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// Counts pending ops; lets threads wait until none is left.
 pub(crate) struct IdleCounter {
     /// `pending * ONE | WAITER?`.
-    state: AtomicUsize,
+    /// Written by every push and every completion: kept off the lines of the engine's
+    /// read-mostly fields.
+    state: Padded<AtomicUsize>,
     /// Threads inside `wait_idle`.
     waiters: Mutex<usize>,
     idle: Condvar,
@@ -33,7 +48,7 @@ pub(crate) struct IdleCounter {
 impl IdleCounter {
     pub(crate) fn new() -> Self {
         IdleCounter {
-            state: AtomicUsize::new(0),
+            state: Padded(AtomicUsize::new(0)),
             waiters: Mutex::new(0),
             idle: Condvar::new(),
         }
