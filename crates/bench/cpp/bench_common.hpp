@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -256,6 +257,22 @@ inline void report_random_1us(const RandomGraph& graph, double seconds, unsigned
 
 inline void report_ns_per_op(const char* workload, double seconds, std::uint64_t ops) {
     report(workload, seconds * 1e9 / double(ops ? ops : 1), "ns/op");
+}
+
+// parallel_for's unit: wall time of all rounds in microseconds, divided by the rounds.
+inline void report_us_per_round(const char* workload, double seconds, std::uint64_t rounds) {
+    report(workload, seconds * 1e6 / double(rounds ? rounds : 1), "us/round");
+}
+
+// The engine group's push-cost workloads: calls `push(name, deps)` for each selected
+// `push_depsK` (K dependencies per op).
+template <typename Push>
+void for_each_push_deps(const Flags& flags, Push push) {
+    static constexpr std::array<const char*, 4> names{"push_deps0", "push_deps1", "push_deps2",
+                                                     "push_deps4"};
+    static constexpr std::array<int, 4> deps{0, 1, 2, 4};
+    for (std::size_t k = 0; k < names.size(); ++k)
+        if (flags.wants(names[k])) push(names[k], deps[k]);
 }
 
 // The median of the samples (sorted in place), as engine.rs's `latency` takes it.

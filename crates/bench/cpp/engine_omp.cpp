@@ -180,11 +180,7 @@ double latency() {
 
 void run_all(const Flags& flags) {
     const std::uint64_t n = flags.ops;
-    const std::array<const char*, 4> push_names{"push_deps0", "push_deps1", "push_deps2",
-                                                "push_deps4"};
-    const std::array<int, 4> push_deps_counts{0, 1, 2, 4};
-    for (std::size_t k = 0; k < push_names.size(); ++k)
-        if (flags.wants(push_names[k])) push_deps(push_names[k], n, push_deps_counts[k]);
+    bench::for_each_push_deps(flags, [&](const char* name, int deps) { push_deps(name, n, deps); });
     if (flags.wants("independent")) independent(n);
     if (flags.wants("chain")) chain(n);
     const bench::RandomGraph graph(n);

@@ -59,8 +59,7 @@ void parallel_for(Eigen::ThreadPool& pool, const Flags& flags) {
         barrier.Wait();
     }
     const double seconds = bench::seconds_since(start);
-    bench::report("parallel_for", seconds * 1e6 / double(flags.rounds ? flags.rounds : 1),
-                  "us/round");
+    bench::report_us_per_round("parallel_for", seconds, flags.rounds);
     bench::consume(slots);
 }
 

@@ -91,8 +91,7 @@ void parallel_for(const Flags& flags) {
             bench::chunk_work(slots[chunk], static_cast<std::uint64_t>(chunk), round);
     }
     const double seconds = bench::seconds_since(start);
-    bench::report("parallel_for", seconds * 1e6 / double(flags.rounds ? flags.rounds : 1),
-                  "us/round");
+    bench::report_us_per_round("parallel_for", seconds, flags.rounds);
     bench::consume(slots);
 }
 

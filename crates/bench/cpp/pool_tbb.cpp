@@ -92,8 +92,7 @@ void parallel_for(tbb::task_arena& arena, const Flags& flags) {
         }
     });
     const double seconds = bench::seconds_since(start);
-    bench::report("parallel_for", seconds * 1e6 / double(flags.rounds ? flags.rounds : 1),
-                  "us/round");
+    bench::report_us_per_round("parallel_for", seconds, flags.rounds);
     bench::consume(slots);
 }
 
