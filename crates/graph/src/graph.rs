@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use crate::error::GraphError;
-use crate::op::{DepList, Dispatch, INLINE_DEPS, OpId, OpSlot, Parked, PendingOp, ReadyOp};
+use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp};
+use crate::op_cell::OpSlot;
 use crate::slab::{NIL, Slab};
 use crate::stats::GraphStats;
 use crate::sync::{AtomicUsize, Mutex, MutexGuard, Ordering, lock};
@@ -16,6 +17,9 @@ pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
 /// Queue capacity a reclaimed var slot keeps for its next var (entries are 8 bytes): enough that
 /// recycling a var does not reallocate its queue, small enough that idle slots stay cheap.
 const KEEP_QUEUE_CAPACITY: usize = 64;
+
+/// Vars a push sorts and locks with stack arrays (more: two small allocations per push).
+const SORT_INLINE: usize = 8;
 
 /// Callback run once a deleted var is reclaimed.
 type OnDeleted = Box<dyn FnOnce() + Send>;
@@ -151,8 +155,8 @@ impl<T, E> Graph<T, E> {
     /// validated before anything changes: on error the graph is untouched (and `payload` is
     /// dropped).
     ///
-    /// Ops listing up to 8 vars push without allocating in steady state; longer lists allocate
-    /// their dependency list.
+    /// Ops listing up to 4 vars push without allocating in steady state; longer lists allocate
+    /// their dependency list (and beyond 8 vars, the sort and lock arrays).
     ///
     /// # Errors
     ///
@@ -178,8 +182,8 @@ impl<T, E> Graph<T, E> {
             DepList::new(reads, writes).ok_or(GraphError::CapacityExhausted { what: "op" })?;
         let vars = deps.all();
         let n = vars.len();
-        if n <= INLINE_DEPS {
-            let mut order = [0usize; INLINE_DEPS];
+        if n <= SORT_INLINE {
+            let mut order = [0usize; SORT_INLINE];
             let order = &mut order[..n];
             for (i, slot) in order.iter_mut().enumerate() {
                 *slot = i;
@@ -192,7 +196,7 @@ impl<T, E> Graph<T, E> {
                     j -= 1;
                 }
             }
-            let mut guards: [Option<Guard<'_, E>>; INLINE_DEPS] = Default::default();
+            let mut guards: [Option<Guard<'_, E>>; SORT_INLINE] = Default::default();
             self.push_sorted(deps, order, &mut guards[..n], payload, dispatch)
         } else {
             let mut order: Vec<usize> = (0..n).collect();
@@ -273,10 +277,9 @@ impl<T, E> Graph<T, E> {
                 state.queue.append(index, deps.access(pos));
             }
         }
-        // Relaxed: the releasing threads decrement this only after locking one of the vars we
-        // hold; our unlock (Release) and their lock (Acquire) order this store before them.
-        slot.wait.store(waits as u32, Ordering::Relaxed);
-        lock(&slot.parking).parked = Some(Parked { payload, deps });
+        // The releasing threads decrement the wait count only after locking one of the vars we
+        // hold: our unlock (Release) and their lock (Acquire) order the parking before them.
+        slot.park(Parked { payload, deps }, waits as u32);
         // Dropping the guards (when the caller's array goes out of scope) publishes the op.
         Ok(())
     }
@@ -335,11 +338,10 @@ impl<T, E> Graph<T, E> {
                 let (Some(op_slot), Some(link)) = (ops.get(op), ops.link(op)) else {
                     return;
                 };
-                // AcqRel: the decrement that reaches zero takes the op over, so it must see
-                // everything done before the other decrements (Acquire) and publish its own
-                // (Release). The parked payload itself was published by the pusher's unlock of
-                // this var, which our lock acquired.
-                if op_slot.wait.fetch_sub(1, Ordering::AcqRel) == 1 {
+                // The grant that reaches zero takes the op over (see `op_cell`). The parked
+                // payload was published by the pusher's unlock of this var, which our lock
+                // acquired.
+                if op_slot.grant() {
                     // Relaxed: we own the op now; only this thread reads the links back.
                     link.store(NIL, Ordering::Relaxed);
                     match ops.link(last) {
@@ -363,11 +365,7 @@ impl<T, E> Graph<T, E> {
                 break;
             };
             ready = link.load(Ordering::Relaxed);
-            let parked = {
-                let mut parking = lock(&op_slot.parking);
-                parking.generation = parking.generation.wrapping_add(1);
-                parking.parked.take()
-            };
+            let parked = op_slot.take();
             self.ops.free(index);
             if let Some(Parked { payload, deps }) = parked {
                 dispatch.dispatch(ReadyOp {
@@ -489,8 +487,8 @@ impl<T, E> Graph<T, E> {
             .waiting()
             .filter_map(|waiter| {
                 let slot = self.ops.get(waiter.op)?;
-                // Lock order: var, then op slot (op slot locks are leaves).
-                let generation = lock(&slot.parking).generation;
+                // Exact: the op waits on this var, whose lock we hold, so it stays parked.
+                let generation = slot.generation();
                 Some(PendingOp {
                     id: OpId {
                         index: waiter.op,
@@ -504,13 +502,10 @@ impl<T, E> Graph<T, E> {
 
     /// Calls `f` with the payload of the waiting op `id`; `None` if it is no longer waiting.
     ///
-    /// `f` runs under the op slot's lock: it must not call back into this graph.
+    /// The op cannot be dispatched while `f` runs (a thread that makes it ready waits for `f`):
+    /// `f` must not call back into this graph.
     pub fn inspect_op<R>(&self, id: OpId, f: impl FnOnce(&T) -> R) -> Option<R> {
-        let parking = lock(&self.ops.get(id.index)?.parking);
-        if parking.generation != id.generation {
-            return None;
-        }
-        parking.parked.as_ref().map(|parked| f(&parked.payload))
+        self.ops.get(id.index)?.inspect(id.generation, f)
     }
 
     /// The failure recorded on `var`, if any.

@@ -60,7 +60,8 @@
 //! # Ok::<(), depengine_graph::GraphError>(())
 //! ```
 
-#![forbid(unsafe_code)]
+// The only `unsafe` code is the parked-op cell in `op_cell`, which opts in below.
+#![deny(unsafe_code)]
 #![allow(
     clippy::doc_markdown,
     reason = "the docs name MXNet and its classes, which are not items of this crate"
@@ -69,6 +70,9 @@
 mod error;
 mod graph;
 mod op;
+// The lock-free hand-over of parked ops; its module documentation has the ownership protocol.
+#[allow(unsafe_code)]
+mod op_cell;
 mod slab;
 mod stats;
 mod sync;

@@ -115,3 +115,54 @@ fn releases_race_with_a_push_on_the_same_var() {
         assert_eq!(graph.stats().live_op_blocks, 0);
     });
 }
+
+/// The lock-free hand-over (`op_cell`): an op with a heap payload parks behind two running reads
+/// of different vars; two threads complete the reads while a third inspects the parked op. The op
+/// is dispatched exactly once, with its payload intact, and the slot is recycled.
+#[test]
+fn parked_op_hand_over_with_an_inspector() {
+    loom::model(|| {
+        let graph: Arc<Graph<String, &'static str>> = Arc::new(Graph::new());
+        let a = graph.new_var().unwrap();
+        let b = graph.new_var().unwrap();
+        let mut ready = Vec::new();
+        graph
+            .push(&[a], &[], "read a".to_owned(), &mut ready)
+            .unwrap();
+        graph
+            .push(&[b], &[], "read b".to_owned(), &mut ready)
+            .unwrap();
+        graph
+            .push(&[], &[a, b], "write".to_owned(), &mut ready)
+            .unwrap();
+        assert_eq!(ready.len(), 2);
+        let id = graph.pending_ops(a).unwrap()[0].id;
+        let read_b = ready.pop().unwrap();
+        let read_a = ready.pop().unwrap();
+
+        let completer = |op: ReadyOp<String>| {
+            let graph = graph.clone();
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                graph.complete(op, Ok(()), &mut released).unwrap();
+                released
+            })
+        };
+        let t1 = completer(read_a);
+        let t2 = completer(read_b);
+        let inspected = graph.inspect_op(id, String::clone);
+        assert!(
+            inspected.as_deref().is_none_or(|p| p == "write"),
+            "{inspected:?}"
+        );
+        let mut released = t1.join().unwrap();
+        released.extend(t2.join().unwrap());
+        assert_eq!(released.len(), 1, "the write is dispatched exactly once");
+        assert_eq!(released[0].payload(), "write");
+        assert_eq!(graph.inspect_op(id, String::clone), None);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+        let op = released.pop().unwrap();
+        assert_eq!(graph.complete(op, Ok(()), &mut released).unwrap(), "write");
+        assert!(released.is_empty());
+    });
+}

@@ -6,7 +6,7 @@
 //! 1. `push` validates the op's vars and, holding their locks, appends one request per var.
 //! 2. If every var grants the op at once (the common case when nothing conflicts), the op never
 //!    touches shared memory: it goes straight to the dispatcher as a [`ReadyOp`].
-//! 3. Otherwise the op is *parked* in an op slot ([`OpSlot`]): its payload and dependency list go
+//! 3. Otherwise the op is *parked* in an op slot (`OpSlot`, module `op_cell`): its payload and dependency list go
 //!    into the slot and its wait counter is set to the number of vars still holding it back
 //!    (MXNet starts at `reads + writes + 1` and counts down from the pusher; since the pusher holds
 //!    every var's lock while appending it knows the exact count instead, which saves two atomic
@@ -18,11 +18,12 @@
 
 use std::fmt;
 
-use crate::sync::{AtomicU32, Mutex};
 use crate::var::{Access, Var};
 
-/// Vars an op can list without allocating (more than this: one allocation per push).
-pub(crate) const INLINE_DEPS: usize = 8;
+/// Vars an op can list without allocating (more than this: one allocation per push). Four keeps
+/// a [`DepList`] at 40 bytes (every ready op moves one through the dispatcher's queues) and covers
+/// the common ops (one or two inputs, one output).
+pub(crate) const INLINE_DEPS: usize = 4;
 
 /// A var of this graph without the graph id (which the graph checked at push): 8 bytes, so the
 /// inline dependency list stays small and cheap to move.
@@ -54,12 +55,18 @@ impl VarKey {
     }
 }
 
-/// The vars of one op: reads first, then writes.
-pub(crate) struct DepList {
-    len: u32,
-    reads: u32,
-    inline: [VarKey; INLINE_DEPS],
-    heap: Box<[VarKey]>,
+/// The vars of one op: reads first, then writes. Inline up to [`INLINE_DEPS`] vars (40 bytes in
+/// all), on the heap beyond.
+pub(crate) enum DepList {
+    Inline {
+        len: u8,
+        reads: u8,
+        keys: [VarKey; INLINE_DEPS],
+    },
+    Heap {
+        reads: u32,
+        keys: Box<[VarKey]>,
+    },
 }
 
 impl DepList {
@@ -67,42 +74,52 @@ impl DepList {
     pub(crate) fn new(reads: &[Var], writes: &[Var]) -> Option<Self> {
         let len = reads.len() + writes.len();
         let all = reads.iter().chain(writes).map(|&v| VarKey::of(v));
-        let mut deps = DepList {
-            len: u32::try_from(len).ok()?,
-            reads: reads.len() as u32,
-            inline: [VarKey::PLACEHOLDER; INLINE_DEPS],
-            heap: Box::default(),
-        };
         if len <= INLINE_DEPS {
-            for (slot, key) in deps.inline.iter_mut().zip(all) {
+            let mut keys = [VarKey::PLACEHOLDER; INLINE_DEPS];
+            for (slot, key) in keys.iter_mut().zip(all) {
                 *slot = key;
             }
+            Some(DepList::Inline {
+                len: len as u8,
+                reads: reads.len() as u8,
+                keys,
+            })
         } else {
-            deps.heap = all.collect();
+            u32::try_from(len).ok()?;
+            Some(DepList::Heap {
+                reads: reads.len() as u32,
+                keys: all.collect(),
+            })
         }
-        Some(deps)
     }
 
     /// All vars, reads first.
     pub(crate) fn all(&self) -> &[VarKey] {
-        if self.len as usize <= INLINE_DEPS {
-            &self.inline[..self.len as usize]
-        } else {
-            &self.heap
+        match self {
+            DepList::Inline { len, keys, .. } => &keys[..usize::from(*len)],
+            DepList::Heap { keys, .. } => keys,
+        }
+    }
+
+    /// How many of the vars are reads (they come first).
+    fn read_count(&self) -> usize {
+        match self {
+            DepList::Inline { reads, .. } => usize::from(*reads),
+            DepList::Heap { reads, .. } => *reads as usize,
         }
     }
 
     pub(crate) fn reads(&self) -> &[VarKey] {
-        &self.all()[..self.reads as usize]
+        &self.all()[..self.read_count()]
     }
 
     pub(crate) fn writes(&self) -> &[VarKey] {
-        &self.all()[self.reads as usize..]
+        &self.all()[self.read_count()..]
     }
 
     /// How the op uses its `position`-th var.
     pub(crate) fn access(&self, position: usize) -> Access {
-        if position < self.reads as usize {
+        if position < self.read_count() {
             Access::Read
         } else {
             Access::Write
@@ -201,32 +218,4 @@ pub struct PendingOp {
 pub(crate) struct Parked<T> {
     pub(crate) payload: T,
     pub(crate) deps: DepList,
-}
-
-/// The contents of an op slot's mutex.
-pub(crate) struct Parking<T> {
-    /// Bumped each time the slot is recycled; part of [`OpId`].
-    pub(crate) generation: u32,
-    pub(crate) parked: Option<Parked<T>>,
-}
-
-/// One op slot (MXNet's `OprBlock`), used only by ops that had to wait.
-pub(crate) struct OpSlot<T> {
-    /// Vars still holding the op back.
-    pub(crate) wait: AtomicU32,
-    /// The parked op. The mutex is never contended (the wait counter decides who owns the slot);
-    /// it is what lets the hand-over from pusher to releaser stay in safe code.
-    pub(crate) parking: Mutex<Parking<T>>,
-}
-
-impl<T> Default for OpSlot<T> {
-    fn default() -> Self {
-        OpSlot {
-            wait: AtomicU32::new(0),
-            parking: Mutex::new(Parking {
-                generation: 0,
-                parked: None,
-            }),
-        }
-    }
 }

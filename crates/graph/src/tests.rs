@@ -336,3 +336,58 @@ fn graph_is_send_and_sync() {
     check::<Graph<Box<dyn FnOnce() + Send>>>();
     check::<ReadyOp<u32>>();
 }
+
+#[test]
+fn dropping_the_graph_drops_parked_payloads() {
+    let payload = Arc::new(());
+    {
+        let graph: Graph<Arc<()>, &'static str> = Graph::new();
+        let v = graph.new_var().unwrap();
+        let mut ready = Vec::new();
+        graph.push(&[], &[v], payload.clone(), &mut ready).unwrap();
+        graph.push(&[v], &[], payload.clone(), &mut ready).unwrap();
+        graph.push(&[], &[v], payload.clone(), &mut ready).unwrap();
+        assert_eq!(ready.len(), 1);
+        assert_eq!(graph.stats().live_op_blocks, 2);
+        assert_eq!(Arc::strong_count(&payload), 4);
+        drop(ready);
+    }
+    assert_eq!(Arc::strong_count(&payload), 1, "parked payloads leaked");
+}
+
+#[test]
+fn op_slots_recycle_with_new_generations() {
+    let graph = G::new();
+    let v = graph.new_var().unwrap();
+    let mut ready = Vec::new();
+    graph.push(&[], &[v], 1, &mut ready).unwrap();
+    graph.push(&[v], &[], 2, &mut ready).unwrap();
+    let first = graph.pending_ops(v).unwrap()[0].id;
+    finish(&graph, &mut ready, 1, Ok(()));
+    graph.push(&[], &[v], 3, &mut ready).unwrap();
+    let second = graph.pending_ops(v).unwrap()[0].id;
+    // The same slot, reused under a new generation: the old id does not see the new op.
+    assert_eq!(first.index, second.index);
+    assert_ne!(first.generation, second.generation);
+    assert_eq!(graph.inspect_op(first, |p| *p), None);
+    assert_eq!(graph.inspect_op(second, |p| *p), Some(3));
+    finish(&graph, &mut ready, 2, Ok(()));
+    finish(&graph, &mut ready, 3, Ok(()));
+    assert_eq!(graph.stats().live_op_blocks, 0);
+}
+
+#[test]
+fn dependency_lists_inline_and_on_the_heap() {
+    assert_eq!(std::mem::size_of::<crate::op::DepList>(), 40);
+    let graph = G::new();
+    let all: Vec<Var> = (0..7).map(|_| graph.new_var().unwrap()).collect();
+    let mut ready = Vec::new();
+    for split in [(1, 2), (3, 4), (4, 5), (6, 7)] {
+        let (inputs, outputs) = (&all[..split.0], &all[split.0..split.1]);
+        graph.push(inputs, outputs, 0, &mut ready).unwrap();
+        let op = ready.pop().unwrap();
+        assert_eq!(op.reads().collect::<Vec<_>>(), inputs);
+        assert_eq!(op.writes().collect::<Vec<_>>(), outputs);
+        graph.complete(op, Ok(()), &mut ready).unwrap();
+    }
+}

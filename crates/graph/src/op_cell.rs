@@ -1,0 +1,205 @@
+//! The op slot (MXNet's `OprBlock`): where an op that has to wait is parked, and the lock-free
+//! hand-over of that op from the thread that pushed it to the thread that makes it ready.
+//!
+//! This is the crate's only `unsafe` code: the parked op lives in an [`UnsafeCell`] (loom's under
+//! `--cfg loom`, so loom checks every access below), and who may touch it is decided by the
+//! slot's atomic `state` instead of a mutex.
+//!
+//! # State
+//!
+//! `state` packs two fields: the low 32 bits count the vars still holding the op back (the
+//! *wait count*), bit 32 (`PINNED`) is set while [`Graph::inspect_op`](crate::Graph::inspect_op)
+//! reads the payload. `generation` is bumped each time the op leaves the slot and is part of
+//! [`OpId`](crate::OpId).
+//!
+//! # Ownership protocol
+//!
+//! The cell (and `generation`) has exactly one owner at a time, or, while the wait count is
+//! non-zero, is read-only:
+//!
+//! 1. **Pusher.** A slot fresh from the op slab's free list is owned by the thread that popped it
+//!    (the free list hands each slot to one thread). While still holding the locks of all the op's
+//!    vars, the pusher appends the slot index to their queues and calls [`OpSlot::park`]: it
+//!    writes the payload into the cell, then stores the wait count (`n > 0`, the number of vars
+//!    holding the op back) with `Release`. From then on the cell is read-only until the count
+//!    returns to zero.
+//! 2. **Releasers.** Each var that grants the op calls [`OpSlot::grant`] under that var's lock:
+//!    a `fetch_sub(1, AcqRel)`. Exactly `n` grants happen (each var grants a request once, under
+//!    its lock), so exactly one of them sees the count go from 1 to 0; that thread becomes the
+//!    owner. It cannot have run before the pusher's stores: it locked a var the pusher held
+//!    while parking, so the pusher's unlock (`Release`) happens-before its lock (`Acquire`).
+//! 3. **Owner.** After releasing its var lock, the owner calls [`OpSlot::take`]: it waits until
+//!    `state` is 0 (an inspector may still hold the pin, see below), loaded with `Acquire`, bumps
+//!    `generation`, moves the op out of the cell (leaving `None`), and returns the slot to the
+//!    free list, whose `Release` push publishes these writes to the next pusher's `Acquire` pop.
+//! 4. **Inspectors** read the payload only while they hold the pin: a compare-exchange that sets
+//!    `PINNED` only if the wait count is non-zero and no other inspector holds it (`Acquire`:
+//!    it reads from the pusher's `Release` store or from a read-modify-write in its release
+//!    sequence, so the payload and `generation` written before it are visible). Pinned, the op
+//!    cannot be taken (the owner waits for `state == 0`, and once the count is 0 nobody can pin
+//!    again), so the payload and `generation` stay put. The pin is dropped with a `Release`
+//!    `fetch_and`, which the owner's `Acquire` wait (or its `AcqRel` decrement, when the unpin
+//!    came first) synchronises with, so the owner's writes to the cell follow the inspector's
+//!    reads. Pins are exclusive, so at most one thread ever holds a `&T`: `T: Send` suffices,
+//!    as with a mutex.
+//!
+//! `pending_ops` reads `generation` (`Relaxed`) under the lock of a var the op still waits on: the
+//! op cannot leave the slot while that lock is held, and the owner's last store to `generation`
+//! happens-before the pusher's append through the free list and the var lock.
+//!
+//! A slot dropped with an op still parked (the graph dropped while ops wait) drops the op with it:
+//! the cell holds an `Option`.
+//!
+//! The methods are safe to call but sound only under this protocol, which `graph.rs` follows:
+//! `park` only on a slot just allocated, `take` only by the thread whose `grant` returned `true`.
+//! The module is private to the crate.
+
+use std::fmt;
+
+use crate::op::Parked;
+use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell, yield_now};
+
+/// The wait-count half of `state`.
+const COUNT: u64 = 0xFFFF_FFFF;
+/// Set while an inspector reads the parked payload.
+const PINNED: u64 = 1 << 32;
+
+/// One op slot, used only by ops that had to wait. See the module documentation.
+pub(crate) struct OpSlot<T> {
+    /// Wait count (low 32 bits) and the inspector pin.
+    state: AtomicU64,
+    /// Bumped each time the slot is emptied; part of [`OpId`](crate::OpId).
+    generation: AtomicU32,
+    /// The parked op: owned as the module documentation describes.
+    parked: UnsafeCell<Option<Parked<T>>>,
+}
+
+// SAFETY: the cell is only written by its single owner (pusher before the `Release` store of the
+// wait count, owner after the count reached zero and the pin is released) and only read by one
+// pinned inspector at a time while the count is non-zero, with the orderings documented above;
+// values of `T` move between threads through it, hence `T: Send`. No `&T` is ever shared between
+// two threads at once, so `T: Sync` is not needed (as for `Mutex<T>`).
+unsafe impl<T: Send> Sync for OpSlot<T> {}
+
+impl<T> Default for OpSlot<T> {
+    fn default() -> Self {
+        OpSlot {
+            state: AtomicU64::new(0),
+            generation: AtomicU32::new(0),
+            parked: UnsafeCell::new(None),
+        }
+    }
+}
+
+impl<T> fmt::Debug for OpSlot<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpSlot")
+            .field("state", &self.state)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Drops the inspector pin, also when the inspecting closure panics (a pin left behind would
+/// make the op's owner wait forever).
+struct Pin<'a>(&'a AtomicU64);
+
+impl Drop for Pin<'_> {
+    fn drop(&mut self) {
+        // Release: orders our reads of the cell before the owner's `Acquire` wait for 0.
+        self.0.fetch_and(!PINNED, Ordering::Release);
+    }
+}
+
+impl<T> OpSlot<T> {
+    /// Parks `parked` in this slot, held back by `waits` vars (> 0).
+    ///
+    /// Protocol: the caller got this slot from the op slab's `alloc` and has not parked anything
+    /// in it since, and holds the locks of the vars whose queues name it.
+    pub(crate) fn park(&self, parked: Parked<T>, waits: u32) {
+        debug_assert!(waits > 0, "a parked op waits for at least one var");
+        self.parked.with_mut(|cell| {
+            // SAFETY: we own the slot (fresh from the free list): its wait count is 0, so no
+            // inspector can pin it and no releaser can decrement it (none can lock a var naming
+            // this slot before we unlock them), and the previous owner's writes were published
+            // by the free list's Release push / our Acquire pop.
+            unsafe { *cell = Some(parked) };
+        });
+        // Release: publishes the cell write to inspectors that pin the slot (releasers are
+        // ordered by the var locks as well).
+        self.state.store(u64::from(waits), Ordering::Release);
+    }
+
+    /// One var granted the op (called under that var's lock). `true` for exactly one caller, the
+    /// one whose grant was the last: it now owns the slot and must [`take`](Self::take) it.
+    pub(crate) fn grant(&self) -> bool {
+        // AcqRel: the last decrement takes the slot over, so it acquires everything released into
+        // this counter before it (other decrements, an inspector's unpin) and releases its own.
+        let previous = self.state.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(previous & COUNT != 0, "more grants than the op waited for");
+        previous & COUNT == 1
+    }
+
+    /// Takes the op out of the slot and bumps its generation. Only for the thread whose
+    /// [`grant`](Self::grant) returned `true`; it frees the slot afterwards.
+    pub(crate) fn take(&self) -> Option<Parked<T>> {
+        // Acquire: an inspector may still hold the pin it took while the count was non-zero; its
+        // Release unpin orders its reads before our writes. No new pin can be taken at count 0.
+        while self.state.load(Ordering::Acquire) != 0 {
+            yield_now();
+        }
+        // Relaxed: we are the only writer; readers are ordered as the module documentation says.
+        let generation = self.generation.load(Ordering::Relaxed);
+        self.generation
+            .store(generation.wrapping_add(1), Ordering::Relaxed);
+        self.parked.with_mut(|cell| {
+            // SAFETY: we own the slot: the wait count reached 0 with our grant (so no releaser and
+            // no pusher touches it), and no inspector holds the pin (state is 0, acquired above).
+            unsafe { (*cell).take() }
+        })
+    }
+
+    /// The slot's generation. Exact while the caller holds the lock of a var the parked op still
+    /// waits on (see the module documentation).
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Calls `f` with the payload if the op parked here still waits and has generation
+    /// `generation`. The op cannot be taken out while `f` runs.
+    pub(crate) fn inspect<R>(&self, generation: u32, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            if state & COUNT == 0 {
+                return None;
+            }
+            if state & PINNED != 0 {
+                // Another inspector reads it: pins are exclusive (see the Sync impl).
+                yield_now();
+                state = self.state.load(Ordering::Relaxed);
+                continue;
+            }
+            // Acquire: see the module documentation (publication of the payload and generation).
+            match self.state.compare_exchange_weak(
+                state,
+                state | PINNED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(current) => state = current,
+            }
+        }
+        let _pin = Pin(&self.state);
+        if self.generation.load(Ordering::Relaxed) != generation {
+            return None;
+        }
+        self.parked.with(|cell| {
+            // SAFETY: we hold the exclusive pin on a slot whose wait count is non-zero: the
+            // pusher finished writing before its Release store that our Acquire pin read from,
+            // and the owner cannot write before we unpin.
+            let parked = unsafe { &*cell };
+            parked.as_ref().map(|parked| f(&parked.payload))
+        })
+    }
+}
