@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::error::GraphError;
-use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp};
+use crate::op::{DepList, Dispatch, INLINE_DEPS, OpId, Parked, PendingOp, ReadyOp};
 use crate::op_cell::OpSlot;
 use crate::slab::{NIL, Slab};
 use crate::stats::GraphStats;
@@ -17,9 +17,6 @@ pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
 /// Queue capacity a reclaimed var slot keeps for its next var (entries are 8 bytes): enough that
 /// recycling a var does not reallocate its queue, small enough that idle slots stay cheap.
 const KEEP_QUEUE_CAPACITY: usize = 64;
-
-/// Vars a push sorts and locks with stack arrays (more: two small allocations per push).
-const SORT_INLINE: usize = 8;
 
 /// Callback run once a deleted var is reclaimed.
 type OnDeleted = Box<dyn FnOnce() + Send>;
@@ -155,8 +152,8 @@ impl<T, E> Graph<T, E> {
     /// validated before anything changes: on error the graph is untouched (and `payload` is
     /// dropped).
     ///
-    /// Ops listing up to 4 vars push without allocating in steady state; longer lists allocate
-    /// their dependency list (and beyond 8 vars, the sort and lock arrays).
+    /// Ops listing up to 8 vars push without allocating in steady state; longer lists allocate
+    /// their dependency list.
     ///
     /// # Errors
     ///
@@ -182,8 +179,8 @@ impl<T, E> Graph<T, E> {
             DepList::new(reads, writes).ok_or(GraphError::CapacityExhausted { what: "op" })?;
         let vars = deps.all();
         let n = vars.len();
-        if n <= SORT_INLINE {
-            let mut order = [0usize; SORT_INLINE];
+        if n <= INLINE_DEPS {
+            let mut order = [0usize; INLINE_DEPS];
             let order = &mut order[..n];
             for (i, slot) in order.iter_mut().enumerate() {
                 *slot = i;
@@ -196,7 +193,7 @@ impl<T, E> Graph<T, E> {
                     j -= 1;
                 }
             }
-            let mut guards: [Option<Guard<'_, E>>; SORT_INLINE] = Default::default();
+            let mut guards: [Option<Guard<'_, E>>; INLINE_DEPS] = Default::default();
             self.push_sorted(deps, order, &mut guards[..n], payload, dispatch)
         } else {
             let mut order: Vec<usize> = (0..n).collect();

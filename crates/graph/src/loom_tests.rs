@@ -166,3 +166,52 @@ fn parked_op_hand_over_with_an_inspector() {
         assert!(released.is_empty());
     });
 }
+
+/// The slab's free list: two threads allocate and free while a third frees a slot it owns and
+/// allocates again. No slot is ever held by two threads at once, and all slots are accounted
+/// for at the end.
+#[test]
+fn slab_free_list_never_hands_out_a_slot_twice() {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+
+    use crate::slab::Slab;
+
+    loom::model(|| {
+        let slab: Arc<Slab<u8>> = Arc::new(Slab::new());
+        let held: Arc<[AtomicBool; 4]> = Arc::new(std::array::from_fn(|_| AtomicBool::new(false)));
+        let take = |slab: &Slab<u8>, held: &[AtomicBool; 4]| {
+            let index = slab.alloc().unwrap();
+            assert!(
+                !held[index as usize].swap(true, Ordering::Relaxed),
+                "slot {index} handed out twice"
+            );
+            index
+        };
+        let give = |slab: &Slab<u8>, held: &[AtomicBool; 4], index: u32| {
+            held[index as usize].store(false, Ordering::Relaxed);
+            slab.free(index);
+        };
+        // Two slots on the free list to start with, `b` held.
+        let (a, b, c) = (take(&slab, &held), take(&slab, &held), take(&slab, &held));
+        give(&slab, &held, a);
+        give(&slab, &held, c);
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (slab, held) = (slab.clone(), held.clone());
+                thread::spawn(move || {
+                    let index = take(&slab, &held);
+                    give(&slab, &held, index);
+                })
+            })
+            .collect();
+        give(&slab, &held, b);
+        let again = take(&slab, &held);
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        give(&slab, &held, again);
+        // Every slot is free again (a slot on the list twice would be counted twice, a lost one
+        // not at all).
+        assert_eq!(slab.free_count(), slab.slots());
+    });
+}

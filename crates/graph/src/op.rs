@@ -20,10 +20,8 @@ use std::fmt;
 
 use crate::var::{Access, Var};
 
-/// Vars an op can list without allocating (more than this: one allocation per push). Four keeps
-/// a [`DepList`] at 40 bytes (every ready op moves one through the dispatcher's queues) and covers
-/// the common ops (one or two inputs, one output).
-pub(crate) const INLINE_DEPS: usize = 4;
+/// Vars an op can list without allocating (more than this: one allocation per push).
+pub(crate) const INLINE_DEPS: usize = 8;
 
 /// A var of this graph without the graph id (which the graph checked at push): 8 bytes, so the
 /// inline dependency list stays small and cheap to move.
@@ -55,18 +53,12 @@ impl VarKey {
     }
 }
 
-/// The vars of one op: reads first, then writes. Inline up to [`INLINE_DEPS`] vars (40 bytes in
-/// all), on the heap beyond.
-pub(crate) enum DepList {
-    Inline {
-        len: u8,
-        reads: u8,
-        keys: [VarKey; INLINE_DEPS],
-    },
-    Heap {
-        reads: u32,
-        keys: Box<[VarKey]>,
-    },
+/// The vars of one op: reads first, then writes.
+pub(crate) struct DepList {
+    len: u32,
+    reads: u32,
+    inline: [VarKey; INLINE_DEPS],
+    heap: Box<[VarKey]>,
 }
 
 impl DepList {
@@ -74,52 +66,42 @@ impl DepList {
     pub(crate) fn new(reads: &[Var], writes: &[Var]) -> Option<Self> {
         let len = reads.len() + writes.len();
         let all = reads.iter().chain(writes).map(|&v| VarKey::of(v));
+        let mut deps = DepList {
+            len: u32::try_from(len).ok()?,
+            reads: reads.len() as u32,
+            inline: [VarKey::PLACEHOLDER; INLINE_DEPS],
+            heap: Box::default(),
+        };
         if len <= INLINE_DEPS {
-            let mut keys = [VarKey::PLACEHOLDER; INLINE_DEPS];
-            for (slot, key) in keys.iter_mut().zip(all) {
+            for (slot, key) in deps.inline.iter_mut().zip(all) {
                 *slot = key;
             }
-            Some(DepList::Inline {
-                len: len as u8,
-                reads: reads.len() as u8,
-                keys,
-            })
         } else {
-            u32::try_from(len).ok()?;
-            Some(DepList::Heap {
-                reads: reads.len() as u32,
-                keys: all.collect(),
-            })
+            deps.heap = all.collect();
         }
+        Some(deps)
     }
 
     /// All vars, reads first.
     pub(crate) fn all(&self) -> &[VarKey] {
-        match self {
-            DepList::Inline { len, keys, .. } => &keys[..usize::from(*len)],
-            DepList::Heap { keys, .. } => keys,
-        }
-    }
-
-    /// How many of the vars are reads (they come first).
-    fn read_count(&self) -> usize {
-        match self {
-            DepList::Inline { reads, .. } => usize::from(*reads),
-            DepList::Heap { reads, .. } => *reads as usize,
+        if self.len as usize <= INLINE_DEPS {
+            &self.inline[..self.len as usize]
+        } else {
+            &self.heap
         }
     }
 
     pub(crate) fn reads(&self) -> &[VarKey] {
-        &self.all()[..self.read_count()]
+        &self.all()[..self.reads as usize]
     }
 
     pub(crate) fn writes(&self) -> &[VarKey] {
-        &self.all()[self.read_count()..]
+        &self.all()[self.reads as usize..]
     }
 
     /// How the op uses its `position`-th var.
     pub(crate) fn access(&self, position: usize) -> Access {
-        if position < self.read_count() {
+        if position < self.reads as usize {
             Access::Read
         } else {
             Access::Write
