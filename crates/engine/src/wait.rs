@@ -3,22 +3,64 @@
 //!
 //! # `IdleCounter` protocol
 //!
-//! One atomic word holds the number of pending ops (times two) and a `WAITER` bit. The hot path
-//! takes no lock: a push adds two, a completion subtracts two and, only when it takes the count
-//! to zero *and* the `WAITER` bit is set, takes the mutex and notifies. A waiter, holding the
-//! mutex, sets the bit with a read-modify-write and re-checks the count before sleeping on the
-//! condvar (which releases the mutex atomically). Both sides are read-modify-writes of the
-//! same word, so they are totally ordered (no reliance on `SeqCst`): either the waiter's
-//! `fetch_or` comes first and the completer sees the bit (and the mutex makes it wait until the
-//! waiter sleeps), or the completion comes first and the waiter reads a zero count. No wake-up
-//! is lost; the loom models in `loom_tests.rs` check this (an earlier version with two atomics
-//! and a `SeqCst` handshake failed them: loom does not model `SeqCst` as a total order).
+//! Two counters, each alone on its cache lines, so that the pushing thread and the completing
+//! threads write different lines: `pushed` counts `add()`s (written only by pushes) and
+//! `completed` counts `done()`s (written only by completions and, rarely, by waiters, whose
+//! mutex and condvar live on the same lines). The `completed` word also carries the `WAITER`
+//! bit: `completed = dones * ONE | WAITER?`.
+//!
+//! Every op's `add()` happens-before its own `done()` (the engine adds before it publishes the
+//! op; an op that pushes another adds the child before it completes itself). So a thread that
+//! reads `completed` with a read-modify-write (acquire) and *then* loads `pushed` sees, in
+//! `pushed`, the `add()` of every op whose `done()` it counted (a `done()` is a release RMW;
+//! the RMWs of `completed` continue its release sequence). The ops counted in such a read of
+//! `completed` are therefore a subset of the first `pushed` adds; if the two numbers are equal
+//! the sets are equal: every op added so far, in particular every op whose `add()`
+//! happened-before this thread's read, has completed. That is the only test of idleness. (The
+//! opposite order, `pushed` first, could count a later op's completion in place of an earlier
+//! pending one and return early; so could a target taken from `pushed` and compared with
+//! `completed` alone, since completions of concurrently added ops are counted too.)
+//!
+//! - `add()`: `pushed += 1` (relaxed: the op's publication orders it before its `done()`).
+//! - `done()`: `completed += ONE` (acq-rel RMW). Only if the old value has `WAITER` does it
+//!   load `pushed`, and only if that equals the new count (the engine is idle) does it take the
+//!   mutex and notify. While a waiter sleeps a completion costs one extra load of `pushed`, a
+//!   line nobody writes while the only pusher waits.
+//! - `wait_idle()`: holding the mutex, sets `WAITER` with a `fetch_or` (an RMW of `completed`),
+//!   then loads `pushed`; returns if they are equal, else sleeps on the condvar (releasing the
+//!   mutex atomically) and repeats. The last waiter to leave clears `WAITER`.
+//!
+//! No wake-up is lost, with no reliance on `SeqCst`: the waiter's `fetch_or` and every
+//! completion's `fetch_add` are RMWs of the same word, hence totally ordered. Take the
+//! completion `F` that makes the count equal to the number of ops ever added (the engine is
+//! idle, and it is reached whenever the pushes stop). If `F` precedes the waiter's `fetch_or`,
+//! the waiter reads that count and then a `pushed` that includes every counted add: equal, it
+//! returns. If `F` follows it, `F` sees `WAITER` (cleared only once no waiter is registered),
+//! and `F`'s load of `pushed` sees every add (each add happened-before its op's `done()`, each
+//! of which precedes `F` in the RMW order of `completed`): equal, so `F` takes the mutex and
+//! notifies. The waiter holds the mutex from its `fetch_or` until the condvar releases it as it
+//! sleeps; had `F` taken the mutex before that, `F`'s `fetch_add` would happen-before the
+//! `fetch_or` and precede it. So `F` gets the mutex only once the waiter sleeps (or has left),
+//! and the notification, made after `F` drops the mutex, wakes it. The woken waiter checks
+//! again with a new `fetch_or`, which follows `F`, and returns.
+//!
+//! Semantics: `wait_idle` returns at a moment when every op added so far has completed — so
+//! every op whose `add()` happened-before the call, and every op those ops pushed before
+//! completing, has completed, and their effects happen-before the return. Ops added
+//! concurrently with the wait are waited for too whenever they are counted before that moment;
+//! other threads that keep pushing without the engine ever becoming idle delay the return
+//! indefinitely (as with the single counter before the split). `Handle::drop` relies on the
+//! children clause: no `Engine` clone is left, so only running ops can still push, and a
+//! running op is pending, so at the idle moment nothing runs and nothing can be pushed any
+//! more (a push that finds the engine shut down adds and completes at once). The loom
+//! models in `loom_tests.rs` check this (an earlier version with two atomics and a `SeqCst`
+//! handshake failed them: loom does not model `SeqCst` as a total order).
 
 use crate::sync::{AtomicUsize, Condvar, Mutex, Ordering, lock, wait};
 
-/// The waiter bit of `IdleCounter::state`.
+/// The waiter bit of `IdleCounter::completed`.
 const WAITER: usize = 1;
-/// One pending op in `IdleCounter::state`.
+/// One completed op in `IdleCounter::completed`.
 const ONE: usize = 2;
 
 /// A value alone on its cache lines (two, for the adjacent-line prefetcher).
@@ -36,10 +78,19 @@ impl<T> std::ops::Deref for Padded<T> {
 
 /// Counts pending ops; lets threads wait until none is left.
 pub(crate) struct IdleCounter {
-    /// `pending * ONE | WAITER?`.
-    /// Written by every push and every completion: kept off the lines of the engine's
-    /// read-mostly fields.
-    state: Padded<AtomicUsize>,
+    /// Ops added, ever (wrapping is out of reach of a `usize` of 64 bits). Written only by
+    /// `add`: the pusher's line.
+    pushed: Padded<AtomicUsize>,
+    /// The completers' line: written by every `done`, and by waiters registering or leaving
+    /// (rare). Keeping the mutex and condvar here, not on a third pair of lines, keeps the
+    /// counter as large as the single word it replaced (two pairs of lines).
+    completed: Padded<Completions>,
+}
+
+/// `IdleCounter`'s completion side.
+struct Completions {
+    /// `ops completed, ever * ONE | WAITER?`.
+    count: AtomicUsize,
     /// Threads inside `wait_idle`.
     waiters: Mutex<usize>,
     idle: Condvar,
@@ -48,45 +99,83 @@ pub(crate) struct IdleCounter {
 impl IdleCounter {
     pub(crate) fn new() -> Self {
         IdleCounter {
-            state: Padded(AtomicUsize::new(0)),
-            waiters: Mutex::new(0),
-            idle: Condvar::new(),
+            pushed: Padded(AtomicUsize::new(0)),
+            completed: Padded(Completions {
+                count: AtomicUsize::new(0),
+                waiters: Mutex::new(0),
+                idle: Condvar::new(),
+            }),
         }
     }
 
     /// One more pending op.
     #[inline]
     pub(crate) fn add(&self) {
-        self.state.fetch_add(ONE, Ordering::Relaxed);
+        // Relaxed: whoever counts this op's `done()` sees this add through the op's own
+        // release/acquire chain (add, publish, run, `done`), and a later reader of `pushed` on
+        // this thread sees it by coherence.
+        self.pushed.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// One pending op completed; wakes the waiters if it was the last.
+    /// One pending op completed; wakes the waiters if the engine is now idle.
     #[inline]
     pub(crate) fn done(&self) {
-        // Release: the op's effects happen-before a waiter that reads the zero count.
-        let old = self.state.fetch_sub(ONE, Ordering::AcqRel);
-        if old & !WAITER == ONE && old & WAITER != 0 {
-            drop(lock(&self.waiters));
-            self.idle.notify_all();
+        // Release: the op's effects (and the adds of the ops it pushed) happen-before whoever
+        // reads this count or a later one (a waiter, or a later completer that checks
+        // `pushed`). Acquire: if `WAITER` is set, the adds counted by every earlier `done`
+        // happen-before the `pushed` load below.
+        let old = self.completed.count.fetch_add(ONE, Ordering::AcqRel);
+        if old & WAITER != 0 {
+            // Relaxed: the acquire above makes every add this comparison depends on
+            // happen-before this load (see the module docs); a stale value only means "not
+            // idle yet", and then a later completion is the one that finds it idle.
+            let pushed = self.pushed.load(Ordering::Relaxed);
+            if pushed == old / ONE + 1 {
+                // Taking the mutex waits until a waiter that registered is asleep on the
+                // condvar, so the notification cannot fall between its check and its sleep.
+                drop(lock(&self.completed.waiters));
+                self.completed.idle.notify_all();
+            }
         }
     }
 
-    /// Ops pushed and not completed.
+    /// Ops pushed and not completed: exact when quiescent. While ops are pushed or complete
+    /// concurrently it may over-count (ops pushed, or completed, between the two loads) but
+    /// never underflows.
     pub(crate) fn pending(&self) -> usize {
-        self.state.load(Ordering::Acquire) / ONE
+        // `completed` first, with acquire: the adds of the ops it counts happen-before the
+        // `pushed` load, which therefore is at least as large (no underflow; `saturating_sub`
+        // is only a belt for the reasoning).
+        let completed = self.completed.count.load(Ordering::Acquire) / ONE;
+        let pushed = self.pushed.load(Ordering::Relaxed);
+        pushed.saturating_sub(completed)
     }
 
-    /// Blocks until no op is pending.
+    /// Blocks until every op added so far has completed (see the module docs for the exact
+    /// semantics with concurrent pushes).
     pub(crate) fn wait_idle(&self) {
-        let mut waiters = lock(&self.waiters);
+        let mut waiters = lock(&self.completed.waiters);
         *waiters += 1;
-        self.state.fetch_or(WAITER, Ordering::AcqRel);
-        while self.state.load(Ordering::Acquire) / ONE != 0 {
-            waiters = wait(&self.idle, waiters);
+        loop {
+            // An RMW, not a load: it is ordered with every completion's `fetch_add` (the
+            // handshake). Acquire: the adds of the counted ops, and the ops' effects,
+            // happen-before what follows (the return included). No release is needed: a
+            // completer needs only the bit's value, and the mutex orders its notification.
+            let completed = self.completed.count.fetch_or(WAITER, Ordering::Acquire) / ONE;
+            // Loaded after the RMW (see the module docs for why not before). Relaxed: the
+            // adds it must see happen-before it, either because they happened-before the call
+            // or through the acquire above (the adds of the ops it counted).
+            if self.pushed.load(Ordering::Relaxed) == completed {
+                break;
+            }
+            waiters = wait(&self.completed.idle, waiters);
         }
         *waiters -= 1;
         if *waiters == 0 {
-            self.state.fetch_and(!WAITER, Ordering::AcqRel);
+            // Under the mutex, so no waiter registers in between. Relaxed: it only stops
+            // completions from checking `pushed`; a completion that still sees the bit
+            // notifies nobody in particular.
+            self.completed.count.fetch_and(!WAITER, Ordering::Relaxed);
         }
     }
 }
