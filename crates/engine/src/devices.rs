@@ -54,7 +54,7 @@ impl GpuExecutors {
                 context,
                 limit: MAX_GPUS,
             })?;
-        let executor = cell.get_or_try_init(|| {
+        cell.get_or_try_init(|| {
             if copy {
                 backend.copy(id, self.copy_threads)
             } else {
@@ -62,6 +62,13 @@ impl GpuExecutors {
             }
             .map_err(|source| EngineError::Backend { context, source })
         })?;
-        Ok(Route::Device(Arc::clone(executor)))
+        Ok(Route::Device { gpu: id, copy })
+    }
+
+    /// The executor of a resolved [`Route::Device`] (created when the route was resolved).
+    #[inline]
+    pub(crate) fn executor(&self, gpu: u32, copy: bool) -> Option<&Arc<dyn Executor>> {
+        let cells = if copy { &self.copy } else { &self.compute };
+        cells.get(gpu as usize).and_then(Lazy::get)
     }
 }

@@ -238,7 +238,7 @@ impl Inner {
             self.execute(op);
             return;
         }
-        match &record.route {
+        match record.route {
             Route::Inline => naive::run(self, op),
             Route::Wait => self.release_waiter(op),
             Route::Pooled | Route::PooledCopy | Route::Cpu(_) => {
@@ -258,12 +258,15 @@ impl Inner {
                 }
                 _ => self.execute(op),
             },
-            Route::Device(executor) => {
-                let executor = Arc::clone(executor);
-                let priority = record.priority;
-                let inner = Arc::clone(self);
-                executor.execute(priority, Box::new(move || inner.execute_task(op)));
-            }
+            Route::Device { gpu, copy } => match self.gpus.executor(gpu, copy) {
+                Some(executor) => {
+                    let priority = record.priority;
+                    let inner = Arc::clone(self);
+                    executor.execute(priority, Box::new(move || inner.execute_task(op)));
+                }
+                // Not reached: resolving the route created the executor.
+                None => self.execute(op),
+            },
         }
     }
 

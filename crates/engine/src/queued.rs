@@ -4,8 +4,18 @@
 //! (a cache line shared by the pusher and every worker) and a heap-allocated job per op (the
 //! task closure, an `Arc` and a `ReadyOp`, is larger than the pool's inline job). Instead,
 //! ready ops go (unboxed) into a lock-free MPMC queue, and up to `threads` *drainer* tasks,
-//! each holding one `Arc` of the engine, pop and run them until the queue is empty. A submit
-//! spawns a drainer only when fewer than `threads` are enlisted.
+//! each holding one `Arc` of the engine, pop and run them until the queue is empty.
+//!
+//! # How many drainers
+//!
+//! A submit that finds no drainer enlisted always enlists one. It enlists another (up to the
+//! block's `threads`) only when the ops queued outnumber the drainers enlisted: a second
+//! worker woken for a queue that one worker keeps empty only takes a core from the pushing
+//! thread (the engine typically runs `threads` workers *and* a pusher), and on a machine with
+//! as many cores as workers that halves the push rate. A drainer that finds the queue empty
+//! spins on it for a few microseconds before retiring, if no other drainer is already
+//! spinning: a pusher that is still pushing queues the next op within a few hundred
+//! nanoseconds, and a drainer still enlisted takes it without a task spawn and a wake-up.
 //!
 //! The queue is bounded like the pool's own queues: a submit that finds `BACKLOG_PER_THREAD`
 //! ops per worker already queued hands the op back, and the engine runs it on the submitting
@@ -24,7 +34,7 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 
 use crossbeam_deque::{Injector, Steal};
 use depengine_cpu::WorkerBlock;
@@ -36,6 +46,10 @@ use crate::record::{BlockKey, OpRecord};
 /// Queued ops per worker thread beyond which a submit hands its op back (the pool's default
 /// per-worker queue capacity).
 const BACKLOG_PER_THREAD: usize = 1024;
+
+/// How many times a drainer that found the queue empty looks again before it retires (a few
+/// microseconds).
+const RETIRE_SPINS: usize = 2000;
 
 thread_local! {
     /// Whether this thread runs an op handed back by a full queue; such a run never gets one
@@ -50,6 +64,8 @@ pub(crate) struct QueuedBlock {
     ready: Injector<ReadyOp<OpRecord>>,
     /// Drainers enlisted (spawned or running, not retired); at most `block.num_threads()`.
     drainers: AtomicUsize,
+    /// Whether a drainer spins on the empty queue before retiring (at most one does).
+    spinning: AtomicBool,
 }
 
 impl QueuedBlock {
@@ -59,14 +75,16 @@ impl QueuedBlock {
             block,
             ready: Injector::new(),
             drainers: AtomicUsize::new(0),
+            spinning: AtomicBool::new(false),
         }
     }
 
-    /// Queues a ready op and spawns a drainer (on the block) if fewer than its threads are
-    /// enlisted; or, if the queue is full, runs the op on the calling thread.
+    /// Queues a ready op and enlists a drainer if the queue needs one (see the module
+    /// documentation); or, if the queue is full, runs the op on the calling thread.
     #[inline]
     pub(crate) fn submit(&self, inner: &Arc<Inner>, key: BlockKey, op: ReadyOp<OpRecord>) {
-        if self.ready.len() >= self.backlog && !RUNNING_OVERFLOW.get() {
+        let queued = self.ready.len();
+        if queued >= self.backlog && !RUNNING_OVERFLOW.get() {
             RUNNING_OVERFLOW.set(true);
             inner.execute(op);
             RUNNING_OVERFLOW.set(false);
@@ -74,10 +92,21 @@ impl QueuedBlock {
         }
         self.ready.push(op);
         fence(Ordering::SeqCst);
-        if self.try_enlist() {
+        if self.wants_drainer(queued + 1) && self.try_enlist() {
             let inner = Arc::clone(inner);
             self.block.spawn(move || inner.drain(key));
         }
+    }
+
+    /// Whether a submit that left `queued` ops in the queue should enlist a drainer: always
+    /// when none is enlisted (the guarantee that no op is stranded); another one only when
+    /// the ops queued outnumber the drainers enlisted, i.e. when the enlisted ones cannot
+    /// keep up. Waking a second worker for a queue that one worker keeps empty only takes
+    /// a core from the pushing thread.
+    #[inline]
+    fn wants_drainer(&self, queued: usize) -> bool {
+        let enlisted = self.drainers.load(Ordering::SeqCst);
+        enlisted == 0 || (enlisted < self.block.num_threads() && queued > enlisted)
     }
 
     /// The next queued op, if any.
@@ -94,7 +123,26 @@ impl QueuedBlock {
 
     /// Called by a drainer that found the queue empty. `true`: the queue is not empty after
     /// all and the drainer stays enlisted; `false`: it retired.
+    ///
+    /// The first drainer to find the queue empty spins on it for a while before retiring
+    /// (the others retire at once): a pusher that is still pushing usually queues the next op
+    /// within a few hundred nanoseconds, and a drainer that is still enlisted takes it
+    /// without a new task being spawned and a worker woken.
     pub(crate) fn retire(&self) -> bool {
+        if !self.spinning.swap(true, Ordering::Acquire) {
+            let mut found = false;
+            for _ in 0..RETIRE_SPINS {
+                if !self.ready.is_empty() {
+                    found = true;
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+            self.spinning.store(false, Ordering::Release);
+            if found {
+                return true;
+            }
+        }
         self.drainers.fetch_sub(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if self.ready.is_empty() {

@@ -3,8 +3,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use depengine_cpu::Executor;
-
 use crate::completion::Completion;
 use crate::context::{Context, FnProperty, RunContext};
 use crate::failure::{BoxError, OpFailure};
@@ -27,6 +25,7 @@ pub(crate) enum OpFn {
 }
 
 /// Where a ready op goes, resolved at push time (so a bad context is a push error).
+#[derive(Clone, Copy)]
 pub(crate) enum Route {
     /// Run on the thread that made it ready (`Naive`).
     Inline,
@@ -38,8 +37,10 @@ pub(crate) enum Route {
     Cpu(u32),
     /// The CPU priority block.
     Priority,
-    /// A device backend's executor.
-    Device(Arc<dyn Executor>),
+    /// A device backend's executor for GPU `gpu`: its copy executor if `copy`, else its
+    /// compute executor. The executor itself is looked up at dispatch (it was created when
+    /// the route was resolved), which keeps the route, and every queued op, small.
+    Device { gpu: u32, copy: bool },
     /// Handled at dispatch (`wait_for_var`).
     Wait,
 }
@@ -57,8 +58,8 @@ impl Route {
     /// The worker block of this route, if it is one whose workers run ops in any order
     /// (not the priority block, not a device executor, not inline).
     #[inline]
-    pub(crate) fn block_key(&self) -> Option<BlockKey> {
-        match *self {
+    pub(crate) fn block_key(self) -> Option<BlockKey> {
+        match self {
             Route::Pooled => Some(BlockKey::Pooled),
             Route::PooledCopy => Some(BlockKey::PooledCopy),
             Route::Cpu(id) => Some(BlockKey::Cpu(id)),
