@@ -14,24 +14,69 @@ use crate::var_queue::{NO_OP, VarQueue};
 /// The default failure type: any error, shared so it can be recorded on several vars.
 pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
 
-/// Queue capacity a reclaimed var slot keeps for its next var (entries are 8 bytes): enough that
-/// recycling a var does not reallocate its queue, small enough that idle slots stay cheap.
+/// Spill capacity a reclaimed var slot keeps for its next var (entries are 4 bytes): enough that
+/// recycling a var does not reallocate its spill, small enough that idle slots stay cheap.
 const KEEP_QUEUE_CAPACITY: usize = 64;
 
 /// Callback run once a deleted var is reclaimed.
 type OnDeleted = Box<dyn FnOnce() + Send>;
 
-/// Everything about one var, under its mutex.
+/// The rare part of a var, kept out of line in the queue's cold part (allocated the first time a
+/// var needs it, and kept with the slot).
+struct VarCold<E> {
+    on_deleted: Option<OnDeleted>,
+    failure: Option<E>,
+}
+
+impl<E> Default for VarCold<E> {
+    fn default() -> Self {
+        VarCold {
+            on_deleted: None,
+            failure: None,
+        }
+    }
+}
+
+/// Everything about one var, under its mutex. With the mutex it fits one cache line (see
+/// `VarSlot`); `on_deleted` and `failure` live in the queue's cold part.
 struct VarState<E> {
     /// Bumped when the slot is reclaimed; a handle with another generation is stale.
     generation: u32,
     /// `delete_var` was called; new pushes are refused.
     deleted: bool,
-    on_deleted: Option<OnDeleted>,
-    failure: Option<E>,
-    queue: VarQueue,
+    /// The cold part holds a failure: a hot copy of `failure.is_some()`, so that completing a
+    /// write on a var without a failure does not touch the cold part (which the pushing thread
+    /// writes while the FIFO is spilled).
+    failed: bool,
+    queue: VarQueue<VarCold<E>>,
 }
 
+impl<E> VarState<E> {
+    fn failure(&self) -> Option<&E> {
+        if !self.failed {
+            return None;
+        }
+        self.queue.extra().and_then(|c| c.failure.as_ref())
+    }
+
+    fn take_failure(&mut self) -> Option<E> {
+        if !self.failed {
+            return None;
+        }
+        self.failed = false;
+        self.queue.extra_mut().and_then(|c| c.failure.take())
+    }
+
+    fn set_failure(&mut self, failure: E) -> Option<E> {
+        self.failed = true;
+        self.queue.extra_or_default().failure.replace(failure)
+    }
+}
+
+/// One var slot: its own 64-byte cache line (mutex, generation, deletion mark, queue counters and
+/// the inline ring), so that the threads pushing and completing ops on a var move one line
+/// between cores, and neighbouring vars never share it.
+#[repr(align(64))]
 struct VarSlot<E> {
     state: Mutex<VarState<E>>,
 }
@@ -42,8 +87,7 @@ impl<E> Default for VarSlot<E> {
             state: Mutex::new(VarState {
                 generation: 0,
                 deleted: false,
-                on_deleted: None,
-                failure: None,
+                failed: false,
                 queue: VarQueue::default(),
             }),
         }
@@ -383,13 +427,12 @@ impl<T, E> Graph<T, E> {
         // failure they must see; see `op_failure`.
         match failure {
             Some(error) => {
-                if state.failure.is_none() {
+                if state.set_failure(error.clone()).is_none() {
                     self.failed_vars.fetch_add(1, Ordering::Relaxed);
                 }
-                state.failure = Some(error.clone());
             }
             None => {
-                if state.failure.take().is_some() {
+                if state.take_failure().is_some() {
                     self.failed_vars.fetch_sub(1, Ordering::Relaxed);
                 }
             }
@@ -398,7 +441,7 @@ impl<T, E> Graph<T, E> {
 
     /// Reclaims an idle, deleted var (under its lock).
     fn reclaim(&self, state: &mut VarState<E>) -> Reclaimed {
-        if state.failure.take().is_some() {
+        if state.take_failure().is_some() {
             self.failed_vars.fetch_sub(1, Ordering::Relaxed);
         }
         state.queue.trim(KEEP_QUEUE_CAPACITY);
@@ -411,7 +454,8 @@ impl<T, E> Graph<T, E> {
         }
         Reclaimed {
             reusable,
-            on_deleted: state.on_deleted.take(),
+            // Only a var deleted while busy stored a callback (and so has a cold part).
+            on_deleted: state.queue.extra_mut().and_then(|c| c.on_deleted.take()),
         }
     }
 
@@ -443,7 +487,7 @@ impl<T, E> Graph<T, E> {
             if state.queue.is_idle() {
                 Some(self.reclaim(&mut state))
             } else {
-                state.on_deleted = Some(Box::new(on_deleted));
+                state.queue.extra_or_default().on_deleted = Some(Box::new(on_deleted));
                 return Ok(());
             }
         };
@@ -466,7 +510,7 @@ impl<T, E> Graph<T, E> {
             write_running: state.queue.write_running(),
             waiting: state.queue.waiting_len(),
             deleted: state.deleted,
-            failed: state.failure.is_some(),
+            failed: state.failure().is_some(),
         })
     }
 
@@ -514,7 +558,7 @@ impl<T, E> Graph<T, E> {
     where
         E: Clone,
     {
-        Ok(self.lock_current(var)?.failure.clone())
+        Ok(self.lock_current(var)?.failure().cloned())
     }
 
     /// Clears the failure recorded on `var`, returning it.
@@ -523,7 +567,7 @@ impl<T, E> Graph<T, E> {
     ///
     /// As [`var_status`](Self::var_status).
     pub fn clear_failure(&self, var: Var) -> Result<Option<E>, GraphError> {
-        let failure = self.lock_current(var)?.failure.take();
+        let failure = self.lock_current(var)?.take_failure();
         if failure.is_some() {
             self.failed_vars.fetch_sub(1, Ordering::Relaxed);
         }
@@ -548,7 +592,7 @@ impl<T, E> Graph<T, E> {
         }
         op.deps.all().iter().find_map(|key| {
             let slot = self.vars.get(key.index)?;
-            lock(&slot.state).failure.clone()
+            lock(&slot.state).failure().cloned()
         })
     }
 
@@ -563,5 +607,49 @@ impl<T, E> Graph<T, E> {
             pooled_op_blocks: pooled,
             failed_vars: self.failed_vars.load(Ordering::Relaxed),
         }
+    }
+}
+
+#[cfg(all(test, not(loom), target_os = "linux", target_pointer_width = "64"))]
+mod layout_tests {
+    use crate::sync::lock;
+
+    use super::*;
+
+    /// A var slot is exactly one cache line (std's futex mutex is 8 bytes before the state).
+    #[test]
+    fn var_slot_is_one_cache_line() {
+        assert_eq!(std::mem::align_of::<VarSlot<Failure>>(), 64);
+        assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 64);
+        assert_eq!(std::mem::size_of::<VarSlot<&'static str>>(), 64);
+    }
+
+    /// A var that once had a long FIFO keeps at most `KEEP_QUEUE_CAPACITY` of spill once it is
+    /// reclaimed, and its slot is reused with the cold part still there.
+    #[test]
+    fn reclaim_trims_the_spill() {
+        let graph: Graph<u32, &'static str> = Graph::new();
+        let var = graph.new_var().unwrap();
+        let mut ready = Vec::new();
+        for op in 0..500 {
+            graph.push(&[], &[var], op, &mut ready).unwrap();
+        }
+        assert_eq!(graph.var_status(var).unwrap().waiting, 499);
+        let spill = |index| {
+            lock(&graph.vars.get(index).unwrap().state)
+                .queue
+                .spill_capacity()
+        };
+        assert!(spill(var.index) >= 500 - crate::var_queue::RING);
+        graph.delete_var(var, || {}).unwrap();
+        let mut done = Vec::new();
+        while let Some(op) = ready.pop() {
+            done.push(graph.complete(op, Ok(()), &mut ready).unwrap());
+        }
+        assert_eq!(done, (0..500).collect::<Vec<_>>());
+        assert!(spill(var.index) <= KEEP_QUEUE_CAPACITY);
+        let again = graph.new_var().unwrap();
+        assert_eq!(again.index, var.index);
+        assert!(graph.var_failure(again).unwrap().is_none());
     }
 }

@@ -39,8 +39,28 @@
 //! id (through the `release` callback for transitions 3 and 4, or the [`Grant`] result for 1 and
 //! 2) and decrements the op's wait counter; the op is ready once every var granted it.
 //!
-//! Memory: the queue is a `VecDeque` that keeps its capacity, so in steady state appending and
-//! releasing allocate nothing.
+//! # Layout
+//!
+//! The whole state is built to share one 64-byte cache line with the var's mutex and the graph's
+//! per-var fields (see `graph.rs`): a var is touched by the pushing thread and by the completing
+//! threads, on different cores, so every extra line a touch needs is an extra cross-core transfer.
+//! The FIFO's first [`RING`] requests live inline, in a fixed ring of packed 4-byte entries
+//! (op index in the low 31 bits, the access in the top bit). Longer FIFOs spill over into a
+//! `VecDeque` in the *cold part*, a box allocated the first time the var needs it and kept for
+//! reuse; the owner of the queue keeps its own rare state there too (`C`: the graph's failure and
+//! deletion callback), so a var has one out-of-line pointer in all.
+//!
+//! Order across the two parts: the ring always holds the front of the FIFO and the spill its
+//! back, and the ring is never empty while the spill holds entries. Appending goes to the ring
+//! while it has room and nothing is spilled, otherwise to the back of the spill; popping the last
+//! entry of the ring refills it with up to [`RING`] entries from the spill's front at once (so
+//! draining a long FIFO touches the cold part once per `RING` pops, not on each, and that line
+//! is not bounced between the pushing and the completing core on every op). The hot `spilled`
+//! flag says whether the spill holds anything, so a var whose FIFO fits the ring never touches
+//! the cold part.
+//!
+//! Memory: the spill keeps its capacity, so in steady state appending and releasing allocate
+//! nothing.
 
 use std::collections::VecDeque;
 
@@ -49,12 +69,45 @@ use crate::var::Access;
 /// Op id recorded for a write that was granted when it was pushed (such ops get no slot).
 pub(crate) const NO_OP: u32 = u32::MAX;
 
+/// Requests held inline (a power of two).
+pub(crate) const RING: usize = 8;
+
+/// The access bit of a packed entry.
+const WRITE_BIT: u32 = 1 << 31;
+/// The op half of a packed entry; [`NO_OP`] packs to this value. Op slot indices are below it
+/// (the slab hands out at most `2^31 - 1` slots).
+const OP_MASK: u32 = WRITE_BIT - 1;
+
 /// One request in a var's FIFO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Waiter {
     /// The op slot index of the waiting op ([`NO_OP`] for a write granted at push).
     pub(crate) op: u32,
     pub(crate) access: Access,
+}
+
+impl Waiter {
+    fn pack(self) -> u32 {
+        debug_assert!(self.op == NO_OP || self.op < OP_MASK);
+        let access = match self.access {
+            Access::Read => 0,
+            Access::Write => WRITE_BIT,
+        };
+        (self.op & OP_MASK) | access
+    }
+
+    fn unpack(packed: u32) -> Waiter {
+        let op = match packed & OP_MASK {
+            OP_MASK => NO_OP,
+            op => op,
+        };
+        let access = if packed & WRITE_BIT == 0 {
+            Access::Read
+        } else {
+            Access::Write
+        };
+        Waiter { op, access }
+    }
 }
 
 /// The result of appending a request.
@@ -66,30 +119,137 @@ pub(crate) enum Grant {
     Queued,
 }
 
-/// The dependency state of one var. See the module documentation.
+/// The out-of-line part of a var: the FIFO's spill-over and the owner's rare state.
 #[derive(Debug, Default)]
-pub(crate) struct VarQueue {
-    running_reads: u32,
-    head_running: bool,
-    queue: VecDeque<Waiter>,
+pub(crate) struct Cold<C> {
+    /// The back of the FIFO once the ring is full (packed entries).
+    spill: VecDeque<u32>,
+    /// The owner's rare state.
+    pub(crate) extra: C,
 }
 
-impl VarQueue {
+/// The dependency state of one var. See the module documentation.
+#[derive(Debug)]
+pub(crate) struct VarQueue<C> {
+    /// The spill-over and `C`, allocated on first use and kept.
+    cold: Option<Box<Cold<C>>>,
+    running_reads: u32,
+    /// The front of the FIFO: `len` packed entries from `head`, wrapping.
+    ring: [u32; RING],
+    head: u8,
+    len: u8,
+    head_running: bool,
+    /// The spill holds entries (then the ring is not empty).
+    spilled: bool,
+}
+
+impl<C> Default for VarQueue<C> {
+    fn default() -> Self {
+        VarQueue {
+            cold: None,
+            running_reads: 0,
+            ring: [0; RING],
+            head: 0,
+            len: 0,
+            head_running: false,
+            spilled: false,
+        }
+    }
+}
+
+impl<C> VarQueue<C> {
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn front(&self) -> Option<Waiter> {
+        (self.len > 0).then(|| Waiter::unpack(self.ring[usize::from(self.head)]))
+    }
+
+    fn push_back(&mut self, waiter: Waiter)
+    where
+        C: Default,
+    {
+        let packed = waiter.pack();
+        if !self.spilled && usize::from(self.len) < RING {
+            let at = (usize::from(self.head) + usize::from(self.len)) % RING;
+            self.ring[at] = packed;
+            self.len += 1;
+        } else {
+            self.cold_or_default().spill.push_back(packed);
+            self.spilled = true;
+        }
+    }
+
+    fn pop_front(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        self.head = ((usize::from(self.head) + 1) % RING) as u8;
+        self.len -= 1;
+        if self.len == 0
+            && self.spilled
+            && let Some(cold) = self.cold.as_mut()
+        {
+            // Refill the whole ring at once, so the thread draining a long FIFO touches the cold
+            // part once per `RING` pops rather than on each.
+            self.head = 0;
+            for (slot, packed) in self
+                .ring
+                .iter_mut()
+                .zip(cold.spill.drain(..RING.min(cold.spill.len())))
+            {
+                *slot = packed;
+                self.len += 1;
+            }
+            self.spilled = !cold.spill.is_empty();
+        }
+    }
+
+    /// The cold part, allocating it on first use.
+    fn cold_or_default(&mut self) -> &mut Cold<C>
+    where
+        C: Default,
+    {
+        self.cold.get_or_insert_with(Box::default)
+    }
+
+    /// The owner's rare state, if the cold part was ever allocated.
+    pub(crate) fn extra(&self) -> Option<&C> {
+        self.cold.as_ref().map(|c| &c.extra)
+    }
+
+    /// As [`extra`](Self::extra), mutably.
+    pub(crate) fn extra_mut(&mut self) -> Option<&mut C> {
+        self.cold.as_mut().map(|c| &mut c.extra)
+    }
+
+    /// The owner's rare state, allocating the cold part on first use.
+    pub(crate) fn extra_or_default(&mut self) -> &mut C
+    where
+        C: Default,
+    {
+        &mut self.cold_or_default().extra
+    }
+
     /// Whether appending a request with `access` now would have to wait.
     pub(crate) fn would_wait(&self, access: Access) -> bool {
         match access {
-            Access::Read => !self.queue.is_empty(),
-            Access::Write => !self.queue.is_empty() || self.running_reads > 0,
+            Access::Read => !self.is_empty(),
+            Access::Write => !self.is_empty() || self.running_reads > 0,
         }
     }
 
     /// Transition 1: append a read by `op`.
-    pub(crate) fn append_read(&mut self, op: u32) -> Grant {
-        if self.queue.is_empty() {
+    pub(crate) fn append_read(&mut self, op: u32) -> Grant
+    where
+        C: Default,
+    {
+        if self.is_empty() {
             self.running_reads += 1;
             Grant::Granted
         } else {
-            self.queue.push_back(Waiter {
+            self.push_back(Waiter {
                 op,
                 access: Access::Read,
             });
@@ -98,9 +258,12 @@ impl VarQueue {
     }
 
     /// Transition 2: append a write by `op`.
-    pub(crate) fn append_write(&mut self, op: u32) -> Grant {
-        let ready = self.queue.is_empty() && self.running_reads == 0;
-        self.queue.push_back(Waiter {
+    pub(crate) fn append_write(&mut self, op: u32) -> Grant
+    where
+        C: Default,
+    {
+        let ready = self.is_empty() && self.running_reads == 0;
+        self.push_back(Waiter {
             op,
             access: Access::Write,
         });
@@ -113,7 +276,10 @@ impl VarQueue {
     }
 
     /// Appends a request with `access` (transition 1 or 2).
-    pub(crate) fn append(&mut self, op: u32, access: Access) -> Grant {
+    pub(crate) fn append(&mut self, op: u32, access: Access) -> Grant
+    where
+        C: Default,
+    {
         match access {
             Access::Read => self.append_read(op),
             Access::Write => self.append_write(op),
@@ -130,7 +296,7 @@ impl VarQueue {
         }
         self.running_reads -= 1;
         if self.running_reads == 0
-            && let Some(front) = self.queue.front()
+            && let Some(front) = self.front()
         {
             debug_assert!(front.access == Access::Write && !self.head_running);
             self.head_running = true;
@@ -147,19 +313,19 @@ impl VarQueue {
         if !self.head_running {
             return false;
         }
-        self.queue.pop_front();
+        self.pop_front();
         self.head_running = false;
-        while let Some(&Waiter {
+        while let Some(Waiter {
             op,
             access: Access::Read,
-        }) = self.queue.front()
+        }) = self.front()
         {
-            self.queue.pop_front();
+            self.pop_front();
             self.running_reads += 1;
             release(op);
         }
         if self.running_reads == 0
-            && let Some(front) = self.queue.front()
+            && let Some(front) = self.front()
         {
             self.head_running = true;
             release(front.op);
@@ -177,7 +343,7 @@ impl VarQueue {
 
     /// No request is running or waiting.
     pub(crate) fn is_idle(&self) -> bool {
-        self.running_reads == 0 && self.queue.is_empty()
+        self.running_reads == 0 && self.is_empty()
     }
 
     pub(crate) fn running_reads(&self) -> u32 {
@@ -188,21 +354,46 @@ impl VarQueue {
         self.head_running
     }
 
+    /// Every request in the FIFO (the running write included), in push order.
+    fn queued(&self) -> impl Iterator<Item = Waiter> + '_ {
+        let ring =
+            (0..usize::from(self.len)).map(move |i| self.ring[(usize::from(self.head) + i) % RING]);
+        let spill = self
+            .cold
+            .iter()
+            .filter(|_| self.spilled)
+            .flat_map(|c| c.spill.iter().copied());
+        ring.chain(spill).map(Waiter::unpack)
+    }
+
     /// The requests still waiting (not the running write), in push order.
-    pub(crate) fn waiting(&self) -> impl Iterator<Item = &Waiter> {
-        self.queue.iter().skip(usize::from(self.head_running))
+    pub(crate) fn waiting(&self) -> impl Iterator<Item = Waiter> + '_ {
+        self.queued().skip(usize::from(self.head_running))
     }
 
     pub(crate) fn waiting_len(&self) -> usize {
-        self.queue.len() - usize::from(self.head_running)
+        let spill = match (&self.cold, self.spilled) {
+            (Some(cold), true) => cold.spill.len(),
+            _ => 0,
+        };
+        usize::from(self.len) + spill - usize::from(self.head_running)
     }
 
-    /// Drops spare queue capacity beyond `keep` entries (used when a var slot is reclaimed, so a
-    /// var that once had a long queue does not pin that memory forever).
+    /// Drops spare spill capacity beyond `keep` entries (used when a var slot is reclaimed, so a
+    /// var that once had a long queue does not pin that memory forever). The cold part itself
+    /// is kept.
     pub(crate) fn trim(&mut self, keep: usize) {
-        if self.queue.capacity() > keep {
-            self.queue.shrink_to(keep);
+        if let Some(cold) = self.cold.as_mut()
+            && cold.spill.capacity() > keep
+        {
+            cold.spill.shrink_to(keep);
         }
+    }
+
+    /// The spill's capacity (0 without a cold part), for tests.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn spill_capacity(&self) -> usize {
+        self.cold.as_ref().map_or(0, |c| c.spill.capacity())
     }
 }
 
@@ -218,7 +409,7 @@ mod tests {
 
     #[test]
     fn read_on_idle_var_is_granted() {
-        let mut q = VarQueue::default();
+        let mut q = VarQueue::<()>::default();
         assert!(!q.would_wait(Access::Read));
         assert_eq!(q.append_read(1), Grant::Granted);
         assert_eq!(q.append_read(2), Grant::Granted);
@@ -229,7 +420,7 @@ mod tests {
 
     #[test]
     fn write_on_idle_var_is_granted_and_stays_at_head() {
-        let mut q = VarQueue::default();
+        let mut q = VarQueue::<()>::default();
         assert!(!q.would_wait(Access::Write));
         assert_eq!(q.append_write(1), Grant::Granted);
         assert!(q.write_running());
@@ -240,7 +431,7 @@ mod tests {
 
     #[test]
     fn write_waits_for_running_reads() {
-        let mut q = VarQueue::default();
+        let mut q = VarQueue::<()>::default();
         q.append_read(1);
         q.append_read(2);
         assert!(q.would_wait(Access::Write));
@@ -259,7 +450,7 @@ mod tests {
 
     #[test]
     fn complete_write_releases_following_run_of_reads() {
-        let mut q = VarQueue::default();
+        let mut q = VarQueue::<()>::default();
         q.append_write(1);
         q.append_read(2);
         q.append_read(3);
@@ -283,7 +474,7 @@ mod tests {
 
     #[test]
     fn complete_write_releases_next_write() {
-        let mut q = VarQueue::default();
+        let mut q = VarQueue::<()>::default();
         q.append_write(1);
         assert_eq!(q.append_write(2), Grant::Queued);
         let (_, out) = released(|r| q.complete_write(r));
@@ -296,7 +487,7 @@ mod tests {
 
     #[test]
     fn completing_what_is_not_running_is_refused() {
-        let mut q = VarQueue::default();
+        let mut q = VarQueue::<()>::default();
         assert!(!q.complete_read(|_| unreachable!()));
         assert!(!q.complete_write(|_| unreachable!()));
         q.append_read(1);
@@ -309,7 +500,7 @@ mod tests {
 
     #[test]
     fn trim_drops_spare_capacity() {
-        let mut q = VarQueue::default();
+        let mut q = VarQueue::<()>::default();
         q.append_write(0);
         for op in 1..100 {
             q.append(op, Access::Write);
@@ -319,6 +510,148 @@ mod tests {
         }
         assert!(q.is_idle());
         q.trim(4);
-        assert!(q.queue.capacity() < 100);
+        assert!(q.spill_capacity() < 100);
+    }
+
+    /// A simple FIFO model of the same state machine, to check the ring + spill against.
+    #[derive(Default)]
+    struct Model {
+        running_reads: u32,
+        head_running: bool,
+        queue: std::collections::VecDeque<(u32, Access)>,
+    }
+
+    impl Model {
+        fn append(&mut self, op: u32, access: Access) -> Grant {
+            match access {
+                Access::Read if self.queue.is_empty() => {
+                    self.running_reads += 1;
+                    Grant::Granted
+                }
+                Access::Read => {
+                    self.queue.push_back((op, access));
+                    Grant::Queued
+                }
+                Access::Write => {
+                    let ready = self.queue.is_empty() && self.running_reads == 0;
+                    self.queue.push_back((op, access));
+                    self.head_running |= ready;
+                    if ready { Grant::Granted } else { Grant::Queued }
+                }
+            }
+        }
+
+        fn complete(&mut self, access: Access) -> Vec<u32> {
+            let mut out = Vec::new();
+            match access {
+                Access::Read => {
+                    self.running_reads -= 1;
+                    if self.running_reads == 0
+                        && let Some(&(op, _)) = self.queue.front()
+                    {
+                        self.head_running = true;
+                        out.push(op);
+                    }
+                }
+                Access::Write => {
+                    self.queue.pop_front();
+                    self.head_running = false;
+                    while let Some(&(op, Access::Read)) = self.queue.front() {
+                        self.queue.pop_front();
+                        self.running_reads += 1;
+                        out.push(op);
+                    }
+                    if self.running_reads == 0
+                        && let Some(&(op, _)) = self.queue.front()
+                    {
+                        self.head_running = true;
+                        out.push(op);
+                    }
+                }
+            }
+            out
+        }
+    }
+
+    fn check_same(q: &VarQueue<()>, m: &Model) {
+        assert_eq!(q.running_reads(), m.running_reads);
+        assert_eq!(q.write_running(), m.head_running);
+        let waiting: Vec<(u32, Access)> = q.waiting().map(|w| (w.op, w.access)).collect();
+        let expected: Vec<(u32, Access)> = m
+            .queue
+            .iter()
+            .copied()
+            .skip(usize::from(m.head_running))
+            .collect();
+        assert_eq!(waiting, expected);
+        assert_eq!(q.waiting_len(), expected.len());
+        assert_eq!(q.is_idle(), m.running_reads == 0 && m.queue.is_empty());
+    }
+
+    /// Fill far past the ring with mixed reads and writes, drain, refill: same grants and
+    /// releases as the plain FIFO model, in the same order.
+    #[test]
+    fn ring_spills_and_refills_in_fifo_order() {
+        let mut q = VarQueue::<()>::default();
+        let mut m = Model::default();
+        let mut op = 0u32;
+        for round in 0..3 {
+            // A write first so everything after it queues, then a mixed pattern well past RING.
+            for i in 0..(4 * RING as u32 + round) {
+                let access = if i % 3 == 0 || i % 7 == 5 {
+                    Access::Write
+                } else {
+                    Access::Read
+                };
+                assert_eq!(q.append(op, access), m.append(op, access));
+                op += 1;
+                check_same(&q, &m);
+            }
+            assert!(q.waiting_len() > RING, "the spill was used");
+            // Drain: complete whatever runs until the var is idle.
+            loop {
+                let access = if m.head_running {
+                    Access::Write
+                } else if m.running_reads > 0 {
+                    Access::Read
+                } else {
+                    break;
+                };
+                let (ok, out) = released(|r| q.complete(access, r));
+                assert!(ok);
+                assert_eq!(out, m.complete(access));
+                check_same(&q, &m);
+            }
+            assert!(q.is_idle());
+            assert!(!q.spilled);
+        }
+    }
+
+    #[test]
+    fn granted_write_at_push_packs_no_op() {
+        let mut q = VarQueue::<()>::default();
+        assert_eq!(q.append_write(NO_OP), Grant::Granted);
+        assert_eq!(q.front().map(|w| w.op), Some(NO_OP));
+        let max = OP_MASK - 1;
+        assert_eq!(q.append_read(max), Grant::Queued);
+        assert_eq!(
+            q.waiting().collect::<Vec<_>>(),
+            vec![Waiter {
+                op: max,
+                access: Access::Read
+            }]
+        );
+    }
+
+    #[test]
+    fn short_fifos_never_allocate_the_cold_part() {
+        let mut q = VarQueue::<()>::default();
+        q.append_write(0);
+        for op in 1..RING as u32 {
+            q.append(op, Access::Read);
+        }
+        assert!(q.cold.is_none());
+        q.append(99, Access::Read);
+        assert!(q.cold.is_some() && q.spilled);
     }
 }
