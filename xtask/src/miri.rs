@@ -21,8 +21,8 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
     }
     Cmd::cargo()
         .args(["+nightly", "miri", "test"])
-        // The crates with `unsafe` code (graph's is in its allocation-counting test);
-        // depengine and depengine-cpu are `#![forbid(unsafe_code)]`.
+        // The crates with `unsafe` code (graph's is its op slot, `op_cell.rs`, and its
+        // allocation-counting test); depengine and depengine-cpu are `#![forbid(unsafe_code)]`.
         .args(["-p", "depengine-pool", "-p", "depengine-graph"])
         .args(extra)
         .run()
