@@ -119,6 +119,7 @@ mod operator;
 mod per_device;
 mod pooled;
 mod queued;
+mod ready_queue;
 mod record;
 mod sync;
 mod wait;

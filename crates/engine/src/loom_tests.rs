@@ -1,5 +1,6 @@
-//! Loom models of the facade's own synchronization (`wait.rs`): the completion counter that
-//! `wait_for_all` sleeps on, and the latch `wait_for_var` blocks on.
+//! Loom models of the facade's own synchronization: the completion counter that
+//! `wait_for_all` sleeps on and the latch `wait_for_var` blocks on (`wait.rs`), and the ready
+//! queue's drainer protocol behind `QueuedBlock` (`ready_queue.rs`).
 //!
 //! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p depengine
 //! --lib --tests` (or `cargo xtask loom`).
@@ -9,9 +10,10 @@
 //! happen-before the return.
 
 use loom::sync::Arc;
-use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 
+use crate::ready_queue::{ReadyQueue, Submit, sample_next_submit};
 use crate::wait::{IdleCounter, Latch};
 
 /// An op: its effect, then its completion.
@@ -172,5 +174,171 @@ fn latch_hands_over_its_value() {
         };
         assert_eq!(latch.wait(), 7);
         setter.join().unwrap();
+    });
+}
+
+/// A ready-queue model: the queue, and how many times each item was popped (or run inline).
+struct Drained {
+    queue: ReadyQueue<usize>,
+    max_drainers: usize,
+    runs: Vec<AtomicUsize>,
+}
+
+impl Drained {
+    fn new(max_drainers: usize, items: usize) -> Arc<Self> {
+        Arc::new(Drained {
+            queue: ReadyQueue::new(max_drainers, usize::MAX),
+            max_drainers,
+            runs: (0..items).map(|_| AtomicUsize::new(0)).collect(),
+        })
+    }
+
+    fn run(&self, item: usize) {
+        self.runs[item].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An enlisted drainer, as `Inner::drain` is: pops until the queue is empty, then retires,
+    /// and goes on while `retire` says it stays enlisted.
+    fn drain(&self) {
+        loop {
+            while let Some(item) = self.queue.pop() {
+                self.run(item);
+            }
+            if !self.queue.retire() {
+                break;
+            }
+        }
+    }
+
+    /// Submits `item`, sampling the queue length or not (`sampled`); starts a drainer thread
+    /// if the queue enlisted one (as `QueuedBlock` spawns a pool task). Returns that drainer,
+    /// for joining.
+    fn submit(model: &Arc<Self>, item: usize, sampled: bool) -> Option<thread::JoinHandle<()>> {
+        sample_next_submit(sampled);
+        match model.queue.submit(item) {
+            Submit::Queued { enlist } => {
+                assert!(model.queue.drainers() <= model.max_drainers);
+                enlist.then(|| {
+                    let model = Arc::clone(model);
+                    thread::spawn(move || model.drain())
+                })
+            }
+            Submit::RunInline(item) => {
+                model.run(item);
+                None
+            }
+        }
+    }
+
+    /// Once every thread is joined: each item ran exactly once, nothing is left queued, and
+    /// every drainer retired.
+    fn check(&self) {
+        for (item, runs) in self.runs.iter().enumerate() {
+            assert_eq!(
+                runs.load(Ordering::Relaxed),
+                1,
+                "item {item} ran that many times"
+            );
+        }
+        assert!(self.queue.is_empty(), "an item was stranded in the queue");
+        assert_eq!(self.queue.drainers(), 0, "a drainer never retired");
+    }
+}
+
+fn join(drainers: impl IntoIterator<Item = Option<thread::JoinHandle<()>>>) {
+    for drainer in drainers.into_iter().flatten() {
+        drainer.join().unwrap();
+    }
+}
+
+/// A drainer (this thread) that finds the queue empty retires while a submitter queues an
+/// item: either the submitter sees the retirement and enlists a drainer, or the retiring
+/// drainer sees the item and stays enlisted. Up to two drainers; `sampled`: the submit samples
+/// the queue length, so it may also enlist a second drainer.
+fn retire_races_a_submit(sampled: bool) {
+    loom::model(move || {
+        let model = Drained::new(2, 1);
+        assert!(model.queue.try_enlist());
+        let submitter = {
+            let model = Arc::clone(&model);
+            thread::spawn(move || Drained::submit(&model, 0, sampled))
+        };
+        model.drain();
+        let spawned = submitter.join().unwrap();
+        join([spawned]);
+        model.check();
+    });
+}
+
+#[test]
+fn ready_queue_retire_races_a_submit() {
+    retire_races_a_submit(false);
+}
+
+#[test]
+fn ready_queue_retire_races_a_sampled_submit() {
+    retire_races_a_submit(true);
+}
+
+/// Two submitters, one drainer at most, none enlisted at first: each item is run exactly once,
+/// the count never passes one, and the drainers enlisted all retire.
+#[test]
+fn ready_queue_two_submitters_one_drainer() {
+    loom::model(|| {
+        let model = Drained::new(1, 2);
+        let other = {
+            let model = Arc::clone(&model);
+            thread::spawn(move || Drained::submit(&model, 1, false))
+        };
+        let spawned = Drained::submit(&model, 0, false);
+        let other_spawned = other.join().unwrap();
+        join([spawned, other_spawned]);
+        model.check();
+    });
+}
+
+/// Two enlisted drainers retire at once (one may spin, the other retires at once) while an
+/// item is submitted: the `spinning` flag lets at most one spin, and the item is not stranded
+/// whichever of them sees it.
+#[test]
+fn ready_queue_two_drainers_retire_at_once() {
+    loom::model(|| {
+        let model = Drained::new(2, 1);
+        assert!(model.queue.try_enlist());
+        assert!(model.queue.try_enlist());
+        let drainers: Vec<_> = (0..2)
+            .map(|_| {
+                let model = Arc::clone(&model);
+                thread::spawn(move || model.drain())
+            })
+            .collect();
+        let spawned = Drained::submit(&model, 0, false);
+        for drainer in drainers {
+            drainer.join().unwrap();
+        }
+        join([spawned]);
+        model.check();
+    });
+}
+
+/// The backlog (one item here): a submit that samples the queue while an item is still queued
+/// gets its item handed back and runs it itself, one that samples it empty queues it; either
+/// way each item runs once.
+#[test]
+fn ready_queue_hands_back_over_the_backlog() {
+    loom::model(|| {
+        let model = Arc::new(Drained {
+            queue: ReadyQueue::new(1, 1),
+            max_drainers: 1,
+            runs: (0..2).map(|_| AtomicUsize::new(0)).collect(),
+        });
+        let first = Drained::submit(&model, 0, false);
+        assert!(
+            first.is_some(),
+            "the first submit enlists the first drainer"
+        );
+        let second = Drained::submit(&model, 1, true);
+        join([first, second]);
+        model.check();
     });
 }

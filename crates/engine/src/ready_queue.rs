@@ -1,0 +1,307 @@
+//! [`ReadyQueue`]: the lock-free queue-and-drainers protocol behind [`QueuedBlock`], apart from
+//! the engine's types so that the loom models (`loom_tests.rs`) can drive it.
+//!
+//! Submitters push items; up to `max_drainers` *drainers* (tasks the caller spawns when
+//! [`ReadyQueue::submit`] says so) pop them until the queue is empty, then
+//! [`retire`](ReadyQueue::retire). See `queued.rs` for why there are as many drainers as there
+//! are, and why a submit may hand its item back.
+//!
+//! # No item is stranded
+//!
+//! A submitter pushes the item, issues a `SeqCst` fence, then reads `drainers`; a drainer that
+//! found the queue empty decrements `drainers` (`SeqCst`), issues a `SeqCst` fence, then
+//! re-checks the queue. By the fences' total order, either the submitter reads the decremented
+//! count (and enlists a new drainer, or sees another one enlisted since, which checks the queue
+//! after enlisting), or the drainer sees the item (and re-enlists itself, unless
+//! `max_drainers` drainers are enlisted again, each of which will drain the queue before
+//! retiring).
+//!
+//! Every atomic, the fence and the thread-locals come from the `sync` facade; under loom the
+//! queue is a `Mutex<VecDeque>` (loom cannot see inside crossbeam's `Injector`), and the
+//! retire spin and the sampling period shrink to keep the models small.
+//!
+//! [`QueuedBlock`]: crate::queued::QueuedBlock
+
+use std::cell::Cell;
+
+use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence, spin_hint, thread_local};
+
+/// How many times a drainer that found the queue empty looks again before it retires.
+#[cfg(not(loom))]
+const RETIRE_LOOKS: usize = 128;
+#[cfg(loom)]
+const RETIRE_LOOKS: usize = 1;
+
+/// Spin-loop hints between two looks (a few hundred nanoseconds): polling the queue's indices
+/// back to back would keep pulling the line the submitter writes next.
+#[cfg(not(loom))]
+const PAUSES_PER_LOOK: usize = 8;
+#[cfg(loom)]
+const PAUSES_PER_LOOK: usize = 1;
+
+/// A submitting thread reads the queue's length on one submit in this many (a power of two).
+/// Under loom, one in two, and the models pick which submits sample ([`sample_next_submit`]),
+/// to cover both paths.
+#[cfg(not(loom))]
+const SAMPLE_EVERY: u32 = 8;
+#[cfg(loom)]
+const SAMPLE_EVERY: u32 = 2;
+
+#[cfg(not(loom))]
+thread_local! {
+    /// Whether this thread runs an item handed back by a full queue; such a run never gets one
+    /// handed back again (so a chain of them cannot grow the stack).
+    static RUNNING_OVERFLOW: Cell<bool> = const { Cell::new(false) };
+    /// Submits by this thread, for sampling the queue length.
+    static SUBMITS: Cell<u32> = const { Cell::new(0) };
+    /// Whether the last queue length this thread sampled was over its queue's backlog: its
+    /// submits run their items inline until the next sample says otherwise.
+    static OVER_BACKLOG: Cell<bool> = const { Cell::new(false) };
+}
+
+// The same under loom, whose macro takes no `const` initializers: per model thread, reset for
+// each execution.
+#[cfg(loom)]
+thread_local! {
+    static RUNNING_OVERFLOW: Cell<bool> = Cell::new(false);
+    static SUBMITS: Cell<u32> = Cell::new(0);
+    static OVER_BACKLOG: Cell<bool> = Cell::new(false);
+}
+
+/// Sampling of the queue length by submitting threads.
+///
+/// Reading the length reads the queue's head index, which every pop writes: a cache miss for
+/// the submitter and, worse, a line the next pop must take back, so the drainers' pops miss
+/// too (`perf annotate` of the `independent` workload put 45% of the drainer's time on the
+/// head's `compare_exchange` while every submit read the length). One submit in
+/// `SAMPLE_EVERY` per thread reads it; the backlog check and the second drainer's
+/// enlistment act on that sample (the flag is per thread, shared by every queue the thread
+/// submits to: it only steers how soon a busy queue stops growing).
+struct Sample;
+
+impl Sample {
+    #[inline]
+    fn next() -> bool {
+        let submits = SUBMITS.with(Cell::get).wrapping_add(1);
+        SUBMITS.with(|cell| cell.set(submits));
+        submits.is_multiple_of(SAMPLE_EVERY)
+    }
+}
+
+/// Whether this thread's next submit samples the queue length (for the models).
+#[cfg(all(test, loom))]
+pub(crate) fn sample_next_submit(sampled: bool) {
+    SUBMITS.with(|cell| cell.set(if sampled { SAMPLE_EVERY - 1 } else { 0 }));
+}
+
+/// Runs `run` (an item [`Submit::RunInline`] handed back) marked as an overflow run: submits
+/// from it queue their items whatever the backlog.
+#[inline]
+pub(crate) fn run_overflow<R>(run: impl FnOnce() -> R) -> R {
+    RUNNING_OVERFLOW.with(|cell| cell.set(true));
+    let result = run();
+    RUNNING_OVERFLOW.with(|cell| cell.set(false));
+    result
+}
+
+/// What [`ReadyQueue::submit`] did with an item.
+#[must_use]
+pub(crate) enum Submit<T> {
+    /// Queued; `enlist`: a drainer was enlisted for it, which the caller must start (it pops
+    /// until the queue is empty, then retires, see [`ReadyQueue::retire`]).
+    Queued { enlist: bool },
+    /// The queue is over its backlog: the caller runs the item itself (through
+    /// [`run_overflow`]).
+    RunInline(T),
+}
+
+pub(crate) struct ReadyQueue<T> {
+    queue: Queue<T>,
+    /// Drainers enlisted (spawned or running, not retired); at most `max_drainers`.
+    drainers: AtomicUsize,
+    /// Whether a drainer spins on the empty queue before retiring (at most one does).
+    spinning: AtomicBool,
+    max_drainers: usize,
+    /// Queued items beyond which a sampled submit hands its item back.
+    backlog: usize,
+}
+
+impl<T> ReadyQueue<T> {
+    pub(crate) fn new(max_drainers: usize, backlog: usize) -> Self {
+        ReadyQueue {
+            queue: Queue::new(),
+            drainers: AtomicUsize::new(0),
+            spinning: AtomicBool::new(false),
+            max_drainers,
+            backlog,
+        }
+    }
+
+    /// Queues `item` and enlists a drainer if the queue needs one (see the module
+    /// documentation); or, while this thread's last sample found the queue over its backlog,
+    /// hands the item back.
+    #[inline]
+    pub(crate) fn submit(&self, item: T) -> Submit<T> {
+        let sample = Sample::next();
+        let queued = sample.then(|| self.queue.len());
+        if let Some(queued) = queued {
+            OVER_BACKLOG.with(|cell| cell.set(queued >= self.backlog));
+        }
+        if OVER_BACKLOG.with(Cell::get) && !RUNNING_OVERFLOW.with(Cell::get) {
+            return Submit::RunInline(item);
+        }
+        self.queue.push(item);
+        fence(Ordering::SeqCst);
+        let enlist = self.wants_drainer(queued.map(|queued| queued + 1)) && self.try_enlist();
+        Submit::Queued { enlist }
+    }
+
+    /// Whether a submit should enlist a drainer: always when none is enlisted (the guarantee
+    /// that no item is stranded); another one only when this submit sampled the queue length
+    /// (`queued`) and the items queued outnumber the drainers enlisted, i.e. the enlisted ones
+    /// cannot keep up. Waking a second worker for a queue that one worker keeps empty only
+    /// takes a core from the pushing thread.
+    #[inline]
+    fn wants_drainer(&self, queued: Option<usize>) -> bool {
+        let enlisted = self.drainers.load(Ordering::SeqCst);
+        enlisted == 0
+            || queued.is_some_and(|queued| enlisted < self.max_drainers && queued > enlisted)
+    }
+
+    /// The next queued item, if any.
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<T> {
+        self.queue.steal()
+    }
+
+    /// Called by a drainer that found the queue empty. `true`: the queue is not empty after
+    /// all and the drainer stays enlisted; `false`: it retired.
+    ///
+    /// The first drainer to find the queue empty spins on it for a while before retiring
+    /// (the others retire at once): a pusher that is still pushing usually queues the next item
+    /// within a few hundred nanoseconds, and a drainer that is still enlisted takes it
+    /// without a new task being spawned and a worker woken.
+    pub(crate) fn retire(&self) -> bool {
+        if !self.spinning.swap(true, Ordering::Acquire) {
+            let mut found = false;
+            for _ in 0..RETIRE_LOOKS {
+                for _ in 0..PAUSES_PER_LOOK {
+                    spin_hint();
+                }
+                if !self.queue.is_empty() {
+                    found = true;
+                    break;
+                }
+            }
+            self.spinning.store(false, Ordering::Release);
+            if found {
+                return true;
+            }
+        }
+        self.drainers.fetch_sub(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if self.queue.is_empty() {
+            return false;
+        }
+        self.try_enlist()
+    }
+
+    /// Enlists one more drainer unless `max_drainers` are; `true` if it did (the caller then
+    /// is, or starts, that drainer).
+    pub(crate) fn try_enlist(&self) -> bool {
+        let mut enlisted = self.drainers.load(Ordering::SeqCst);
+        loop {
+            if enlisted >= self.max_drainers {
+                return false;
+            }
+            match self.drainers.compare_exchange_weak(
+                enlisted,
+                enlisted + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return true,
+                Err(now) => enlisted = now,
+            }
+        }
+    }
+
+    /// Drainers enlisted now (for the models' checks).
+    #[cfg(all(test, loom))]
+    pub(crate) fn drainers(&self) -> usize {
+        self.drainers.load(Ordering::SeqCst)
+    }
+
+    /// Whether the queue is empty now (for the models' checks).
+    #[cfg(all(test, loom))]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
+
+/// The queue: crossbeam's lock-free MPMC `Injector`.
+#[cfg(not(loom))]
+struct Queue<T>(crossbeam_deque::Injector<T>);
+
+#[cfg(not(loom))]
+impl<T> Queue<T> {
+    fn new() -> Self {
+        Queue(crossbeam_deque::Injector::new())
+    }
+
+    #[inline]
+    fn push(&self, item: T) {
+        self.0.push(item);
+    }
+
+    #[inline]
+    fn steal(&self) -> Option<T> {
+        loop {
+            match self.0.steal() {
+                crossbeam_deque::Steal::Success(item) => return Some(item),
+                crossbeam_deque::Steal::Empty => return None,
+                crossbeam_deque::Steal::Retry => std::hint::spin_loop(),
+            }
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Never reports empty once a push has returned (the tail index moves before the item is
+    /// written, so an in-flight push counts).
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Under loom: a mutex-protected deque with the `Injector`'s interface (loom cannot see inside
+/// crossbeam, which does not use the facade).
+#[cfg(loom)]
+struct Queue<T>(crate::sync::Mutex<std::collections::VecDeque<T>>);
+
+#[cfg(loom)]
+impl<T> Queue<T> {
+    fn new() -> Self {
+        Queue(crate::sync::Mutex::new(std::collections::VecDeque::new()))
+    }
+
+    fn push(&self, item: T) {
+        crate::sync::lock(&self.0).push_back(item);
+    }
+
+    fn steal(&self) -> Option<T> {
+        crate::sync::lock(&self.0).pop_front()
+    }
+
+    fn len(&self) -> usize {
+        crate::sync::lock(&self.0).len()
+    }
+
+    fn is_empty(&self) -> bool {
+        crate::sync::lock(&self.0).is_empty()
+    }
+}
