@@ -18,6 +18,9 @@ pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
 /// recycling a var does not reallocate its spill, small enough that idle slots stay cheap.
 const KEEP_QUEUE_CAPACITY: usize = 64;
 
+/// Ops a completion grants after releasing the var's lock (see `release`).
+const GRANT_OUTSIDE: usize = 8;
+
 /// Callback run once a deleted var is reclaimed.
 type OnDeleted = Box<dyn FnOnce() + Send>;
 
@@ -366,8 +369,13 @@ impl<T, E> Graph<T, E> {
         let Some(slot) = self.vars.get(var) else {
             return;
         };
-        // Ops made ready by this completion, in release order, threaded through their slots'
-        // links.
+        // Ops this var grants, in release order: the first `GRANT_OUTSIDE` are granted after
+        // the lock is released (each grant touches the op's slot, a line the pusher wrote: a
+        // cache miss that need not lengthen the var's critical section); any further ones
+        // (a long run of reads) are granted under the lock.
+        let mut granted = [NIL; GRANT_OUTSIDE];
+        let mut buffered = 0;
+        // Ops made ready by the grants under the lock, threaded through their slots' links.
         let (mut ready, mut last) = (NIL, NIL);
         let reclaimed = {
             let mut state = lock(&slot.state);
@@ -376,20 +384,11 @@ impl<T, E> Graph<T, E> {
             }
             let ops = &self.ops;
             state.queue.complete(access, |op| {
-                let (Some(op_slot), Some(link)) = (ops.get(op), ops.link(op)) else {
-                    return;
-                };
-                // The grant that reaches zero takes the op over (see `op_cell`). The parked
-                // payload was published by the pusher's unlock of this var, which our lock
-                // acquired.
-                if op_slot.grant() {
-                    // Relaxed: we own the op now; only this thread reads the links back.
-                    link.store(NIL, Ordering::Relaxed);
-                    match ops.link(last) {
-                        Some(previous) => previous.store(op, Ordering::Relaxed),
-                        None => ready = op,
-                    }
-                    last = op;
+                if buffered < GRANT_OUTSIDE {
+                    granted[buffered] = op;
+                    buffered += 1;
+                } else if ops.get(op).is_some_and(OpSlot::grant) {
+                    Self::thread_ready(ops, op, &mut ready, &mut last);
                 }
             });
             (state.deleted && state.queue.is_idle()).then(|| self.reclaim(&mut state))
@@ -400,21 +399,56 @@ impl<T, E> Graph<T, E> {
                 callback();
             }
         }
+        // The grant that reaches zero takes the op over (see `op_cell`). The parked payload was
+        // published by the pusher's unlock of this var, which our lock acquired; granting after
+        // our unlock keeps that order, and the op cannot leave its slot before this grant (it
+        // waits for it), so the index stays valid.
+        for &op in &granted[..buffered] {
+            if let Some(op_slot) = self.ops.get(op)
+                && op_slot.grant()
+            {
+                self.dispatch_parked(op, op_slot, dispatch);
+            }
+        }
         while ready != NIL {
             let index = ready;
             let (Some(op_slot), Some(link)) = (self.ops.get(index), self.ops.link(index)) else {
                 break;
             };
             ready = link.load(Ordering::Relaxed);
-            let parked = op_slot.take();
-            self.ops.free(index);
-            if let Some(Parked { payload, deps }) = parked {
-                dispatch.dispatch(ReadyOp {
-                    graph: self.id,
-                    payload,
-                    deps,
-                });
-            }
+            self.dispatch_parked(index, op_slot, dispatch);
+        }
+    }
+
+    /// Appends `op` (whose grant took it over) to the list of ready ops threaded through the
+    /// slots' links.
+    fn thread_ready(ops: &Slab<OpSlot<T>>, op: u32, ready: &mut u32, last: &mut u32) {
+        let Some(link) = ops.link(op) else {
+            return;
+        };
+        // Relaxed: we own the op now; only this thread reads the links back.
+        link.store(NIL, Ordering::Relaxed);
+        match ops.link(*last) {
+            Some(previous) => previous.store(op, Ordering::Relaxed),
+            None => *ready = op,
+        }
+        *last = op;
+    }
+
+    /// Takes the op parked in slot `index` (owned by the caller's grant), frees the slot and
+    /// dispatches the op.
+    fn dispatch_parked<D>(&self, index: u32, op_slot: &OpSlot<T>, dispatch: &mut D)
+    where
+        D: Dispatch<T> + ?Sized,
+    {
+        let parked = op_slot.take();
+        self.ops.free(index);
+        if let Some(Parked { payload, deps }) = parked {
+            dispatch.dispatch(ReadyOp {
+                graph: self.id,
+                payload,
+                deps,
+            });
         }
     }
 

@@ -23,11 +23,14 @@
 //!    writes the payload into the cell, then stores the wait count (`n > 0`, the number of vars
 //!    holding the op back) with `Release`. From then on the cell is read-only until the count
 //!    returns to zero.
-//! 2. **Releasers.** Each var that grants the op calls [`OpSlot::grant`] under that var's lock:
-//!    a `fetch_sub(1, AcqRel)`. Exactly `n` grants happen (each var grants a request once, under
-//!    its lock), so exactly one of them sees the count go from 1 to 0; that thread becomes the
-//!    owner. It cannot have run before the pusher's stores: it locked a var the pusher held
-//!    while parking, so the pusher's unlock (`Release`) happens-before its lock (`Acquire`).
+//! 2. **Releasers.** Each var that grants the op (a decision taken under that var's lock, when
+//!    the request leaves its queue) then calls [`OpSlot::grant`], under the lock or right after
+//!    releasing it: a `fetch_sub(1, AcqRel)`. Exactly `n` grants happen (each var grants a
+//!    request once), so exactly one of them sees the count go from 1 to 0; that thread becomes
+//!    the owner. It cannot have run before the pusher's stores: it locked a var the pusher held
+//!    while parking, so the pusher's unlock (`Release`) happens-before its lock (`Acquire`),
+//!    which is sequenced before its grant. Until that last grant the op stays parked, so a
+//!    releaser that grants after unlocking still names a slot the op occupies.
 //! 3. **Owner.** After releasing its var lock, the owner calls [`OpSlot::take`]: it waits until
 //!    `state` is 0 (an inspector may still hold the pin, see below), loaded with `Acquire`, bumps
 //!    `generation`, moves the op out of the cell (leaving `None`), and returns the slot to the
@@ -130,8 +133,9 @@ impl<T> OpSlot<T> {
         self.state.store(u64::from(waits), Ordering::Release);
     }
 
-    /// One var granted the op (called under that var's lock). `true` for exactly one caller, the
-    /// one whose grant was the last: it now owns the slot and must [`take`](Self::take) it.
+    /// One var granted the op (decided under that var's lock; called under it or after releasing
+    /// it). `true` for exactly one caller, the one whose grant was the last: it now owns the slot
+    /// and must [`take`](Self::take) it.
     pub(crate) fn grant(&self) -> bool {
         // AcqRel: the last decrement takes the slot over, so it acquires everything released into
         // this counter before it (other decrements, an inspector's unpin) and releases its own.
