@@ -22,6 +22,19 @@ fn complete(counter: &IdleCounter, effect: &AtomicBool) {
     counter.done();
 }
 
+/// A counter with one op added, and the thread that runs it (effect, then completion).
+fn one_pending_op() -> (Arc<IdleCounter>, Arc<AtomicBool>, thread::JoinHandle<()>) {
+    let counter = Arc::new(IdleCounter::new());
+    let effect = Arc::new(AtomicBool::new(false));
+    counter.add();
+    let completer = {
+        let counter = Arc::clone(&counter);
+        let effect = Arc::clone(&effect);
+        thread::spawn(move || complete(&counter, &effect))
+    };
+    (counter, effect, completer)
+}
+
 /// Two ops complete on two threads while a third waits for all: the waiter always wakes, and
 /// only once both completed.
 #[test]
@@ -90,14 +103,7 @@ fn wait_idle_waits_for_ops_pushed_by_ops() {
 #[test]
 fn wait_idle_is_not_fooled_by_a_concurrent_op() {
     loom::model(|| {
-        let counter = Arc::new(IdleCounter::new());
-        let effect = Arc::new(AtomicBool::new(false));
-        counter.add();
-        let completer = {
-            let counter = Arc::clone(&counter);
-            let effect = Arc::clone(&effect);
-            thread::spawn(move || complete(&counter, &effect))
-        };
+        let (counter, effect, completer) = one_pending_op();
         let other = {
             let counter = Arc::clone(&counter);
             thread::spawn(move || {
@@ -120,14 +126,7 @@ fn wait_idle_is_not_fooled_by_a_concurrent_op() {
 #[test]
 fn two_waiters_both_wake() {
     loom::model(|| {
-        let counter = Arc::new(IdleCounter::new());
-        let effect = Arc::new(AtomicBool::new(false));
-        counter.add();
-        let completer = {
-            let counter = Arc::clone(&counter);
-            let effect = Arc::clone(&effect);
-            thread::spawn(move || complete(&counter, &effect))
-        };
+        let (counter, effect, completer) = one_pending_op();
         let waiter = {
             let counter = Arc::clone(&counter);
             let effect = Arc::clone(&effect);

@@ -1,4 +1,4 @@
-//! Random workloads in the spirit of MXNet's engine test: ops over vars holding real data (a
+//! Random workloads in the spirit of `MXNet`'s engine test: ops over vars holding real data (a
 //! u64 each); each op reads its inputs and writes a hash of them and of its own id into its
 //! outputs. Final values must equal a sequential run in push order, on every engine kind, with
 //! 1, 2 and 8 workers, pushed from one thread and from four. Then failures injected at random,

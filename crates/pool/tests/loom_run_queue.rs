@@ -69,7 +69,7 @@ fn outside_push_back_vs_owner_pop_front() {
         assert!(pusher.join().unwrap());
         let late = q.pop_front();
         // Exactly one of the two pops got the item.
-        assert_eq!(early.is_some() as u8 + late.is_some() as u8, 1);
+        assert_eq!(u8::from(early.is_some()) + u8::from(late.is_some()), 1);
         assert!(q.is_empty());
     });
 }
