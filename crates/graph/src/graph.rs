@@ -3,13 +3,14 @@
 use std::sync::Arc;
 
 use crate::error::GraphError;
+use crate::incoming::Incoming;
 use crate::op::{DepList, Dispatch, INLINE_DEPS, OpId, Parked, PendingOp, ReadyOp};
 use crate::op_cell::OpSlot;
 use crate::slab::{NIL, Slab};
 use crate::stats::GraphStats;
 use crate::sync::{AtomicUsize, Mutex, MutexGuard, Ordering, lock};
 use crate::var::{Access, Var, VarStatus};
-use crate::var_queue::{NO_OP, VarQueue};
+use crate::var_queue::{Grant, NO_OP, VarQueue, Waiter};
 
 /// The default failure type: any error, shared so it can be recorded on several vars.
 pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
@@ -51,6 +52,10 @@ struct VarState<E> {
     /// write on a var without a failure does not touch the cold part (which the pushing thread
     /// writes while the FIFO is spilled).
     failed: bool,
+    /// The slot's `Incoming` ring is open (a copy of its `OPEN` bit, which only lock holders
+    /// change): set while the FIFO holds a waiting op, see `incoming.rs`. Lock holders that find
+    /// it clear know the ring is empty without touching its line.
+    open: bool,
     queue: VarQueue<VarCold<E>>,
 }
 
@@ -76,12 +81,15 @@ impl<E> VarState<E> {
     }
 }
 
-/// One var slot: its own 64-byte cache line (mutex, generation, deletion mark, queue counters and
-/// the inline ring), so that the threads pushing and completing ops on a var move one line
-/// between cores, and neighbouring vars never share it.
+/// One var slot: a 64-byte cache line for the locked state (mutex, generation, deletion mark,
+/// queue counters and the inline ring), so that the threads pushing and completing ops on a var
+/// move one line between cores, and neighbouring vars never share it; and a second line for the
+/// lock-free side entrance (`incoming.rs`), which only single-var pushes onto a var with a
+/// waiting op write (and the lock holder that merges them reads).
 #[repr(align(64))]
 struct VarSlot<E> {
     state: Mutex<VarState<E>>,
+    incoming: Incoming,
 }
 
 impl<E> Default for VarSlot<E> {
@@ -91,8 +99,10 @@ impl<E> Default for VarSlot<E> {
                 generation: 0,
                 deleted: false,
                 failed: false,
+                open: false,
                 queue: VarQueue::default(),
             }),
+            incoming: Incoming::default(),
         }
     }
 }
@@ -185,11 +195,75 @@ impl<T, E> Graph<T, E> {
 
     /// Locks `var`'s state, checking that the handle is current (deletion may be pending).
     fn lock_current(&self, var: Var) -> Result<Guard<'_, E>, GraphError> {
-        let state = lock(&self.var_slot(var)?.state);
+        Ok(self.lock_slot(var)?.1)
+    }
+
+    /// As `lock_current`, also returning the slot.
+    fn lock_slot(&self, var: Var) -> Result<(&VarSlot<E>, Guard<'_, E>), GraphError> {
+        let slot = self.var_slot(var)?;
+        let state = lock(&slot.state);
         if state.generation != var.generation {
             return Err(GraphError::DeletedVar { var });
         }
+        Ok((slot, state))
+    }
+
+    /// As `lock_current`, with the requests of the var's `Incoming` ring merged into its FIFO
+    /// (for callers that read the FIFO).
+    fn lock_merged(&self, var: Var) -> Result<Guard<'_, E>, GraphError> {
+        let (slot, mut state) = self.lock_slot(var)?;
+        Self::merge_behind_waiters(slot, &mut state);
         Ok(state)
+    }
+
+    /// Moves the requests of `slot`'s `Incoming` ring to the back of its FIFO, oldest first, as
+    /// their pushes would have appended them (var lock held). Ops the merge grants (only
+    /// possible once the FIFO has no waiting op, see `settle`) go to `on_grant`.
+    fn merge(slot: &VarSlot<E>, state: &mut VarState<E>, on_grant: &mut impl FnMut(u32)) {
+        if !state.open {
+            return;
+        }
+        slot.incoming.drain(|entry| {
+            let Waiter { op, access } = Waiter::unpack(entry);
+            if state.queue.append(op, access) == Grant::Granted {
+                on_grant(op);
+            }
+        });
+    }
+
+    /// `merge` where the ring is open, hence the FIFO holds a waiting op (the invariant of
+    /// `incoming.rs`): every merged op queues behind it and none is granted.
+    fn merge_behind_waiters(slot: &VarSlot<E>, state: &mut VarState<E>) {
+        debug_assert!(!state.open || state.queue.waiting_len() > 0);
+        Self::merge(slot, state, &mut |_| {
+            debug_assert!(false, "an open ring merged behind no waiting op");
+        });
+    }
+
+    /// Closes `slot`'s ring, merging what it holds (var lock held).
+    fn close(slot: &VarSlot<E>, state: &mut VarState<E>) {
+        if !state.open {
+            return;
+        }
+        loop {
+            Self::merge_behind_waiters(slot, state);
+            if slot.incoming.try_close() {
+                state.open = false;
+                return;
+            }
+        }
+    }
+
+    /// After a completion on a var with an open ring: once the FIFO has no waiting op left,
+    /// merges the ring (granting what it can, through `on_grant`) and closes it, or keeps it open
+    /// if the merged ops wait. Keeps the invariant of `incoming.rs`.
+    fn settle(slot: &VarSlot<E>, state: &mut VarState<E>, on_grant: &mut impl FnMut(u32)) {
+        while state.open && state.queue.waiting_len() == 0 {
+            Self::merge(slot, state, on_grant);
+            if state.queue.waiting_len() == 0 && slot.incoming.try_close() {
+                state.open = false;
+            }
+        }
     }
 
     /// Pushes an op that reads `reads` and writes `writes`, carrying `payload`.
@@ -224,9 +298,18 @@ impl<T, E> Graph<T, E> {
         }
         let deps =
             DepList::new(reads, writes).ok_or(GraphError::CapacityExhausted { what: "op" })?;
+        let (payload, deps) = if reads.len() + writes.len() == 1 {
+            match self.try_push_incoming(deps, payload) {
+                None => return Ok(()),
+                Some(Parked { payload, deps }) => (payload, deps),
+            }
+        } else {
+            (payload, deps)
+        };
         let vars = deps.all();
         let n = vars.len();
-        if n <= INLINE_DEPS {
+        let mut merged_ready = NIL;
+        let pushed = if n <= INLINE_DEPS {
             let mut order = [0usize; INLINE_DEPS];
             let order = &mut order[..n];
             for (i, slot) in order.iter_mut().enumerate() {
@@ -241,12 +324,82 @@ impl<T, E> Graph<T, E> {
                 }
             }
             let mut guards: [Option<Guard<'_, E>>; INLINE_DEPS] = Default::default();
-            self.push_sorted(deps, order, &mut guards[..n], payload, dispatch)
+            self.push_sorted(
+                deps,
+                order,
+                &mut guards[..n],
+                payload,
+                &mut merged_ready,
+                dispatch,
+            )
         } else {
             let mut order: Vec<usize> = (0..n).collect();
             order.sort_by_key(|&i| vars[i].index);
             let mut guards: Vec<Option<Guard<'_, E>>> = (0..n).map(|_| None).collect();
-            self.push_sorted(deps, &order, &mut guards, payload, dispatch)
+            self.push_sorted(
+                deps,
+                &order,
+                &mut guards,
+                payload,
+                &mut merged_ready,
+                dispatch,
+            )
+        };
+        // The guards are gone: dispatch what merging the vars' rings made ready (nothing, by the
+        // invariant of `incoming.rs`; handled all the same).
+        self.dispatch_ready_list(merged_ready, dispatch);
+        pushed
+    }
+
+    /// The push of an op on one var through the var's `Incoming` ring, when the ring is open:
+    /// parks the op in a slot and appends its request without taking the var's lock. Hands the
+    /// op back (`Some`) when the ring is closed, full or names another generation (a stale
+    /// handle), or no slot is left: the caller pushes it the locked way, which reports errors.
+    fn try_push_incoming(&self, deps: DepList, payload: T) -> Option<Parked<T>> {
+        let key = deps.all()[0];
+        let access = deps.access(0);
+        let parked = Parked { payload, deps };
+        let Some(slot) = self.vars.get(key.index) else {
+            return Some(parked);
+        };
+        if !slot.incoming.accepts(key.generation) {
+            return Some(parked);
+        }
+        let Some((index, op_slot)) = self
+            .ops
+            .alloc()
+            .and_then(|index| Some((index, self.ops.get(index)?)))
+        else {
+            return Some(parked);
+        };
+        // Parked before its request is published (the ring's Release store): whoever merges
+        // and grants it sees the op.
+        op_slot.park(parked, 1);
+        let entry = Waiter { op: index, access }.pack();
+        if slot.incoming.try_append(key.generation, entry) {
+            return None;
+        }
+        // The ring closed or filled since `accepts`. Nothing names the slot: take the op back.
+        let owned = op_slot.grant();
+        debug_assert!(owned, "an unpublished op waits for no var but ours");
+        let parked = op_slot.take();
+        self.ops.free(index);
+        debug_assert!(parked.is_some());
+        parked
+    }
+
+    /// Dispatches the ops threaded through the slots' links from `ready` (see `thread_ready`).
+    fn dispatch_ready_list<D>(&self, mut ready: u32, dispatch: &mut D)
+    where
+        D: Dispatch<T> + ?Sized,
+    {
+        while ready != NIL {
+            let index = ready;
+            let (Some(op_slot), Some(link)) = (self.ops.get(index), self.ops.link(index)) else {
+                break;
+            };
+            ready = link.load(Ordering::Relaxed);
+            self.dispatch_parked(index, op_slot, dispatch);
         }
     }
 
@@ -262,6 +415,7 @@ impl<T, E> Graph<T, E> {
         order: &[usize],
         guards: &mut [Option<Guard<'g, E>>],
         payload: T,
+        ready: &mut u32,
         dispatch: &mut D,
     ) -> Result<(), GraphError>
     where
@@ -279,12 +433,21 @@ impl<T, E> Graph<T, E> {
                 });
             }
         }
+        let mut last = NIL;
         for &pos in order {
             let var = vars[pos].var(self.id);
-            let state = lock(&self.var_slot(var)?.state);
+            let slot = self.var_slot(var)?;
+            let mut state = lock(&slot.state);
             if state.generation != var.generation || state.deleted {
                 return Err(GraphError::DeletedVar { var });
             }
+            // Requests that came in through the ring were pushed before this op: they go first.
+            let ops = &self.ops;
+            Self::merge(slot, &mut state, &mut |op| {
+                if ops.get(op).is_some_and(OpSlot::grant) {
+                    Self::thread_ready(ops, op, ready, &mut last);
+                }
+            });
             guards[pos] = Some(state);
         }
         let waits = guards
@@ -320,6 +483,16 @@ impl<T, E> Graph<T, E> {
             if let Some(state) = guard.as_mut() {
                 state.queue.append(index, deps.access(pos));
             }
+        }
+        // An op on one var that waits there opens the var's ring, so that the ops pushed on it
+        // alone after this one skip its lock (see `incoming.rs`).
+        if let [only] = vars
+            && let Some(Some(state)) = guards.first_mut()
+            && !state.open
+            && let Some(var_slot) = self.vars.get(only.index)
+        {
+            var_slot.incoming.open();
+            state.open = true;
         }
         // The releasing threads decrement the wait count only after locking one of the vars we
         // hold: our unlock (Release) and their lock (Acquire) order the parking before them.
@@ -383,15 +556,17 @@ impl<T, E> Graph<T, E> {
                 self.record_outcome(&mut state, failure);
             }
             let ops = &self.ops;
-            state.queue.complete(access, |op| {
+            let mut on_grant = |op| {
                 if buffered < GRANT_OUTSIDE {
                     granted[buffered] = op;
                     buffered += 1;
                 } else if ops.get(op).is_some_and(OpSlot::grant) {
                     Self::thread_ready(ops, op, &mut ready, &mut last);
                 }
-            });
-            (state.deleted && state.queue.is_idle()).then(|| self.reclaim(&mut state))
+            };
+            state.queue.complete(access, &mut on_grant);
+            Self::settle(slot, &mut state, &mut on_grant);
+            (state.deleted && state.queue.is_idle()).then(|| self.reclaim(slot, &mut state))
         };
         if let Some(reclaimed) = reclaimed {
             self.finish_reclaim(var, reclaimed.reusable);
@@ -410,14 +585,7 @@ impl<T, E> Graph<T, E> {
                 self.dispatch_parked(op, op_slot, dispatch);
             }
         }
-        while ready != NIL {
-            let index = ready;
-            let (Some(op_slot), Some(link)) = (self.ops.get(index), self.ops.link(index)) else {
-                break;
-            };
-            ready = link.load(Ordering::Relaxed);
-            self.dispatch_parked(index, op_slot, dispatch);
-        }
+        self.dispatch_ready_list(ready, dispatch);
     }
 
     /// Appends `op` (whose grant took it over) to the list of ready ops threaded through the
@@ -474,7 +642,7 @@ impl<T, E> Graph<T, E> {
     }
 
     /// Reclaims an idle, deleted var (under its lock).
-    fn reclaim(&self, state: &mut VarState<E>) -> Reclaimed {
+    fn reclaim(&self, slot: &VarSlot<E>, state: &mut VarState<E>) -> Reclaimed {
         if state.take_failure().is_some() {
             self.failed_vars.fetch_sub(1, Ordering::Relaxed);
         }
@@ -485,6 +653,8 @@ impl<T, E> Graph<T, E> {
         if reusable {
             state.generation += 1;
             state.deleted = false;
+            // Closed since `delete_var`; the next var's pushes must name its generation.
+            slot.incoming.reset(state.generation);
         }
         Reclaimed {
             reusable,
@@ -513,13 +683,16 @@ impl<T, E> Graph<T, E> {
         F: FnOnce() + Send + 'static,
     {
         let reclaimed = {
-            let mut state = self.lock_current(var)?;
+            let (slot, mut state) = self.lock_slot(var)?;
             if state.deleted {
                 return Err(GraphError::DeletedVar { var });
             }
             state.deleted = true;
+            // No push may come in through the ring any more (a push that got in first was
+            // pushed before the deletion, and is merged here).
+            Self::close(slot, &mut state);
             if state.queue.is_idle() {
-                Some(self.reclaim(&mut state))
+                Some(self.reclaim(slot, &mut state))
             } else {
                 state.queue.extra_or_default().on_deleted = Some(Box::new(on_deleted));
                 return Ok(());
@@ -538,7 +711,7 @@ impl<T, E> Graph<T, E> {
     ///
     /// [`GraphError::ForeignVar`], or [`GraphError::DeletedVar`] once the var was reclaimed.
     pub fn var_status(&self, var: Var) -> Result<VarStatus, GraphError> {
-        let state = self.lock_current(var)?;
+        let state = self.lock_merged(var)?;
         Ok(VarStatus {
             running_reads: state.queue.running_reads(),
             write_running: state.queue.write_running(),
@@ -556,7 +729,7 @@ impl<T, E> Graph<T, E> {
     ///
     /// As [`var_status`](Self::var_status).
     pub fn pending_ops(&self, var: Var) -> Result<Vec<PendingOp>, GraphError> {
-        let state = self.lock_current(var)?;
+        let state = self.lock_merged(var)?;
         Ok(state
             .queue
             .waiting()
@@ -650,12 +823,15 @@ mod layout_tests {
 
     use super::*;
 
-    /// A var slot is exactly one cache line (std's futex mutex is 8 bytes before the state).
+    /// A var's locked state is exactly one cache line (std's futex mutex is 8 bytes before the
+    /// state), and its `Incoming` ring the next one.
     #[test]
-    fn var_slot_is_one_cache_line() {
+    fn var_slot_is_two_cache_lines() {
         assert_eq!(std::mem::align_of::<VarSlot<Failure>>(), 64);
-        assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 64);
-        assert_eq!(std::mem::size_of::<VarSlot<&'static str>>(), 64);
+        assert_eq!(std::mem::size_of::<Mutex<VarState<Failure>>>(), 64);
+        assert_eq!(std::mem::size_of::<Mutex<VarState<&'static str>>>(), 64);
+        assert_eq!(std::mem::offset_of!(VarSlot<Failure>, incoming), 64);
+        assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 128);
     }
 
     /// A var that once had a long FIFO keeps at most `KEEP_QUEUE_CAPACITY` of spill once it is

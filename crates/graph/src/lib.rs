@@ -69,6 +69,7 @@
 
 mod error;
 mod graph;
+mod incoming;
 mod op;
 // The lock-free hand-over of parked ops; its module documentation has the ownership protocol.
 #[allow(unsafe_code)]

@@ -215,3 +215,108 @@ fn slab_free_list_never_hands_out_a_slot_twice() {
         assert_eq!(slab.free_count(), slab.slots());
     });
 }
+
+/// Pushes a write of `a` that runs (payload 0) and one that parks behind it (payload 1), which
+/// opens `a`'s `Incoming` ring (see `incoming.rs`). Returns the running write.
+fn running_write_and_a_parked_one(graph: &G, a: crate::Var) -> ReadyOp<u32> {
+    let mut ready = Vec::new();
+    graph.push(&[], &[a], 0, &mut ready).unwrap();
+    graph.push(&[], &[a], 1, &mut ready).unwrap();
+    assert_eq!(ready.len(), 1);
+    ready.pop().unwrap()
+}
+
+/// The ring: two threads push writes of `a` alone (through the ring, or through the lock once
+/// the ring closed) while a third completes the running write, which releases the parked one and,
+/// finding no op waiting after it, merges and closes the ring. Every op is dispatched exactly
+/// once, one write at a time, and nothing is left behind.
+#[test]
+fn ring_pushes_race_with_the_completion_that_closes_it() {
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let running = running_write_and_a_parked_one(&graph, a);
+        let pusher = |payload: u32| {
+            let graph = graph.clone();
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                graph.push(&[], &[a], payload, &mut released).unwrap();
+                released
+            })
+        };
+        let p2 = pusher(2);
+        let p3 = pusher(3);
+        let completer = {
+            let graph = graph.clone();
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                graph.complete(running, Ok(()), &mut released).unwrap();
+                released
+            })
+        };
+        let mut released = completer.join().unwrap();
+        released.extend(p2.join().unwrap());
+        released.extend(p3.join().unwrap());
+        let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
+        assert_eq!(ids, [1], "only the parked write is ready");
+        // One write at a time: completing each releases exactly the next.
+        let mut done = Vec::new();
+        while let Some(op) = released.pop() {
+            done.push(graph.complete(op, Ok(()), &mut released).unwrap());
+            assert!(released.len() <= 1, "two writes of `a` ready at once");
+        }
+        assert_each_once(done, &[1, 2, 3]);
+        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}
+
+/// The ring and deletion: a thread pushes a write of `a` alone while another deletes `a`. The
+/// push either gets in before the deletion (and runs) or fails with `DeletedVar`; the var is
+/// reclaimed once, after its last op.
+#[test]
+fn ring_push_races_with_delete_var() {
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+
+    use crate::GraphError;
+
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let running = running_write_and_a_parked_one(&graph, a);
+        let reclaimed = Arc::new(AtomicUsize::new(0));
+        let pusher = {
+            let graph = graph.clone();
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                let result = graph.push(&[], &[a], 2, &mut released);
+                assert!(released.is_empty(), "the write waits behind two others");
+                result
+            })
+        };
+        let deleter = {
+            let (graph, reclaimed) = (graph.clone(), reclaimed.clone());
+            thread::spawn(move || {
+                graph
+                    .delete_var(a, move || {
+                        reclaimed.fetch_add(1, Ordering::SeqCst);
+                    })
+                    .unwrap();
+            })
+        };
+        let push_result = pusher.join().unwrap();
+        deleter.join().unwrap();
+        let expected: &[u32] = match push_result {
+            Ok(()) => &[0, 1, 2],
+            Err(error) => {
+                assert_eq!(error, GraphError::DeletedVar { var: a });
+                &[0, 1]
+            }
+        };
+        assert_eq!(reclaimed.load(Ordering::SeqCst), 0, "ops are still pending");
+        assert_each_once(drain(&graph, vec![running]), expected);
+        assert_eq!(reclaimed.load(Ordering::SeqCst), 1);
+        assert_eq!(graph.stats().live_vars, 0);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}

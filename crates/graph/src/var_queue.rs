@@ -87,7 +87,7 @@ pub(crate) struct Waiter {
 }
 
 impl Waiter {
-    fn pack(self) -> u32 {
+    pub(crate) fn pack(self) -> u32 {
         debug_assert!(self.op == NO_OP || self.op < OP_MASK);
         let access = match self.access {
             Access::Read => 0,
@@ -96,7 +96,7 @@ impl Waiter {
         (self.op & OP_MASK) | access
     }
 
-    fn unpack(packed: u32) -> Waiter {
+    pub(crate) fn unpack(packed: u32) -> Waiter {
         let op = match packed & OP_MASK {
             OP_MASK => NO_OP,
             op => op,

@@ -103,3 +103,59 @@ fn concurrent_pushes_and_completions_keep_ops_exclusive() {
         assert_eq!(graph.var_status(var).unwrap().pending(), 0);
     }
 }
+
+/// Several threads push writes of one hot var (most through its lock-free `Incoming` ring),
+/// mixed with ops that also read a second var (through the locks), and complete whatever is
+/// ready. The writes of each thread must run one at a time and in that thread's push order.
+#[test]
+fn single_var_writes_run_in_push_order_per_thread() {
+    let threads: u64 = 3;
+    let per_thread: u64 = if cfg!(miri) { 40 } else { 20_000 };
+    let graph: Arc<Graph<u64>> = Arc::new(Graph::new());
+    let hot = graph.new_var().unwrap();
+    let other = graph.new_var().unwrap();
+    let usage: Arc<Vec<AtomicU32>> = Arc::new((0..2).map(|_| AtomicU32::new(0)).collect());
+    // The last sequence number of each thread's writes that ran (+1; 0: none yet).
+    let last_run: Arc<Vec<AtomicU64>> = Arc::new((0..threads).map(|_| AtomicU64::new(0)).collect());
+    let completed = Arc::new(AtomicU64::new(0));
+    let total = per_thread * threads;
+
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (graph, usage, last_run, completed) = (
+                graph.clone(),
+                usage.clone(),
+                last_run.clone(),
+                completed.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut ready: Vec<ReadyOp<u64>> = Vec::new();
+                let mut pushed = 0;
+                while completed.load(Ordering::Acquire) < total {
+                    if pushed < per_thread && (ready.len() < 4 || pushed % 3 == 0) {
+                        let payload = t << 32 | pushed;
+                        let read_vars: &[Var] = if pushed % 16 == 15 { &[other] } else { &[] };
+                        graph.push(read_vars, &[hot], payload, &mut ready).unwrap();
+                        pushed += 1;
+                    } else if let Some(op) = ready.pop() {
+                        enter(&op, &usage);
+                        let (owner, seq) = (*op.payload() >> 32, *op.payload() & 0xFFFF_FFFF);
+                        let before = last_run[owner as usize].swap(seq + 1, Ordering::AcqRel);
+                        assert_eq!(before, seq, "thread {owner}'s writes ran out of order");
+                        leave(&op, &usage);
+                        graph.complete(op, Ok(()), &mut ready).unwrap();
+                        completed.fetch_add(1, Ordering::AcqRel);
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    assert_eq!(completed.load(Ordering::Acquire), total);
+    assert_eq!(graph.stats().live_op_blocks, 0);
+    assert_eq!(graph.var_status(hot).unwrap().pending(), 0);
+}

@@ -1,0 +1,250 @@
+//! [`Incoming`]: the lock-free side entrance of a var whose FIFO already has an op waiting.
+//!
+//! # Algorithm outline
+//!
+//! Once an op waits in a var's FIFO, every op pushed on that var after it waits too (FIFO
+//! order). For an op that uses *only* that var (a chain of in-place updates, the drain of a
+//! gate, `wait_for_var`'s write), the push then has nothing left to decide: the op only has to
+//! be queued behind the others. Taking the var's mutex for that makes the pusher and the thread
+//! completing the var's ops pull the var's cache line back and forth on every op. Instead the
+//! pusher parks the op in its slot and stores its (packed) request in this small ring, on a line
+//! of its own: one compare-exchange on a word only pushers write, one store. The next thread that
+//! locks the var and looks at its FIFO first *merges* the ring: it moves the entries, oldest
+//! first, to the back of the FIFO, exactly where the pushes would have appended them.
+//!
+//! Ops on several vars never come in this way: their pushes lock all their vars at once, which
+//! is what keeps the FIFOs of different vars in one consistent order (a cycle needs two ops
+//! that share two vars).
+//!
+//! # State word
+//!
+//! ```text
+//!  63            32 31      17  16   15    8 7     0
+//! ┌────────────────┬──────────┬────┬───────┬───────┐
+//! │   generation   │  unused  │OPEN│ head  │ tail  │
+//! └────────────────┴──────────┴────┴───────┴───────┘
+//! ```
+//!
+//! - `tail`: entries reserved so far, `head`: entries merged so far (both modulo 256; at most
+//!   [`CAPACITY`] apart). Entry `i` lives in `entries[i % CAPACITY]`.
+//! - `OPEN`: the ring takes entries. Set and cleared only by holders of the var's lock, who keep a
+//!   copy of it under the lock (`VarState::open`). **Invariant** (kept by `graph.rs`): while
+//!   `OPEN` is set, the var's FIFO holds a waiting op, so an op pushed on the var waits, and a
+//!   completion on the var is still to come, which merges the ring before the FIFO runs dry.
+//! - `generation`: the var's generation; a push through a stale handle finds it changed.
+//!
+//! # Who does what
+//!
+//! - **Pushers** (no lock): [`try_append`](Incoming::try_append) reserves entry `tail` with a
+//!   compare-exchange that requires `OPEN`, the handle's generation and a free entry, then
+//!   stores the entry with `Release` (publishing the parked op, which was written before).
+//! - **Lock holders**: [`drain`](Incoming::drain) takes the entries from `head` to the `tail` it
+//!   read (waiting, if needed, for a pusher between its reservation and its store: a few
+//!   instructions, unless it was preempted), with `Acquire` loads, empties them, then advances
+//!   `head`. An entry is reserved again only after `head` moved past it, so a
+//!   drain never races with the next lap's store. [`try_close`](Incoming::try_close) clears
+//!   `OPEN` only if no entry is reserved beyond `head` (a compare-exchange on the whole word, so
+//!   a reservation and the close are ordered: either the reservation lands first and the close
+//!   fails, to be retried after another drain, or the pusher sees the ring closed and takes the
+//!   var's lock).
+//!
+//! Relaxed orderings on the word suffice: it carries no data, only the reservation; the parked
+//! op travels through the entry's `Release` store and the drain's `Acquire` load.
+
+use crate::sync::{AtomicU32, AtomicU64, Ordering, yield_now};
+
+/// Entries in the ring (a power of two dividing 256, so that `tail % CAPACITY` stays right when
+/// the 8-bit counters wrap).
+pub(crate) const CAPACITY: usize = 8;
+
+const TAIL_MASK: u64 = 0xFF;
+/// `tail` and `head` together.
+const COUNTERS: u64 = 0xFFFF;
+const HEAD_SHIFT: u32 = 8;
+const OPEN: u64 = 1 << 16;
+const GENERATION_SHIFT: u32 = 32;
+
+/// An entry not (yet, or no longer) holding a request. Never a packed request of a parked op:
+/// those have an op index below `2^31 - 1`.
+const EMPTY: u32 = u32::MAX;
+
+fn tail(word: u64) -> u8 {
+    (word & TAIL_MASK) as u8
+}
+
+fn head(word: u64) -> u8 {
+    ((word >> HEAD_SHIFT) & TAIL_MASK) as u8
+}
+
+fn generation(word: u64) -> u32 {
+    (word >> GENERATION_SHIFT) as u32
+}
+
+/// See the module documentation. One cache line, apart from the var's locked state.
+#[repr(align(64))]
+pub(crate) struct Incoming {
+    word: AtomicU64,
+    entries: [AtomicU32; CAPACITY],
+}
+
+impl Default for Incoming {
+    fn default() -> Self {
+        Incoming {
+            word: AtomicU64::new(0),
+            entries: std::array::from_fn(|_| AtomicU32::new(EMPTY)),
+        }
+    }
+}
+
+impl Incoming {
+    /// Whether a push through a handle of `generation` would find an entry now (a hint: the ring
+    /// may close or fill before [`try_append`](Self::try_append)).
+    #[inline]
+    pub(crate) fn accepts(&self, generation: u32) -> bool {
+        Self::room(self.word.load(Ordering::Relaxed), generation)
+    }
+
+    #[inline]
+    fn room(word: u64, for_generation: u32) -> bool {
+        word & OPEN != 0
+            && generation(word) == for_generation
+            && usize::from(tail(word).wrapping_sub(head(word))) < CAPACITY
+    }
+
+    /// Appends the packed request `entry` of an op already parked in its slot, if the ring is
+    /// open for `generation` and has room. `false`: nothing changed; the caller takes the var's
+    /// lock instead.
+    pub(crate) fn try_append(&self, for_generation: u32, entry: u32) -> bool {
+        debug_assert_ne!(entry, EMPTY);
+        let mut word = self.word.load(Ordering::Relaxed);
+        loop {
+            if !Self::room(word, for_generation) {
+                return false;
+            }
+            let reserved = tail(word);
+            let next = (word & !TAIL_MASK) | u64::from(reserved.wrapping_add(1));
+            // Relaxed: the word only reserves the entry (see the module documentation).
+            match self
+                .word
+                .compare_exchange_weak(word, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    // Release: publishes the parked op to the drain's Acquire load.
+                    self.entries[usize::from(reserved) % CAPACITY].store(entry, Ordering::Release);
+                    return true;
+                }
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    /// Opens the ring (var lock held; the FIFO has a waiting op).
+    pub(crate) fn open(&self) {
+        self.word.fetch_or(OPEN, Ordering::Relaxed);
+    }
+
+    /// Hands every reserved entry to `merge`, oldest first, and frees them (var lock held).
+    /// Returns how many there were.
+    pub(crate) fn drain(&self, mut merge: impl FnMut(u32)) -> usize {
+        let word = self.word.load(Ordering::Relaxed);
+        let (from, to) = (head(word), tail(word));
+        let count = to.wrapping_sub(from);
+        if count == 0 {
+            return 0;
+        }
+        for i in 0..count {
+            let entry = &self.entries[usize::from(from.wrapping_add(i)) % CAPACITY];
+            // Acquire: pairs with the pusher's Release store (the parked op is visible).
+            let mut taken = entry.load(Ordering::Acquire);
+            while taken == EMPTY {
+                // Reserved, not yet stored: the pusher is between its two steps.
+                yield_now();
+                taken = entry.load(Ordering::Acquire);
+            }
+            // Relaxed: the entry is reserved again only after `head` moves past it, below.
+            entry.store(EMPTY, Ordering::Relaxed);
+            merge(taken);
+        }
+        // Only lock holders move `head`; pushers may move `tail` meanwhile.
+        let head_bits = TAIL_MASK << HEAD_SHIFT;
+        let _ = self
+            .word
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+                Some((word & !head_bits) | (u64::from(to) << HEAD_SHIFT))
+            });
+        usize::from(count)
+    }
+
+    /// Closes the ring if no entry is reserved beyond the merged ones (var lock held). `false`:
+    /// a push got in; drain again and retry.
+    pub(crate) fn try_close(&self) -> bool {
+        let word = self.word.load(Ordering::Relaxed);
+        if tail(word) != head(word) {
+            return false;
+        }
+        self.word
+            .compare_exchange(word, word & !OPEN, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Re-arms a closed, empty ring for the var's next `generation` (var lock held, at reclaim).
+    pub(crate) fn reset(&self, generation: u32) {
+        let word = self.word.load(Ordering::Relaxed);
+        debug_assert!(word & OPEN == 0 && tail(word) == head(word));
+        self.word.store(
+            (u64::from(generation) << GENERATION_SHIFT) | (word & COUNTERS),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closed_ring_refuses() {
+        let ring = Incoming::default();
+        assert!(!ring.accepts(0));
+        assert!(!ring.try_append(0, 5));
+    }
+
+    #[test]
+    fn entries_come_out_in_order_and_the_ring_fills() {
+        let ring = Incoming::default();
+        ring.open();
+        for op in 0..CAPACITY as u32 {
+            assert!(ring.try_append(0, op));
+        }
+        assert!(!ring.accepts(0), "full");
+        assert!(!ring.try_append(0, 99));
+        let mut merged = Vec::new();
+        assert_eq!(ring.drain(|e| merged.push(e)), CAPACITY);
+        assert_eq!(merged, (0..CAPACITY as u32).collect::<Vec<_>>());
+        // The counters wrap around (256 laps of the 8-bit counters).
+        for lap in 0..300_u32 {
+            assert!(ring.try_append(0, lap));
+            assert!(ring.try_append(0, lap + 1));
+            let mut merged = Vec::new();
+            ring.drain(|e| merged.push(e));
+            assert_eq!(merged, [lap, lap + 1]);
+        }
+    }
+
+    #[test]
+    fn close_fails_while_entries_wait_and_generation_is_checked() {
+        let ring = Incoming::default();
+        ring.open();
+        assert!(!ring.try_append(1, 7), "stale generation");
+        assert!(ring.try_append(0, 7));
+        assert!(!ring.try_close());
+        assert_eq!(ring.drain(|_| ()), 1);
+        assert!(ring.try_close());
+        assert!(!ring.try_append(0, 8));
+        ring.reset(1);
+        assert!(!ring.accepts(1), "reset leaves the ring closed");
+        ring.open();
+        assert!(ring.accepts(1));
+        assert!(!ring.accepts(0));
+    }
+}
