@@ -22,7 +22,11 @@
 //!    vars, the pusher appends the slot index to their queues and calls [`OpSlot::park`]: it
 //!    writes the payload into the cell, then stores the wait count (`n > 0`, the number of vars
 //!    holding the op back) with `Release`. From then on the cell is read-only until the count
-//!    returns to zero.
+//!    returns to zero. An op on a single var whose `Incoming` ring is open (`incoming.rs`) is
+//!    parked (count 1) *before* it is published, without the var's lock: the ring entry's
+//!    `Release` store publishes it, and the lock holder that merges the entry loads it with
+//!    `Acquire` before it can grant the op. If the ring refuses the entry, nothing ever named the
+//!    slot, and the pusher grants the op itself and takes it back.
 //! 2. **Releasers.** Each var that grants the op (a decision taken under that var's lock, when
 //!    the request leaves its queue) then calls [`OpSlot::grant`], under the lock or right after
 //!    releasing it: a `fetch_sub(1, AcqRel)`. Exactly `n` grants happen (each var grants a
@@ -118,14 +122,16 @@ impl<T> OpSlot<T> {
     /// Parks `parked` in this slot, held back by `waits` vars (> 0).
     ///
     /// Protocol: the caller got this slot from the op slab's `alloc` and has not parked anything
-    /// in it since, and holds the locks of the vars whose queues name it.
+    /// in it since, and either holds the locks of the vars whose queues name it or has not
+    /// published the slot index yet (the `Incoming` ring, see the module documentation).
     pub(crate) fn park(&self, parked: Parked<T>, waits: u32) {
         debug_assert!(waits > 0, "a parked op waits for at least one var");
         self.parked.with_mut(|cell| {
             // SAFETY: we own the slot (fresh from the free list): its wait count is 0, so no
-            // inspector can pin it and no releaser can decrement it (none can lock a var naming
-            // this slot before we unlock them), and the previous owner's writes were published
-            // by the free list's Release push / our Acquire pop.
+            // inspector can pin it and no releaser can decrement it (none can find this slot in
+            // a var's queue before we unlock the var or publish the ring entry naming it), and
+            // the previous owner's writes were published by the free list's Release push / our
+            // Acquire pop.
             unsafe { *cell = Some(parked) };
         });
         // Release: publishes the cell write to inspectors that pin the slot (releasers are
