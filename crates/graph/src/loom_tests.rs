@@ -167,9 +167,10 @@ fn parked_op_hand_over_with_an_inspector() {
     });
 }
 
-/// The slab's free list: two threads allocate and free while a third frees a slot it owns and
-/// allocates again. No slot is ever held by two threads at once, and all slots are accounted
-/// for at the end.
+/// The slab's free stacks: two threads allocate and free while a third frees a slot it owns and
+/// allocates again (so allocators take the freed stack over and install it while others pop and
+/// push). No slot is ever held by two threads at once, all slots are accounted for at the end,
+/// and the slab grew by at most one slot per allocating thread (see `slab.rs`).
 #[test]
 fn slab_free_list_never_hands_out_a_slot_twice() {
     use loom::sync::atomic::{AtomicBool, Ordering};
@@ -178,8 +179,8 @@ fn slab_free_list_never_hands_out_a_slot_twice() {
 
     loom::model(|| {
         let slab: Arc<Slab<u8>> = Arc::new(Slab::new());
-        let held: Arc<[AtomicBool; 4]> = Arc::new(std::array::from_fn(|_| AtomicBool::new(false)));
-        let take = |slab: &Slab<u8>, held: &[AtomicBool; 4]| {
+        let held: Arc<[AtomicBool; 8]> = Arc::new(std::array::from_fn(|_| AtomicBool::new(false)));
+        let take = |slab: &Slab<u8>, held: &[AtomicBool; 8]| {
             let index = slab.alloc().unwrap();
             assert!(
                 !held[index as usize].swap(true, Ordering::Relaxed),
@@ -187,7 +188,7 @@ fn slab_free_list_never_hands_out_a_slot_twice() {
             );
             index
         };
-        let give = |slab: &Slab<u8>, held: &[AtomicBool; 4], index: u32| {
+        let give = |slab: &Slab<u8>, held: &[AtomicBool; 8], index: u32| {
             held[index as usize].store(false, Ordering::Relaxed);
             slab.free(index);
         };
@@ -213,6 +214,7 @@ fn slab_free_list_never_hands_out_a_slot_twice() {
         // Every slot is free again (a slot on the list twice would be counted twice, a lost one
         // not at all).
         assert_eq!(slab.free_count(), slab.slots());
+        assert!(slab.slots() <= 3 + 3, "grew by {} slots", slab.slots() - 3);
     });
 }
 

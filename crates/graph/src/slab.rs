@@ -7,14 +7,30 @@
 //! are recycled through the free list instead, which is what keeps the steady state free of
 //! allocation.
 //!
-//! The free list is a Treiber stack threaded through the slots' `next` fields. Its head packs a
-//! 32-bit tag next to the top index; every push and pop bumps the tag, so a pop that read a stale
-//! `next` (because the top was popped and pushed back meanwhile: ABA) fails its compare-exchange
-//! and retries. The tag would have to wrap around (2^32 operations) between a pop's load and its
-//! compare-exchange for ABA to slip through.
+//! # Free list: two stacks
+//!
+//! Free slots sit on two Treiber stacks threaded through the slots' `next` fields, each head on
+//! a cache line of its own: [`free`](Slab::free) pushes onto `returned`, [`alloc`](Slab::alloc)
+//! pops from `free`, and an `alloc` that finds `free` empty takes the whole of `returned` at once
+//! (one swap), keeps its top slot and installs the rest as `free`. In the engine, ops are
+//! allocated by the pushing thread and freed by the workers; with one stack, both sides wrote
+//! its head for every op, so each alloc and each free missed on a line the other core had just
+//! written. With two, the pusher pulls `returned`'s line over once per batch of freed slots.
+//!
+//! `free`'s head packs a 32-bit tag next to the top index; every pop and install bumps the tag,
+//! so a pop that read a stale `next` (because the top was popped and pushed back meanwhile: ABA)
+//! fails its compare-exchange and retries. The tag would have to wrap around (2^32 operations)
+//! between a pop's load and its compare-exchange for ABA to slip through. `returned` needs no
+//! tag: it is only pushed onto and swapped out whole, never popped.
+//!
+//! While an `alloc` holds the chain it swapped out (between the swap and the install), another
+//! `alloc` can find both stacks empty and grow the slab by a slot: the slab may hold up to one
+//! slot more than its peak use per thread allocating at such a moment, never more.
 //!
 //! The `next` field of a slot in use is free for its owner; the graph threads the list of ops made
 //! ready by one completion through it.
+
+use crossbeam_utils::CachePadded;
 
 use crate::sync::{AtomicU32, AtomicU64, OnceLock, Ordering};
 
@@ -46,8 +62,10 @@ pub(crate) struct Slab<S> {
     buckets: [OnceLock<Box<[Entry<S>]>>; BUCKETS],
     /// Slots handed out so far (the next fresh index).
     len: AtomicU32,
-    /// Free-list head: `tag << 32 | index`.
-    free: AtomicU64,
+    /// Head of the stack `alloc` pops from: `tag << 32 | index`.
+    free: CachePadded<AtomicU64>,
+    /// Head of the stack `free` pushes onto (an index).
+    returned: CachePadded<AtomicU32>,
 }
 
 /// Bucket and offset of `index`.
@@ -63,7 +81,8 @@ impl<S: Default> Slab<S> {
         Slab {
             buckets: std::array::from_fn(|_| OnceLock::new()),
             len: AtomicU32::new(0),
-            free: AtomicU64::new(u64::from(NIL)),
+            free: CachePadded::new(AtomicU64::new(u64::from(NIL))),
+            returned: CachePadded::new(AtomicU32::new(NIL)),
         }
     }
 
@@ -87,13 +106,13 @@ impl<S: Default> Slab<S> {
 
     /// Takes a free slot, recycling one when possible. `None` when the slab is full.
     pub(crate) fn alloc(&self) -> Option<u32> {
-        // Acquire: pairs with the Release of the push that put the top slot on the list, so its
-        // `next` store below is visible.
+        // Acquire: pairs with the Release of the install that put the top slot on the list, so
+        // its `next` store below is visible.
         let mut head = self.free.load(Ordering::Acquire);
         loop {
             let top = head as u32;
             if top == NIL {
-                return self.grow();
+                return self.take_returned().or_else(|| self.grow());
             }
             // Relaxed: the Acquire load of `head` ordered this; if the slot was popped and pushed
             // again since, `next` may be stale, but then the tag changed and the CAS fails.
@@ -107,6 +126,59 @@ impl<S: Default> Slab<S> {
                 Err(current) => head = current,
             }
         }
+    }
+
+    /// Takes every slot freed since the last take: keeps the top one for the caller and installs
+    /// the rest as the `free` stack. `None` if nothing was freed.
+    fn take_returned(&self) -> Option<u32> {
+        // Acquire: pairs with the Release pushes, so every `next` link of the chain is visible.
+        let top = self.returned.swap(NIL, Ordering::Acquire);
+        if top == NIL {
+            return None;
+        }
+        // Relaxed: ordered by the swap above; the chain is ours alone until installed.
+        let rest = self.entry(top)?.next.load(Ordering::Relaxed);
+        if rest != NIL {
+            self.install(rest);
+        }
+        Some(top)
+    }
+
+    /// Pushes the chain starting at `chain` (owned by the caller) onto the `free` stack.
+    fn install(&self, chain: u32) {
+        // Found only if `free` is not empty (another allocator installed meanwhile: rare).
+        let mut tail = None;
+        let mut head = self.free.load(Ordering::Relaxed);
+        loop {
+            let top = head as u32;
+            if top != NIL || tail.is_some() {
+                let last = *tail.get_or_insert_with(|| self.chain_tail(chain));
+                if let Some(entry) = self.entry(last) {
+                    entry.next.store(top, Ordering::Relaxed);
+                }
+            }
+            // Release: publishes the chain's links (acquired by our swap, or written by us) to
+            // the Acquire pops.
+            match self.free.compare_exchange_weak(
+                head,
+                next_tag(head) | u64::from(chain),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(current) => head = current,
+            }
+        }
+    }
+
+    /// The last slot of a chain the caller owns.
+    fn chain_tail(&self, mut at: u32) -> u32 {
+        while let Some(next) = self.link(at).map(|l| l.load(Ordering::Relaxed))
+            && next != NIL
+        {
+            at = next;
+        }
+        at
     }
 
     /// Hands out a fresh index, allocating its bucket on first use.
@@ -138,14 +210,14 @@ impl<S: Default> Slab<S> {
         let Some(entry) = self.entry(index) else {
             return;
         };
-        let mut head = self.free.load(Ordering::Relaxed);
+        let mut head = self.returned.load(Ordering::Relaxed);
         loop {
-            entry.next.store(head as u32, Ordering::Relaxed);
+            entry.next.store(head, Ordering::Relaxed);
             // Release: publishes the `next` store (and the caller's last writes to the slot) to
-            // the thread that pops this slot.
-            match self.free.compare_exchange_weak(
+            // the allocator that swaps the stack out.
+            match self.returned.compare_exchange_weak(
                 head,
-                next_tag(head) | u64::from(index),
+                index,
                 Ordering::Release,
                 Ordering::Relaxed,
             ) {
@@ -160,14 +232,19 @@ impl<S: Default> Slab<S> {
         self.len.load(Ordering::Relaxed) as usize
     }
 
-    /// Slots on the free list. Exact only while no other thread allocates or frees.
+    /// Slots on the two free stacks. Exact only while no other thread allocates or frees.
     pub(crate) fn free_count(&self) -> usize {
-        let mut count = 0;
-        let mut at = self.free.load(Ordering::Acquire) as u32;
         let bound = self.slots();
-        while at != NIL && count < bound {
-            count += 1;
-            at = self.link(at).map_or(NIL, |l| l.load(Ordering::Relaxed));
+        let mut count = 0;
+        for top in [
+            self.free.load(Ordering::Acquire) as u32,
+            self.returned.load(Ordering::Acquire),
+        ] {
+            let mut at = top;
+            while at != NIL && count < bound {
+                count += 1;
+                at = self.link(at).map_or(NIL, |l| l.load(Ordering::Relaxed));
+            }
         }
         count
     }
