@@ -24,11 +24,13 @@
 
 use std::cell::Cell;
 
+use crossbeam_utils::CachePadded;
+
 use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence, spin_hint, thread_local};
 
 /// How many times a drainer that found the queue empty looks again before it retires.
 #[cfg(not(loom))]
-const RETIRE_LOOKS: usize = 128;
+const RETIRE_LOOKS: usize = 12;
 #[cfg(loom)]
 const RETIRE_LOOKS: usize = 1;
 
@@ -38,6 +40,12 @@ const RETIRE_LOOKS: usize = 1;
 const PAUSES_PER_LOOK: usize = 8;
 #[cfg(loom)]
 const PAUSES_PER_LOOK: usize = 1;
+
+/// The longest wait between two looks (the wait doubles from `PAUSES_PER_LOOK`).
+#[cfg(not(loom))]
+const MAX_PAUSES_PER_LOOK: usize = 128;
+#[cfg(loom)]
+const MAX_PAUSES_PER_LOOK: usize = 1;
 
 /// A submitting thread reads the queue's length on one submit in this many (a power of two).
 /// Under loom, one in two, and the models pick which submits sample ([`sample_next_submit`]),
@@ -119,8 +127,9 @@ pub(crate) struct ReadyQueue<T> {
     queue: Queue<T>,
     /// Drainers enlisted (spawned or running, not retired); at most `max_drainers`.
     drainers: AtomicUsize,
-    /// Whether a drainer spins on the empty queue before retiring (at most one does).
-    spinning: AtomicBool,
+    /// Whether a drainer spins on the empty queue before retiring (at most one does). Only
+    /// drainers touch it: its own line, apart from `drainers`, which every submit reads.
+    spinning: CachePadded<AtomicBool>,
     max_drainers: usize,
     /// Queued items beyond which a sampled submit hands its item back.
     backlog: usize,
@@ -131,7 +140,7 @@ impl<T> ReadyQueue<T> {
         ReadyQueue {
             queue: Queue::new(),
             drainers: AtomicUsize::new(0),
-            spinning: AtomicBool::new(false),
+            spinning: CachePadded::new(AtomicBool::new(false)),
             max_drainers,
             backlog,
         }
@@ -184,14 +193,19 @@ impl<T> ReadyQueue<T> {
     pub(crate) fn retire(&self) -> bool {
         if !self.spinning.swap(true, Ordering::Acquire) {
             let mut found = false;
+            let mut pauses = PAUSES_PER_LOOK;
             for _ in 0..RETIRE_LOOKS {
-                for _ in 0..PAUSES_PER_LOOK {
+                for _ in 0..pauses {
                     spin_hint();
                 }
                 if !self.queue.is_empty() {
                     found = true;
                     break;
                 }
+                // Look less and less often: each look reads the tail index the pusher writes
+                // on every push, so a drainer polling an empty queue hard slows the pusher it
+                // waits for.
+                pauses = (pauses * 2).min(MAX_PAUSES_PER_LOOK);
             }
             self.spinning.store(false, Ordering::Release);
             if found {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::error::GraphError;
 use crate::incoming::Incoming;
-use crate::op::{DepList, Dispatch, INLINE_DEPS, OpId, Parked, PendingOp, ReadyOp};
+use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp};
 use crate::op_cell::OpSlot;
 use crate::slab::{NIL, Slab};
 use crate::stats::GraphStats;
@@ -18,6 +18,9 @@ pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
 /// Spill capacity a reclaimed var slot keeps for its next var (entries are 4 bytes): enough that
 /// recycling a var does not reallocate its spill, small enough that idle slots stay cheap.
 const KEEP_QUEUE_CAPACITY: usize = 64;
+
+/// Vars a push sorts and locks with arrays on the stack (more than this: two small allocations).
+const SORT_INLINE: usize = 8;
 
 /// Ops a completion grants after releasing the var's lock (see `release`).
 const GRANT_OUTSIDE: usize = 8;
@@ -273,8 +276,10 @@ impl<T, E> Graph<T, E> {
     /// validated before anything changes: on error the graph is untouched (and `payload` is
     /// dropped).
     ///
-    /// Ops listing up to 8 vars push without allocating in steady state; longer lists allocate
-    /// their dependency list.
+    /// Ops listing up to 3 vars push without allocating in steady state; longer lists allocate
+    /// their dependency list (and, beyond 8 vars, the push's sort and lock arrays). An op on one
+    /// var whose FIFO already has a waiting op is appended without taking the var's lock (see
+    /// the `incoming` module).
     ///
     /// # Errors
     ///
@@ -298,6 +303,15 @@ impl<T, E> Graph<T, E> {
         }
         let deps =
             DepList::new(reads, writes).ok_or(GraphError::CapacityExhausted { what: "op" })?;
+        if reads.is_empty() && writes.is_empty() {
+            // Nothing can hold it back.
+            dispatch.dispatch(ReadyOp {
+                graph: self.id,
+                payload,
+                deps,
+            });
+            return Ok(());
+        }
         let (payload, deps) = if reads.len() + writes.len() == 1 {
             match self.try_push_incoming(deps, payload) {
                 None => return Ok(()),
@@ -309,8 +323,8 @@ impl<T, E> Graph<T, E> {
         let vars = deps.all();
         let n = vars.len();
         let mut merged_ready = NIL;
-        let pushed = if n <= INLINE_DEPS {
-            let mut order = [0usize; INLINE_DEPS];
+        let pushed = if n <= SORT_INLINE {
+            let mut order = [0usize; SORT_INLINE];
             let order = &mut order[..n];
             for (i, slot) in order.iter_mut().enumerate() {
                 *slot = i;
@@ -323,7 +337,7 @@ impl<T, E> Graph<T, E> {
                     j -= 1;
                 }
             }
-            let mut guards: [Option<Guard<'_, E>>; INLINE_DEPS] = Default::default();
+            let mut guards: [Option<Guard<'_, E>>; SORT_INLINE] = Default::default();
             self.push_sorted(
                 deps,
                 order,

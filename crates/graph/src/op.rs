@@ -20,8 +20,11 @@ use std::fmt;
 
 use crate::var::{Access, Var};
 
-/// Vars an op can list without allocating (more than this: one allocation per push).
-pub(crate) const INLINE_DEPS: usize = 8;
+/// Vars an op's dependency list holds inline (more than this: one allocation per push). Three
+/// covers the common shapes (an op on one var, read two and write one) while keeping
+/// [`ReadyOp`] and the op slot small: both cross between cores once per op, a cache line at a
+/// time.
+pub(crate) const INLINE_DEPS: usize = 3;
 
 /// A var of this graph without the graph id (which the graph checked at push): 8 bytes, so the
 /// inline dependency list stays small and cheap to move.
@@ -53,41 +56,50 @@ impl VarKey {
     }
 }
 
-/// The vars of one op: reads first, then writes.
+/// The vars of one op: reads first, then writes. 40 bytes.
 pub(crate) struct DepList {
-    len: u32,
     reads: u32,
-    inline: [VarKey; INLINE_DEPS],
-    heap: Box<[VarKey]>,
+    keys: Keys,
+}
+
+/// The storage of a [`DepList`].
+enum Keys {
+    Inline {
+        len: u8,
+        keys: [VarKey; INLINE_DEPS],
+    },
+    Heap(Box<[VarKey]>),
 }
 
 impl DepList {
     /// The list of `reads` then `writes`; `None` if it holds more than `u32::MAX` vars.
     pub(crate) fn new(reads: &[Var], writes: &[Var]) -> Option<Self> {
         let len = reads.len() + writes.len();
+        u32::try_from(len).ok()?;
         let all = reads.iter().chain(writes).map(|&v| VarKey::of(v));
-        let mut deps = DepList {
-            len: u32::try_from(len).ok()?,
-            reads: reads.len() as u32,
-            inline: [VarKey::PLACEHOLDER; INLINE_DEPS],
-            heap: Box::default(),
-        };
-        if len <= INLINE_DEPS {
-            for (slot, key) in deps.inline.iter_mut().zip(all) {
+        let keys = if len <= INLINE_DEPS {
+            let mut keys = [VarKey::PLACEHOLDER; INLINE_DEPS];
+            for (slot, key) in keys.iter_mut().zip(all) {
                 *slot = key;
             }
+            Keys::Inline {
+                len: len as u8,
+                keys,
+            }
         } else {
-            deps.heap = all.collect();
-        }
-        Some(deps)
+            Keys::Heap(all.collect())
+        };
+        Some(DepList {
+            reads: reads.len() as u32,
+            keys,
+        })
     }
 
     /// All vars, reads first.
     pub(crate) fn all(&self) -> &[VarKey] {
-        if self.len as usize <= INLINE_DEPS {
-            &self.inline[..self.len as usize]
-        } else {
-            &self.heap
+        match &self.keys {
+            Keys::Inline { len, keys } => &keys[..usize::from(*len)],
+            Keys::Heap(keys) => keys,
         }
     }
 
