@@ -99,7 +99,7 @@ impl<'e, 'v> OpBuilder<'e, 'v> {
         let inner = self.engine.inner();
         let route = inner.route(self.context, self.property)?;
         let record = OpRecord {
-            name: self.name,
+            name: self.name.into(),
             func: Some(func),
             context: self.context,
             property: self.property,

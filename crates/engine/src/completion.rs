@@ -56,7 +56,7 @@ impl Completion {
     pub fn op_name(&self) -> &str {
         self.state
             .as_ref()
-            .map_or("", |(_, op)| op.payload().name.as_ref())
+            .map_or("", |(_, op)| op.payload().name.as_str())
     }
 }
 

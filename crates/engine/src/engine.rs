@@ -12,6 +12,7 @@ use crate::config::{EngineConfig, EngineKind};
 use crate::context::Context;
 use crate::error::{EngineError, Result};
 use crate::inner::{Inner, TaskMarker, running_op_of, running_op_uses};
+use crate::name::OpName;
 use crate::operator::{Operator, OperatorBuilder};
 use crate::record::{OpFn, OpRecord, Route};
 use crate::wait::Latch;
@@ -202,7 +203,7 @@ impl Engine {
         }
         let latch = Arc::new(Latch::new());
         let record = OpRecord {
-            name: Cow::Borrowed("wait_for_var"),
+            name: OpName::Static("wait_for_var"),
             func: Some(OpFn::Wait(Arc::clone(&latch))),
             context: Context::cpu(0),
             property: crate::FnProperty::Normal,

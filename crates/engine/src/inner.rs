@@ -422,7 +422,7 @@ impl Inner {
     }
 
     pub(crate) fn failure(op: &ReadyOp<OpRecord>, cause: FailureCause) -> OpFailure {
-        let name: Cow<'static, str> = op.payload().name.clone();
+        let name: Cow<'static, str> = op.payload().name.to_cow();
         OpFailure::new(name, cause)
     }
 

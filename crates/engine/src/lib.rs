@@ -115,6 +115,7 @@ mod failure;
 mod inner;
 mod lazy;
 mod naive;
+mod name;
 mod operator;
 mod per_device;
 mod pooled;

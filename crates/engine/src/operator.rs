@@ -13,6 +13,7 @@ use crate::context::{FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::failure::BoxError;
+use crate::name::OpName;
 
 /// A reusable sync function.
 type SharedSyncFn = Box<dyn Fn(RunContext) -> Result<(), BoxError> + Send + Sync>;
@@ -26,7 +27,7 @@ pub(crate) enum OperatorFn {
 
 pub(crate) struct OperatorInner {
     pub(crate) engine: u64,
-    pub(crate) name: Cow<'static, str>,
+    pub(crate) name: OpName,
     pub(crate) reads: Box<[Var]>,
     pub(crate) writes: Box<[Var]>,
     pub(crate) property: FnProperty,
@@ -44,7 +45,7 @@ pub struct Operator {
 impl Operator {
     /// The operator's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.inner.name.as_str()
     }
 
     /// The vars it reads.
@@ -146,7 +147,7 @@ impl<'e> OperatorBuilder<'e> {
         Ok(Operator {
             inner: Arc::new(OperatorInner {
                 engine: self.engine.id(),
-                name: self.name,
+                name: self.name.into(),
                 reads: self.reads.into_boxed_slice(),
                 writes: self.writes.into_boxed_slice(),
                 property: self.property,

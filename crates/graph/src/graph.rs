@@ -848,6 +848,19 @@ mod layout_tests {
         assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 128);
     }
 
+    /// An op slot whose payload is 64 bytes (the engine's op record) is two cache lines, link
+    /// included, and a ready op of it fits in 112 bytes.
+    #[test]
+    fn op_slot_of_a_64_byte_payload_is_two_cache_lines() {
+        type Payload = [u64; 8];
+        assert_eq!(std::mem::size_of::<crate::op::DepList>(), 40);
+        assert_eq!(
+            std::mem::size_of::<crate::slab::Entry<OpSlot<Payload>>>(),
+            128
+        );
+        assert_eq!(std::mem::size_of::<ReadyOp<Payload>>(), 112);
+    }
+
     /// A var that once had a long FIFO keeps at most `KEEP_QUEUE_CAPACITY` of spill once it is
     /// reclaimed, and its slot is reused with the cold part still there.
     #[test]

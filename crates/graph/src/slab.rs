@@ -50,8 +50,11 @@ const MAX_SLOTS: u32 = (1 << 31) - 1;
 /// Buckets needed to cover `MAX_SLOTS` slots.
 const BUCKETS: usize = (32 - FIRST_SHIFT) as usize;
 
-/// One slot: its value and its link.
+/// One slot: its value and its link. Aligned to a cache line, so that a slot shares no line with
+/// its neighbours: the slab hands neighbouring slots to ops that different threads push and
+/// complete at the same time.
 #[derive(Debug)]
+#[repr(align(64))]
 pub(crate) struct Entry<S> {
     next: AtomicU32,
     value: S,
