@@ -41,6 +41,13 @@ const PAUSES_PER_LOOK: usize = 8;
 #[cfg(loom)]
 const PAUSES_PER_LOOK: usize = 1;
 
+/// Items a spinning drainer waits for during its first `BATCH_LOOKS` looks (then one will do).
+#[cfg(not(loom))]
+const BATCH: usize = 4;
+#[cfg(loom)]
+const BATCH: usize = 1;
+const BATCH_LOOKS: usize = 3;
+
 /// The longest wait between two looks (the wait doubles from `PAUSES_PER_LOOK`).
 #[cfg(not(loom))]
 const MAX_PAUSES_PER_LOOK: usize = 128;
@@ -194,11 +201,15 @@ impl<T> ReadyQueue<T> {
         if !self.spinning.swap(true, Ordering::Acquire) {
             let mut found = false;
             let mut pauses = PAUSES_PER_LOOK;
-            for _ in 0..RETIRE_LOOKS {
+            for look in 0..RETIRE_LOOKS {
                 for _ in 0..pauses {
                     spin_hint();
                 }
-                if !self.queue.is_empty() {
+                // Early looks wait for a few items: a drainer that takes each item the moment
+                // it is queued catches the pusher still writing it, and the two cores pass the
+                // item's lines back and forth.
+                let queued = self.queue.len();
+                if queued >= BATCH || (queued > 0 && look >= BATCH_LOOKS) {
                     found = true;
                     break;
                 }
