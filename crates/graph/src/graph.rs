@@ -276,7 +276,7 @@ impl<T, E> Graph<T, E> {
     /// validated before anything changes: on error the graph is untouched (and `payload` is
     /// dropped).
     ///
-    /// Ops listing up to 3 vars push without allocating in steady state; longer lists allocate
+    /// Ops listing up to 4 vars push without allocating in steady state; longer lists allocate
     /// their dependency list (and, beyond 8 vars, the push's sort and lock arrays). An op on one
     /// var whose FIFO already has a waiting op is appended without taking the var's lock (see
     /// the `incoming` module).
