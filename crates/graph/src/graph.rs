@@ -312,13 +312,20 @@ impl<T, E> Graph<T, E> {
             });
             return Ok(());
         }
-        let (payload, deps) = if reads.len() + writes.len() == 1 {
-            match self.try_push_incoming(deps, payload) {
+        // An op on one var whose ring is open skips the lock (checked first: one load).
+        let ring = match (reads, writes) {
+            ([var], []) | ([], [var]) => self
+                .vars
+                .get(var.index)
+                .filter(|slot| slot.incoming.accepts(var.generation)),
+            _ => None,
+        };
+        let (payload, deps) = match ring {
+            Some(slot) => match self.try_push_incoming(slot, deps, payload) {
                 None => return Ok(()),
                 Some(Parked { payload, deps }) => (payload, deps),
-            }
-        } else {
-            (payload, deps)
+            },
+            None => (payload, deps),
         };
         let vars = deps.all();
         let n = vars.len();
@@ -365,20 +372,14 @@ impl<T, E> Graph<T, E> {
         pushed
     }
 
-    /// The push of an op on one var through the var's `Incoming` ring, when the ring is open:
-    /// parks the op in a slot and appends its request without taking the var's lock. Hands the
-    /// op back (`Some`) when the ring is closed, full or names another generation (a stale
-    /// handle), or no slot is left: the caller pushes it the locked way, which reports errors.
-    fn try_push_incoming(&self, deps: DepList, payload: T) -> Option<Parked<T>> {
+    /// The push of an op on one var (`slot`, whose ring was just seen open) through the var's
+    /// `Incoming` ring: parks the op in a slot and appends its request without taking the var's
+    /// lock. Hands the op back (`Some`) when the ring has closed, filled or changed generation
+    /// since, or no slot is left: the caller pushes it the locked way, which reports errors.
+    fn try_push_incoming(&self, slot: &VarSlot<E>, deps: DepList, payload: T) -> Option<Parked<T>> {
         let key = deps.all()[0];
         let access = deps.access(0);
         let parked = Parked { payload, deps };
-        let Some(slot) = self.vars.get(key.index) else {
-            return Some(parked);
-        };
-        if !slot.incoming.accepts(key.generation) {
-            return Some(parked);
-        }
         let Some((index, op_slot)) = self
             .ops
             .alloc()
