@@ -5,9 +5,10 @@
 //! counters, the parked-op cells, the free lists) goes through this module so that loom explores its interleavings.
 //! Two things deliberately stay on `std` under loom:
 //!
-//! - [`OnceLock`], which publishes a slab bucket exactly once. Its initialiser only allocates
-//!   and constructs objects (no loom operation is a scheduling point there), so loom can never
-//!   switch threads inside it; loom has no `OnceLock` of its own.
+//! - [`OnceLock`], which publishes a slab bucket, or a var's `Incoming` entries, exactly once.
+//!   Its initialisers only allocate and construct objects (no loom operation is a scheduling
+//!   point there), so loom can never switch threads inside them; loom has no `OnceLock` of its
+//!   own.
 //! - the process-wide counter handing out graph ids (see `graph.rs`), which is not shared
 //!   state of any model.
 
