@@ -116,12 +116,33 @@ fn push_all(engine: &Engine, vars: &[Var], data: &Arc<Data>, ops: &[Op], ran: &A
     }
 }
 
+/// Vars each pusher's ops use (`check`); `hot_vars_match_sequential_run` uses few.
+const VARS_PER_PUSHER: usize = 100;
+
 /// Runs `threads` pushers, each on its own partition of vars plus reads of shared vars, and
 /// checks values, failures and the failure rules against the sequential model.
 fn check(kind: EngineKind, workers: usize, pushers: usize, ops_per_pusher: usize, fail_rate: u64) {
-    const VARS_PER_PUSHER: usize = 100;
+    check_with(
+        kind,
+        workers,
+        pushers,
+        ops_per_pusher,
+        fail_rate,
+        VARS_PER_PUSHER,
+    );
+}
+
+/// `check` with `vars_per_pusher` vars per pusher (at least 5: an op uses up to 5).
+fn check_with(
+    kind: EngineKind,
+    workers: usize,
+    pushers: usize,
+    ops_per_pusher: usize,
+    fail_rate: u64,
+    vars_per_pusher: usize,
+) {
     let engine = engine(kind, workers);
-    let n_vars = VARS_PER_PUSHER * pushers;
+    let n_vars = vars_per_pusher * pushers;
     let vars: Vec<Var> = (0..n_vars).map(|_| engine.new_var().unwrap()).collect();
     let data = Arc::new(Data {
         values: (0..n_vars).map(|i| RwLock::new(i as u64)).collect(),
@@ -133,13 +154,13 @@ fn check(kind: EngineKind, workers: usize, pushers: usize, ops_per_pusher: usize
             let mut ops = workload(
                 0xC0FFEE + p as u64 * 7919 + workers as u64,
                 ops_per_pusher,
-                VARS_PER_PUSHER,
+                vars_per_pusher,
                 (p * ops_per_pusher) as u64,
                 fail_rate,
             );
             for op in &mut ops {
                 for v in op.reads.iter_mut().chain(op.writes.iter_mut()) {
-                    *v += p * VARS_PER_PUSHER;
+                    *v += p * vars_per_pusher;
                 }
             }
             ops
@@ -238,6 +259,18 @@ fn random_failures_propagate_as_the_model_says() {
     for kind in KINDS {
         for (workers, pushers) in [(2, 1), (8, 4)] {
             check(kind, workers, pushers, ops_per_pusher(), 40);
+        }
+    }
+}
+
+/// Six vars per pusher: queues stay long, so the ops on a single var (a sixth of them) mostly
+/// enter through the var's lock-free `Incoming` ring, interleaved with ops on several vars that
+/// take the locks, with and without failures.
+#[test]
+fn hot_vars_match_sequential_run() {
+    for kind in KINDS {
+        for (workers, pushers, fail_rate) in [(1, 1, 0), (2, 4, 0), (2, 1, 40), (8, 4, 40)] {
+            check_with(kind, workers, pushers, ops_per_pusher(), fail_rate, 6);
         }
     }
 }
