@@ -6,7 +6,7 @@
 use loom::sync::Arc;
 use loom::thread;
 
-use crate::{Graph, ReadyOp};
+use crate::{Graph, GraphError, ReadyOp, Var};
 
 type G = Graph<u32, &'static str>;
 
@@ -17,6 +17,36 @@ fn drain(graph: &G, mut ready: Vec<ReadyOp<u32>>) -> Vec<u32> {
         done.push(graph.complete(op, Ok(()), &mut ready).unwrap());
     }
     done
+}
+
+/// Completes `op` on a new model thread, which returns the ops the completion released.
+fn complete_on_thread(graph: &Arc<G>, op: ReadyOp<u32>) -> thread::JoinHandle<Vec<ReadyOp<u32>>> {
+    let graph = graph.clone();
+    thread::spawn(move || {
+        let mut released = Vec::new();
+        graph.complete(op, Ok(()), &mut released).unwrap();
+        released
+    })
+}
+
+/// A model thread that pushed an op: the push's result and the ops it made ready.
+type PushThread = thread::JoinHandle<(Result<(), GraphError>, Vec<ReadyOp<u32>>)>;
+
+/// Pushes an op on a new model thread.
+fn push_on_thread(graph: &Arc<G>, reads: &[Var], writes: &[Var], payload: u32) -> PushThread {
+    let (graph, reads, writes) = (graph.clone(), reads.to_vec(), writes.to_vec());
+    thread::spawn(move || {
+        let mut released = Vec::new();
+        let result = graph.push(&reads, &writes, payload, &mut released);
+        (result, released)
+    })
+}
+
+/// Joins a `push_on_thread` whose push must succeed.
+fn pushed(handle: PushThread) -> Vec<ReadyOp<u32>> {
+    let (result, released) = handle.join().unwrap();
+    result.unwrap();
+    released
 }
 
 fn assert_each_once(mut done: Vec<u32>, expected: &[u32]) {
@@ -38,27 +68,12 @@ fn two_completing_reads_and_a_pushed_write() {
         let second = ready.pop().unwrap();
         let first = ready.pop().unwrap();
 
-        let completer = |op: ReadyOp<u32>| {
-            let graph = graph.clone();
-            thread::spawn(move || {
-                let mut released = Vec::new();
-                graph.complete(op, Ok(()), &mut released).unwrap();
-                released
-            })
-        };
-        let t1 = completer(first);
-        let t2 = completer(second);
-        let pusher = {
-            let graph = graph.clone();
-            thread::spawn(move || {
-                let mut released = Vec::new();
-                graph.push(&[b], &[a], 3, &mut released).unwrap();
-                released
-            })
-        };
+        let t1 = complete_on_thread(&graph, first);
+        let t2 = complete_on_thread(&graph, second);
+        let pusher = push_on_thread(&graph, &[b], &[a], 3);
         let mut released = t1.join().unwrap();
         released.extend(t2.join().unwrap());
-        released.extend(pusher.join().unwrap());
+        released.extend(pushed(pusher));
         let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
         assert_eq!(ids, [3], "the write is dispatched exactly once");
         assert_each_once(drain(&graph, released), &[3]);
@@ -85,27 +100,12 @@ fn releases_race_with_a_push_on_the_same_var() {
         let write_b = ready.pop().unwrap();
         let write_a = ready.pop().unwrap();
 
-        let completer = |op: ReadyOp<u32>| {
-            let graph = graph.clone();
-            thread::spawn(move || {
-                let mut released = Vec::new();
-                graph.complete(op, Ok(()), &mut released).unwrap();
-                released
-            })
-        };
-        let t1 = completer(write_a);
-        let t2 = completer(write_b);
-        let pusher = {
-            let graph = graph.clone();
-            thread::spawn(move || {
-                let mut released = Vec::new();
-                graph.push(&[], &[a], 4, &mut released).unwrap();
-                released
-            })
-        };
+        let t1 = complete_on_thread(&graph, write_a);
+        let t2 = complete_on_thread(&graph, write_b);
+        let pusher = push_on_thread(&graph, &[], &[a], 4);
         let mut released = t1.join().unwrap();
         released.extend(t2.join().unwrap());
-        released.extend(pusher.join().unwrap());
+        released.extend(pushed(pusher));
         // Op 4 may have been pushed before op 1 completed (then it waits for op 3's read) or
         // after (same), so only op 3 can be ready here; op 4 follows once op 3 completes.
         let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
@@ -238,27 +238,12 @@ fn ring_pushes_race_with_the_completion_that_closes_it() {
         let graph = Arc::new(G::new());
         let a = graph.new_var().unwrap();
         let running = running_write_and_a_parked_one(&graph, a);
-        let pusher = |payload: u32| {
-            let graph = graph.clone();
-            thread::spawn(move || {
-                let mut released = Vec::new();
-                graph.push(&[], &[a], payload, &mut released).unwrap();
-                released
-            })
-        };
-        let p2 = pusher(2);
-        let p3 = pusher(3);
-        let completer = {
-            let graph = graph.clone();
-            thread::spawn(move || {
-                let mut released = Vec::new();
-                graph.complete(running, Ok(()), &mut released).unwrap();
-                released
-            })
-        };
+        let p2 = push_on_thread(&graph, &[], &[a], 2);
+        let p3 = push_on_thread(&graph, &[], &[a], 3);
+        let completer = complete_on_thread(&graph, running);
         let mut released = completer.join().unwrap();
-        released.extend(p2.join().unwrap());
-        released.extend(p3.join().unwrap());
+        released.extend(pushed(p2));
+        released.extend(pushed(p3));
         let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
         assert_eq!(ids, [1], "only the parked write is ready");
         // One write at a time: completing each releases exactly the next.
@@ -280,22 +265,12 @@ fn ring_pushes_race_with_the_completion_that_closes_it() {
 fn ring_push_races_with_delete_var() {
     use loom::sync::atomic::{AtomicUsize, Ordering};
 
-    use crate::GraphError;
-
     loom::model(|| {
         let graph = Arc::new(G::new());
         let a = graph.new_var().unwrap();
         let running = running_write_and_a_parked_one(&graph, a);
         let reclaimed = Arc::new(AtomicUsize::new(0));
-        let pusher = {
-            let graph = graph.clone();
-            thread::spawn(move || {
-                let mut released = Vec::new();
-                let result = graph.push(&[], &[a], 2, &mut released);
-                assert!(released.is_empty(), "the write waits behind two others");
-                result
-            })
-        };
+        let pusher = push_on_thread(&graph, &[], &[a], 2);
         let deleter = {
             let (graph, reclaimed) = (graph.clone(), reclaimed.clone());
             thread::spawn(move || {
@@ -306,7 +281,8 @@ fn ring_push_races_with_delete_var() {
                     .unwrap();
             })
         };
-        let push_result = pusher.join().unwrap();
+        let (push_result, released) = pusher.join().unwrap();
+        assert!(released.is_empty(), "the write waits behind two others");
         deleter.join().unwrap();
         let expected: &[u32] = match push_result {
             Ok(()) => &[0, 1, 2],
