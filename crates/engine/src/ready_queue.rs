@@ -29,38 +29,24 @@ use crossbeam_utils::CachePadded;
 use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence, spin_hint, thread_local};
 
 /// How many times a drainer that found the queue empty looks again before it retires.
-#[cfg(not(loom))]
-const RETIRE_LOOKS: usize = 12;
-#[cfg(loom)]
-const RETIRE_LOOKS: usize = 1;
+const RETIRE_LOOKS: usize = if cfg!(loom) { 1 } else { 12 };
 
 /// Spin-loop hints between two looks (a few hundred nanoseconds): polling the queue's indices
 /// back to back would keep pulling the line the submitter writes next.
-#[cfg(not(loom))]
-const PAUSES_PER_LOOK: usize = 8;
-#[cfg(loom)]
-const PAUSES_PER_LOOK: usize = 1;
+const PAUSES_PER_LOOK: usize = if cfg!(loom) { 1 } else { 8 };
 
 /// Items a spinning drainer waits for during its first `BATCH_LOOKS` looks (then one will do).
-#[cfg(not(loom))]
-const BATCH: usize = 4;
-#[cfg(loom)]
-const BATCH: usize = 1;
+const BATCH: usize = if cfg!(loom) { 1 } else { 4 };
+/// Looks during which a spinning drainer waits for `BATCH` items.
 const BATCH_LOOKS: usize = 3;
 
 /// The longest wait between two looks (the wait doubles from `PAUSES_PER_LOOK`).
-#[cfg(not(loom))]
-const MAX_PAUSES_PER_LOOK: usize = 128;
-#[cfg(loom)]
-const MAX_PAUSES_PER_LOOK: usize = 1;
+const MAX_PAUSES_PER_LOOK: usize = if cfg!(loom) { 1 } else { 128 };
 
 /// A submitting thread reads the queue's length on one submit in this many (a power of two).
 /// Under loom, one in two, and the models pick which submits sample ([`sample_next_submit`]),
 /// to cover both paths.
-#[cfg(not(loom))]
-const SAMPLE_EVERY: u32 = 8;
-#[cfg(loom)]
-const SAMPLE_EVERY: u32 = 2;
+const SAMPLE_EVERY: u32 = if cfg!(loom) { 2 } else { 8 };
 
 #[cfg(not(loom))]
 thread_local! {
