@@ -20,6 +20,11 @@ const COMMANDS: &[(&str, &str, &str)] = &[
         "run every system side by side; medians to target/bench/<group>.json",
     ),
     (
+        "bench-ab",
+        "<git rev> [pool|graph|engine] [--system S] [--workloads a,b] [--rounds N]",
+        "the working tree's bench against <git rev>'s, interleaved: per-round ratios",
+    ),
+    (
         "loom",
         "[test filter]",
         "loom models of depengine-pool and depengine-graph",
@@ -52,6 +57,7 @@ fn main() -> ExitCode {
     let command = args.next();
     let outcome = match command.as_deref() {
         Some("bench") => bench::main(args),
+        Some("bench-ab") => bench::ab::main(args),
         Some("loom") => loom::run(args),
         Some("miri") => miri::run(args),
         Some("ci") => ci::main(args),

@@ -5,6 +5,7 @@
 //! hits all of them alike. The table shows medians and the ratio to our system; the same figures
 //! go to `<target>/bench/<group>.json`. The protocol is in `crates/bench/README.md`.
 
+pub(crate) mod ab;
 mod cpp;
 mod groups;
 mod protocol;

@@ -1,0 +1,466 @@
+//! `cargo xtask bench-ab <rev>`: the working tree's `depengine-bench` against the one built at
+//! git revision `<rev>`, interleaved, reported as per-round ratios.
+//!
+//! # Why per-round ratios
+//!
+//! The machines this project runs on are small shared VMs whose speed drifts between a fast and
+//! a slow state that lasts tens of seconds (`docs/bench.md`): the same binary measures
+//! `random_empty` at 360 and then at 600 ns/op a minute later. Medians taken over separate
+//! series compare the states more than the binaries. Here each round runs both binaries back
+//! to back, in alternating order (base first in even rounds, current first in odd ones), and
+//! each round yields one ratio `current / base` per workload: two neighbouring runs mostly see
+//! the same state. The median of those ratios, their range and how many rounds favour the
+//! current tree are what a decision rests on.
+//!
+//! # How the base is built
+//!
+//! `<rev>` is checked out with `git worktree add --detach` under
+//! `<target>/bench/ab/base-src`, built with its own target directory
+//! (`<target>/bench/ab/base-target`, kept between invocations so that a rebuild of the same
+//! revision is quick), and the worktree is removed again. Both binaries are copied beside it,
+//! so a later `cargo build` cannot swap one of them mid-run.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::protocol::{Measurement, parse_output};
+use super::stats::Summary;
+use super::{DEFAULT_THREADS, INVOCATION_TIMEOUT, groups, target_dir};
+use crate::cmd::{Cmd, Result};
+
+/// Rounds when `--rounds` is not given: enough for a median and a sign count to mean something
+/// on a noisy machine.
+const DEFAULT_ROUNDS: usize = 11;
+
+const USAGE: &str = "usage: cargo xtask bench-ab <git rev> [pool|graph|engine] [--system NAME] \
+                     [--workloads a,b] [--rounds N] [--threads N] [--quick]";
+
+/// What to compare.
+#[derive(Debug)]
+struct Options {
+    base: String,
+    group: &'static groups::Group,
+    system: String,
+    workloads: Option<String>,
+    rounds: usize,
+    threads: usize,
+    quick: bool,
+}
+
+impl Options {
+    fn parse(mut args: impl Iterator<Item = String>) -> Result<Self> {
+        let (mut base, mut group, mut system, mut workloads) = (None, None, None, None);
+        let (mut rounds, mut threads, mut quick) = (DEFAULT_ROUNDS, DEFAULT_THREADS, false);
+        while let Some(arg) = args.next() {
+            let mut value = |flag: &str| {
+                args.next()
+                    .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+            };
+            let count = |flag: &str, text: String| match text.parse() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!("{flag}: `{text}` is not a positive number")),
+            };
+            match arg.as_str() {
+                "--system" => system = Some(value("--system")?),
+                "--workloads" => workloads = Some(value("--workloads")?),
+                "--rounds" => rounds = count("--rounds", value("--rounds")?)?,
+                "--threads" => threads = count("--threads", value("--threads")?)?,
+                "--quick" => quick = true,
+                name if !name.starts_with('-') && base.is_none() => base = Some(arg),
+                name if !name.starts_with('-') && group.is_none() => {
+                    group = Some(
+                        groups::find(name)
+                            .ok_or_else(|| format!("bench-ab: unknown group `{name}`"))?,
+                    );
+                }
+                other => return Err(format!("bench-ab: unexpected argument `{other}`\n{USAGE}")),
+            }
+        }
+        let base = base.ok_or_else(|| format!("bench-ab: which revision?\n{USAGE}"))?;
+        let group = match group {
+            Some(group) => group,
+            None => groups::find("engine").ok_or("bench-ab: no `engine` group")?,
+        };
+        let system = system.unwrap_or_else(|| group.ours.to_owned());
+        Ok(Options {
+            base,
+            group,
+            system,
+            workloads,
+            rounds,
+            threads,
+            quick,
+        })
+    }
+
+    /// The harness arguments both binaries get.
+    fn harness_args(&self) -> Vec<String> {
+        let mut args = vec![
+            self.group.name.to_owned(),
+            "--system".to_owned(),
+            self.system.clone(),
+            "--threads".to_owned(),
+            self.threads.to_string(),
+        ];
+        let sizes = if self.quick {
+            self.group.quick_sizes
+        } else {
+            self.group.full_sizes
+        };
+        args.extend(sizes.iter().map(|&s| s.to_owned()));
+        if let Some(workloads) = &self.workloads {
+            args.extend(["--workloads".to_owned(), workloads.clone()]);
+        }
+        args
+    }
+}
+
+/// `cargo xtask bench-ab [args]`.
+pub(crate) fn main(args: impl Iterator<Item = String>) -> Result {
+    let args: Vec<String> = args.collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}\n");
+        println!("  <git rev>        the base: a commit, branch or tag (HEAD~1, main, ...)");
+        println!("  group            default: engine");
+        println!("  --system NAME    default: the group's own system (depengine-perdevice, ...)");
+        println!("  --workloads a,b  default: every workload of the group");
+        println!("  --rounds N       rounds of (base, current) pairs (default {DEFAULT_ROUNDS})");
+        println!("  --threads N      worker threads (default {DEFAULT_THREADS})");
+        println!("  --quick          the group's quick sizes");
+        return Ok(());
+    }
+    let options = Options::parse(args.into_iter())?;
+    let dir = target_dir().join("bench").join("ab");
+    let (base, current) = build(&options.base, &dir)?;
+    let harness_args = options.harness_args();
+    let mut rounds = Vec::with_capacity(options.rounds);
+    for round in 0..options.rounds {
+        println!("== bench-ab round {}/{}", round + 1, options.rounds);
+        let run = |binary: &Path| invoke(&Cmd::new(binary).args(&harness_args));
+        rounds.push(if round % 2 == 0 {
+            let base = run(&base)?;
+            (base, run(&current)?)
+        } else {
+            let current = run(&current)?;
+            (run(&base)?, current)
+        });
+    }
+    let rows = compare(&rounds);
+    println!(
+        "\n{} / {}: current tree vs {} ({}), {} round(s); ratio = current / base, below 1 \
+         means the current tree is faster",
+        options.group.name,
+        options.system,
+        options.base,
+        rev_parse(&options.base)?,
+        options.rounds
+    );
+    print!("{}", table(&rows));
+    Ok(())
+}
+
+/// Builds the current tree's and `rev`'s bench binaries; their copies in `dir`.
+fn build(rev: &str, dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    let commit = rev_parse(rev)?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let copy = |from: &Path, name: &str| -> Result<PathBuf> {
+        let to = dir.join(name);
+        std::fs::copy(from, &to)
+            .map(|_| to)
+            .map_err(|e| format!("cannot copy {} to {name}: {e}", from.display()))
+    };
+
+    Cmd::cargo()
+        .args(["build", "--release", "-p", "depengine-bench"])
+        .run()?;
+    let current = copy(
+        &target_dir().join("release").join("depengine-bench"),
+        "depengine-bench-current",
+    )?;
+
+    let source = dir.join("base-src");
+    let base_target = dir.join("base-target");
+    if source.exists() {
+        Cmd::new("git")
+            .args(["worktree", "remove", "--force"])
+            .arg(&source)
+            .run()?;
+    }
+    Cmd::new("git")
+        .args(["worktree", "add", "--detach"])
+        .arg(&source)
+        .arg(&commit)
+        .run()?;
+    let built = Cmd::cargo()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "depengine-bench",
+            "--manifest-path",
+        ])
+        .arg(source.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&base_target)
+        .run();
+    let removed = Cmd::new("git")
+        .args(["worktree", "remove", "--force"])
+        .arg(&source)
+        .run();
+    built?;
+    removed?;
+    let base = copy(
+        &base_target.join("release").join("depengine-bench"),
+        "depengine-bench-base",
+    )?;
+    Ok((base, current))
+}
+
+/// The commit `rev` names.
+fn rev_parse(rev: &str) -> Result<String> {
+    let captured = Cmd::new("git")
+        .args(["rev-parse", "--verify", "--quiet"])
+        .arg(format!("{rev}^{{commit}}"))
+        .capture(Duration::from_secs(30))?;
+    match captured.status {
+        Some(status) if status.success() => Ok(captured.stdout.trim().to_owned()),
+        _ => Err(format!("bench-ab: `{rev}` names no commit")),
+    }
+}
+
+/// One run of one binary: its measurements; an error if it failed (both binaries are ours).
+fn invoke(command: &Cmd) -> Result<Vec<Measurement>> {
+    let captured = command.capture(INVOCATION_TIMEOUT)?;
+    let (measurements, malformed) = parse_output(&captured.stdout);
+    match captured.status {
+        Some(status) if status.success() && malformed.is_empty() && !measurements.is_empty() => {
+            Ok(measurements)
+        }
+        status => Err(format!(
+            "`{command}` failed ({}): {}{}",
+            status.map_or_else(|| "killed".to_owned(), |s| s.to_string()),
+            malformed.join("; "),
+            captured.stderr.lines().last().unwrap_or("")
+        )),
+    }
+}
+
+/// One workload's comparison.
+#[derive(Debug, PartialEq)]
+struct Row {
+    workload: String,
+    unit: String,
+    base: Summary,
+    current: Summary,
+    /// `current / base`, one per round in which both printed the workload.
+    ratios: Summary,
+    /// Rounds whose ratio is below 1.
+    current_faster: usize,
+}
+
+/// One row per workload that both binaries printed in at least one common round, in the order
+/// the base printed them; rounds are `(base, current)` pairs.
+fn compare(rounds: &[(Vec<Measurement>, Vec<Measurement>)]) -> Vec<Row> {
+    let mut workloads: Vec<(&str, &str)> = Vec::new();
+    for (base, _) in rounds {
+        for m in base {
+            if !workloads.iter().any(|&(w, _)| w == m.workload) {
+                workloads.push((&m.workload, &m.unit));
+            }
+        }
+    }
+    let find = |run: &[Measurement], workload: &str, unit: &str| {
+        run.iter()
+            .find(|m| m.workload == workload && m.unit == unit)
+            .map(|m| m.value)
+    };
+    workloads
+        .into_iter()
+        .filter_map(|(workload, unit)| {
+            let pairs: Vec<(f64, f64)> = rounds
+                .iter()
+                .filter_map(|(base, current)| {
+                    Some((find(base, workload, unit)?, find(current, workload, unit)?))
+                })
+                .filter(|&(base, _)| base > 0.0)
+                .collect();
+            let ratios: Vec<f64> = pairs
+                .iter()
+                .map(|&(base, current)| current / base)
+                .collect();
+            let (bases, currents): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
+            Some(Row {
+                workload: workload.to_owned(),
+                unit: unit.to_owned(),
+                base: Summary::of(&bases)?,
+                current: Summary::of(&currents)?,
+                ratios: Summary::of(&ratios)?,
+                current_faster: ratios.iter().filter(|&&r| r < 1.0).count(),
+            })
+        })
+        .collect()
+}
+
+/// The report: medians of each side, and the ratios' median, range and sign count.
+fn table(rows: &[Row]) -> String {
+    let mut lines = vec![[
+        "workload".to_owned(),
+        "unit".to_owned(),
+        "base".to_owned(),
+        "current".to_owned(),
+        "ratio".to_owned(),
+        "range".to_owned(),
+        "current faster".to_owned(),
+    ]];
+    for row in rows {
+        lines.push([
+            row.workload.clone(),
+            row.unit.clone(),
+            format!("{:.1}", row.base.median),
+            format!("{:.1}", row.current.median),
+            format!("{:.3}", row.ratios.median),
+            format!("{:.2}-{:.2}", row.ratios.min, row.ratios.max),
+            format!("{}/{}", row.current_faster, row.ratios.runs),
+        ]);
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for line in &lines {
+        let cells: Vec<String> = line
+            .iter()
+            .zip(&widths)
+            .map(|(cell, &width)| format!("{cell:<width$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::float_cmp)] // ratios of small integers are exact
+mod tests {
+    use super::{Measurement, Options, compare, table};
+
+    fn parse(args: &[&str]) -> Result<Options, String> {
+        Options::parse(args.iter().map(|&a| a.to_owned()))
+    }
+
+    fn run(values: &[(&str, f64)]) -> Vec<Measurement> {
+        values
+            .iter()
+            .map(|&(workload, value)| Measurement {
+                workload: workload.to_owned(),
+                value,
+                unit: "ns/op".to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn options_default_to_the_engine_group_and_its_own_system() {
+        let options = parse(&["HEAD~1"]).unwrap();
+        assert_eq!(options.base, "HEAD~1");
+        assert_eq!(
+            (options.group.name, options.system.as_str()),
+            ("engine", "depengine-perdevice")
+        );
+        assert_eq!(
+            (options.rounds, options.threads, options.quick),
+            (11, 2, false)
+        );
+        assert!(options.harness_args().contains(&"200000".to_owned()));
+    }
+
+    #[test]
+    fn options_pass_the_workloads_and_sizes_on() {
+        let options = parse(&[
+            "main",
+            "graph",
+            "--workloads",
+            "push_complete_1var",
+            "--quick",
+            "--rounds",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(options.rounds, 3);
+        assert_eq!(
+            options.harness_args(),
+            [
+                "graph",
+                "--system",
+                "depengine-graph",
+                "--threads",
+                "2",
+                "--ops",
+                "20000",
+                "--workloads",
+                "push_complete_1var"
+            ]
+        );
+    }
+
+    #[test]
+    fn options_reject_nonsense() {
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["HEAD", "nope"]).is_err());
+        assert!(parse(&["HEAD", "--rounds", "0"]).is_err());
+        assert!(parse(&["HEAD", "--system"]).is_err());
+        assert!(parse(&["HEAD", "engine", "extra"]).is_err());
+    }
+
+    #[test]
+    fn ratios_are_taken_per_round() {
+        // Round 2 runs in a slow state: both sides are 3x slower there, the ratio is not.
+        let rounds = vec![
+            (
+                run(&[("a", 100.0), ("b", 10.0)]),
+                run(&[("a", 80.0), ("b", 10.0)]),
+            ),
+            (
+                run(&[("a", 300.0), ("b", 30.0)]),
+                run(&[("a", 240.0), ("b", 60.0)]),
+            ),
+            (
+                run(&[("a", 100.0), ("b", 10.0)]),
+                run(&[("a", 90.0), ("b", 5.0)]),
+            ),
+        ];
+        let rows = compare(&rounds);
+        assert_eq!(rows.len(), 2);
+        let a = &rows[0];
+        assert_eq!(a.workload, "a");
+        assert_eq!(
+            (a.ratios.median, a.ratios.min, a.ratios.max),
+            (0.8, 0.8, 0.9)
+        );
+        assert_eq!((a.base.median, a.current.median), (100.0, 90.0));
+        assert_eq!(a.current_faster, 3);
+        let b = &rows[1];
+        assert_eq!(
+            (b.ratios.median, b.ratios.min, b.ratios.max),
+            (1.0, 0.5, 2.0)
+        );
+        assert_eq!((b.current_faster, b.ratios.runs), (1, 3));
+    }
+
+    #[test]
+    fn workloads_missing_on_one_side_are_skipped_per_round() {
+        let rounds = vec![
+            (
+                run(&[("a", 100.0), ("old", 1.0)]),
+                run(&[("a", 50.0), ("new", 1.0)]),
+            ),
+            (run(&[("a", 100.0)]), run(&[])),
+        ];
+        let rows = compare(&rounds);
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].ratios.median, rows[0].ratios.runs), (0.5, 1));
+        let report = table(&rows);
+        assert!(report.starts_with("workload  unit   base   current  ratio"));
+        assert!(report.contains("a         ns/op  100.0  50.0     0.500  0.50-0.50  1/1"));
+    }
+}
