@@ -22,6 +22,7 @@ pub struct OpBuilder<'e, 'v> {
     context: Context,
     priority: i32,
     property: FnProperty,
+    profiled: bool,
 }
 
 impl<'e, 'v> OpBuilder<'e, 'v> {
@@ -34,6 +35,7 @@ impl<'e, 'v> OpBuilder<'e, 'v> {
             context: Context::cpu(0),
             priority: 0,
             property: FnProperty::Normal,
+            profiled: false,
         }
     }
 
@@ -64,6 +66,16 @@ impl<'e, 'v> OpBuilder<'e, 'v> {
     /// Its property (default `Normal`).
     pub fn prop(mut self, property: FnProperty) -> Self {
         self.property = property;
+        self
+    }
+
+    /// Marks the op for the profiler: recorded in [`ProfileMode::Marked`] too (MXNet's
+    /// `profiling` argument of `Push`). In [`ProfileMode::All`] every op is recorded anyway.
+    ///
+    /// [`ProfileMode::Marked`]: crate::ProfileMode::Marked
+    /// [`ProfileMode::All`]: crate::ProfileMode::All
+    pub fn profiled(mut self) -> Self {
+        self.profiled = true;
         self
     }
 
@@ -105,6 +117,7 @@ impl<'e, 'v> OpBuilder<'e, 'v> {
             property: self.property,
             priority: self.priority,
             route,
+            profiled: self.profiled,
         };
         inner.push_record(self.reads, self.writes, record)
     }
@@ -119,6 +132,7 @@ impl fmt::Debug for OpBuilder<'_, '_> {
             .field("context", &self.context)
             .field("priority", &self.priority)
             .field("property", &self.property)
+            .field("profiled", &self.profiled)
             .finish_non_exhaustive()
     }
 }

@@ -7,6 +7,7 @@ use depengine_graph::ReadyOp;
 
 use crate::failure::{BoxError, FailureCause};
 use crate::inner::Inner;
+use crate::profiler::Started;
 use crate::record::OpRecord;
 
 /// Completes an async op. Consumed by [`complete`](Self::complete) (or [`ok`](Self::ok),
@@ -17,12 +18,15 @@ use crate::record::OpRecord;
 #[must_use = "an async op must complete its token (dropping it fails the op)"]
 pub struct Completion {
     state: Option<(Arc<Inner>, ReadyOp<OpRecord>)>,
+    /// When the op's function started, if the profiler records it.
+    started: Option<Started>,
 }
 
 impl Completion {
-    pub(crate) fn new(inner: Arc<Inner>, op: ReadyOp<OpRecord>) -> Self {
+    pub(crate) fn new(inner: Arc<Inner>, op: ReadyOp<OpRecord>, started: Option<Started>) -> Self {
         Completion {
             state: Some((inner, op)),
+            started,
         }
     }
 
@@ -35,6 +39,7 @@ impl Completion {
         if let Some((inner, op)) = self.state.take() {
             let outcome =
                 result.map_err(|error| Inner::failure(&op, FailureCause::Error(error.into())));
+            inner.profile(&op, self.started.take(), &outcome);
             inner.finish(op, outcome, true);
         }
     }
@@ -68,8 +73,9 @@ impl Drop for Completion {
             } else {
                 FailureCause::CompletionDropped
             };
-            let failure = Inner::failure(&op, cause);
-            inner.finish(op, Err(failure), true);
+            let outcome = Err(Inner::failure(&op, cause));
+            inner.profile(&op, self.started.take(), &outcome);
+            inner.finish(op, outcome, true);
         }
     }
 }

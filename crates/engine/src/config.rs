@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use depengine_cpu::DeviceBackend;
 
+use crate::profiler::ProfileMode;
+
 /// Which engine runs the ops (MXNet's `MXNET_ENGINE_TYPE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum EngineKind {
@@ -84,6 +86,12 @@ pub const GPU_WORKER_NTHREADS: &str = "DEPENGINE_GPU_WORKER_NTHREADS";
 /// Threads per GPU copy block (and of `ThreadedPooled`'s copy block).
 pub const GPU_COPY_NTHREADS: &str = "DEPENGINE_GPU_COPY_NTHREADS";
 
+/// `1` (or `true`, `on`): the profiler runs from the engine's start; `0` (`false`, `off`): it
+/// does not (MXNet's `MXNET_PROFILER_AUTOSTART`).
+pub const PROFILER_AUTOSTART: &str = "DEPENGINE_PROFILER_AUTOSTART";
+/// `all` | `marked`: which ops the profiler records (see [`ProfileMode`]).
+pub const PROFILER_MODE: &str = "DEPENGINE_PROFILER_MODE";
+
 const POSITIVE: &str = "a positive integer";
 
 /// How to build an [`Engine`](crate::Engine).
@@ -112,6 +120,12 @@ pub struct EngineConfig {
     pub gpu_copy_threads: usize,
     /// The device backend GPU ops run on; without one, GPU ops are rejected at push.
     pub device_backend: Option<Arc<dyn DeviceBackend>>,
+    /// Whether the profiler runs from the start (default `false`; see [`Profiler`]).
+    ///
+    /// [`Profiler`]: crate::Profiler
+    pub profiler_autostart: bool,
+    /// Which ops the profiler records (default [`ProfileMode::All`]).
+    pub profiler_mode: ProfileMode,
 }
 
 impl Default for EngineConfig {
@@ -123,6 +137,8 @@ impl Default for EngineConfig {
             gpu_worker_threads: 2,
             gpu_copy_threads: 2,
             device_backend: None,
+            profiler_autostart: false,
+            profiler_mode: ProfileMode::All,
         }
     }
 }
@@ -148,6 +164,22 @@ impl EngineConfig {
         let mut config = EngineConfig::default();
         if let Some(value) = lookup(ENGINE_TYPE) {
             config.kind = value.trim().parse()?;
+        }
+        if let Some(value) = lookup(PROFILER_AUTOSTART) {
+            config.profiler_autostart = flag(PROFILER_AUTOSTART, &value)?;
+        }
+        if let Some(value) = lookup(PROFILER_MODE) {
+            config.profiler_mode = match value.trim().to_ascii_lowercase().as_str() {
+                "all" => ProfileMode::All,
+                "marked" => ProfileMode::Marked,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        variable: PROFILER_MODE,
+                        value,
+                        expected: "`all` or `marked`",
+                    });
+                }
+            };
         }
         for (variable, field) in [
             (CPU_WORKER_NTHREADS, &mut config.cpu_worker_threads),
@@ -198,6 +230,18 @@ impl EngineConfig {
         self
     }
 
+    /// Sets whether the profiler runs from the start.
+    pub fn profiler_autostart(mut self, autostart: bool) -> Self {
+        self.profiler_autostart = autostart;
+        self
+    }
+
+    /// Sets which ops the profiler records.
+    pub fn profiler_mode(mut self, mode: ProfileMode) -> Self {
+        self.profiler_mode = mode;
+        self
+    }
+
     /// Checks every thread count is positive.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         for (variable, value) in [
@@ -215,6 +259,18 @@ impl EngineConfig {
             }
         }
         Ok(())
+    }
+}
+
+fn flag(variable: &'static str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" => Ok(true),
+        "0" | "false" | "off" | "" => Ok(false),
+        _ => Err(ConfigError::Invalid {
+            variable,
+            value: value.to_owned(),
+            expected: "`1`/`true`/`on` or `0`/`false`/`off`",
+        }),
     }
 }
 
@@ -241,6 +297,8 @@ impl fmt::Debug for EngineConfig {
                 "device_backend",
                 &self.device_backend.as_ref().map(|backend| backend.name()),
             )
+            .field("profiler_autostart", &self.profiler_autostart)
+            .field("profiler_mode", &self.profiler_mode)
             .finish()
     }
 }
@@ -302,6 +360,30 @@ mod tests {
                 assert!(message.contains(variable), "{message}");
                 assert!(message.contains("positive integer"), "{message}");
             }
+        }
+    }
+
+    #[test]
+    fn reads_the_profiler_variables() {
+        let config = EngineConfig::from_lookup(lookup(&[
+            (PROFILER_AUTOSTART, "1"),
+            (PROFILER_MODE, "Marked"),
+        ]))
+        .unwrap();
+        assert!(config.profiler_autostart);
+        assert_eq!(config.profiler_mode, ProfileMode::Marked);
+        let default = EngineConfig::from_lookup(lookup(&[])).unwrap();
+        assert!(!default.profiler_autostart);
+        assert_eq!(default.profiler_mode, ProfileMode::All);
+        for (variable, bad, expected) in [
+            (PROFILER_AUTOSTART, "yes please", "`0`/`false`/`off`"),
+            (PROFILER_MODE, "some", "`all` or `marked`"),
+        ] {
+            let message = EngineConfig::from_lookup(lookup(&[(variable, bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(message.contains(variable), "{message}");
+            assert!(message.contains(expected), "{message}");
         }
     }
 

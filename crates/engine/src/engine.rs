@@ -14,6 +14,7 @@ use crate::error::{EngineError, Result};
 use crate::inner::{Inner, TaskMarker, running_op_of, running_op_uses};
 use crate::name::OpName;
 use crate::operator::{Operator, OperatorBuilder};
+use crate::profiler::Profiler;
 use crate::record::{OpFn, OpRecord, Route};
 use crate::wait::Latch;
 
@@ -134,6 +135,11 @@ impl Engine {
         OperatorBuilder::new(self, name.into())
     }
 
+    /// The engine's profiler: start it, stop it, take what it recorded (see [`Profiler`]).
+    pub fn profiler(&self) -> Profiler<'_> {
+        Profiler::new(self.inner())
+    }
+
     /// Pushes one run of `operator` (MXNet's `Push`).
     ///
     /// # Errors
@@ -160,6 +166,7 @@ impl Engine {
             property: op.property,
             priority,
             route: inner.route(context, op.property)?,
+            profiled: op.profiled,
         };
         inner.push_record(&op.reads, &op.writes, record)
     }
@@ -209,6 +216,7 @@ impl Engine {
             property: crate::FnProperty::Normal,
             priority: 0,
             route: Route::Wait,
+            profiled: false,
         };
         let mut dispatcher = crate::inner::Dispatcher::new(inner, false, None);
         // A write: it waits for every op pushed on `var` before it (reads included) and runs

@@ -26,6 +26,8 @@ use crate::naive;
 use crate::operator::OperatorFn;
 use crate::per_device::PerDevice;
 use crate::pooled::Pooled;
+use crate::profile::ProfiledOutcome;
+use crate::profiler::{ProfilerState, Started};
 use crate::queued::QueuedBlock;
 use crate::record::{BlockKey, OpFn, OpRecord, Route};
 use crate::wait::IdleCounter;
@@ -58,6 +60,7 @@ pub(crate) struct Inner {
     pub(crate) idle: IdleCounter,
     pub(crate) shut_down: AtomicBool,
     pub(crate) failures: Mutex<FailureLog>,
+    pub(crate) profiler: ProfilerState,
 }
 
 thread_local! {
@@ -188,6 +191,7 @@ impl Inner {
             idle: IdleCounter::new(),
             shut_down: AtomicBool::new(false),
             failures: Mutex::new(FailureLog::default()),
+            profiler: ProfilerState::new(config.profiler_autostart, config.profiler_mode),
         })
     }
 
@@ -353,46 +357,58 @@ impl Inner {
         keep_for: Option<BlockKey>,
     ) -> Option<ReadyOp<OpRecord>> {
         let _marker = TaskMarker::enter();
+        let profiled = self.profiler.wants(op.payload());
         if let Some(failure) = self.graph.op_failure(&op) {
             // Rule 2: a dependent of a failed var does not run; it passes the failure on.
             op.payload_mut().func = None;
+            if profiled {
+                self.profiler
+                    .record(op.payload(), None, ProfiledOutcome::Skipped);
+            }
             return self.finish_then(op, Err(failure), false, keep_for);
         }
         let run = op.payload().run_context();
         let Some(func) = op.payload_mut().func.take() else {
             return self.finish_then(op, Ok(()), false, keep_for);
         };
+        let started = profiled.then(|| self.profiler.start());
+        // `Span::none()` unless a subscriber wants `TRACE` from `depengine::op`; the name is
+        // only read then.
+        let span =
+            tracing::trace_span!(target: "depengine::op", "op", name = op.payload().name.as_str());
         match func {
             OpFn::Sync(func) => {
-                let outcome = {
+                let outcome = span.in_scope(|| {
                     let _frame = OpFrame::enter(self.id, &op);
                     catch_unwind(AssertUnwindSafe(move || func(run)))
-                };
+                });
                 let outcome = Self::outcome(&op, outcome);
+                self.profile(&op, started, &outcome);
                 self.finish_then(op, outcome, true, keep_for)
             }
             OpFn::Async(func) => {
                 let frame = OpFrame::enter(self.id, &op);
-                let done = Completion::new(Arc::clone(self), op);
+                let done = Completion::new(Arc::clone(self), op, started);
                 // A panic drops `done` while unwinding, which completes the op as panicked.
-                let _ = catch_unwind(AssertUnwindSafe(move || func(run, done)));
+                let _ = span.in_scope(|| catch_unwind(AssertUnwindSafe(move || func(run, done))));
                 drop(frame);
                 None
             }
             OpFn::Operator(operator) => match &operator.func {
                 OperatorFn::Sync(func) => {
-                    let outcome = {
+                    let outcome = span.in_scope(|| {
                         let _frame = OpFrame::enter(self.id, &op);
                         catch_unwind(AssertUnwindSafe(|| func(run)))
-                    };
+                    });
                     let outcome = Self::outcome(&op, outcome);
                     drop(operator);
+                    self.profile(&op, started, &outcome);
                     self.finish_then(op, outcome, true, keep_for)
                 }
                 OperatorFn::Async(func) => {
                     let frame = OpFrame::enter(self.id, &op);
-                    let done = Completion::new(Arc::clone(self), op);
-                    let _ = catch_unwind(AssertUnwindSafe(|| func(run, done)));
+                    let done = Completion::new(Arc::clone(self), op, started);
+                    let _ = span.in_scope(|| catch_unwind(AssertUnwindSafe(|| func(run, done))));
                     drop(frame);
                     None
                 }
@@ -403,6 +419,22 @@ impl Inner {
                 self.release_waiter(op);
                 None
             }
+        }
+    }
+
+    /// Records a profiled op (`started` is `Some`) that ends with `outcome` now.
+    pub(crate) fn profile(
+        &self,
+        op: &ReadyOp<OpRecord>,
+        started: Option<Started>,
+        outcome: &Result<(), OpFailure>,
+    ) {
+        if let Some(started) = started {
+            let outcome = match outcome {
+                Ok(()) => ProfiledOutcome::Completed,
+                Err(_) => ProfiledOutcome::Failed,
+            };
+            self.profiler.record(op.payload(), Some(started), outcome);
         }
     }
 
@@ -453,6 +485,7 @@ impl Inner {
         if let Err(failure) = &outcome {
             let mut log = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
             if root {
+                tracing::debug!(target: "depengine::failure", %failure, "op failed");
                 log.roots.push(failure.clone());
             }
             log.vars.extend(op.writes());

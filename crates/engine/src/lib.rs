@@ -89,6 +89,13 @@
 //! foreign var, a push after shutdown, a GPU op without a backend, `wait_for_var` from inside an
 //! op on a var that op reads or writes, `wait_for_all` from inside an op.
 //!
+//! # Profiling
+//!
+//! [`Engine::profiler`] records where and when each op ran (MXNet's profiler): a per-name
+//! summary and a Chrome trace ([`Profile`]). Each op's function also runs in a `tracing` span
+//! (`TRACE`, target `depengine::op`), and own failures are `DEBUG` events (target
+//! `depengine::failure`).
+//!
 //! # Shutdown
 //!
 //! [`Engine::shutdown`] or dropping the last clone: later pushes fail with
@@ -119,6 +126,8 @@ mod name;
 mod operator;
 mod per_device;
 mod pooled;
+mod profile;
+mod profiler;
 mod queued;
 mod ready_queue;
 mod record;
@@ -132,7 +141,7 @@ pub use builder::OpBuilder;
 pub use completion::Completion;
 pub use config::{
     CPU_PRIORITY_NTHREADS, CPU_WORKER_NTHREADS, ConfigError, ENGINE_TYPE, EngineConfig, EngineKind,
-    GPU_COPY_NTHREADS, GPU_WORKER_NTHREADS,
+    GPU_COPY_NTHREADS, GPU_WORKER_NTHREADS, PROFILER_AUTOSTART, PROFILER_MODE,
 };
 pub use context::{Context, DeviceType, FnProperty, RunContext};
 pub use depengine_cpu::{BackendError, DeviceBackend, Executor, Task};
@@ -141,3 +150,5 @@ pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
 pub use failure::{BoxError, FailureCause, OpFailure};
 pub use operator::{Operator, OperatorBuilder};
+pub use profile::{OpProfile, OpSummary, Profile, ProfiledOutcome};
+pub use profiler::{ProfileMode, Profiler};

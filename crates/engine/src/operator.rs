@@ -28,6 +28,8 @@ pub(crate) enum OperatorFn {
 pub(crate) struct OperatorInner {
     pub(crate) engine: u64,
     pub(crate) name: OpName,
+    /// Every push is marked for the profiler (see [`OperatorBuilder::profiled`]).
+    pub(crate) profiled: bool,
     pub(crate) reads: Box<[Var]>,
     pub(crate) writes: Box<[Var]>,
     pub(crate) property: FnProperty,
@@ -83,6 +85,7 @@ pub struct OperatorBuilder<'e> {
     reads: Vec<Var>,
     writes: Vec<Var>,
     property: FnProperty,
+    profiled: bool,
 }
 
 impl<'e> OperatorBuilder<'e> {
@@ -93,6 +96,7 @@ impl<'e> OperatorBuilder<'e> {
             reads: Vec::new(),
             writes: Vec::new(),
             property: FnProperty::Normal,
+            profiled: false,
         }
     }
 
@@ -111,6 +115,14 @@ impl<'e> OperatorBuilder<'e> {
     /// The operator's property.
     pub fn prop(mut self, property: FnProperty) -> Self {
         self.property = property;
+        self
+    }
+
+    /// Marks every push of the operator for the profiler (see [`OpBuilder::profiled`]).
+    ///
+    /// [`OpBuilder::profiled`]: crate::OpBuilder::profiled
+    pub fn profiled(mut self) -> Self {
+        self.profiled = true;
         self
     }
 
@@ -151,6 +163,7 @@ impl<'e> OperatorBuilder<'e> {
                 reads: self.reads.into_boxed_slice(),
                 writes: self.writes.into_boxed_slice(),
                 property: self.property,
+                profiled: self.profiled,
                 func,
                 deleted: AtomicBool::new(false),
             }),

@@ -76,6 +76,8 @@ pub(crate) struct OpRecord {
     pub(crate) property: FnProperty,
     pub(crate) priority: i32,
     pub(crate) route: Route,
+    /// Marked for a profiler in [`ProfileMode::Marked`](crate::ProfileMode::Marked).
+    pub(crate) profiled: bool,
 }
 
 impl OpRecord {

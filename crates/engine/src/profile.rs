@@ -1,0 +1,400 @@
+//! [`Profile`]: the ops a [`Profiler`](crate::Profiler) recorded, with a per-name summary and a
+//! Chrome trace writer.
+
+use std::collections::HashMap;
+use std::fmt::{self, Write as _};
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::context::{Context, FnProperty};
+use crate::name::OpName;
+
+/// How a profiled op ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProfiledOutcome {
+    /// Its function ran and succeeded.
+    Completed,
+    /// Its function ran and failed (returned `Err`, panicked, or dropped its completion).
+    Failed,
+    /// It did not run: one of its vars held a failure (failure rule 2). Start and end are the
+    /// moment it was skipped.
+    Skipped,
+}
+
+impl ProfiledOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            ProfiledOutcome::Completed => "completed",
+            ProfiledOutcome::Failed => "failed",
+            ProfiledOutcome::Skipped => "skipped",
+        }
+    }
+}
+
+/// The thread an op started on: a process-wide index (in order of first profiled op) and the
+/// thread's name (`thread-<index>` for an unnamed thread).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProfiledThread {
+    pub(crate) index: u32,
+    pub(crate) name: Arc<str>,
+}
+
+/// One profiled op: where and when it ran.
+#[derive(Debug, Clone)]
+pub struct OpProfile {
+    pub(crate) name: OpName,
+    pub(crate) context: Context,
+    pub(crate) property: FnProperty,
+    pub(crate) priority: i32,
+    pub(crate) thread: ProfiledThread,
+    pub(crate) start: Duration,
+    pub(crate) end: Duration,
+    pub(crate) outcome: ProfiledOutcome,
+}
+
+impl OpProfile {
+    /// The op's name.
+    pub fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// The context it was pushed with.
+    pub fn context(&self) -> Context {
+        self.context
+    }
+
+    /// Its property.
+    pub fn property(&self) -> FnProperty {
+        self.property
+    }
+
+    /// Its priority.
+    pub fn priority(&self) -> i32 {
+        self.priority
+    }
+
+    /// The name of the thread its function started on (an async op may complete on another).
+    pub fn thread_name(&self) -> &str {
+        &self.thread.name
+    }
+
+    /// When its function started, since the engine was created.
+    pub fn start(&self) -> Duration {
+        self.start
+    }
+
+    /// When it completed (an async op: when its [`Completion`](crate::Completion) did), since
+    /// the engine was created.
+    pub fn end(&self) -> Duration {
+        self.end
+    }
+
+    /// `end - start`.
+    pub fn duration(&self) -> Duration {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// How it ended.
+    pub fn outcome(&self) -> ProfiledOutcome {
+        self.outcome
+    }
+}
+
+/// The time spent in the ops of one name, from [`Profile::summary`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OpSummary {
+    /// The ops' name.
+    pub name: String,
+    /// How many ran (or were skipped).
+    pub calls: usize,
+    /// The sum of their durations.
+    pub total: Duration,
+    /// The shortest.
+    pub min: Duration,
+    /// The longest.
+    pub max: Duration,
+    /// How many failed or were skipped.
+    pub failures: usize,
+}
+
+impl OpSummary {
+    /// `total / calls`.
+    pub fn mean(&self) -> Duration {
+        let calls = u32::try_from(self.calls).unwrap_or(u32::MAX).max(1);
+        self.total / calls
+    }
+}
+
+/// The ops a profiler recorded, in completion order (from [`Profiler::take`]).
+///
+/// `Display` prints [`summary`](Self::summary) as a table;
+/// [`write_chrome_trace`](Self::write_chrome_trace) writes every op for `chrome://tracing` or
+/// Perfetto.
+///
+/// [`Profiler::take`]: crate::Profiler::take
+#[derive(Debug, Clone, Default)]
+pub struct Profile {
+    pub(crate) ops: Vec<OpProfile>,
+}
+
+impl Profile {
+    /// Every recorded op, in the order they completed.
+    pub fn ops(&self) -> &[OpProfile] {
+        &self.ops
+    }
+
+    /// Whether no op was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// How many ops were recorded.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Per op name: calls, total, min and max time, failures; the most total time first (ties
+    /// by name).
+    pub fn summary(&self) -> Vec<OpSummary> {
+        let mut by_name: HashMap<&str, OpSummary> = HashMap::new();
+        for op in &self.ops {
+            let duration = op.duration();
+            let failed = usize::from(op.outcome != ProfiledOutcome::Completed);
+            by_name
+                .entry(op.name())
+                .and_modify(|summary| {
+                    summary.calls += 1;
+                    summary.total += duration;
+                    summary.min = summary.min.min(duration);
+                    summary.max = summary.max.max(duration);
+                    summary.failures += failed;
+                })
+                .or_insert_with(|| OpSummary {
+                    name: op.name().to_owned(),
+                    calls: 1,
+                    total: duration,
+                    min: duration,
+                    max: duration,
+                    failures: failed,
+                });
+        }
+        let mut summary: Vec<OpSummary> = by_name.into_values().collect();
+        summary.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.name.cmp(&b.name)));
+        summary
+    }
+
+    /// Writes every op as a Chrome trace event (JSON, the `traceEvents` format that
+    /// `chrome://tracing` and Perfetto load): one process per context (`cpu(0)`, `gpu(1)`, ...),
+    /// one row per thread, an op's outcome, property and priority in its `args`.
+    ///
+    /// # Errors
+    ///
+    /// The writer's.
+    pub fn write_chrome_trace(&self, mut out: impl io::Write) -> io::Result<()> {
+        out.write_all(self.chrome_trace().as_bytes())
+    }
+
+    fn chrome_trace(&self) -> String {
+        let mut processes: Vec<Context> = Vec::new();
+        let mut threads: Vec<(usize, &ProfiledThread)> = Vec::new();
+        let mut events = Vec::with_capacity(self.ops.len());
+        for op in &self.ops {
+            let pid = processes
+                .iter()
+                .position(|&c| c == op.context)
+                .unwrap_or_else(|| {
+                    processes.push(op.context);
+                    processes.len() - 1
+                });
+            if !threads
+                .iter()
+                .any(|&(p, t)| p == pid && t.index == op.thread.index)
+            {
+                threads.push((pid, &op.thread));
+            }
+            events.push(format!(
+                "{{\"name\":{},\"cat\":\"op\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{pid},\
+                 \"tid\":{},\"args\":{{\"outcome\":\"{}\",\"property\":\"{:?}\",\"priority\":{}}}}}",
+                json_string(op.name()),
+                micros(op.start),
+                micros(op.duration()),
+                op.thread.index,
+                op.outcome.as_str(),
+                op.property,
+                op.priority,
+            ));
+        }
+        let names = processes
+            .iter()
+            .enumerate()
+            .map(|(pid, context)| {
+                format!(
+                    "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"args\":{{\"name\":{}}}}}",
+                    json_string(&context.to_string())
+                )
+            })
+            .chain(threads.iter().map(|(pid, thread)| {
+                format!(
+                    "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{},\"args\":\
+                     {{\"name\":{}}}}}",
+                    thread.index,
+                    json_string(&thread.name)
+                )
+            }));
+        let all: Vec<String> = names.chain(events).collect();
+        format!(
+            "{{\"traceEvents\":[\n{}\n],\"displayTimeUnit\":\"ns\"}}\n",
+            all.join(",\n")
+        )
+    }
+}
+
+impl fmt::Display for Profile {
+    /// The summary as a table, times in microseconds.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let summary = self.summary();
+        let width = summary
+            .iter()
+            .map(|s| s.name.len())
+            .chain([4])
+            .max()
+            .unwrap_or(4);
+        writeln!(
+            f,
+            "{:<width$}  {:>8}  {:>12}  {:>10}  {:>10}  {:>10}  {:>8}",
+            "name", "calls", "total (us)", "mean (us)", "min (us)", "max (us)", "failed"
+        )?;
+        for s in &summary {
+            writeln!(
+                f,
+                "{:<width$}  {:>8}  {:>12.1}  {:>10.2}  {:>10.2}  {:>10.2}  {:>8}",
+                s.name,
+                s.calls,
+                micros_f64(s.total),
+                micros_f64(s.mean()),
+                micros_f64(s.min),
+                micros_f64(s.max),
+                s.failures
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn micros_f64(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+/// Microseconds with nanosecond precision, as the trace format wants them.
+fn micros(duration: Duration) -> String {
+    let nanos = duration.as_nanos();
+    format!("{}.{:03}", nanos / 1000, nanos % 1000)
+}
+
+/// A JSON string literal.
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// An op record built by hand, for the unit tests.
+#[cfg(test)]
+pub(crate) fn op(
+    name: &'static str,
+    start_us: u64,
+    end_us: u64,
+    outcome: ProfiledOutcome,
+) -> OpProfile {
+    OpProfile {
+        name: OpName::from(std::borrow::Cow::Borrowed(name)),
+        context: Context::cpu(0),
+        property: FnProperty::Normal,
+        priority: 0,
+        thread: ProfiledThread {
+            index: 0,
+            name: Arc::from("main"),
+        },
+        start: Duration::from_micros(start_us),
+        end: Duration::from_micros(end_us),
+        outcome,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Profile, ProfiledOutcome, json_string, micros, op};
+    use std::time::Duration;
+
+    #[test]
+    fn summary_groups_by_name_most_time_first() {
+        let profile = Profile {
+            ops: vec![
+                op("a", 0, 10, ProfiledOutcome::Completed),
+                op("b", 0, 100, ProfiledOutcome::Completed),
+                op("a", 20, 50, ProfiledOutcome::Failed),
+                op("c", 60, 60, ProfiledOutcome::Skipped),
+            ],
+        };
+        let summary = profile.summary();
+        let names: Vec<&str> = summary.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["b", "a", "c"]);
+        let a = &summary[1];
+        assert_eq!((a.calls, a.failures), (2, 1));
+        assert_eq!(a.total, Duration::from_micros(40));
+        assert_eq!(
+            (a.min, a.max),
+            (Duration::from_micros(10), Duration::from_micros(30))
+        );
+        assert_eq!(a.mean(), Duration::from_micros(20));
+        assert_eq!(summary[2].failures, 1);
+        let table = profile.to_string();
+        assert!(table.starts_with("name"), "{table}");
+        assert_eq!(table.lines().count(), 4, "{table}");
+    }
+
+    #[test]
+    fn chrome_trace_names_processes_and_threads() {
+        let profile = Profile {
+            ops: vec![op("say \"hi\"", 1, 3, ProfiledOutcome::Completed)],
+        };
+        let mut out = Vec::new();
+        profile.write_chrome_trace(&mut out).unwrap();
+        let trace = String::from_utf8(out).unwrap();
+        assert!(
+            trace
+                .contains("\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"cpu(0)\"}")
+        );
+        assert!(trace.contains(
+            "\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"main\"}"
+        ));
+        assert!(trace.contains(
+            "\"name\":\"say \\\"hi\\\"\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":1.000,\"dur\":2.000"
+        ));
+    }
+
+    #[test]
+    fn micros_keep_nanoseconds() {
+        assert_eq!(micros(Duration::from_nanos(1_234_567)), "1234.567");
+        assert_eq!(micros(Duration::from_nanos(5)), "0.005");
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_string("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
+    }
+}

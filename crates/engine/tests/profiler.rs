@@ -1,0 +1,313 @@
+//! The profiler (what it records, when, in which mode), its outputs, and the `tracing` spans.
+#![cfg(not(loom))]
+#![allow(clippy::doc_markdown, reason = "tests: MXNet named in docs")]
+
+mod common;
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{KINDS, engine};
+use depengine::{Engine, EngineConfig, EngineKind, ProfileMode, ProfiledOutcome};
+
+type Res = Result<(), String>;
+
+#[allow(clippy::unnecessary_wraps, reason = "an op function's signature")]
+fn ok(_: depengine::RunContext) -> Res {
+    Ok(())
+}
+
+#[test]
+fn every_kind_records_each_op_once_with_its_name() {
+    for kind in KINDS {
+        let engine = engine(kind, 2);
+        let (x, y) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+        engine.profiler().start();
+        for _ in 0..5 {
+            engine.op("write x").writes(&[x]).push_sync(ok).unwrap();
+        }
+        for _ in 0..3 {
+            engine
+                .op("read x")
+                .reads(&[x])
+                .writes(&[y])
+                .push_sync(ok)
+                .unwrap();
+        }
+        engine.wait_for_all().unwrap();
+        let profile = engine.profiler().take();
+        assert_eq!(profile.len(), 8, "{kind:?}");
+        let summary = profile.summary();
+        let calls: Vec<(&str, usize)> =
+            summary.iter().map(|s| (s.name.as_str(), s.calls)).collect();
+        assert!(
+            calls.contains(&("write x", 5)) && calls.contains(&("read x", 3)),
+            "{kind:?}: {calls:?}"
+        );
+        for op in profile.ops() {
+            assert!(op.start() <= op.end(), "{kind:?}");
+            assert_eq!(op.outcome(), ProfiledOutcome::Completed);
+            assert!(!op.thread_name().is_empty());
+        }
+        assert!(engine.profiler().take().is_empty(), "take drains");
+    }
+}
+
+#[test]
+fn writes_to_one_var_never_overlap_in_the_profile() {
+    let engine = engine(EngineKind::ThreadedPerDevice, 2);
+    let var = engine.new_var().unwrap();
+    engine.profiler().start();
+    for _ in 0..50 {
+        engine
+            .op("write")
+            .writes(&[var])
+            .push_sync(|_| -> Res {
+                std::thread::sleep(Duration::from_micros(50));
+                Ok(())
+            })
+            .unwrap();
+    }
+    engine.wait_for_all().unwrap();
+    let mut ops = engine.profiler().take().ops().to_vec();
+    assert_eq!(ops.len(), 50);
+    ops.sort_by_key(depengine::OpProfile::start);
+    for pair in ops.windows(2) {
+        assert!(
+            pair[0].end() <= pair[1].start(),
+            "writes of one var ran together"
+        );
+        assert!(pair[0].duration() >= Duration::from_micros(50));
+    }
+}
+
+#[test]
+fn a_stopped_profiler_records_nothing() {
+    let engine = engine(EngineKind::ThreadedPerDevice, 2);
+    let var = engine.new_var().unwrap();
+    let push = |name: &'static str| engine.op(name).writes(&[var]).push_sync(ok).unwrap();
+    push("before start");
+    engine.wait_for_all().unwrap();
+    assert!(!engine.profiler().is_running());
+    engine.profiler().start();
+    push("while running");
+    engine.wait_for_all().unwrap();
+    engine.profiler().stop();
+    push("after stop");
+    engine.wait_for_all().unwrap();
+    let profile = engine.profiler().take();
+    let names: Vec<&str> = profile
+        .ops()
+        .iter()
+        .map(depengine::OpProfile::name)
+        .collect();
+    assert_eq!(names, ["while running"]);
+}
+
+#[test]
+fn marked_mode_records_only_marked_ops() {
+    let engine = Engine::new(
+        EngineConfig::default()
+            .cpu_worker_threads(2)
+            .profiler_autostart(true)
+            .profiler_mode(ProfileMode::Marked),
+    )
+    .unwrap();
+    assert!(engine.profiler().is_running());
+    assert_eq!(engine.profiler().mode(), ProfileMode::Marked);
+    let var = engine.new_var().unwrap();
+    engine.op("plain").writes(&[var]).push_sync(ok).unwrap();
+    engine
+        .op("marked")
+        .writes(&[var])
+        .profiled()
+        .push_sync(ok)
+        .unwrap();
+    let marked = engine
+        .operator("marked operator")
+        .writes(&[var])
+        .profiled()
+        .build_sync(ok)
+        .unwrap();
+    let plain = engine
+        .operator("plain operator")
+        .writes(&[var])
+        .build_sync(ok)
+        .unwrap();
+    engine.push(&marked, depengine::Context::cpu(0), 0).unwrap();
+    engine.push(&plain, depengine::Context::cpu(0), 0).unwrap();
+    engine.wait_for_all().unwrap();
+    let profile = engine.profiler().take();
+    let names: Vec<&str> = profile
+        .ops()
+        .iter()
+        .map(depengine::OpProfile::name)
+        .collect();
+    assert_eq!(names, ["marked", "marked operator"]);
+
+    engine.profiler().set_mode(ProfileMode::All);
+    engine.op("plain").writes(&[var]).push_sync(ok).unwrap();
+    engine.wait_for_all().unwrap();
+    assert_eq!(engine.profiler().take().len(), 1);
+}
+
+#[test]
+fn failed_skipped_and_async_ops_are_recorded_with_their_outcome() {
+    let engine = engine(EngineKind::ThreadedPerDevice, 2);
+    let (a, b, c) = (
+        engine.new_var().unwrap(),
+        engine.new_var().unwrap(),
+        engine.new_var().unwrap(),
+    );
+    engine.profiler().start();
+    engine
+        .op("fails")
+        .writes(&[a])
+        .push_sync(|_| Err("broken"))
+        .unwrap();
+    engine
+        .op("skipped")
+        .reads(&[a])
+        .writes(&[b])
+        .push_sync(ok)
+        .unwrap();
+    engine
+        .op("async")
+        .writes(&[c])
+        .push_async(|_, done| {
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(5));
+                done.ok();
+            });
+        })
+        .unwrap();
+    engine
+        .op("dropped")
+        .reads(&[c])
+        .push_async(|_, done| drop(done))
+        .unwrap();
+    assert!(engine.wait_for_all().is_err(), "the failure is reported");
+    let profile = engine.profiler().take();
+    let outcome = |name: &str| {
+        let op = profile.ops().iter().find(|op| op.name() == name).unwrap();
+        (op.outcome(), op.duration())
+    };
+    assert_eq!(outcome("fails").0, ProfiledOutcome::Failed);
+    assert_eq!(
+        outcome("skipped"),
+        (ProfiledOutcome::Skipped, Duration::ZERO)
+    );
+    let (async_outcome, async_duration) = outcome("async");
+    assert_eq!(async_outcome, ProfiledOutcome::Completed);
+    assert!(
+        async_duration >= Duration::from_millis(5),
+        "ends when its completion does"
+    );
+    assert_eq!(outcome("dropped").0, ProfiledOutcome::Failed);
+    let failures: usize = profile.summary().iter().map(|s| s.failures).sum();
+    assert_eq!(failures, 3);
+}
+
+#[test]
+fn the_chrome_trace_is_json_with_one_event_per_op() {
+    let engine = engine(EngineKind::ThreadedPerDevice, 2);
+    let var = engine.new_var().unwrap();
+    engine.profiler().start();
+    for name in ["first", "quote \" and \\ backslash", "third"] {
+        engine.op(name).writes(&[var]).push_sync(ok).unwrap();
+    }
+    engine.wait_for_all().unwrap();
+    let profile = engine.profiler().take();
+    let mut trace = Vec::new();
+    profile.write_chrome_trace(&mut trace).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&trace).expect("valid JSON");
+    let events = json["traceEvents"].as_array().unwrap();
+    let ops: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(ops.len(), 3);
+    assert!(ops.iter().any(|e| e["name"] == "quote \" and \\ backslash"));
+    for op in &ops {
+        assert!(op["ts"].as_f64().unwrap() >= 0.0 && op["dur"].as_f64().unwrap() >= 0.0);
+        assert_eq!(op["args"]["outcome"], "completed");
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| e["name"] == "process_name" && e["args"]["name"] == "cpu(0)")
+    );
+    assert!(events.iter().any(|e| e["name"] == "thread_name"));
+    let table = profile.to_string();
+    assert!(
+        table.contains("first") && table.contains("third"),
+        "{table}"
+    );
+}
+
+/// A `tracing` writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl io::Write for Buffer {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buffer {
+    type Writer = Buffer;
+
+    fn make_writer(&'a self) -> Buffer {
+        self.clone()
+    }
+}
+
+#[test]
+fn ops_run_in_tracing_spans_and_failures_are_logged() {
+    let buffer = Buffer::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_writer(buffer.clone())
+        .finish();
+    // The naive engine runs each op on the pushing thread, where this subscriber is the default.
+    tracing::subscriber::with_default(subscriber, || {
+        let engine = engine(EngineKind::Naive, 1);
+        let var = engine.new_var().unwrap();
+        engine
+            .op("traced op")
+            .writes(&[var])
+            .push_sync(|_| {
+                tracing::info!("inside the op");
+                Ok::<(), String>(())
+            })
+            .unwrap();
+        engine
+            .op("failing op")
+            .writes(&[var])
+            .push_sync(|_| Err("no luck"))
+            .unwrap();
+        assert!(engine.wait_for_all().is_err());
+    });
+    let log = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+    let inside = log
+        .lines()
+        .find(|l| l.contains("inside the op"))
+        .expect(&log);
+    assert!(inside.contains("op{name=\"traced op\"}"), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("close") && l.contains("traced op")),
+        "{log}"
+    );
+    let failed = log.lines().find(|l| l.contains("op failed")).expect(&log);
+    assert!(
+        failed.contains("DEBUG") && failed.contains("no luck"),
+        "{log}"
+    );
+}
