@@ -2,6 +2,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
+use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -9,12 +10,14 @@ use std::time::{Duration, Instant};
 /// The result of a step; the error is the message `xtask` prints before exiting non-zero.
 pub(crate) type Result<T = ()> = std::result::Result<T, String>;
 
-/// A command line to echo and run, with extra environment variables.
+/// A command line to echo and run, with extra environment variables and, optionally, its own
+/// working directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Cmd {
     program: OsString,
     args: Vec<OsString>,
     env: Vec<(String, String)>,
+    dir: Option<PathBuf>,
 }
 
 /// What a captured command printed, and how it ended.
@@ -32,6 +35,7 @@ impl Cmd {
             program: program.as_ref().to_owned(),
             args: Vec::new(),
             env: Vec::new(),
+            dir: None,
         }
     }
 
@@ -53,6 +57,12 @@ impl Cmd {
 
     pub(crate) fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Runs the command in `dir` instead of the workspace root.
+    pub(crate) fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dir = Some(dir.into());
         self
     }
 
@@ -122,6 +132,9 @@ impl Cmd {
         let mut command = Command::new(&self.program);
         command.args(&self.args);
         command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(dir) = &self.dir {
+            command.current_dir(dir);
+        }
         command
     }
 }
@@ -129,6 +142,9 @@ impl Cmd {
 impl std::fmt::Display for Cmd {
     /// The command as a shell line: `KEY=value program arg...`, quoted where needed.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(dir) = &self.dir {
+            write!(f, "cd {} && ", shell_quote(&dir.to_string_lossy()))?;
+        }
         for (key, value) in &self.env {
             write!(f, "{key}={} ", shell_quote(value))?;
         }

@@ -1,6 +1,7 @@
 //! [`EngineConfig`], [`EngineKind`], and reading them from the environment.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -91,6 +92,9 @@ pub const GPU_COPY_NTHREADS: &str = "DEPENGINE_GPU_COPY_NTHREADS";
 pub const PROFILER_AUTOSTART: &str = "DEPENGINE_PROFILER_AUTOSTART";
 /// `all` | `marked`: which ops the profiler records (see [`ProfileMode`]).
 pub const PROFILER_MODE: &str = "DEPENGINE_PROFILER_MODE";
+/// A file path: where the engine writes the profile nobody took (a Chrome trace) when its last
+/// clone is dropped.
+pub const PROFILER_OUTPUT: &str = "DEPENGINE_PROFILER_OUTPUT";
 
 const POSITIVE: &str = "a positive integer";
 
@@ -126,6 +130,9 @@ pub struct EngineConfig {
     pub profiler_autostart: bool,
     /// Which ops the profiler records (default [`ProfileMode::All`]).
     pub profiler_mode: ProfileMode,
+    /// Where the engine writes the recorded ops nobody took, as a Chrome trace, when its last
+    /// clone is dropped (default: nowhere).
+    pub profiler_output: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -139,6 +146,7 @@ impl Default for EngineConfig {
             device_backend: None,
             profiler_autostart: false,
             profiler_mode: ProfileMode::All,
+            profiler_output: None,
         }
     }
 }
@@ -167,6 +175,16 @@ impl EngineConfig {
         }
         if let Some(value) = lookup(PROFILER_AUTOSTART) {
             config.profiler_autostart = flag(PROFILER_AUTOSTART, &value)?;
+        }
+        if let Some(value) = lookup(PROFILER_OUTPUT) {
+            if value.trim().is_empty() {
+                return Err(ConfigError::Invalid {
+                    variable: PROFILER_OUTPUT,
+                    value,
+                    expected: "a file path",
+                });
+            }
+            config.profiler_output = Some(PathBuf::from(value));
         }
         if let Some(value) = lookup(PROFILER_MODE) {
             config.profiler_mode = match value.trim().to_ascii_lowercase().as_str() {
@@ -242,6 +260,12 @@ impl EngineConfig {
         self
     }
 
+    /// Sets where the engine writes the recorded ops nobody took when its last clone is dropped.
+    pub fn profiler_output(mut self, path: impl Into<PathBuf>) -> Self {
+        self.profiler_output = Some(path.into());
+        self
+    }
+
     /// Checks every thread count is positive.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         for (variable, value) in [
@@ -299,6 +323,7 @@ impl fmt::Debug for EngineConfig {
             )
             .field("profiler_autostart", &self.profiler_autostart)
             .field("profiler_mode", &self.profiler_mode)
+            .field("profiler_output", &self.profiler_output)
             .finish()
     }
 }
@@ -368,16 +393,19 @@ mod tests {
         let config = EngineConfig::from_lookup(lookup(&[
             (PROFILER_AUTOSTART, "1"),
             (PROFILER_MODE, "Marked"),
+            (PROFILER_OUTPUT, "trace.json"),
         ]))
         .unwrap();
         assert!(config.profiler_autostart);
         assert_eq!(config.profiler_mode, ProfileMode::Marked);
+        assert_eq!(config.profiler_output, Some(PathBuf::from("trace.json")));
         let default = EngineConfig::from_lookup(lookup(&[])).unwrap();
         assert!(!default.profiler_autostart);
         assert_eq!(default.profiler_mode, ProfileMode::All);
         for (variable, bad, expected) in [
             (PROFILER_AUTOSTART, "yes please", "`0`/`false`/`off`"),
             (PROFILER_MODE, "some", "`all` or `marked`"),
+            (PROFILER_OUTPUT, " ", "a file path"),
         ] {
             let message = EngineConfig::from_lookup(lookup(&[(variable, bad)]))
                 .unwrap_err()

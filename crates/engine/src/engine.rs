@@ -53,6 +53,7 @@ impl Drop for Handle {
         while Arc::strong_count(&self.inner) > 1 {
             std::thread::yield_now();
         }
+        self.inner.profiler.write_output();
     }
 }
 

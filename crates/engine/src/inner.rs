@@ -126,6 +126,20 @@ pub(crate) fn running_op_of(engine: u64) -> bool {
     FRAME_STARTS.with(|starts| starts.borrow().iter().any(|&(_, id)| id == engine))
 }
 
+/// The `tracing` span an op's function runs in: `Span::none()` (a level check) unless a
+/// subscriber wants `TRACE` from `depengine::op`.
+#[inline]
+fn op_span(name: &str) -> tracing::Span {
+    tracing::trace_span!(target: "depengine::op", "op", name)
+}
+
+/// `op_span` for an async op, created before the op moves into its `Completion`; a panic in
+/// the subscriber leaves the op without a span.
+fn async_op_span(op: &ReadyOp<OpRecord>) -> tracing::Span {
+    let name = op.payload().name.as_str();
+    catch_unwind(AssertUnwindSafe(|| op_span(name))).unwrap_or_else(|_| tracing::Span::none())
+}
+
 /// The graph's dispatcher: routes each ready op.
 pub(crate) struct Dispatcher<'a> {
     pub(crate) inner: &'a Arc<Inner>,
@@ -191,7 +205,11 @@ impl Inner {
             idle: IdleCounter::new(),
             shut_down: AtomicBool::new(false),
             failures: Mutex::new(FailureLog::default()),
-            profiler: ProfilerState::new(config.profiler_autostart, config.profiler_mode),
+            profiler: ProfilerState::new(
+                config.profiler_autostart,
+                config.profiler_mode,
+                config.profiler_output,
+            ),
         })
     }
 
@@ -372,34 +390,37 @@ impl Inner {
             return self.finish_then(op, Ok(()), false, keep_for);
         };
         let started = profiled.then(|| self.profiler.start());
-        // `Span::none()` unless a subscriber wants `TRACE` from `depengine::op`; the name is
-        // only read then.
-        let span =
-            tracing::trace_span!(target: "depengine::op", "op", name = op.payload().name.as_str());
+        // The op's `tracing` span is created, entered, left and closed inside the op's
+        // `catch_unwind`: a panicking subscriber fails the op instead of unwinding a worker.
         match func {
             OpFn::Sync(func) => {
-                let outcome = span.in_scope(|| {
+                let outcome = {
                     let _frame = OpFrame::enter(self.id, &op);
-                    catch_unwind(AssertUnwindSafe(move || func(run)))
-                });
+                    let name = op.payload().name.as_str();
+                    catch_unwind(AssertUnwindSafe(move || {
+                        op_span(name).in_scope(|| func(run))
+                    }))
+                };
                 let outcome = Self::outcome(&op, outcome);
                 self.profile(&op, started, &outcome);
                 self.finish_then(op, outcome, true, keep_for)
             }
             OpFn::Async(func) => {
                 let frame = OpFrame::enter(self.id, &op);
+                let span = async_op_span(&op);
                 let done = Completion::new(Arc::clone(self), op, started);
                 // A panic drops `done` while unwinding, which completes the op as panicked.
-                let _ = span.in_scope(|| catch_unwind(AssertUnwindSafe(move || func(run, done))));
+                let _ = catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
                 drop(frame);
                 None
             }
             OpFn::Operator(operator) => match &operator.func {
                 OperatorFn::Sync(func) => {
-                    let outcome = span.in_scope(|| {
+                    let outcome = {
                         let _frame = OpFrame::enter(self.id, &op);
-                        catch_unwind(AssertUnwindSafe(|| func(run)))
-                    });
+                        let name = op.payload().name.as_str();
+                        catch_unwind(AssertUnwindSafe(|| op_span(name).in_scope(|| func(run))))
+                    };
                     let outcome = Self::outcome(&op, outcome);
                     drop(operator);
                     self.profile(&op, started, &outcome);
@@ -407,8 +428,10 @@ impl Inner {
                 }
                 OperatorFn::Async(func) => {
                     let frame = OpFrame::enter(self.id, &op);
+                    let span = async_op_span(&op);
                     let done = Completion::new(Arc::clone(self), op, started);
-                    let _ = span.in_scope(|| catch_unwind(AssertUnwindSafe(|| func(run, done))));
+                    let _ =
+                        catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
                     drop(frame);
                     None
                 }
@@ -483,9 +506,15 @@ impl Inner {
         keep_for: Option<BlockKey>,
     ) -> Option<ReadyOp<OpRecord>> {
         if let Err(failure) = &outcome {
+            if root {
+                // Subscriber code and the op's error's `Display` run here: not under the
+                // failure log's lock, and a panic in them must not keep the op from completing.
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    tracing::debug!(target: "depengine::failure", %failure, "op failed");
+                }));
+            }
             let mut log = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
             if root {
-                tracing::debug!(target: "depengine::failure", %failure, "op failed");
                 log.roots.push(failure.clone());
             }
             log.vars.extend(op.writes());

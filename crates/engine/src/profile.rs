@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
-use std::io;
+use std::io::{self, Write as _};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use crate::name::OpName;
 
 /// How a profiled op ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ProfiledOutcome {
     /// Its function ran and succeeded.
     Completed,
@@ -75,8 +76,16 @@ impl OpProfile {
     }
 
     /// The name of the thread its function started on (an async op may complete on another).
+    /// Two engines' worker threads may share a name: [`thread_index`](Self::thread_index)
+    /// tells threads apart.
     pub fn thread_name(&self) -> &str {
         &self.thread.name
+    }
+
+    /// A process-wide index of the thread its function started on, in the order threads first
+    /// started a profiled op.
+    pub fn thread_index(&self) -> u32 {
+        self.thread.index
     }
 
     /// When its function started, since the engine was created.
@@ -101,29 +110,58 @@ impl OpProfile {
     }
 }
 
-/// The time spent in the ops of one name, from [`Profile::summary`].
+/// The time spent in the ops of one name, from [`Profile::summary`]. The durations cover the
+/// ops that ran; skipped ops (which did not) are only counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OpSummary {
     /// The ops' name.
     pub name: String,
-    /// How many ran (or were skipped).
-    pub calls: usize,
-    /// The sum of their durations.
+    /// How many ran (completed or failed).
+    pub runs: usize,
+    /// How many of those failed.
+    pub failed: usize,
+    /// How many were skipped (failure rule 2).
+    pub skipped: usize,
+    /// The sum of the durations of those that ran.
     pub total: Duration,
-    /// The shortest.
+    /// The shortest run (zero if none ran).
     pub min: Duration,
-    /// The longest.
+    /// The longest run.
     pub max: Duration,
-    /// How many failed or were skipped.
-    pub failures: usize,
 }
 
 impl OpSummary {
-    /// `total / calls`.
+    /// `total / runs` (zero if none ran).
     pub fn mean(&self) -> Duration {
-        let calls = u32::try_from(self.calls).unwrap_or(u32::MAX).max(1);
-        self.total / calls
+        let runs = u128::try_from(self.runs).unwrap_or(u128::MAX).max(1);
+        let nanos = self.total.as_nanos() / runs;
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    fn new(name: &str) -> Self {
+        OpSummary {
+            name: name.to_owned(),
+            runs: 0,
+            failed: 0,
+            skipped: 0,
+            total: Duration::ZERO,
+            min: Duration::MAX,
+            max: Duration::ZERO,
+        }
+    }
+
+    fn add(&mut self, op: &OpProfile) {
+        if op.outcome == ProfiledOutcome::Skipped {
+            self.skipped += 1;
+            return;
+        }
+        let duration = op.duration();
+        self.runs += 1;
+        self.failed += usize::from(op.outcome == ProfiledOutcome::Failed);
+        self.total += duration;
+        self.min = self.min.min(duration);
+        self.max = self.max.max(duration);
     }
 }
 
@@ -155,32 +193,24 @@ impl Profile {
         self.ops.len()
     }
 
-    /// Per op name: calls, total, min and max time, failures; the most total time first (ties
-    /// by name).
+    /// Per op name: runs, failures, skips, total, min and max time; the most total time first
+    /// (ties by name).
     pub fn summary(&self) -> Vec<OpSummary> {
         let mut by_name: HashMap<&str, OpSummary> = HashMap::new();
         for op in &self.ops {
-            let duration = op.duration();
-            let failed = usize::from(op.outcome != ProfiledOutcome::Completed);
             by_name
                 .entry(op.name())
-                .and_modify(|summary| {
-                    summary.calls += 1;
-                    summary.total += duration;
-                    summary.min = summary.min.min(duration);
-                    summary.max = summary.max.max(duration);
-                    summary.failures += failed;
-                })
-                .or_insert_with(|| OpSummary {
-                    name: op.name().to_owned(),
-                    calls: 1,
-                    total: duration,
-                    min: duration,
-                    max: duration,
-                    failures: failed,
-                });
+                .or_insert_with(|| OpSummary::new(op.name()))
+                .add(op);
         }
-        let mut summary: Vec<OpSummary> = by_name.into_values().collect();
+        let mut summary: Vec<OpSummary> = by_name
+            .into_values()
+            .map(|mut s| {
+                // No run: no shortest one.
+                s.min = s.min.min(s.max);
+                s
+            })
+            .collect();
         summary.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.name.cmp(&b.name)));
         summary
     }
@@ -192,62 +222,70 @@ impl Profile {
     /// # Errors
     ///
     /// The writer's.
-    pub fn write_chrome_trace(&self, mut out: impl io::Write) -> io::Result<()> {
-        out.write_all(self.chrome_trace().as_bytes())
-    }
-
-    fn chrome_trace(&self) -> String {
+    pub fn write_chrome_trace(&self, out: impl io::Write) -> io::Result<()> {
+        let mut out = io::BufWriter::new(out);
+        // Processes (contexts) and their threads, numbered in order of appearance.
         let mut processes: Vec<Context> = Vec::new();
         let mut threads: Vec<(usize, &ProfiledThread)> = Vec::new();
-        let mut events = Vec::with_capacity(self.ops.len());
-        for op in &self.ops {
-            let pid = processes
-                .iter()
-                .position(|&c| c == op.context)
-                .unwrap_or_else(|| {
-                    processes.push(op.context);
-                    processes.len() - 1
-                });
-            if !threads
-                .iter()
-                .any(|&(p, t)| p == pid && t.index == op.thread.index)
-            {
-                threads.push((pid, &op.thread));
-            }
-            events.push(format!(
-                "{{\"name\":{},\"cat\":\"op\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{pid},\
-                 \"tid\":{},\"args\":{{\"outcome\":\"{}\",\"property\":\"{:?}\",\"priority\":{}}}}}",
+        let pids: Vec<usize> = self
+            .ops
+            .iter()
+            .map(|op| {
+                let pid = processes
+                    .iter()
+                    .position(|&c| c == op.context)
+                    .unwrap_or_else(|| {
+                        processes.push(op.context);
+                        processes.len() - 1
+                    });
+                if !threads
+                    .iter()
+                    .any(|&(p, t)| p == pid && t.index == op.thread.index)
+                {
+                    threads.push((pid, &op.thread));
+                }
+                pid
+            })
+            .collect();
+        write!(out, "{{\"traceEvents\":[")?;
+        let mut separator = "\n";
+        for (pid, context) in processes.iter().enumerate() {
+            write!(
+                out,
+                "{separator}{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"args\":\
+                 {{\"name\":{}}}}}",
+                json_string(&context.to_string())
+            )?;
+            separator = ",\n";
+        }
+        for (pid, thread) in &threads {
+            write!(
+                out,
+                "{separator}{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{},\
+                 \"args\":{{\"name\":{}}}}}",
+                thread.index,
+                json_string(&thread.name)
+            )?;
+            separator = ",\n";
+        }
+        for (op, pid) in self.ops.iter().zip(pids) {
+            write!(
+                out,
+                "{separator}{{\"name\":{},\"cat\":\"op\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\
+                 \"pid\":{pid},\"tid\":{},\"args\":{{\"outcome\":\"{}\",\"property\":{},\
+                 \"priority\":{}}}}}",
                 json_string(op.name()),
                 micros(op.start),
                 micros(op.duration()),
                 op.thread.index,
                 op.outcome.as_str(),
-                op.property,
+                json_string(&format!("{:?}", op.property)),
                 op.priority,
-            ));
+            )?;
+            separator = ",\n";
         }
-        let names = processes
-            .iter()
-            .enumerate()
-            .map(|(pid, context)| {
-                format!(
-                    "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"args\":{{\"name\":{}}}}}",
-                    json_string(&context.to_string())
-                )
-            })
-            .chain(threads.iter().map(|(pid, thread)| {
-                format!(
-                    "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{},\"args\":\
-                     {{\"name\":{}}}}}",
-                    thread.index,
-                    json_string(&thread.name)
-                )
-            }));
-        let all: Vec<String> = names.chain(events).collect();
-        format!(
-            "{{\"traceEvents\":[\n{}\n],\"displayTimeUnit\":\"ns\"}}\n",
-            all.join(",\n")
-        )
+        writeln!(out, "\n],\"displayTimeUnit\":\"ns\"}}")?;
+        out.flush()
     }
 }
 
@@ -257,26 +295,27 @@ impl fmt::Display for Profile {
         let summary = self.summary();
         let width = summary
             .iter()
-            .map(|s| s.name.len())
+            .map(|s| s.name.chars().count())
             .chain([4])
             .max()
             .unwrap_or(4);
         writeln!(
             f,
-            "{:<width$}  {:>8}  {:>12}  {:>10}  {:>10}  {:>10}  {:>8}",
-            "name", "calls", "total (us)", "mean (us)", "min (us)", "max (us)", "failed"
+            "{:<width$}  {:>8}  {:>12}  {:>10}  {:>10}  {:>10}  {:>7}  {:>7}",
+            "name", "runs", "total (us)", "mean (us)", "min (us)", "max (us)", "failed", "skipped"
         )?;
         for s in &summary {
             writeln!(
                 f,
-                "{:<width$}  {:>8}  {:>12.1}  {:>10.2}  {:>10.2}  {:>10.2}  {:>8}",
+                "{:<width$}  {:>8}  {:>12.1}  {:>10.2}  {:>10.2}  {:>10.2}  {:>7}  {:>7}",
                 s.name,
-                s.calls,
+                s.runs,
                 micros_f64(s.total),
                 micros_f64(s.mean()),
                 micros_f64(s.min),
                 micros_f64(s.max),
-                s.failures
+                s.failed,
+                s.skipped
             )?;
         }
         Ok(())
@@ -354,14 +393,20 @@ mod tests {
         let names: Vec<&str> = summary.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["b", "a", "c"]);
         let a = &summary[1];
-        assert_eq!((a.calls, a.failures), (2, 1));
+        assert_eq!((a.runs, a.failed, a.skipped), (2, 1, 0));
         assert_eq!(a.total, Duration::from_micros(40));
         assert_eq!(
             (a.min, a.max),
             (Duration::from_micros(10), Duration::from_micros(30))
         );
         assert_eq!(a.mean(), Duration::from_micros(20));
-        assert_eq!(summary[2].failures, 1);
+        // A skipped op is counted, not timed.
+        let c = &summary[2];
+        assert_eq!((c.runs, c.failed, c.skipped), (0, 0, 1));
+        assert_eq!(
+            (c.min, c.max, c.mean()),
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO)
+        );
         let table = profile.to_string();
         assert!(table.starts_with("name"), "{table}");
         assert_eq!(table.lines().count(), 4, "{table}");

@@ -9,6 +9,12 @@
 //! records over as a [`Profile`](crate::Profile), which summarises them per name and writes a
 //! Chrome trace.
 //!
+//! With an output path ([`EngineConfig::profiler_output`](crate::EngineConfig::profiler_output)
+//! or `DEPENGINE_PROFILER_OUTPUT`), the engine writes the records nobody took as a Chrome
+//! trace when its last clone is dropped, after every op completed (as MXNet dumps its profile
+//! at exit); so `DEPENGINE_PROFILER_AUTOSTART=1 DEPENGINE_PROFILER_OUTPUT=trace.json` profiles
+//! a program that uses [`Engine::from_env`](crate::Engine::from_env) without changing it.
+//!
 //! # Cost
 //!
 //! Stopped (the default), an executed op pays one relaxed load of the running flag. Running,
@@ -16,11 +22,12 @@
 //! finding where the time goes, not for leaving on. The list grows until `take` empties it.
 //!
 //! Independently of the profiler, each executed op's function runs inside a `tracing` span
-//! (`TRACE` level, target `depengine::op`, field `name`), and each failed op is logged as a
-//! `DEBUG` event (target `depengine::failure`), so a `tracing` subscriber sees the engine's
-//! work alongside the application's.
+//! (`TRACE` level, target `depengine::op`, field `name`), and each op that fails on its own is
+//! a `DEBUG` event (target `depengine::failure`). On the threaded kinds the spans are created on
+//! worker threads: a global subscriber sees them, as root spans.
 
 use std::cell::OnceCell;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -31,6 +38,7 @@ use crate::record::OpRecord;
 
 /// Which ops a running profiler records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum ProfileMode {
     /// Every executed op (MXNet's `kAllOperator`).
     #[default]
@@ -58,22 +66,25 @@ thread_local! {
 }
 
 fn current_thread() -> ProfiledThread {
-    THREAD.with(|cell| {
-        cell.get_or_init(|| {
-            let index = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-            let name = std::thread::current()
-                .name()
-                .map_or_else(|| Arc::from(format!("thread-{index}")), Arc::from);
-            ProfiledThread { index, name }
-        })
-        .clone()
-    })
+    let new = || {
+        let index = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+        let name = std::thread::current()
+            .name()
+            .map_or_else(|| Arc::from(format!("thread-{index}")), Arc::from);
+        ProfiledThread { index, name }
+    };
+    // `try_with`: an op completed from a thread-local's destructor (a `Completion` dropped as
+    // its thread exits) still gets a thread, a fresh one.
+    THREAD
+        .try_with(|cell| cell.get_or_init(new).clone())
+        .unwrap_or_else(|_| new())
 }
 
 /// The profiler's state, one per engine.
 pub(crate) struct ProfilerState {
-    /// Read (relaxed) by every executed op; written by `start` / `stop`. A stale value only
-    /// moves the first or last recorded op by one, which no caller can tell from a race.
+    /// Read (relaxed) by every executed op; written by `start` / `stop`. An op that starts
+    /// while another thread starts or stops the profiler may be recorded or not (at most one
+    /// such op per worker), as with any race between the two calls.
     running: AtomicBool,
     /// `ProfileMode as u8`.
     mode: AtomicU8,
@@ -81,6 +92,8 @@ pub(crate) struct ProfilerState {
     epoch: Instant,
     /// Completed ops' records, until `take`.
     records: Mutex<Vec<OpProfile>>,
+    /// Where the engine's teardown writes what is left as a Chrome trace.
+    output: Option<PathBuf>,
 }
 
 /// When and where a profiled op started: taken before its function runs, turned into an
@@ -91,12 +104,35 @@ pub(crate) struct Started {
 }
 
 impl ProfilerState {
-    pub(crate) fn new(autostart: bool, mode: ProfileMode) -> Self {
+    pub(crate) fn new(autostart: bool, mode: ProfileMode, output: Option<PathBuf>) -> Self {
         ProfilerState {
             running: AtomicBool::new(autostart),
             mode: AtomicU8::new(mode as u8),
             epoch: Instant::now(),
             records: Mutex::new(Vec::new()),
+            output,
+        }
+    }
+
+    fn take(&self) -> Profile {
+        let ops = std::mem::take(&mut *self.records.lock().unwrap_or_else(PoisonError::into_inner));
+        Profile { ops }
+    }
+
+    /// At the engine's teardown (every op completed): writes the ops not taken yet to the
+    /// configured output, if any. A failure to write is logged (`tracing`, `WARN`): a drop has
+    /// no caller to return it to.
+    pub(crate) fn write_output(&self) {
+        let Some(path) = &self.output else { return };
+        let profile = self.take();
+        let written = std::fs::File::create(path).and_then(|file| profile.write_chrome_trace(file));
+        if let Err(error) = written {
+            tracing::warn!(
+                target: "depengine::profiler",
+                path = %path.display(),
+                %error,
+                "cannot write the profile"
+            );
         }
     }
 
@@ -210,15 +246,9 @@ impl<'e> Profiler<'e> {
     /// The ops recorded since the last `take` (those completed by now), in completion order.
     /// Call [`Engine::wait_for_all`](crate::Engine::wait_for_all) first to include every op
     /// pushed so far.
+    #[must_use = "take empties the recorded ops: keep or write the profile"]
     pub fn take(&self) -> Profile {
-        let ops = std::mem::take(
-            &mut *self
-                .state
-                .records
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        Profile { ops }
+        self.state.take()
     }
 }
 

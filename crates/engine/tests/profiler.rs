@@ -4,11 +4,10 @@
 
 mod common;
 
-use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{KINDS, engine};
+use common::{Buffer, KINDS, engine};
 use depengine::{Engine, EngineConfig, EngineKind, ProfileMode, ProfiledOutcome};
 
 type Res = Result<(), String>;
@@ -39,8 +38,7 @@ fn every_kind_records_each_op_once_with_its_name() {
         let profile = engine.profiler().take();
         assert_eq!(profile.len(), 8, "{kind:?}");
         let summary = profile.summary();
-        let calls: Vec<(&str, usize)> =
-            summary.iter().map(|s| (s.name.as_str(), s.calls)).collect();
+        let calls: Vec<(&str, usize)> = summary.iter().map(|s| (s.name.as_str(), s.runs)).collect();
         assert!(
             calls.contains(&("write x", 5)) && calls.contains(&("read x", 3)),
             "{kind:?}: {calls:?}"
@@ -78,7 +76,9 @@ fn writes_to_one_var_never_overlap_in_the_profile() {
             pair[0].end() <= pair[1].start(),
             "writes of one var ran together"
         );
-        assert!(pair[0].duration() >= Duration::from_micros(50));
+    }
+    for op in &ops {
+        assert!(op.duration() >= Duration::from_micros(50));
     }
 }
 
@@ -205,8 +205,124 @@ fn failed_skipped_and_async_ops_are_recorded_with_their_outcome() {
         "ends when its completion does"
     );
     assert_eq!(outcome("dropped").0, ProfiledOutcome::Failed);
-    let failures: usize = profile.summary().iter().map(|s| s.failures).sum();
-    assert_eq!(failures, 3);
+    let summary = profile.summary();
+    let failed: usize = summary.iter().map(|s| s.failed).sum();
+    let skipped: usize = summary.iter().map(|s| s.skipped).sum();
+    assert_eq!((failed, skipped), (2, 1));
+}
+
+#[test]
+fn panics_async_operators_and_late_completions_are_recorded() {
+    for kind in KINDS {
+        let engine = engine(kind, 2);
+        let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+        engine.profiler().start();
+        engine
+            .op("panics")
+            .writes(&[a])
+            .push_sync(|_| -> Res { panic!("boom") })
+            .unwrap();
+        assert!(
+            engine.wait_for_var(a).is_err(),
+            "{kind:?}: the panic is reported"
+        );
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let started_tx = Mutex::new(started_tx);
+        let operator = engine
+            .operator("async operator")
+            .writes(&[b])
+            .build_async(move |_, done| {
+                let _ = started_tx.lock().unwrap().send(());
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(2));
+                    done.ok();
+                });
+            })
+            .unwrap();
+        engine
+            .push(&operator, depengine::Context::cpu(0), 0)
+            .unwrap();
+        started.recv().unwrap();
+        // Stopping while the async op is in flight does not lose it: it started while running.
+        engine.profiler().stop();
+        engine.wait_for_all().unwrap();
+        let profile = engine.profiler().take();
+        let find = |name: &str| profile.ops().iter().find(|op| op.name() == name).cloned();
+        let panicked = find("panics").expect("the panicking op is recorded");
+        assert_eq!(panicked.outcome(), ProfiledOutcome::Failed, "{kind:?}");
+        let operator = find("async operator").expect("the async operator run is recorded");
+        assert_eq!(operator.outcome(), ProfiledOutcome::Completed, "{kind:?}");
+        assert!(operator.duration() >= Duration::from_millis(2), "{kind:?}");
+        assert_eq!(profile.len(), 2, "{kind:?}");
+    }
+}
+
+#[test]
+fn marked_mode_records_a_marked_op_that_is_skipped() {
+    let engine = Engine::new(
+        EngineConfig::default()
+            .cpu_worker_threads(2)
+            .profiler_autostart(true)
+            .profiler_mode(ProfileMode::Marked),
+    )
+    .unwrap();
+    let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+    engine
+        .op("fails")
+        .writes(&[a])
+        .push_sync(|_| Err("x"))
+        .unwrap();
+    engine
+        .op("marked dependent")
+        .reads(&[a])
+        .writes(&[b])
+        .profiled()
+        .push_sync(ok)
+        .unwrap();
+    assert!(engine.wait_for_all().is_err());
+    let profile = engine.profiler().take();
+    let recorded: Vec<(&str, ProfiledOutcome)> = profile
+        .ops()
+        .iter()
+        .map(|op| (op.name(), op.outcome()))
+        .collect();
+    assert_eq!(recorded, [("marked dependent", ProfiledOutcome::Skipped)]);
+}
+
+#[test]
+fn the_last_drop_writes_what_nobody_took_to_the_output() {
+    let dir = std::env::temp_dir().join(format!("depengine-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.json");
+    let engine = Engine::new(
+        EngineConfig::default()
+            .cpu_worker_threads(2)
+            .profiler_autostart(true)
+            .profiler_output(&path),
+    )
+    .unwrap();
+    let var = engine.new_var().unwrap();
+    engine.op("taken").writes(&[var]).push_sync(ok).unwrap();
+    engine.wait_for_all().unwrap();
+    assert_eq!(engine.profiler().take().len(), 1);
+    for _ in 0..3 {
+        engine.op("left").writes(&[var]).push_sync(ok).unwrap();
+    }
+    let clone = engine.clone();
+    drop(engine);
+    assert!(!path.exists(), "only the last clone writes");
+    drop(clone);
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("valid JSON");
+    let names: Vec<&str> = json["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["left", "left", "left"]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -226,9 +342,19 @@ fn the_chrome_trace_is_json_with_one_event_per_op() {
     let ops: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
     assert_eq!(ops.len(), 3);
     assert!(ops.iter().any(|e| e["name"] == "quote \" and \\ backslash"));
-    for op in &ops {
-        assert!(op["ts"].as_f64().unwrap() >= 0.0 && op["dur"].as_f64().unwrap() >= 0.0);
+    for (op, recorded) in ops.iter().zip(profile.ops()) {
+        let ts = op["ts"].as_f64().unwrap();
+        let dur = op["dur"].as_f64().unwrap();
+        assert!(
+            (ts - recorded.start().as_secs_f64() * 1e6).abs() < 0.01,
+            "{op}"
+        );
+        assert!(
+            (dur - recorded.duration().as_secs_f64() * 1e6).abs() < 0.01,
+            "{op}"
+        );
         assert_eq!(op["args"]["outcome"], "completed");
+        assert_eq!(op["args"]["property"], "Normal");
     }
     assert!(
         events
@@ -241,29 +367,6 @@ fn the_chrome_trace_is_json_with_one_event_per_op() {
         table.contains("first") && table.contains("third"),
         "{table}"
     );
-}
-
-/// A `tracing` writer into a shared buffer.
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Buffer {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buffer {
-    type Writer = Buffer;
-
-    fn make_writer(&'a self) -> Buffer {
-        self.clone()
-    }
 }
 
 #[test]
@@ -294,7 +397,7 @@ fn ops_run_in_tracing_spans_and_failures_are_logged() {
             .unwrap();
         assert!(engine.wait_for_all().is_err());
     });
-    let log = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+    let log = buffer.log();
     let inside = log
         .lines()
         .find(|l| l.contains("inside the op"))

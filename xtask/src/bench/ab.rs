@@ -12,13 +12,17 @@
 //! the same state. The median of those ratios, their range and how many rounds favour the
 //! current tree are what a decision rests on.
 //!
+//! Difference metrics (`*_overhead`: measured minus ideal, which may be near or below zero) are
+//! left out: their ratios mean nothing.
+//!
 //! # How the base is built
 //!
-//! `<rev>` is checked out with `git worktree add --detach` under
-//! `<target>/bench/ab/base-src`, built with its own target directory
-//! (`<target>/bench/ab/base-target`, kept between invocations so that a rebuild of the same
-//! revision is quick), and the worktree is removed again. Both binaries are copied beside it,
-//! so a later `cargo build` cannot swap one of them mid-run.
+//! `<rev>` is checked out in a git worktree kept at `<target>/bench/ab/base-src`
+//! (`git worktree add --detach` the first time, `git checkout --detach` later, after a `git
+//! worktree prune` that forgets a worktree `cargo clean` deleted), and built from there, so
+//! with that revision's own `rust-toolchain.toml`, into `<target>/bench/ab/base-target`. Both
+//! kept between invocations, a second comparison rebuilds only what the checkout changed. The
+//! two binaries are copied beside them, so a later `cargo build` cannot swap one mid-run.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,7 +34,8 @@ use crate::cmd::{Cmd, Result};
 
 /// Rounds when `--rounds` is not given: enough for a median and a sign count to mean something
 /// on a noisy machine.
-const DEFAULT_ROUNDS: usize = 11;
+/// Even, so that each side goes first equally often.
+const DEFAULT_ROUNDS: usize = 12;
 
 const USAGE: &str = "usage: cargo xtask bench-ab <git rev> [pool|graph|engine] [--system NAME] \
                      [--workloads a,b] [--rounds N] [--threads N] [--quick]";
@@ -82,6 +87,16 @@ impl Options {
             None => groups::find("engine").ok_or("bench-ab: no `engine` group")?,
         };
         let system = system.unwrap_or_else(|| group.ours.to_owned());
+        if !group
+            .systems
+            .iter()
+            .any(|s| s.name == system && matches!(s.harness, groups::Harness::Rust))
+        {
+            return Err(format!(
+                "bench-ab: `{system}` is not one of the {} group's own systems",
+                group.name
+            ));
+        }
         Ok(Options {
             base,
             group,
@@ -130,38 +145,44 @@ pub(crate) fn main(args: impl Iterator<Item = String>) -> Result {
         return Ok(());
     }
     let options = Options::parse(args.into_iter())?;
-    let dir = target_dir().join("bench").join("ab");
-    let (base, current) = build(&options.base, &dir)?;
+    let dir = std::path::absolute(target_dir().join("bench").join("ab"))
+        .map_err(|e| format!("bench-ab: cannot resolve the target directory: {e}"))?;
+    let commit = rev_parse(&options.base)?;
+    let (base, current) = build(&commit, &dir)?;
     let harness_args = options.harness_args();
     let mut rounds = Vec::with_capacity(options.rounds);
+    let mut failure = None;
     for round in 0..options.rounds {
         println!("== bench-ab round {}/{}", round + 1, options.rounds);
         let run = |binary: &Path| invoke(&Cmd::new(binary).args(&harness_args));
-        rounds.push(if round % 2 == 0 {
-            let base = run(&base)?;
-            (base, run(&current)?)
+        let pair = if round % 2 == 0 {
+            run(&base).and_then(|base| Ok((base, run(&current)?)))
         } else {
-            let current = run(&current)?;
-            (run(&base)?, current)
-        });
+            run(&current).and_then(|current| Ok((run(&base)?, current)))
+        };
+        match pair {
+            Ok(pair) => rounds.push(pair),
+            Err(error) => {
+                failure = Some(error);
+                break;
+            }
+        }
     }
-    let rows = compare(&rounds);
     println!(
-        "\n{} / {}: current tree vs {} ({}), {} round(s); ratio = current / base, below 1 \
-         means the current tree is faster",
+        "\n{} / {}: current tree vs {} ({commit}), {} round(s); ratio = current / base, below \
+         1 means the current tree is faster",
         options.group.name,
         options.system,
         options.base,
-        rev_parse(&options.base)?,
-        options.rounds
+        rounds.len()
     );
-    print!("{}", table(&rows));
-    Ok(())
+    print!("{}", table(&compare(&rounds)));
+    // The rounds completed are reported even when one failed.
+    failure.map_or(Ok(()), Err)
 }
 
-/// Builds the current tree's and `rev`'s bench binaries; their copies in `dir`.
-fn build(rev: &str, dir: &Path) -> Result<(PathBuf, PathBuf)> {
-    let commit = rev_parse(rev)?;
+/// Builds the current tree's and `commit`'s bench binaries; their copies in `dir`.
+fn build(commit: &str, dir: &Path) -> Result<(PathBuf, PathBuf)> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let copy = |from: &Path, name: &str| -> Result<PathBuf> {
         let to = dir.join(name);
@@ -180,40 +201,46 @@ fn build(rev: &str, dir: &Path) -> Result<(PathBuf, PathBuf)> {
 
     let source = dir.join("base-src");
     let base_target = dir.join("base-target");
-    if source.exists() {
-        Cmd::new("git")
-            .args(["worktree", "remove", "--force"])
-            .arg(&source)
-            .run()?;
-    }
-    Cmd::new("git")
-        .args(["worktree", "add", "--detach"])
-        .arg(&source)
-        .arg(&commit)
-        .run()?;
-    let built = Cmd::cargo()
+    checkout(commit, &source)?;
+    Cmd::cargo()
+        .current_dir(&source)
         .args([
             "build",
             "--release",
             "-p",
             "depengine-bench",
-            "--manifest-path",
+            "--target-dir",
         ])
-        .arg(source.join("Cargo.toml"))
-        .arg("--target-dir")
         .arg(&base_target)
-        .run();
-    let removed = Cmd::new("git")
-        .args(["worktree", "remove", "--force"])
-        .arg(&source)
-        .run();
-    built?;
-    removed?;
+        .run()?;
     let base = copy(
         &base_target.join("release").join("depengine-bench"),
         "depengine-bench-base",
     )?;
     Ok((base, current))
+}
+
+/// Checks `commit` out in the worktree at `source`, creating the worktree if needed.
+fn checkout(commit: &str, source: &Path) -> Result {
+    // Forgets worktrees whose directory is gone (`cargo clean`).
+    Cmd::new("git").args(["worktree", "prune"]).run()?;
+    if source.join(".git").is_file() {
+        return Cmd::new("git")
+            .arg("-C")
+            .arg(source)
+            .args(["checkout", "--detach", "--force", commit])
+            .run();
+    }
+    if source.exists() {
+        // Left over, and not a worktree git knows any more.
+        std::fs::remove_dir_all(source)
+            .map_err(|e| format!("cannot remove {}: {e}", source.display()))?;
+    }
+    Cmd::new("git")
+        .args(["worktree", "add", "--detach"])
+        .arg(source)
+        .arg(commit)
+        .run()
 }
 
 /// The commit `rev` names.
@@ -237,10 +264,16 @@ fn invoke(command: &Cmd) -> Result<Vec<Measurement>> {
             Ok(measurements)
         }
         status => Err(format!(
-            "`{command}` failed ({}): {}{}",
+            "`{command}` failed ({}){}{}",
             status.map_or_else(|| "killed".to_owned(), |s| s.to_string()),
-            malformed.join("; "),
-            captured.stderr.lines().last().unwrap_or("")
+            malformed
+                .iter()
+                .fold(String::new(), |out, m| out + "\n    " + m),
+            captured
+                .stderr
+                .lines()
+                .last()
+                .map_or_else(String::new, |line| format!("\n    | {line}"))
         )),
     }
 }
@@ -264,7 +297,9 @@ fn compare(rounds: &[(Vec<Measurement>, Vec<Measurement>)]) -> Vec<Row> {
     let mut workloads: Vec<(&str, &str)> = Vec::new();
     for (base, _) in rounds {
         for m in base {
-            if !workloads.iter().any(|&(w, _)| w == m.workload) {
+            // Differences (measured - ideal) have no meaningful ratio.
+            let difference = m.workload.ends_with("_overhead");
+            if !difference && !workloads.iter().any(|&(w, _)| w == m.workload) {
                 workloads.push((&m.workload, &m.unit));
             }
         }
@@ -369,7 +404,7 @@ mod tests {
         );
         assert_eq!(
             (options.rounds, options.threads, options.quick),
-            (11, 2, false)
+            (12, 2, false)
         );
         assert!(options.harness_args().contains(&"200000".to_owned()));
     }
@@ -410,6 +445,13 @@ mod tests {
         assert!(parse(&["HEAD", "--rounds", "0"]).is_err());
         assert!(parse(&["HEAD", "--system"]).is_err());
         assert!(parse(&["HEAD", "engine", "extra"]).is_err());
+        // Only the group's own (Rust) systems: a C++ peer is not built at a revision.
+        assert!(parse(&["HEAD", "--system", "libgomp"]).is_err());
+        assert!(parse(&["HEAD", "graph", "--system", "naive"]).is_err());
+        assert_eq!(
+            parse(&["HEAD", "--system", "naive"]).unwrap().system,
+            "naive"
+        );
     }
 
     #[test]
@@ -445,6 +487,17 @@ mod tests {
             (1.0, 0.5, 2.0)
         );
         assert_eq!((b.current_faster, b.ratios.runs), (1, 3));
+    }
+
+    #[test]
+    fn differences_get_no_ratio() {
+        let rounds = vec![(
+            run(&[("random_1us", 600.0), ("random_1us_overhead", 100.0)]),
+            run(&[("random_1us", 550.0), ("random_1us_overhead", 50.0)]),
+        )];
+        let rows = compare(&rounds);
+        let names: Vec<&str> = rows.iter().map(|r| r.workload.as_str()).collect();
+        assert_eq!(names, ["random_1us"]);
     }
 
     #[test]

@@ -41,3 +41,33 @@ pub fn mix(a: u64, b: u64) -> u64 {
     let mut r = Rng(a ^ b.rotate_left(17));
     r.next()
 }
+
+/// A `tracing` writer into a shared buffer (`log()` reads it).
+#[derive(Clone, Default)]
+pub struct Buffer(pub std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Buffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buffer {
+    type Writer = Buffer;
+
+    fn make_writer(&'a self) -> Buffer {
+        self.clone()
+    }
+}
+
+impl Buffer {
+    /// What was written so far.
+    pub fn log(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
