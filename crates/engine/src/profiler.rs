@@ -200,7 +200,7 @@ impl ProfilerState {
 /// }
 /// engine.wait_for_all()?;
 /// let profile = engine.profiler().take();
-/// assert_eq!(profile.summary()[0].calls, 3);
+/// assert_eq!(profile.summary()[0].runs, 3);
 /// println!("{profile}"); // per-name table: calls, total, mean, min, max
 /// // profile.write_chrome_trace(std::fs::File::create("trace.json")?)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
