@@ -327,7 +327,7 @@ impl Inner {
                         next = self.execute_then(op, Some(key));
                     }
                 }
-                if !block.retire() {
+                if !block.retire(&self, key) {
                     break;
                 }
             }

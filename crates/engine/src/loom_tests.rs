@@ -13,7 +13,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 
-use crate::ready_queue::{ReadyQueue, Submit, sample_next_submit};
+use crate::ready_queue::{ReadyQueue, Retire, Submit, sample_next_submit};
 use crate::wait::{IdleCounter, Latch};
 
 /// An op: its effect, then its completion.
@@ -181,6 +181,11 @@ struct Drained {
     queue: ReadyQueue<usize>,
     max_drainers: usize,
     runs: Vec<AtomicUsize>,
+    /// Helper drainers that drainers started, for joining (bookkeeping only, not part of the
+    /// modelled protocol: a std mutex, held for a push or a pop).
+    helpers: std::sync::Mutex<Vec<thread::JoinHandle<()>>>,
+    /// Item 0 waits for item 1 to run (see `run_meeting`).
+    meet: bool,
 }
 
 impl Drained {
@@ -189,6 +194,19 @@ impl Drained {
             queue: ReadyQueue::new(max_drainers, usize::MAX),
             max_drainers,
             runs: (0..items).map(|_| AtomicUsize::new(0)).collect(),
+            helpers: std::sync::Mutex::new(Vec::new()),
+            meet: false,
+        })
+    }
+
+    /// Two items, the first waiting for the second (see `run_meeting`).
+    fn meeting(max_drainers: usize) -> Arc<Self> {
+        Arc::new(Drained {
+            queue: ReadyQueue::new(max_drainers, usize::MAX),
+            max_drainers,
+            runs: (0..2).map(|_| AtomicUsize::new(0)).collect(),
+            helpers: std::sync::Mutex::new(Vec::new()),
+            meet: true,
         })
     }
 
@@ -196,15 +214,36 @@ impl Drained {
         self.runs[item].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// An enlisted drainer, as `Inner::drain` is: pops until the queue is empty, then retires,
-    /// and goes on while `retire` says it stays enlisted.
-    fn drain(&self) {
-        loop {
-            while let Some(item) = self.queue.pop() {
-                self.run(item);
+    /// As `run`; with `meet`, item 0 is a long op: it returns only once item 1 has run,
+    /// which only a second drainer can do meanwhile. A model where item 1 waits for item 0
+    /// never ends (loom fails it).
+    fn run_meeting(&self, item: usize) {
+        self.run(item);
+        if self.meet && item == 0 {
+            while self.runs[1].load(Ordering::Relaxed) == 0 {
+                thread::yield_now();
             }
-            if !self.queue.retire() {
-                break;
+        }
+    }
+
+    /// An enlisted drainer, as `Inner::drain` is: pops until the queue is empty, then retires,
+    /// and goes on while `retire` says it stays enlisted, starting the helper it may enlist.
+    fn drain(model: &Arc<Self>) {
+        loop {
+            while let Some(item) = model.queue.pop() {
+                model.run_meeting(item);
+            }
+            match model.queue.retire() {
+                Retire::Retired => break,
+                Retire::Stay { helper: false } => {}
+                Retire::Stay { helper: true } => {
+                    assert!(model.queue.drainers() <= model.max_drainers);
+                    let helper = {
+                        let model = Arc::clone(model);
+                        thread::spawn(move || Drained::drain(&model))
+                    };
+                    model.helpers.lock().unwrap().push(helper);
+                }
             }
         }
     }
@@ -219,7 +258,7 @@ impl Drained {
                 assert!(model.queue.drainers() <= model.max_drainers);
                 enlist.then(|| {
                     let model = Arc::clone(model);
-                    thread::spawn(move || model.drain())
+                    thread::spawn(move || Drained::drain(&model))
                 })
             }
             Submit::RunInline(item) => {
@@ -232,6 +271,13 @@ impl Drained {
     /// Once every thread is joined: each item ran exactly once, nothing is left queued, and
     /// every drainer retired.
     fn check(&self) {
+        loop {
+            let helper = self.helpers.lock().unwrap().pop();
+            match helper {
+                Some(helper) => helper.join().unwrap(),
+                None => break,
+            }
+        }
         for (item, runs) in self.runs.iter().enumerate() {
             assert_eq!(
                 runs.load(Ordering::Relaxed),
@@ -262,7 +308,7 @@ fn retire_races_a_submit(sampled: bool) {
             let model = Arc::clone(&model);
             thread::spawn(move || Drained::submit(&model, 0, sampled))
         };
-        model.drain();
+        Drained::drain(&model);
         let spawned = submitter.join().unwrap();
         join([spawned]);
         model.check();
@@ -308,7 +354,7 @@ fn ready_queue_two_drainers_retire_at_once() {
         let drainers: Vec<_> = (0..2)
             .map(|_| {
                 let model = Arc::clone(&model);
-                thread::spawn(move || model.drain())
+                thread::spawn(move || Drained::drain(&model))
             })
             .collect();
         let spawned = Drained::submit(&model, 0, false);
@@ -316,6 +362,28 @@ fn ready_queue_two_drainers_retire_at_once() {
             drainer.join().unwrap();
         }
         join([spawned]);
+        model.check();
+    });
+}
+
+/// A spinning drainer takes an item while a second one is submitted, or just after: the
+/// submit sees the spinner (and counts on it) or sees it gone (and enlists a drainer itself),
+/// and a spinner that finds more than it takes enlists a helper. Item 0 is long (it waits for
+/// item 1): in no interleaving may item 1 wait behind it while a second drainer could run it.
+/// Each item runs once, the drainers never outnumber the maximum, and all of them retire.
+#[test]
+fn ready_queue_spinner_takes_an_item_while_another_is_submitted() {
+    loom::model(|| {
+        let model = Drained::meeting(2);
+        assert!(model.queue.try_enlist());
+        let spinner = {
+            let model = Arc::clone(&model);
+            thread::spawn(move || Drained::drain(&model))
+        };
+        let first = Drained::submit(&model, 0, false);
+        let second = Drained::submit(&model, 1, false);
+        spinner.join().unwrap();
+        join([first, second]);
         model.check();
     });
 }
@@ -330,6 +398,8 @@ fn ready_queue_hands_back_over_the_backlog() {
             queue: ReadyQueue::new(1, 1),
             max_drainers: 1,
             runs: (0..2).map(|_| AtomicUsize::new(0)).collect(),
+            helpers: std::sync::Mutex::new(Vec::new()),
+            meet: false,
         });
         let first = Drained::submit(&model, 0, false);
         assert!(

@@ -9,13 +9,14 @@
 //! # How many drainers
 //!
 //! A submit that finds no drainer enlisted always enlists one. It enlists another (up to the
-//! block's `threads`) only when the ops queued outnumber the drainers enlisted: a second
-//! worker woken for a queue that one worker keeps empty only takes a core from the pushing
-//! thread (the engine typically runs `threads` workers *and* a pusher), and on a machine with
-//! as many cores as workers that halves the push rate. A drainer that finds the queue empty
-//! spins on it for a few microseconds before retiring, if no other drainer is already
-//! spinning: a pusher that is still pushing queues the next op within a few hundred
-//! nanoseconds, and a drainer still enlisted takes it without a task spawn and a wake-up.
+//! block's `threads`) when no enlisted drainer spins on the queue, i.e. every one of them is
+//! running an op, which may be long: independent ops must run in parallel, not queue behind
+//! it. A drainer that finds the queue empty spins on it for a few microseconds before
+//! retiring, if no other drainer is already spinning: a pusher that is still pushing queues
+//! the next op within a few hundred nanoseconds, and a drainer still enlisted takes it without
+//! a task spawn and a wake-up. Submits made while a drainer spins count on it; so a spinner
+//! that finds more ops than the one it takes enlists a helper. A stream of small ops that one
+//! drainer keeps up with thus wakes a second worker only when that drainer stops spinning.
 //!
 //! The queue is bounded like the pool's own queues: while a submitting thread's last sample
 //! of the queue length (see `Sample` in `ready_queue.rs`) found `BACKLOG_PER_THREAD` ops per
@@ -37,7 +38,7 @@ use depengine_cpu::WorkerBlock;
 use depengine_graph::ReadyOp;
 
 use crate::inner::Inner;
-use crate::ready_queue::{ReadyQueue, Submit, run_overflow};
+use crate::ready_queue::{ReadyQueue, Retire, Submit, run_overflow};
 use crate::record::{BlockKey, OpRecord};
 
 /// Queued ops per worker thread beyond which a submit hands its op back (the pool's default
@@ -81,8 +82,18 @@ impl QueuedBlock {
     }
 
     /// Called by a drainer that found the queue empty. `true`: the queue is not empty after
-    /// all and the drainer stays enlisted; `false`: it retired (see [`ReadyQueue::retire`]).
-    pub(crate) fn retire(&self) -> bool {
-        self.ready.retire()
+    /// all and the drainer stays enlisted (having started a helper drainer if the queue
+    /// enlisted one); `false`: it retired (see [`ReadyQueue::retire`]).
+    pub(crate) fn retire(&self, inner: &Arc<Inner>, key: BlockKey) -> bool {
+        match self.ready.retire() {
+            Retire::Retired => false,
+            Retire::Stay { helper } => {
+                if helper {
+                    let inner = Arc::clone(inner);
+                    self.block.spawn(move || inner.drain(key));
+                }
+                true
+            }
+        }
     }
 }

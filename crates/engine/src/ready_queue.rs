@@ -105,6 +105,17 @@ pub(crate) fn run_overflow<R>(run: impl FnOnce() -> R) -> R {
     result
 }
 
+/// What [`ReadyQueue::retire`] decided.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retire {
+    /// The drainer retired (it is no longer enlisted).
+    Retired,
+    /// The queue has items: the drainer stays enlisted and drains them; `helper`: another
+    /// drainer was enlisted too, which the caller must start.
+    Stay { helper: bool },
+}
+
 /// What [`ReadyQueue::submit`] did with an item.
 #[must_use]
 pub(crate) enum Submit<T> {
@@ -158,16 +169,27 @@ impl<T> ReadyQueue<T> {
         Submit::Queued { enlist }
     }
 
-    /// Whether a submit should enlist a drainer: always when none is enlisted (the guarantee
-    /// that no item is stranded); another one only when this submit sampled the queue length
-    /// (`queued`) and the items queued outnumber the drainers enlisted, i.e. the enlisted ones
-    /// cannot keep up. Waking a second worker for a queue that one worker keeps empty only
-    /// takes a core from the pushing thread.
+    /// Whether a submit should enlist a drainer (up to `max_drainers`):
+    ///
+    /// - always when none is enlisted: the guarantee that no item is stranded;
+    /// - when none of the enlisted drainers spins on the queue: all of them are running items,
+    ///   possibly long ones, and this item must not wait for one of them to finish while a
+    ///   worker idles (independent ops run in parallel);
+    /// - when this submit sampled the queue length (`queued`) and the items queued outnumber
+    ///   the drainers enlisted: the enlisted ones cannot keep up.
+    ///
+    /// While a drainer spins, it takes the item (and, finding more than one, enlists a helper:
+    /// see [`retire`](Self::retire)), so a stream of small items that one worker keeps up
+    /// with wakes nobody else.
     #[inline]
     fn wants_drainer(&self, queued: Option<usize>) -> bool {
         let enlisted = self.drainers.load(Ordering::SeqCst);
         enlisted == 0
-            || queued.is_some_and(|queued| enlisted < self.max_drainers && queued > enlisted)
+            || (enlisted < self.max_drainers
+                // Relaxed: a hint; a stale `true` is covered by the spinner's own enlisting,
+                // a stale `false` only enlists a drainer that finds little to do.
+                && (!self.spinning.load(Ordering::Relaxed)
+                    || queued.is_some_and(|queued| queued > enlisted)))
     }
 
     /// The next queued item, if any.
@@ -176,14 +198,17 @@ impl<T> ReadyQueue<T> {
         self.queue.steal()
     }
 
-    /// Called by a drainer that found the queue empty. `true`: the queue is not empty after
-    /// all and the drainer stays enlisted; `false`: it retired.
+    /// Called by a drainer that found the queue empty: whether it retired, or stays enlisted
+    /// because the queue is not empty after all.
     ///
     /// The first drainer to find the queue empty spins on it for a while before retiring
     /// (the others retire at once): a pusher that is still pushing usually queues the next item
     /// within a few hundred nanoseconds, and a drainer that is still enlisted takes it
-    /// without a new task being spawned and a worker woken.
-    pub(crate) fn retire(&self) -> bool {
+    /// without a new task being spawned and a worker woken. A spinner that finds more than one
+    /// item enlists a helper (if fewer than `max_drainers` are enlisted), which the caller
+    /// starts: submits made while it spun relied on it, and it can run only one item at a
+    /// time.
+    pub(crate) fn retire(&self) -> Retire {
         if !self.spinning.swap(true, Ordering::Acquire) {
             let mut found = false;
             let mut pauses = PAUSES_PER_LOOK;
@@ -204,17 +229,24 @@ impl<T> ReadyQueue<T> {
                 // waits for.
                 pauses = (pauses * 2).min(MAX_PAUSES_PER_LOOK);
             }
-            self.spinning.store(false, Ordering::Release);
+            // SeqCst store, then a SeqCst fence before counting the items: against a submit's
+            // push, fence, load of `spinning` (the same pairing as `drainers` below). Either
+            // the submit sees the spinner gone and enlists a drainer itself, or this count
+            // includes its item.
+            self.spinning.store(false, Ordering::SeqCst);
             if found {
-                return true;
+                fence(Ordering::SeqCst);
+                // This drainer takes one item; another one waits for a helper.
+                let helper = self.queue.len() > 1 && self.try_enlist();
+                return Retire::Stay { helper };
             }
         }
         self.drainers.fetch_sub(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if self.queue.is_empty() {
-            return false;
+        if !self.queue.is_empty() && self.try_enlist() {
+            return Retire::Stay { helper: false };
         }
-        self.try_enlist()
+        Retire::Retired
     }
 
     /// Enlists one more drainer unless `max_drainers` are; `true` if it did (the caller then

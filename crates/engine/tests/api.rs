@@ -609,3 +609,65 @@ fn engine_is_send_sync_clone() {
     fn assert_traits<T: Send + Sync + Clone>() {}
     assert_traits::<Engine>();
 }
+
+/// Pushes two ops that each wait (10 s at most) until both run: they meet only if the engine
+/// runs them in parallel. `stagger`: the second is pushed only once the first runs.
+fn meet(engine: &Engine, property: FnProperty, stagger: bool) -> depengine::Result<()> {
+    let met = Arc::new((Mutex::new(0_usize), std::sync::Condvar::new()));
+    let (started_tx, started) = mpsc::channel();
+    for _ in 0..2 {
+        let met = Arc::clone(&met);
+        let started_tx = started_tx.clone();
+        engine
+            .op("meet")
+            .prop(property)
+            .push_sync(move |_| -> Res {
+                let _ = started_tx.send(());
+                let (count, changed) = &*met;
+                let mut count = count.lock().unwrap();
+                *count += 1;
+                changed.notify_all();
+                let (_count, wait) = changed
+                    .wait_timeout_while(count, std::time::Duration::from_secs(10), |count| {
+                        *count < 2
+                    })
+                    .unwrap();
+                if wait.timed_out() {
+                    Err("the other op never ran alongside this one".to_owned())
+                } else {
+                    Ok(())
+                }
+            })?;
+        if stagger {
+            started.recv().unwrap();
+        }
+    }
+    engine.wait_for_all()
+}
+
+#[test]
+fn independent_ops_run_in_parallel() {
+    for kind in [EngineKind::ThreadedPooled, EngineKind::ThreadedPerDevice] {
+        let engine = engine(kind, 2);
+        let properties: &[FnProperty] = if kind == EngineKind::ThreadedPerDevice {
+            &[FnProperty::Normal, FnProperty::CpuPrioritized]
+        } else {
+            &[FnProperty::Normal]
+        };
+        for &property in properties {
+            for round in 0..20 {
+                // Right after the engine went idle (a drainer may still be spinning), after a
+                // burst of small ops still draining, and with the second op pushed while the
+                // first already runs.
+                if round % 3 == 1 {
+                    for _ in 0..50 {
+                        engine.op("small").push_sync(|_| -> Res { Ok(()) }).unwrap();
+                    }
+                }
+                let stagger = round % 3 == 2;
+                meet(&engine, property, stagger)
+                    .unwrap_or_else(|e| panic!("{kind:?} {property:?} round {round}: {e}"));
+            }
+        }
+    }
+}

@@ -10,7 +10,10 @@
 //!    about half of the first non-empty one (`RunQueue::pop_back_half`);
 //! 4. the same search for a while longer, but only if no other worker is spinning
 //!    already (`spinning`): at most one spinner keeps wake-up latency low without
-//!    burning every core;
+//!    burning every core. A push that sees a spinner wakes nobody, counting on it; so a
+//!    spinner that finds a job and still sees work queued wakes a sleeper for that work
+//!    (otherwise a second job pushed while it spun would wait for the first one to
+//!    finish while the other workers sleep);
 //! 5. the sleep protocol below.
 //!
 //! # Sleeping
@@ -52,7 +55,7 @@ use crate::unwind::PanicHandler;
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 
 /// How many steal rounds the spinning worker makes before it goes to sleep.
 const SPIN_ROUNDS: usize = if cfg!(loom) {
@@ -235,7 +238,19 @@ impl Shared {
             }
             spin_hint();
         }
-        self.spinning.store(false, Release);
+        // SeqCst store, then a SeqCst fence before looking for more work: against
+        // `wake_one`'s publish, fence, load of `spinning`. A push that saw us spinning
+        // skipped its wake-up and counted on us; we may have taken a different job, and
+        // we run only one at a time. So either that push saw the flag cleared and woke a
+        // sleeper itself, or we see its job here and wake one for it (as tokio's last
+        // searcher does when it finds work).
+        self.spinning.store(false, SeqCst);
+        if found.is_some() {
+            fence(SeqCst);
+            if self.has_work() {
+                self.event.notify_fenced(false);
+            }
+        }
         found
     }
 

@@ -324,3 +324,44 @@ fn dropping_the_pool_from_its_own_task_does_not_deadlock() {
     drop(pool);
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
 }
+
+/// Spawns two tasks that each wait (up to 10 s) for the other to start: they meet only if two
+/// workers run them at once.
+fn spawn_meeting_pair(pool: &ThreadPool) -> mpsc::Receiver<bool> {
+    let met = Arc::new((Mutex::new(0_usize), std::sync::Condvar::new()));
+    let (done_tx, done) = mpsc::channel();
+    for _ in 0..2 {
+        let (met, done_tx) = (Arc::clone(&met), done_tx.clone());
+        pool.spawn(move || {
+            let (count, changed) = &*met;
+            let mut count = count.lock().unwrap();
+            *count += 1;
+            changed.notify_all();
+            let (_count, wait) = changed
+                .wait_timeout_while(count, Duration::from_secs(10), |count| *count < 2)
+                .unwrap();
+            done_tx.send(!wait.timed_out()).unwrap();
+        });
+    }
+    done
+}
+
+#[test]
+fn two_tasks_spawned_while_a_worker_spins_both_get_a_worker() {
+    // A trivial task first: the worker that runs it then spins, searching for more, and the
+    // pair is spawned while it does. A spawn that sees a spinner wakes nobody; the spinner
+    // takes one task and must wake a sleeper for the other.
+    let pool = ThreadPool::new(2).unwrap();
+    for round in 0..n(200) {
+        let (ran_tx, ran) = mpsc::channel();
+        pool.spawn(move || ran_tx.send(()).unwrap());
+        ran.recv().unwrap();
+        let done = spawn_meeting_pair(&pool);
+        for _ in 0..2 {
+            assert!(
+                done.recv().unwrap(),
+                "round {round}: the two tasks never ran at once"
+            );
+        }
+    }
+}
