@@ -199,12 +199,12 @@ impl Drained {
         })
     }
 
-    /// Two items, the first waiting for the second (see `run_meeting`).
-    fn meeting(max_drainers: usize) -> Arc<Self> {
+    /// `items` items, each but the last waiting for the last (see `run_meeting`).
+    fn meeting(max_drainers: usize, items: usize) -> Arc<Self> {
         Arc::new(Drained {
             queue: ReadyQueue::new(max_drainers, usize::MAX),
             max_drainers,
-            runs: (0..2).map(|_| AtomicUsize::new(0)).collect(),
+            runs: (0..items).map(|_| AtomicUsize::new(0)).collect(),
             helpers: std::sync::Mutex::new(Vec::new()),
             meet: true,
         })
@@ -214,13 +214,14 @@ impl Drained {
         self.runs[item].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// As `run`; with `meet`, item 0 is a long op: it returns only once item 1 has run,
-    /// which only a second drainer can do meanwhile. A model where item 1 waits for item 0
-    /// never ends (loom fails it).
+    /// As `run`; with `meet`, every item but the last is a long op: it returns only once
+    /// the last item has run, which only another drainer can do meanwhile. A model where the
+    /// last item waits behind a long one never ends (loom fails it).
     fn run_meeting(&self, item: usize) {
         self.run(item);
-        if self.meet && item == 0 {
-            while self.runs[1].load(Ordering::Relaxed) == 0 {
+        let last = self.runs.len() - 1;
+        if self.meet && item != last {
+            while self.runs[last].load(Ordering::Relaxed) == 0 {
                 thread::yield_now();
             }
         }
@@ -235,14 +236,15 @@ impl Drained {
             }
             match model.queue.retire() {
                 Retire::Retired => break,
-                Retire::Stay { helper: false } => {}
-                Retire::Stay { helper: true } => {
+                Retire::Stay { helpers } => {
                     assert!(model.queue.drainers() <= model.max_drainers);
-                    let helper = {
-                        let model = Arc::clone(model);
-                        thread::spawn(move || Drained::drain(&model))
-                    };
-                    model.helpers.lock().unwrap().push(helper);
+                    for _ in 0..helpers {
+                        let helper = {
+                            let model = Arc::clone(model);
+                            thread::spawn(move || Drained::drain(&model))
+                        };
+                        model.helpers.lock().unwrap().push(helper);
+                    }
                 }
             }
         }
@@ -368,18 +370,46 @@ fn ready_queue_two_drainers_retire_at_once() {
 
 /// A spinning drainer takes an item while a second one is submitted, or just after: the
 /// submit sees the spinner (and counts on it) or sees it gone (and enlists a drainer itself),
-/// and a spinner that finds more than it takes enlists a helper. Item 0 is long (it waits for
+/// and a spinner that finds more than it takes enlists helpers. Item 0 is long (it waits for
 /// item 1): in no interleaving may item 1 wait behind it while a second drainer could run it.
 /// Each item runs once, the drainers never outnumber the maximum, and all of them retire.
 #[test]
 fn ready_queue_spinner_takes_an_item_while_another_is_submitted() {
     loom::model(|| {
-        let model = Drained::meeting(2);
+        let model = Drained::meeting(2, 2);
         assert!(model.queue.try_enlist());
         let spinner = {
             let model = Arc::clone(&model);
             thread::spawn(move || Drained::drain(&model))
         };
+        let first = Drained::submit(&model, 0, false);
+        let second = Drained::submit(&model, 1, false);
+        spinner.join().unwrap();
+        join([first, second]);
+        model.check();
+    });
+}
+
+/// A spinner whose look finds the queue empty while items arrive before it stops spinning:
+/// the submits see it spinning and enlist nobody, so the spinner, staying for them, must
+/// enlist a helper for the second. The first item is long (it waits for the second).
+#[test]
+fn ready_queue_spinner_that_found_nothing_still_spreads_what_came() {
+    loom::model(|| {
+        let model = Drained::meeting(2, 2);
+        assert!(model.queue.try_enlist());
+        let spinner_done = Arc::new(AtomicBool::new(false));
+        let spinner = {
+            let (model, spinner_done) = (Arc::clone(&model), Arc::clone(&spinner_done));
+            thread::spawn(move || {
+                Drained::drain(&model);
+                spinner_done.store(true, Ordering::SeqCst);
+            })
+        };
+        // Submit while the drainer spins (or once it is gone).
+        while !model.queue.is_spinning() && !spinner_done.load(Ordering::SeqCst) {
+            thread::yield_now();
+        }
         let first = Drained::submit(&model, 0, false);
         let second = Drained::submit(&model, 1, false);
         spinner.join().unwrap();

@@ -15,8 +15,8 @@
 //! retiring, if no other drainer is already spinning: a pusher that is still pushing queues
 //! the next op within a few hundred nanoseconds, and a drainer still enlisted takes it without
 //! a task spawn and a wake-up. Submits made while a drainer spins count on it; so a spinner
-//! that finds more ops than the one it takes enlists a helper. A stream of small ops that one
-//! drainer keeps up with thus wakes a second worker only when that drainer stops spinning.
+//! that stays enlists a helper for each further op queued. A stream of small ops thus costs
+//! about one drainer spawn per spin episode, not one per op.
 //!
 //! The queue is bounded like the pool's own queues: while a submitting thread's last sample
 //! of the queue length (see `Sample` in `ready_queue.rs`) found `BACKLOG_PER_THREAD` ops per
@@ -82,13 +82,13 @@ impl QueuedBlock {
     }
 
     /// Called by a drainer that found the queue empty. `true`: the queue is not empty after
-    /// all and the drainer stays enlisted (having started a helper drainer if the queue
-    /// enlisted one); `false`: it retired (see [`ReadyQueue::retire`]).
+    /// all and the drainer stays enlisted (having started the helper drainers the queue
+    /// enlisted); `false`: it retired (see [`ReadyQueue::retire`]).
     pub(crate) fn retire(&self, inner: &Arc<Inner>, key: BlockKey) -> bool {
         match self.ready.retire() {
             Retire::Retired => false,
-            Retire::Stay { helper } => {
-                if helper {
+            Retire::Stay { helpers } => {
+                for _ in 0..helpers {
                     let inner = Arc::clone(inner);
                     self.block.spawn(move || inner.drain(key));
                 }

@@ -111,9 +111,9 @@ pub(crate) fn run_overflow<R>(run: impl FnOnce() -> R) -> R {
 pub(crate) enum Retire {
     /// The drainer retired (it is no longer enlisted).
     Retired,
-    /// The queue has items: the drainer stays enlisted and drains them; `helper`: another
-    /// drainer was enlisted too, which the caller must start.
-    Stay { helper: bool },
+    /// The queue has items: the drainer stays enlisted and drains them; `helpers`: drainers
+    /// enlisted besides it, which the caller must start.
+    Stay { helpers: usize },
 }
 
 /// What [`ReadyQueue::submit`] did with an item.
@@ -178,16 +178,18 @@ impl<T> ReadyQueue<T> {
     /// - when this submit sampled the queue length (`queued`) and the items queued outnumber
     ///   the drainers enlisted: the enlisted ones cannot keep up.
     ///
-    /// While a drainer spins, it takes the item (and, finding more than one, enlists a helper:
-    /// see [`retire`](Self::retire)), so a stream of small items that one worker keeps up
-    /// with wakes nobody else.
+    /// While a drainer spins, it takes the item, and enlists helpers for any others (see
+    /// [`retire`](Self::retire)). A stream of small items costs a second drainer each time
+    /// the spinner stops spinning with more than one item queued, which the spinner's wait
+    /// for a few items (`BATCH`) makes likely: about one spawn per spin episode.
     #[inline]
     fn wants_drainer(&self, queued: Option<usize>) -> bool {
         let enlisted = self.drainers.load(Ordering::SeqCst);
         enlisted == 0
             || (enlisted < self.max_drainers
-                // Relaxed: a hint; a stale `true` is covered by the spinner's own enlisting,
-                // a stale `false` only enlists a drainer that finds little to do.
+                // Relaxed, after the submit's SeqCst fence: the spinner clears the flag with a
+                // SeqCst store and fences before counting the items, so either this load sees
+                // it cleared or the spinner counts this item (and enlists helpers for it).
                 && (!self.spinning.load(Ordering::Relaxed)
                     || queued.is_some_and(|queued| queued > enlisted)))
     }
@@ -204,12 +206,12 @@ impl<T> ReadyQueue<T> {
     /// The first drainer to find the queue empty spins on it for a while before retiring
     /// (the others retire at once): a pusher that is still pushing usually queues the next item
     /// within a few hundred nanoseconds, and a drainer that is still enlisted takes it
-    /// without a new task being spawned and a worker woken. A spinner that finds more than one
-    /// item enlists a helper (if fewer than `max_drainers` are enlisted), which the caller
-    /// starts: submits made while it spun relied on it, and it can run only one item at a
-    /// time.
+    /// without a new task being spawned and a worker woken. Submits made while it spun
+    /// counted on it, and it runs one item at a time: a spinner that stays enlists a helper
+    /// for each further item queued (up to `max_drainers` in all), which the caller starts.
     pub(crate) fn retire(&self) -> Retire {
-        if !self.spinning.swap(true, Ordering::Acquire) {
+        let spinner = !self.spinning.swap(true, Ordering::Acquire);
+        if spinner {
             let mut found = false;
             let mut pauses = PAUSES_PER_LOOK;
             for look in 0..RETIRE_LOOKS {
@@ -229,24 +231,33 @@ impl<T> ReadyQueue<T> {
                 // waits for.
                 pauses = (pauses * 2).min(MAX_PAUSES_PER_LOOK);
             }
-            // SeqCst store, then a SeqCst fence before counting the items: against a submit's
-            // push, fence, load of `spinning` (the same pairing as `drainers` below). Either
-            // the submit sees the spinner gone and enlists a drainer itself, or this count
-            // includes its item.
+            // SeqCst store, then a SeqCst fence before counting the items (here or below):
+            // against a submit's push, fence, load of `spinning` (the same pairing as
+            // `drainers` below). Either the submit sees the spinner gone and enlists a
+            // drainer itself, or the count includes its item.
             self.spinning.store(false, Ordering::SeqCst);
             if found {
                 fence(Ordering::SeqCst);
-                // This drainer takes one item; another one waits for a helper.
-                let helper = self.queue.len() > 1 && self.try_enlist();
-                return Retire::Stay { helper };
+                return Retire::Stay {
+                    helpers: self.enlist_helpers(),
+                };
             }
         }
         self.drainers.fetch_sub(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if !self.queue.is_empty() && self.try_enlist() {
-            return Retire::Stay { helper: false };
+            // A spinner that gave up just before items came: they may have counted on it.
+            let helpers = if spinner { self.enlist_helpers() } else { 0 };
+            return Retire::Stay { helpers };
         }
         Retire::Retired
+    }
+
+    /// Enlists a drainer for each queued item beyond the one the caller takes next, while
+    /// fewer than `max_drainers` are enlisted; how many it enlisted.
+    fn enlist_helpers(&self) -> usize {
+        let others = self.queue.len().saturating_sub(1);
+        (0..others).take_while(|_| self.try_enlist()).count()
     }
 
     /// Enlists one more drainer unless `max_drainers` are; `true` if it did (the caller then
@@ -273,6 +284,12 @@ impl<T> ReadyQueue<T> {
     #[cfg(all(test, loom))]
     pub(crate) fn drainers(&self) -> usize {
         self.drainers.load(Ordering::SeqCst)
+    }
+
+    /// Whether a drainer spins on the queue now (for the models' schedules).
+    #[cfg(all(test, loom))]
+    pub(crate) fn is_spinning(&self) -> bool {
+        self.spinning.load(Ordering::SeqCst)
     }
 
     /// Whether the queue is empty now (for the models' checks).

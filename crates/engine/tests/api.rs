@@ -610,12 +610,12 @@ fn engine_is_send_sync_clone() {
     assert_traits::<Engine>();
 }
 
-/// Pushes two ops that each wait (10 s at most) until both run: they meet only if the engine
-/// runs them in parallel. `stagger`: the second is pushed only once the first runs.
-fn meet(engine: &Engine, property: FnProperty, stagger: bool) -> depengine::Result<()> {
+/// Pushes `n` ops that each wait (10 s at most) until all run: they meet only if the engine
+/// runs them in parallel. `stagger`: each is pushed only once the one before runs.
+fn meet(engine: &Engine, property: FnProperty, n: usize, stagger: bool) -> depengine::Result<()> {
     let met = Arc::new((Mutex::new(0_usize), std::sync::Condvar::new()));
     let (started_tx, started) = mpsc::channel();
-    for _ in 0..2 {
+    for _ in 0..n {
         let met = Arc::clone(&met);
         let started_tx = started_tx.clone();
         engine
@@ -627,13 +627,12 @@ fn meet(engine: &Engine, property: FnProperty, stagger: bool) -> depengine::Resu
                 let mut count = count.lock().unwrap();
                 *count += 1;
                 changed.notify_all();
+                let timeout = std::time::Duration::from_secs(10);
                 let (_count, wait) = changed
-                    .wait_timeout_while(count, std::time::Duration::from_secs(10), |count| {
-                        *count < 2
-                    })
+                    .wait_timeout_while(count, timeout, |count| *count < n)
                     .unwrap();
                 if wait.timed_out() {
-                    Err("the other op never ran alongside this one".to_owned())
+                    Err("the other ops never ran alongside this one".to_owned())
                 } else {
                     Ok(())
                 }
@@ -647,8 +646,12 @@ fn meet(engine: &Engine, property: FnProperty, stagger: bool) -> depengine::Resu
 
 #[test]
 fn independent_ops_run_in_parallel() {
-    for kind in [EngineKind::ThreadedPooled, EngineKind::ThreadedPerDevice] {
-        let engine = engine(kind, 2);
+    for (kind, workers) in [
+        (EngineKind::ThreadedPooled, 2),
+        (EngineKind::ThreadedPerDevice, 2),
+        (EngineKind::ThreadedPerDevice, 4),
+    ] {
+        let engine = engine(kind, workers);
         let properties: &[FnProperty] = if kind == EngineKind::ThreadedPerDevice {
             &[FnProperty::Normal, FnProperty::CpuPrioritized]
         } else {
@@ -657,16 +660,17 @@ fn independent_ops_run_in_parallel() {
         for &property in properties {
             for round in 0..20 {
                 // Right after the engine went idle (a drainer may still be spinning), after a
-                // burst of small ops still draining, and with the second op pushed while the
-                // first already runs.
+                // burst of small ops still draining, and with each op pushed while the ones
+                // before already run.
                 if round % 3 == 1 {
                     for _ in 0..50 {
                         engine.op("small").push_sync(|_| -> Res { Ok(()) }).unwrap();
                     }
                 }
                 let stagger = round % 3 == 2;
-                meet(&engine, property, stagger)
-                    .unwrap_or_else(|e| panic!("{kind:?} {property:?} round {round}: {e}"));
+                meet(&engine, property, workers, stagger).unwrap_or_else(|e| {
+                    panic!("{kind:?} x{workers} {property:?} round {round}: {e}")
+                });
             }
         }
     }

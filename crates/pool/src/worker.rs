@@ -11,9 +11,10 @@
 //! 4. the same search for a while longer, but only if no other worker is spinning
 //!    already (`spinning`): at most one spinner keeps wake-up latency low without
 //!    burning every core. A push that sees a spinner wakes nobody, counting on it; so a
-//!    spinner that finds a job and still sees work queued wakes a sleeper for that work
-//!    (otherwise a second job pushed while it spun would wait for the first one to
-//!    finish while the other workers sleep);
+//!    worker that leaves the idle path (spinning or sleeping) with a job and still sees
+//!    work queued wakes a sleeper for that work, which does the same in turn (otherwise a
+//!    second job pushed while one worker spun would wait for the first one to finish
+//!    while the other workers sleep);
 //! 5. the sleep protocol below.
 //!
 //! # Sleeping
@@ -222,9 +223,9 @@ impl Shared {
 
     /// Step 4: if nobody else spins, keep searching for a while.
     fn spin_for_work(&self, index: usize) -> Option<JobRef> {
-        // Relaxed pre-check keeps non-spinners from bouncing the line; Acquire/Release
-        // on the flag itself only orders the spinner's own accesses (the flag guards
-        // no data).
+        // Relaxed pre-check keeps non-spinners from bouncing the line; the swap's Acquire
+        // only orders the spinner's own accesses. Clearing the flag is part of a Dekker
+        // pair (below).
         if self.spinning.load(Relaxed) || self.spinning.swap(true, Acquire) {
             return None;
         }
@@ -238,20 +239,25 @@ impl Shared {
             }
             spin_hint();
         }
-        // SeqCst store, then a SeqCst fence before looking for more work: against
-        // `wake_one`'s publish, fence, load of `spinning`. A push that saw us spinning
-        // skipped its wake-up and counted on us; we may have taken a different job, and
-        // we run only one at a time. So either that push saw the flag cleared and woke a
-        // sleeper itself, or we see its job here and wake one for it (as tokio's last
-        // searcher does when it finds work).
+        // SeqCst: a push that saw the flag set skipped its wake-up, counting on us. The
+        // store, then the fence in `wake_another` (found a job) or in `prewait` (going to
+        // sleep), then a look at every queue pairs with `wake_one`'s publish, fence, load
+        // of the flag: either that push saw the flag cleared and woke a sleeper itself, or
+        // our look sees its job.
         self.spinning.store(false, SeqCst);
-        if found.is_some() {
-            fence(SeqCst);
-            if self.has_work() {
-                self.event.notify_fenced(false);
-            }
-        }
         found
+    }
+
+    /// Called by a worker that leaves the idle path (spinning or sleeping) with a job: if
+    /// more work is queued, wakes a sleeper for it. Pushes made while a worker spun skipped
+    /// their wake-ups, and this worker runs one job at a time; the woken worker does the
+    /// same when it finds a job, so the wake-ups chain until the work or the sleepers run
+    /// out (tokio's last searcher does the same).
+    fn wake_another(&self) {
+        fence(SeqCst);
+        if self.has_work() {
+            self.event.notify_fenced(false);
+        }
     }
 
     /// Step 5: the sleep protocol, with the shutdown check.
@@ -317,14 +323,25 @@ impl Shared {
     /// The body of worker `index`.
     pub(crate) fn run_worker(&self, index: usize) {
         CURRENT.with(|current| current.set((std::ptr::from_ref(self) as usize, index)));
+        // Whether this worker comes back from the sleep protocol (see `wake_another`).
+        let mut woken = false;
         loop {
-            if let Some(job) = self.find_work(index).or_else(|| self.spin_for_work(index)) {
+            if let Some(job) = self.find_work(index) {
+                if std::mem::take(&mut woken) {
+                    self.wake_another();
+                }
+                self.execute(job);
+                continue;
+            }
+            if let Some(job) = self.spin_for_work(index) {
+                self.wake_another();
                 self.execute(job);
                 continue;
             }
             if let Wake::Exit = self.wait_for_work(index) {
                 break;
             }
+            woken = true;
         }
         CURRENT.with(|current| current.set((0, 0)));
     }

@@ -325,12 +325,12 @@ fn dropping_the_pool_from_its_own_task_does_not_deadlock() {
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
 }
 
-/// Spawns two tasks that each wait (up to 10 s) for the other to start: they meet only if two
+/// Spawns `n` tasks that each wait (up to 10 s) for all to start: they meet only if `n`
 /// workers run them at once.
-fn spawn_meeting_pair(pool: &ThreadPool) -> mpsc::Receiver<bool> {
+fn spawn_meeting(pool: &ThreadPool, n: usize) -> mpsc::Receiver<bool> {
     let met = Arc::new((Mutex::new(0_usize), std::sync::Condvar::new()));
     let (done_tx, done) = mpsc::channel();
-    for _ in 0..2 {
+    for _ in 0..n {
         let (met, done_tx) = (Arc::clone(&met), done_tx.clone());
         pool.spawn(move || {
             let (count, changed) = &*met;
@@ -338,7 +338,7 @@ fn spawn_meeting_pair(pool: &ThreadPool) -> mpsc::Receiver<bool> {
             *count += 1;
             changed.notify_all();
             let (_count, wait) = changed
-                .wait_timeout_while(count, Duration::from_secs(10), |count| *count < 2)
+                .wait_timeout_while(count, Duration::from_secs(10), |count| *count < n)
                 .unwrap();
             done_tx.send(!wait.timed_out()).unwrap();
         });
@@ -347,21 +347,23 @@ fn spawn_meeting_pair(pool: &ThreadPool) -> mpsc::Receiver<bool> {
 }
 
 #[test]
-fn two_tasks_spawned_while_a_worker_spins_both_get_a_worker() {
+fn tasks_spawned_while_a_worker_spins_all_get_a_worker() {
     // A trivial task first: the worker that runs it then spins, searching for more, and the
-    // pair is spawned while it does. A spawn that sees a spinner wakes nobody; the spinner
-    // takes one task and must wake a sleeper for the other.
-    let pool = ThreadPool::new(2).unwrap();
-    for round in 0..n(200) {
-        let (ran_tx, ran) = mpsc::channel();
-        pool.spawn(move || ran_tx.send(()).unwrap());
-        ran.recv().unwrap();
-        let done = spawn_meeting_pair(&pool);
-        for _ in 0..2 {
-            assert!(
-                done.recv().unwrap(),
-                "round {round}: the two tasks never ran at once"
-            );
+    // group is spawned while it does. A spawn that sees a spinner wakes nobody; the spinner
+    // takes one task and must wake a sleeper for the rest, which wakes the next one.
+    for workers in [2, 4] {
+        let pool = ThreadPool::new(workers).unwrap();
+        for round in 0..n(200) {
+            let (ran_tx, ran) = mpsc::channel();
+            pool.spawn(move || ran_tx.send(()).unwrap());
+            ran.recv().unwrap();
+            let done = spawn_meeting(&pool, workers);
+            for _ in 0..workers {
+                assert!(
+                    done.recv().unwrap(),
+                    "{workers} workers, round {round}: the tasks never all ran at once"
+                );
+            }
         }
     }
 }
