@@ -368,6 +368,16 @@ fn ready_queue_two_drainers_retire_at_once() {
     });
 }
 
+/// Submits items 0 and 1 (unsampled), then joins `drainer` and every drainer started, and
+/// checks the model.
+fn submit_two_then_check(model: &Arc<Drained>, drainer: thread::JoinHandle<()>) {
+    let first = Drained::submit(model, 0, false);
+    let second = Drained::submit(model, 1, false);
+    drainer.join().unwrap();
+    join([first, second]);
+    model.check();
+}
+
 /// A spinning drainer takes an item while a second one is submitted, or just after: the
 /// submit sees the spinner (and counts on it) or sees it gone (and enlists a drainer itself),
 /// and a spinner that finds more than it takes enlists helpers. Item 0 is long (it waits for
@@ -382,11 +392,7 @@ fn ready_queue_spinner_takes_an_item_while_another_is_submitted() {
             let model = Arc::clone(&model);
             thread::spawn(move || Drained::drain(&model))
         };
-        let first = Drained::submit(&model, 0, false);
-        let second = Drained::submit(&model, 1, false);
-        spinner.join().unwrap();
-        join([first, second]);
-        model.check();
+        submit_two_then_check(&model, spinner);
     });
 }
 
@@ -410,11 +416,7 @@ fn ready_queue_spinner_that_found_nothing_still_spreads_what_came() {
         while !model.queue.is_spinning() && !spinner_done.load(Ordering::SeqCst) {
             thread::yield_now();
         }
-        let first = Drained::submit(&model, 0, false);
-        let second = Drained::submit(&model, 1, false);
-        spinner.join().unwrap();
-        join([first, second]);
-        model.check();
+        submit_two_then_check(&model, spinner);
     });
 }
 

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::protocol::{Measurement, parse_output};
+use super::report::align;
 use super::stats::Summary;
 use super::{DEFAULT_THREADS, INVOCATION_TIMEOUT, groups, target_dir};
 use crate::cmd::{Cmd, Result};
@@ -338,7 +339,7 @@ fn compare(rounds: &[(Vec<Measurement>, Vec<Measurement>)]) -> Vec<Row> {
 
 /// The report: medians of each side, and the ratios' median, range and sign count.
 fn table(rows: &[Row]) -> String {
-    let mut lines = vec![[
+    let mut lines = vec![vec![
         "workload".to_owned(),
         "unit".to_owned(),
         "base".to_owned(),
@@ -348,7 +349,7 @@ fn table(rows: &[Row]) -> String {
         "current faster".to_owned(),
     ]];
     for row in rows {
-        lines.push([
+        lines.push(vec![
             row.workload.clone(),
             row.unit.clone(),
             format!("{:.1}", row.base.median),
@@ -358,20 +359,7 @@ fn table(rows: &[Row]) -> String {
             format!("{}/{}", row.current_faster, row.ratios.runs),
         ]);
     }
-    let widths: Vec<usize> = (0..7)
-        .map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for line in &lines {
-        let cells: Vec<String> = line
-            .iter()
-            .zip(&widths)
-            .map(|(cell, &width)| format!("{cell:<width$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    align(&lines)
 }
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ fn number(value: f64) -> String {
 }
 
 /// Lays the rows out in columns two spaces apart.
-fn align(rows: &[Vec<String>]) -> String {
+pub(super) fn align(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
