@@ -105,15 +105,20 @@ fn a_stopped_profiler_records_nothing() {
     assert_eq!(names, ["while running"]);
 }
 
-#[test]
-fn marked_mode_records_only_marked_ops() {
-    let engine = Engine::new(
+/// A 2-worker engine whose profiler runs from the start and records marked ops only.
+fn marked_engine() -> Engine {
+    Engine::new(
         EngineConfig::default()
             .cpu_worker_threads(2)
             .profiler_autostart(true)
             .profiler_mode(ProfileMode::Marked),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn marked_mode_records_only_marked_ops() {
+    let engine = marked_engine();
     assert!(engine.profiler().is_running());
     assert_eq!(engine.profiler().mode(), ProfileMode::Marked);
     let var = engine.new_var().unwrap();
@@ -259,13 +264,7 @@ fn panics_async_operators_and_late_completions_are_recorded() {
 
 #[test]
 fn marked_mode_records_a_marked_op_that_is_skipped() {
-    let engine = Engine::new(
-        EngineConfig::default()
-            .cpu_worker_threads(2)
-            .profiler_autostart(true)
-            .profiler_mode(ProfileMode::Marked),
-    )
-    .unwrap();
+    let engine = marked_engine();
     let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
     engine
         .op("fails")
