@@ -2,8 +2,9 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
 
 use depengine_graph::Var;
 
@@ -11,6 +12,7 @@ use crate::builder::OpBuilder;
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::Context;
 use crate::error::{EngineError, Result};
+use crate::failure::{FailureCause, OpFailure, panic_message};
 use crate::inner::{Inner, TaskMarker, running_op_of, running_op_uses};
 use crate::name::OpName;
 use crate::operator::{Operator, OperatorBuilder};
@@ -30,6 +32,10 @@ pub struct EngineStats {
     pub waiting_ops: usize,
     /// Vars holding a failure.
     pub failed_vars: usize,
+    /// Entries the failure log keeps for the next [`Engine::wait_for_all`]: failures no wait
+    /// returned yet, and vars whose failures it will clear. Bounded (pruned as it grows) also
+    /// when `wait_for_all` is never called.
+    pub logged_failures: usize,
 }
 
 /// The last handle's teardown: waits for every op, then joins the threads.
@@ -40,9 +46,12 @@ struct Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.inner.shut_down.store(true, Ordering::Release);
-        if TaskMarker::active() {
-            // Dropped by an engine task (an op's closure held the last handle): waiting here
-            // would wait for this very task. The threads finish the queued work and are
+        let naive = self.inner.kind == EngineKind::Naive;
+        if TaskMarker::active(self.inner.id) || (naive && crate::naive::is_running()) {
+            // Dropped by a task of this engine (an op's closure held the last handle), or on a
+            // thread that has naive ops queued (possibly this engine's): waiting here would
+            // wait for this very thread. (Inside a task of another threaded engine, the
+            // shutdown goes on: this engine's ops do not wait for that task.) The threads finish the queued work and are
             // released when the last task drops its reference.
             return;
         }
@@ -116,6 +125,9 @@ impl Engine {
     /// (on the thread that completes the last of those ops, or on this one if there is none).
     /// Later pushes naming `var` fail with [`EngineError::DeletedVar`].
     ///
+    /// A panic in `on_deleted` is caught: the next [`wait_for_all`](Self::wait_for_all)
+    /// reports it, as the failure of an op named `delete_var`.
+    ///
     /// # Errors
     ///
     /// [`EngineError::DeletedVar`] if it was already deleted, [`EngineError::ForeignVar`].
@@ -123,6 +135,20 @@ impl Engine {
     where
         F: FnOnce() + Send + 'static,
     {
+        // Weak: the callback lives in the graph, which the engine state owns. Whoever runs it
+        // (a completion, a wait, this call) holds the state, so an upgrade never takes the
+        // last reference.
+        let engine = Arc::downgrade(self.inner());
+        let on_deleted = move || {
+            // It runs inside the graph's completion of the var's last op: unwinding from
+            // there would leave the op's other vars unreleased.
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(on_deleted))
+                && let Some(inner) = engine.upgrade()
+            {
+                let cause = FailureCause::Panic(panic_message(&*payload));
+                inner.log_failure(OpFailure::new(Cow::Borrowed("delete_var"), cause));
+            }
+        };
         Ok(self.inner().graph.delete_var(var, on_deleted)?)
     }
 
@@ -223,6 +249,10 @@ impl Engine {
         // A write: it waits for every op pushed on `var` before it (reads included) and runs
         // alone, so taking the failure there races with nothing.
         inner.graph.push(&[], &[var], record, &mut dispatcher)?;
+        if inner.kind == EngineKind::Naive {
+            // Inside a naive op, the ops waited for may be queued behind it on this thread.
+            crate::naive::run_queued_until(|| latch.is_set());
+        }
         match latch.wait() {
             Some(failure) => {
                 failure.mark_reported();
@@ -246,17 +276,12 @@ impl Engine {
             return Err(EngineError::WaitAllInsideOp);
         }
         inner.idle.wait_idle();
-        let log = std::mem::take(
-            &mut *inner
-                .failures
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        for var in log.vars {
+        let taken = inner.failure_log().take();
+        for var in taken.vars {
             // A var deleted meanwhile has dropped its failure already.
             let _ = inner.graph.clear_failure(var);
         }
-        match log.roots.into_iter().find(|failure| !failure.is_reported()) {
+        match taken.unreported {
             Some(failure) => {
                 failure.mark_reported();
                 Err(EngineError::OpFailed(failure))
@@ -292,6 +317,7 @@ impl Engine {
             live_vars: graph.live_vars,
             waiting_ops: graph.live_op_blocks,
             failed_vars: graph.failed_vars,
+            logged_failures: inner.failure_log().len(),
         }
     }
 }

@@ -9,10 +9,10 @@
 //! ```
 
 use std::borrow::Cow;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use depengine_graph::{Dispatch, Graph, ReadyOp, Var};
 
@@ -22,6 +22,7 @@ use crate::context::{Context, FnProperty};
 use crate::devices::GpuExecutors;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
+use crate::failure_log::FailureLog;
 use crate::naive;
 use crate::operator::OperatorFn;
 use crate::per_device::PerDevice;
@@ -42,15 +43,6 @@ pub(crate) enum Workers {
     PerDevice(PerDevice),
 }
 
-/// Failures recorded since the last `wait_for_all`.
-#[derive(Default)]
-pub(crate) struct FailureLog {
-    /// Original failures (not propagated ones), in completion order.
-    pub(crate) roots: Vec<OpFailure>,
-    /// Vars a failed or skipped op wrote: `wait_for_all` clears their failures.
-    pub(crate) vars: Vec<Var>,
-}
-
 pub(crate) struct Inner {
     pub(crate) id: u64,
     pub(crate) kind: EngineKind,
@@ -68,28 +60,32 @@ thread_local! {
     /// detecting waits that would deadlock. `FRAME_STARTS` marks where each op's vars begin.
     static FRAME_VARS: RefCell<Vec<(u64, Var)>> = const { RefCell::new(Vec::new()) };
     static FRAME_STARTS: RefCell<Vec<(usize, u64)>> = const { RefCell::new(Vec::new()) };
-    /// How many engine tasks this thread is inside (an op, or a worker task's epilogue).
-    static TASK_DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// The engines whose tasks (an op, or a worker task's epilogue) this thread is inside,
+    /// innermost last.
+    static TASK_ENGINES: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Marks the current thread as running an engine task while alive.
+/// Marks the current thread as running a task of one engine while alive.
 pub(crate) struct TaskMarker;
 
 impl TaskMarker {
-    pub(crate) fn enter() -> Self {
-        TASK_DEPTH.with(|depth| depth.set(depth.get() + 1));
+    #[inline]
+    pub(crate) fn enter(engine: u64) -> Self {
+        TASK_ENGINES.with(|engines| engines.borrow_mut().push(engine));
         TaskMarker
     }
 
-    /// Whether the current thread runs an engine task.
-    pub(crate) fn active() -> bool {
-        TASK_DEPTH.with(Cell::get) > 0
+    /// Whether the current thread runs a task of engine `engine` (possibly with tasks of other
+    /// engines nested inside it, or around it).
+    pub(crate) fn active(engine: u64) -> bool {
+        TASK_ENGINES.with(|engines| engines.borrow().contains(&engine))
     }
 }
 
 impl Drop for TaskMarker {
+    #[inline]
     fn drop(&mut self) {
-        TASK_DEPTH.with(|depth| depth.set(depth.get().saturating_sub(1)));
+        TASK_ENGINES.with(|engines| engines.borrow_mut().pop());
     }
 }
 
@@ -295,7 +291,7 @@ impl Inner {
     /// A task of the priority block or a device executor: executes the op, and drops this
     /// reference to the engine while still marked as an engine task (see `Engine`'s shutdown).
     fn execute_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
-        let marker = TaskMarker::enter();
+        let marker = TaskMarker::enter(self.id);
         self.execute(op);
         drop(self);
         drop(marker);
@@ -318,7 +314,7 @@ impl Inner {
     /// then drops this reference to the engine while still marked as an engine task (see
     /// `Engine`'s shutdown).
     pub(crate) fn drain(self: Arc<Self>, key: BlockKey) {
-        let marker = TaskMarker::enter();
+        let marker = TaskMarker::enter(self.id);
         if let Some(block) = self.block(key) {
             loop {
                 while let Some(op) = block.pop() {
@@ -357,6 +353,17 @@ impl Inner {
         }
     }
 
+    /// The failure log, locked (a panic while it was held cannot leave it inconsistent).
+    pub(crate) fn failure_log(&self) -> MutexGuard<'_, FailureLog> {
+        self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a failure that belongs to no op's vars (a panicking `delete_var` callback), for
+    /// `wait_for_all` to report.
+    pub(crate) fn log_failure(&self, failure: OpFailure) {
+        self.failure_log().add_root(failure);
+    }
+
     /// Runs a ready op (or skips it, passing on the failure of one of its vars) and completes it.
     pub(crate) fn execute(self: &Arc<Self>, op: ReadyOp<OpRecord>) {
         if let Some(next) = self.execute_then(op, None) {
@@ -374,11 +381,14 @@ impl Inner {
         mut op: ReadyOp<OpRecord>,
         keep_for: Option<BlockKey>,
     ) -> Option<ReadyOp<OpRecord>> {
-        let _marker = TaskMarker::enter();
+        let _marker = TaskMarker::enter(self.id);
         let profiled = self.profiler.wants(op.payload());
         if let Some(failure) = self.graph.op_failure(&op) {
-            // Rule 2: a dependent of a failed var does not run; it passes the failure on.
-            op.payload_mut().func = None;
+            // Rule 2: a dependent of a failed var does not run; it passes the failure on. Its
+            // function is dropped unrun; a panic in a captured value's `Drop` must not keep the
+            // op from completing.
+            let func = op.payload_mut().func.take();
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(func)));
             if profiled {
                 self.profiler
                     .record(op.payload(), None, ProfiledOutcome::Skipped);
@@ -422,7 +432,9 @@ impl Inner {
                         catch_unwind(AssertUnwindSafe(|| op_span(name).in_scope(|| func(run))))
                     };
                     let outcome = Self::outcome(&op, outcome);
-                    drop(operator);
+                    // The last reference to a deleted operator drops its function (and what
+                    // it captured), which may panic.
+                    let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
                     self.profile(&op, started, &outcome);
                     self.finish_then(op, outcome, true, keep_for)
                 }
@@ -433,6 +445,7 @@ impl Inner {
                     let _ =
                         catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
                     drop(frame);
+                    let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
                     None
                 }
             },
@@ -505,24 +518,27 @@ impl Inner {
         root: bool,
         keep_for: Option<BlockKey>,
     ) -> Option<ReadyOp<OpRecord>> {
-        if let Err(failure) = &outcome {
-            if root {
-                // Subscriber code and the op's error's `Display` run here: not under the
-                // failure log's lock, and a panic in them must not keep the op from completing.
-                let _ = catch_unwind(AssertUnwindSafe(|| {
-                    tracing::debug!(target: "depengine::failure", %failure, "op failed");
-                }));
-            }
-            let mut log = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
-            if root {
-                log.roots.push(failure.clone());
-            }
-            log.vars.extend(op.writes());
+        // A failed op's written vars go to the failure log once the failure is stored on them
+        // (see `failure_log.rs`); on this path only, so the copy costs nothing otherwise.
+        let failed_writes: Option<Vec<Var>> = outcome.is_err().then(|| op.writes().collect());
+        if let Err(failure) = &outcome
+            && root
+        {
+            // Subscriber code and the op's error's `Display` run here: not under the failure
+            // log's lock, and a panic in them must not keep the op from completing.
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                tracing::debug!(target: "depengine::failure", %failure, "op failed");
+            }));
+            self.failure_log().add_root(failure.clone());
         }
         let mut dispatcher = Dispatcher::new(self, false, keep_for);
         // The op came from this graph, so `complete` cannot fail; the payload (the op's record,
         // its function already consumed) is dropped here.
         let _ = self.graph.complete(op, outcome, &mut dispatcher);
+        if let Some(vars) = failed_writes {
+            let holds_failure = |var| matches!(self.graph.var_failure(var), Ok(Some(_)));
+            self.failure_log().add_vars(vars, holds_failure);
+        }
         self.idle.done();
         dispatcher.next
     }

@@ -89,6 +89,13 @@
 //! foreign var, a push after shutdown, a GPU op without a backend, `wait_for_var` from inside an
 //! op on a var that op reads or writes, `wait_for_all` from inside an op.
 //!
+//! Sync ops run only on their route's workers (on `Naive`, the thread that makes them ready),
+//! never on a pusher that got far ahead: a pusher may hold a lock its ops take. A panic in a
+//! [`Engine::delete_var`] callback is caught and reported by the next `wait_for_all`. What no
+//! engine can detect, and hangs: an op waiting for a var whose pending ops depend on that op,
+//! and (threaded kinds) waits inside ops that occupy every worker of the block the awaited ops
+//! need.
+//!
 //! # Profiling
 //!
 //! [`Engine::profiler`] records where and when each op ran (MXNet's profiler): a per-name
@@ -119,6 +126,7 @@ mod devices;
 mod engine;
 mod error;
 mod failure;
+mod failure_log;
 mod inner;
 mod lazy;
 mod naive;

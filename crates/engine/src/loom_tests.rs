@@ -13,7 +13,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 
-use crate::ready_queue::{ReadyQueue, Retire, Submit, sample_next_submit};
+use crate::ready_queue::{ReadyQueue, Retire, sample_next_submit};
 use crate::wait::{IdleCounter, Latch};
 
 /// An op: its effect, then its completion.
@@ -191,7 +191,7 @@ struct Drained {
 impl Drained {
     fn new(max_drainers: usize, items: usize) -> Arc<Self> {
         Arc::new(Drained {
-            queue: ReadyQueue::new(max_drainers, usize::MAX),
+            queue: ReadyQueue::new(max_drainers),
             max_drainers,
             runs: (0..items).map(|_| AtomicUsize::new(0)).collect(),
             helpers: std::sync::Mutex::new(Vec::new()),
@@ -202,7 +202,7 @@ impl Drained {
     /// `items` items, each but the last waiting for the last (see `run_meeting`).
     fn meeting(max_drainers: usize, items: usize) -> Arc<Self> {
         Arc::new(Drained {
-            queue: ReadyQueue::new(max_drainers, usize::MAX),
+            queue: ReadyQueue::new(max_drainers),
             max_drainers,
             runs: (0..items).map(|_| AtomicUsize::new(0)).collect(),
             helpers: std::sync::Mutex::new(Vec::new()),
@@ -255,19 +255,12 @@ impl Drained {
     /// for joining.
     fn submit(model: &Arc<Self>, item: usize, sampled: bool) -> Option<thread::JoinHandle<()>> {
         sample_next_submit(sampled);
-        match model.queue.submit(item) {
-            Submit::Queued { enlist } => {
-                assert!(model.queue.drainers() <= model.max_drainers);
-                enlist.then(|| {
-                    let model = Arc::clone(model);
-                    thread::spawn(move || Drained::drain(&model))
-                })
-            }
-            Submit::RunInline(item) => {
-                model.run(item);
-                None
-            }
-        }
+        let enlist = model.queue.submit(item);
+        assert!(model.queue.drainers() <= model.max_drainers);
+        enlist.then(|| {
+            let model = Arc::clone(model);
+            thread::spawn(move || Drained::drain(&model))
+        })
     }
 
     /// Once every thread is joined: each item ran exactly once, nothing is left queued, and
@@ -417,29 +410,5 @@ fn ready_queue_spinner_that_found_nothing_still_spreads_what_came() {
             thread::yield_now();
         }
         submit_two_then_check(&model, spinner);
-    });
-}
-
-/// The backlog (one item here): a submit that samples the queue while an item is still queued
-/// gets its item handed back and runs it itself, one that samples it empty queues it; either
-/// way each item runs once.
-#[test]
-fn ready_queue_hands_back_over_the_backlog() {
-    loom::model(|| {
-        let model = Arc::new(Drained {
-            queue: ReadyQueue::new(1, 1),
-            max_drainers: 1,
-            runs: (0..2).map(|_| AtomicUsize::new(0)).collect(),
-            helpers: std::sync::Mutex::new(Vec::new()),
-            meet: false,
-        });
-        let first = Drained::submit(&model, 0, false);
-        assert!(
-            first.is_some(),
-            "the first submit enlists the first drainer"
-        );
-        let second = Drained::submit(&model, 1, true);
-        join([first, second]);
-        model.check();
     });
 }

@@ -5,7 +5,9 @@
 //! released by another thread (an async completion, a second pusher) runs on that thread. Ops
 //! that become ready while the thread is already running one (a push from inside an op, a
 //! successor released by a completion) are queued on a thread-local list and run after it, so
-//! the stack never grows with the length of a dependency chain.
+//! the stack never grows with the length of a dependency chain. The exception: an op that waits
+//! for a var (`wait_for_var`) runs the queued ops while it waits, since the ops it waits for
+//! may be queued behind it.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -21,6 +23,12 @@ type Queued = VecDeque<(Arc<Inner>, ReadyOp<OpRecord>)>;
 thread_local! {
     /// `Some` while this thread runs naive ops: the ones made ready meanwhile.
     static QUEUE: RefCell<Option<Queued>> = const { RefCell::new(None) };
+}
+
+/// Whether this thread is running naive ops (of any engine): ops of a naive engine may be
+/// queued on it.
+pub(crate) fn is_running() -> bool {
+    QUEUE.with(|queue| queue.borrow().is_some())
 }
 
 /// Runs `op` now, or after the op this thread is already running.
@@ -43,4 +51,15 @@ pub(crate) fn run(inner: &Arc<Inner>, op: ReadyOp<OpRecord>) {
         inner.execute(op);
     }
     QUEUE.with(|queue| *queue.borrow_mut() = None);
+}
+
+/// On a thread running naive ops, inside an op that waits: runs the queued ops until `done`
+/// says the wait is over, or none is left (the wait then blocks: what it waits for runs on
+/// another thread, or never, if it depends on the waiting op).
+pub(crate) fn run_queued_until(done: impl Fn() -> bool) {
+    while !done() {
+        let next = QUEUE.with(|queue| queue.borrow_mut().as_mut().and_then(VecDeque::pop_front));
+        let Some((inner, op)) = next else { return };
+        inner.execute(op);
+    }
 }

@@ -18,19 +18,17 @@
 //! that stays enlists a helper for each further op queued. A stream of small ops thus costs
 //! about one drainer spawn per spin episode, not one per op.
 //!
-//! The queue is bounded like the pool's own queues: while a submitting thread's last sample
-//! of the queue length (see `Sample` in `ready_queue.rs`) found `BACKLOG_PER_THREAD` ops per
-//! worker already queued, its submits hand the op back, and the engine runs it on the
-//! submitting thread (as the pool ran a job inline when a worker's queue or its injector was
-//! full). This keeps a completion that releases a huge batch (or a pusher far ahead of the
-//! workers) from queueing all of it before any of it runs.
+//! The queue is unbounded, as the graph's parked ops are: a submit never blocks and never runs
+//! the op itself. (Until 2026-11-22 a submitter that sampled more than 1024 ops per worker
+//! queued ran the op on its own thread, as the pool runs a job inline when its queues are
+//! full. That broke the engine's contract: a sync op ran on the pushing thread, outside its
+//! context's workers, and a pusher holding a lock that its ops take deadlocked.)
 //!
 //! # No op is stranded
 //!
 //! The queue-and-drainers protocol (push, fence, enlist; retire, fence, re-check) is
 //! [`ReadyQueue`] in `ready_queue.rs`, generic over the item so that the loom models in
-//! `loom_tests.rs` drive the same code; this block only spawns the drainers it asks for and
-//! runs the ops it hands back.
+//! `loom_tests.rs` drive the same code; this block only spawns the drainers it asks for.
 
 use std::sync::Arc;
 
@@ -38,16 +36,12 @@ use depengine_cpu::WorkerBlock;
 use depengine_graph::ReadyOp;
 
 use crate::inner::Inner;
-use crate::ready_queue::{ReadyQueue, Retire, Submit, run_overflow};
+use crate::ready_queue::{ReadyQueue, Retire};
 use crate::record::{BlockKey, OpRecord};
-
-/// Queued ops per worker thread beyond which a submit hands its op back (the pool's default
-/// per-worker queue capacity).
-const BACKLOG_PER_THREAD: usize = 1024;
 
 pub(crate) struct QueuedBlock {
     block: WorkerBlock,
-    /// Drainers: at most `block.num_threads()`; backlog: `BACKLOG_PER_THREAD` times that.
+    /// Drainers: at most `block.num_threads()`.
     ready: ReadyQueue<ReadyOp<OpRecord>>,
 }
 
@@ -55,23 +49,18 @@ impl QueuedBlock {
     pub(crate) fn new(block: WorkerBlock) -> Self {
         let threads = block.num_threads();
         QueuedBlock {
-            ready: ReadyQueue::new(threads, threads.saturating_mul(BACKLOG_PER_THREAD)),
+            ready: ReadyQueue::new(threads),
             block,
         }
     }
 
     /// Queues a ready op and spawns a drainer if the queue enlisted one (see the module
-    /// documentation); or, while the queue is over its backlog, runs the op on the calling
-    /// thread.
+    /// documentation).
     #[inline]
     pub(crate) fn submit(&self, inner: &Arc<Inner>, key: BlockKey, op: ReadyOp<OpRecord>) {
-        match self.ready.submit(op) {
-            Submit::Queued { enlist: false } => {}
-            Submit::Queued { enlist: true } => {
-                let inner = Arc::clone(inner);
-                self.block.spawn(move || inner.drain(key));
-            }
-            Submit::RunInline(op) => run_overflow(|| inner.execute(op)),
+        if self.ready.submit(op) {
+            let inner = Arc::clone(inner);
+            self.block.spawn(move || inner.drain(key));
         }
     }
 

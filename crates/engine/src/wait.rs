@@ -204,6 +204,11 @@ impl<T> Latch<T> {
         self.set.notify_all();
     }
 
+    /// Whether the latch is set (its value not yet taken).
+    pub(crate) fn is_set(&self) -> bool {
+        lock(&self.value).is_some()
+    }
+
     /// Blocks until the latch is set; returns its value.
     pub(crate) fn wait(&self) -> T {
         let mut slot = lock(&self.value);

@@ -119,6 +119,10 @@ fn push_all(engine: &Engine, vars: &[Var], data: &Arc<Data>, ops: &[Op], ran: &A
 /// Vars each pusher's ops use (`check`); `hot_vars_match_sequential_run` uses few.
 const VARS_PER_PUSHER: usize = 100;
 
+/// Vars that every pusher's ops read and none writes (so the pushers contend on them while the
+/// final values stay deterministic).
+const SHARED_VARS: usize = 4;
+
 /// Runs `threads` pushers, each on its own partition of vars plus reads of shared vars, and
 /// checks values, failures and the failure rules against the sequential model.
 fn check(kind: EngineKind, workers: usize, pushers: usize, ops_per_pusher: usize, fail_rate: u64) {
@@ -142,7 +146,8 @@ fn check_with(
     vars_per_pusher: usize,
 ) {
     let engine = engine(kind, workers);
-    let n_vars = vars_per_pusher * pushers;
+    let shared = vars_per_pusher * pushers;
+    let n_vars = shared + SHARED_VARS;
     let vars: Vec<Var> = (0..n_vars).map(|_| engine.new_var().unwrap()).collect();
     let data = Arc::new(Data {
         values: (0..n_vars).map(|i| RwLock::new(i as u64)).collect(),
@@ -161,6 +166,10 @@ fn check_with(
             for op in &mut ops {
                 for v in op.reads.iter_mut().chain(op.writes.iter_mut()) {
                     *v += p * vars_per_pusher;
+                }
+                // Every other op also reads one of the shared vars.
+                if op.id % 2 == 0 {
+                    op.reads.push(shared + (op.id / 2) as usize % SHARED_VARS);
                 }
             }
             ops
