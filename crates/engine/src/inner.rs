@@ -29,7 +29,7 @@ use crate::per_device::PerDevice;
 use crate::pooled::Pooled;
 use crate::profile::ProfiledOutcome;
 use crate::profiler::{ProfilerState, Started};
-use crate::queued::QueuedBlock;
+use crate::queued::{Draining, QueuedBlock};
 use crate::record::{BlockKey, OpFn, OpRecord, Route};
 use crate::wait::IdleCounter;
 
@@ -115,6 +115,12 @@ impl Drop for OpFrame {
 /// Whether the current thread runs an op of engine `engine` that uses `var`.
 pub(crate) fn running_op_uses(engine: u64, var: Var) -> bool {
     FRAME_VARS.with(|vars| vars.borrow().contains(&(engine, var)))
+}
+
+/// Whether the current thread is inside an op's function (of any engine).
+#[inline]
+pub(crate) fn in_op_function() -> bool {
+    FRAME_STARTS.with(|starts| !starts.borrow().is_empty())
 }
 
 /// Whether the current thread runs an op of engine `engine`.
@@ -315,6 +321,7 @@ impl Inner {
     /// `Engine`'s shutdown).
     pub(crate) fn drain(self: Arc<Self>, key: BlockKey) {
         let marker = TaskMarker::enter(self.id);
+        let draining = Draining::enter(self.id, key);
         if let Some(block) = self.block(key) {
             loop {
                 while let Some(op) = block.pop() {
@@ -328,6 +335,7 @@ impl Inner {
                 }
             }
         }
+        drop(draining);
         drop(self);
         drop(marker);
     }

@@ -13,7 +13,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 
-use crate::ready_queue::{ReadyQueue, Retire, sample_next_submit};
+use crate::ready_queue::{ReadyQueue, Retire, Submit, sample_next_submit};
 use crate::wait::{IdleCounter, Latch};
 
 /// An op: its effect, then its completion.
@@ -191,7 +191,7 @@ struct Drained {
 impl Drained {
     fn new(max_drainers: usize, items: usize) -> Arc<Self> {
         Arc::new(Drained {
-            queue: ReadyQueue::new(max_drainers),
+            queue: ReadyQueue::new(max_drainers, usize::MAX),
             max_drainers,
             runs: (0..items).map(|_| AtomicUsize::new(0)).collect(),
             helpers: std::sync::Mutex::new(Vec::new()),
@@ -202,7 +202,7 @@ impl Drained {
     /// `items` items, each but the last waiting for the last (see `run_meeting`).
     fn meeting(max_drainers: usize, items: usize) -> Arc<Self> {
         Arc::new(Drained {
-            queue: ReadyQueue::new(max_drainers),
+            queue: ReadyQueue::new(max_drainers, usize::MAX),
             max_drainers,
             runs: (0..items).map(|_| AtomicUsize::new(0)).collect(),
             helpers: std::sync::Mutex::new(Vec::new()),
@@ -254,13 +254,31 @@ impl Drained {
     /// if the queue enlisted one (as `QueuedBlock` spawns a pool task). Returns that drainer,
     /// for joining.
     fn submit(model: &Arc<Self>, item: usize, sampled: bool) -> Option<thread::JoinHandle<()>> {
+        Self::submit_as(model, item, sampled, false)
+    }
+
+    /// As `submit`, from one of the queue's drainers (`drainer`) or not.
+    fn submit_as(
+        model: &Arc<Self>,
+        item: usize,
+        sampled: bool,
+        drainer: bool,
+    ) -> Option<thread::JoinHandle<()>> {
         sample_next_submit(sampled);
-        let enlist = model.queue.submit(item);
-        assert!(model.queue.drainers() <= model.max_drainers);
-        enlist.then(|| {
-            let model = Arc::clone(model);
-            thread::spawn(move || Drained::drain(&model))
-        })
+        match model.queue.submit(item, drainer) {
+            Submit::Queued { enlist } => {
+                assert!(model.queue.drainers() <= model.max_drainers);
+                enlist.then(|| {
+                    let model = Arc::clone(model);
+                    thread::spawn(move || Drained::drain(&model))
+                })
+            }
+            Submit::RunInline(item) => {
+                assert!(drainer, "only a drainer gets an item handed back");
+                model.run(item);
+                None
+            }
+        }
     }
 
     /// Once every thread is joined: each item ran exactly once, nothing is left queued, and
@@ -410,5 +428,31 @@ fn ready_queue_spinner_that_found_nothing_still_spreads_what_came() {
             thread::yield_now();
         }
         submit_two_then_check(&model, spinner);
+    });
+}
+
+/// The backlog (one item here): a drainer's submit that samples the queue while an item is
+/// still queued gets its item handed back and runs it itself, one that samples it empty queues
+/// it; another thread's submit always queues (`submit_as` checks). Either way each item runs
+/// once.
+#[test]
+fn ready_queue_hands_back_over_the_backlog_to_drainers_only() {
+    loom::model(|| {
+        let model = Arc::new(Drained {
+            queue: ReadyQueue::new(1, 1),
+            max_drainers: 1,
+            runs: (0..3).map(|_| AtomicUsize::new(0)).collect(),
+            helpers: std::sync::Mutex::new(Vec::new()),
+            meet: false,
+        });
+        let first = Drained::submit(&model, 0, false);
+        assert!(
+            first.is_some(),
+            "the first submit enlists the first drainer"
+        );
+        let second = Drained::submit_as(&model, 1, true, true);
+        let third = Drained::submit_as(&model, 2, true, false);
+        join([first, second, third]);
+        model.check();
     });
 }

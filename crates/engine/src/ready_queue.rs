@@ -4,7 +4,7 @@
 //! Submitters push items; up to `max_drainers` *drainers* (tasks the caller spawns when
 //! [`ReadyQueue::submit`] says so) pop them until the queue is empty, then
 //! [`retire`](ReadyQueue::retire). See `queued.rs` for why there are as many drainers as there
-//! are.
+//! are, and why a submit from a drainer may hand its item back.
 //!
 //! # No item is stranded
 //!
@@ -50,15 +50,23 @@ const SAMPLE_EVERY: u32 = if cfg!(loom) { 2 } else { 8 };
 
 #[cfg(not(loom))]
 thread_local! {
+    /// Whether this thread runs an item handed back by a full queue; such a run never gets one
+    /// handed back again (so a chain of them cannot grow the stack).
+    static RUNNING_OVERFLOW: Cell<bool> = const { Cell::new(false) };
     /// Submits by this thread, for sampling the queue length.
     static SUBMITS: Cell<u32> = const { Cell::new(0) };
+    /// Whether the last queue length this thread sampled was over its queue's backlog: its
+    /// submits run their items inline until the next sample says otherwise.
+    static OVER_BACKLOG: Cell<bool> = const { Cell::new(false) };
 }
 
 // The same under loom, whose macro takes no `const` initializers: per model thread, reset for
 // each execution.
 #[cfg(loom)]
 thread_local! {
+    static RUNNING_OVERFLOW: Cell<bool> = Cell::new(false);
     static SUBMITS: Cell<u32> = Cell::new(0);
+    static OVER_BACKLOG: Cell<bool> = Cell::new(false);
 }
 
 /// Sampling of the queue length by submitting threads.
@@ -67,8 +75,9 @@ thread_local! {
 /// the submitter and, worse, a line the next pop must take back, so the drainers' pops miss
 /// too (`perf annotate` of the `independent` workload put 45% of the drainer's time on the
 /// head's `compare_exchange` while every submit read the length). One submit in
-/// `SAMPLE_EVERY` per thread reads it; enlisting a drainer because the queued items outnumber
-/// the drainers acts on that sample.
+/// `SAMPLE_EVERY` per thread reads it; the backlog check and the second drainer's
+/// enlistment act on that sample (the flag is per thread, shared by every queue the thread
+/// submits to: it only steers how soon a busy queue stops growing).
 struct Sample;
 
 impl Sample {
@@ -86,6 +95,16 @@ pub(crate) fn sample_next_submit(sampled: bool) {
     SUBMITS.with(|cell| cell.set(if sampled { SAMPLE_EVERY - 1 } else { 0 }));
 }
 
+/// Runs `run` (an item [`Submit::RunInline`] handed back) marked as an overflow run: submits
+/// from it queue their items whatever the backlog.
+#[inline]
+pub(crate) fn run_overflow<R>(run: impl FnOnce() -> R) -> R {
+    RUNNING_OVERFLOW.with(|cell| cell.set(true));
+    let result = run();
+    RUNNING_OVERFLOW.with(|cell| cell.set(false));
+    result
+}
+
 /// What [`ReadyQueue::retire`] decided.
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +116,17 @@ pub(crate) enum Retire {
     Stay { helpers: usize },
 }
 
+/// What [`ReadyQueue::submit`] did with an item.
+#[must_use]
+pub(crate) enum Submit<T> {
+    /// Queued; `enlist`: a drainer was enlisted for it, which the caller must start (it pops
+    /// until the queue is empty, then retires, see [`ReadyQueue::retire`]).
+    Queued { enlist: bool },
+    /// The queue is over its backlog and the caller drains it: the caller runs the item
+    /// itself (through [`run_overflow`]), as if it had popped it.
+    RunInline(T),
+}
+
 pub(crate) struct ReadyQueue<T> {
     queue: Queue<T>,
     /// Drainers enlisted (spawned or running, not retired); at most `max_drainers`.
@@ -105,28 +135,38 @@ pub(crate) struct ReadyQueue<T> {
     /// drainers touch it: its own line, apart from `drainers`, which every submit reads.
     spinning: CachePadded<AtomicBool>,
     max_drainers: usize,
+    /// Queued items beyond which a sampled submit hands its item back.
+    backlog: usize,
 }
 
 impl<T> ReadyQueue<T> {
-    pub(crate) fn new(max_drainers: usize) -> Self {
+    pub(crate) fn new(max_drainers: usize, backlog: usize) -> Self {
         ReadyQueue {
             queue: Queue::new(),
             drainers: AtomicUsize::new(0),
             spinning: CachePadded::new(AtomicBool::new(false)),
             max_drainers,
+            backlog,
         }
     }
 
-    /// Queues `item`; `true` if a drainer was enlisted for it (see the module documentation),
-    /// which the caller must start: it pops until the queue is empty, then retires (see
-    /// [`retire`](Self::retire)).
+    /// Queues `item` and enlists a drainer if the queue needs one (see the module
+    /// documentation); or, when the submitter is one of this queue's drainers (`drainer`) and
+    /// this thread's last sample found the queue over its backlog, hands the item back.
     #[inline]
-    #[must_use]
-    pub(crate) fn submit(&self, item: T) -> bool {
-        let queued = Sample::next().then(|| self.queue.len());
+    pub(crate) fn submit(&self, item: T, drainer: bool) -> Submit<T> {
+        let sample = Sample::next();
+        let queued = sample.then(|| self.queue.len());
+        if let Some(queued) = queued {
+            OVER_BACKLOG.with(|cell| cell.set(queued >= self.backlog));
+        }
+        if drainer && OVER_BACKLOG.with(Cell::get) && !RUNNING_OVERFLOW.with(Cell::get) {
+            return Submit::RunInline(item);
+        }
         self.queue.push(item);
         fence(Ordering::SeqCst);
-        self.wants_drainer(queued.map(|queued| queued + 1)) && self.try_enlist()
+        let enlist = self.wants_drainer(queued.map(|queued| queued + 1)) && self.try_enlist();
+        Submit::Queued { enlist }
     }
 
     /// Whether a submit should enlist a drainer (up to `max_drainers`):

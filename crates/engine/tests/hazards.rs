@@ -78,6 +78,46 @@ fn a_pusher_holding_a_lock_its_ops_take_does_not_deadlock() {
     }
 }
 
+/// An op that completes an async op while holding a lock: the many ops that completion releases
+/// onto the op's own block (more than its queue's backlog) wait in the queue; none runs nested
+/// inside the completing op, where it would take the lock again.
+#[test]
+fn ops_released_inside_an_op_function_never_run_nested_in_it() {
+    for kind in THREADED {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, 1);
+            let gate = engine.new_var().unwrap();
+            let token = held_async_op(&engine, gate);
+            let lock = Arc::new(Mutex::new(0_u64));
+            for _ in 0..5_000 {
+                let lock = Arc::clone(&lock);
+                engine
+                    .op("behind the gate")
+                    .reads(&[gate])
+                    .push_sync(move |_| -> Res {
+                        *lock.lock().map_err(|_| "poisoned")? += 1;
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            {
+                let lock = Arc::clone(&lock);
+                engine
+                    .op("opens the gate")
+                    .push_sync(move |_| -> Res {
+                        let held = lock.lock().map_err(|_| "poisoned")?;
+                        token.ok();
+                        drop(held);
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            engine.wait_for_all().unwrap();
+            assert_eq!(*lock.lock().unwrap(), 5_000, "{kind}");
+        });
+    }
+}
+
 /// An async op on `var` whose completion the test holds (so a deletion of `var` is deferred
 /// until the test completes it).
 fn held_async_op(engine: &Engine, var: depengine::Var) -> Completion {
