@@ -50,9 +50,9 @@ impl Drop for Handle {
         if TaskMarker::active(self.inner.id) || (naive && crate::naive::is_running()) {
             // Dropped by a task of this engine (an op's closure held the last handle), or on a
             // thread that has naive ops queued (possibly this engine's): waiting here would
-            // wait for this very thread. (Inside a task of another threaded engine, the
-            // shutdown goes on: this engine's ops do not wait for that task.) The threads finish the queued work and are
-            // released when the last task drops its reference.
+            // wait for this very thread. The threads finish the queued work and are released
+            // when the last task drops its reference. (Inside a task of another engine only,
+            // the shutdown goes on: this engine's ops do not wait for that task.)
             return;
         }
         self.inner.idle.wait_idle();

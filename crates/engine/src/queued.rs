@@ -21,14 +21,15 @@
 //! The queue is bounded for its own drainers only: while a drainer's last sample of the queue
 //! length (see `Sample` in `ready_queue.rs`) found `BACKLOG_PER_THREAD` ops per worker already
 //! queued, the ops its completions release onto this block are handed back and it runs them
-//! itself, as if it had popped them (never nested: an op run that way queues what it
-//! releases; and never from inside an op's function, which may hold a lock they take: an
-//! async op's completion called there queues). A completion that releases a huge batch thus starts running it at once instead
-//! of first queueing all of it (the `drain` workload: 2x faster). Any other submitter (the
-//! pushing thread, an async completion on a foreign thread, a worker of another block) always
-//! queues: a sync op runs only on its block's workers. (Until 2026-11-22 every submitter got
-//! ops handed back, so a pusher far ahead ran sync ops itself, and a pusher holding a lock that
-//! its ops take deadlocked.)
+//! itself, as if it had popped them. Never nested: an op run that way queues what it
+//! releases. Never from inside an op's function either (an async op's completion called
+//! there queues): the function may hold a lock the released ops take. A completion that
+//! releases a huge batch thus starts running it at once instead of first queueing all of it
+//! (the `drain` workload: 2x faster). Any other submitter (the pushing thread, an async
+//! completion on a foreign thread, a worker of another block) always queues: a sync op runs
+//! only on its block's workers. (Until 2026-11-22 every submitter got ops handed back, so a
+//! pusher far ahead ran sync ops itself, and a pusher holding a lock that its ops take
+//! deadlocked.)
 //!
 //! # No op is stranded
 //!
@@ -71,8 +72,8 @@ impl Drop for Draining {
     }
 }
 
-/// Queued ops per worker thread beyond which a drainer's submit hands its op back (the pool's default
-/// per-worker queue capacity).
+/// Queued ops per worker thread beyond which a drainer's submit hands its op back (the pool's
+/// default per-worker queue capacity).
 const BACKLOG_PER_THREAD: usize = 1024;
 
 pub(crate) struct QueuedBlock {

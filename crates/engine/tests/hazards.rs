@@ -52,8 +52,8 @@ fn sync_ops_never_run_on_the_pushing_thread() {
     }
 }
 
-/// The custom-op pattern of `MXNet`: the pusher holds a lock (there, the GIL) while it pushes ops that
-/// take it.
+/// The custom-op pattern of `MXNet`: the pusher holds a lock (there, the GIL) while it pushes
+/// ops that take it.
 #[test]
 fn a_pusher_holding_a_lock_its_ops_take_does_not_deadlock() {
     for kind in THREADED {
