@@ -1,0 +1,103 @@
+//! Where each op runs: the worker block of its context and property, per engine kind, seen
+//! through the names of the threads that run the ops.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::mpsc;
+
+use common::engine;
+use depengine::{Context, Engine, EngineError, EngineKind, FnProperty};
+
+type Res = Result<(), String>;
+
+/// The name of the thread that ran one op pushed with `context` and `property`.
+fn runs_on(engine: &Engine, context: Context, property: FnProperty) -> String {
+    let (tx, rx) = mpsc::channel();
+    engine
+        .op("where")
+        .on(context)
+        .prop(property)
+        .push_sync(move |_| -> Res {
+            let name = std::thread::current().name().unwrap_or("").to_owned();
+            tx.send(name).map_err(|e| e.to_string())
+        })
+        .unwrap();
+    engine.wait_for_all().unwrap();
+    rx.recv().unwrap()
+}
+
+#[test]
+fn per_device_runs_each_device_on_its_own_block() {
+    let engine = engine(EngineKind::ThreadedPerDevice, 2);
+    let here = std::thread::current().name().unwrap_or("").to_owned();
+    let cases = [
+        (Context::cpu(0), FnProperty::Normal, "depengine-cpu0-"),
+        (Context::cpu(3), FnProperty::Normal, "depengine-cpu3-"),
+        (
+            Context::cpu_pinned(3),
+            FnProperty::Normal,
+            "depengine-cpu3-",
+        ),
+        (
+            Context::cpu(3),
+            FnProperty::CpuPrioritized,
+            "depengine-cpu-priority-",
+        ),
+    ];
+    for (context, property, prefix) in cases {
+        let name = runs_on(&engine, context, property);
+        assert!(
+            name.starts_with(prefix),
+            "{context} {property:?} ran on `{name}`"
+        );
+    }
+    // `DeleteVar` ops, ready at push time, run on the pushing thread.
+    assert_eq!(
+        runs_on(&engine, Context::cpu(0), FnProperty::DeleteVar),
+        here
+    );
+    let error = engine
+        .op("too far")
+        .on(Context::cpu(64))
+        .push_sync(|_| -> Res { Ok(()) })
+        .unwrap_err();
+    assert!(
+        matches!(error, EngineError::DeviceIdOutOfRange { limit: 64, .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn pooled_runs_copies_on_the_copy_block() {
+    let engine = engine(EngineKind::ThreadedPooled, 2);
+    let normal = runs_on(&engine, Context::cpu(5), FnProperty::Normal);
+    assert!(
+        normal.starts_with("depengine-pooled-") && !normal.starts_with("depengine-pooled-copy"),
+        "a normal op ran on `{normal}`"
+    );
+    for property in [FnProperty::CopyToGpu, FnProperty::CopyFromGpu] {
+        let name = runs_on(&engine, Context::cpu(0), property);
+        assert!(
+            name.starts_with("depengine-pooled-copy-"),
+            "{property:?} ran on `{name}`"
+        );
+    }
+}
+
+#[test]
+fn naive_runs_everything_on_the_pushing_thread() {
+    let engine = engine(EngineKind::Naive, 2);
+    let here = std::thread::current().name().unwrap_or("").to_owned();
+    for (context, property) in [
+        (Context::cpu(0), FnProperty::Normal),
+        (Context::cpu(7), FnProperty::CpuPrioritized),
+        (Context::cpu(0), FnProperty::CopyToGpu),
+    ] {
+        assert_eq!(
+            runs_on(&engine, context, property),
+            here,
+            "{context} {property:?}"
+        );
+    }
+}
