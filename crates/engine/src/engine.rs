@@ -11,12 +11,14 @@ use depengine_graph::Var;
 use crate::builder::OpBuilder;
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::Context;
+use crate::deadlock::closes_cycle;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
-use crate::inner::{Inner, TaskMarker, running_op_of, running_op_uses};
+use crate::inner::{Inner, TaskMarker, running_op_of, running_op_uses, running_op_vars};
 use crate::name::OpName;
 use crate::operator::{Operator, OperatorBuilder};
 use crate::profiler::Profiler;
+use crate::queued::drained_block;
 use crate::record::{OpFn, OpRecord, Route};
 use crate::wait::Latch;
 
@@ -229,13 +231,20 @@ impl Engine {
     /// # Errors
     ///
     /// [`EngineError::OpFailed`]; [`EngineError::WaitOnOwnVar`] from inside an op that reads or
-    /// writes `var`; [`EngineError::DeletedVar`], [`EngineError::ForeignVar`].
+    /// writes `var`; [`EngineError::WaitDeadlock`] from inside an op, if an op pushed on `var`
+    /// before depends on that op's vars; [`EngineError::DeletedVar`],
+    /// [`EngineError::ForeignVar`].
     pub fn wait_for_var(&self, var: Var) -> Result<()> {
         let inner = self.inner();
         if running_op_uses(inner.id, var) {
             return Err(EngineError::WaitOnOwnVar { var });
         }
         let latch = Arc::new(Latch::new());
+        // Inside an op of this engine, the wait may close a cycle: register it before pushing
+        // (see `deadlock.rs`). A thread outside every op holds no var, so it cannot.
+        let held = running_op_vars(inner.id);
+        let registration =
+            (!held.is_empty()).then(|| inner.blocked_waits.register(&latch, held.clone()));
         let record = OpRecord {
             name: OpName::Static("wait_for_var"),
             func: Some(OpFn::Wait(Arc::clone(&latch))),
@@ -253,7 +262,20 @@ impl Engine {
             // Inside a naive op, the ops waited for may be queued behind it on this thread.
             crate::naive::run_queued_until(|| latch.is_set());
         }
-        match latch.wait() {
+        if registration.is_some()
+            && !latch.is_set()
+            && closes_cycle(&inner.graph, &inner.blocked_waits, &latch, &held)
+            && latch.abandon()
+        {
+            return Err(EngineError::WaitDeadlock { var });
+        }
+        let outcome = match drained_block(inner.id) {
+            // On a worker of this engine: a helper stands in for it if its block starves.
+            Some(key) => inner.wait_on_worker(&latch, key),
+            None => latch.wait(),
+        };
+        drop(registration);
+        match outcome {
             Some(failure) => {
                 failure.mark_reported();
                 Err(EngineError::OpFailed(failure))

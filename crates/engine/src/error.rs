@@ -57,6 +57,18 @@ pub enum EngineError {
         /// The var.
         var: Var,
     },
+    /// `wait_for_var` from inside an op, where an op pushed on the var before the wait
+    /// depends, directly or through other ops (and other blocked waits), on a var that the
+    /// waiting op (or an op it runs nested in) holds: the wait would never return. The wait is
+    /// withdrawn; the op may return this error or carry on.
+    #[error(
+        "waiting for {var} from inside an op would deadlock: an op pushed on it before the \
+         wait depends on a var the waiting op holds"
+    )]
+    WaitDeadlock {
+        /// The var.
+        var: Var,
+    },
     /// `wait_for_all` from inside an op: it would wait for that op, a deadlock.
     #[error("wait_for_all from inside an op would deadlock")]
     WaitAllInsideOp,

@@ -19,10 +19,12 @@ use depengine_graph::{Dispatch, Graph, ReadyOp, Var};
 use crate::completion::Completion;
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::{Context, FnProperty};
+use crate::deadlock::BlockedWaits;
 use crate::devices::GpuExecutors;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
 use crate::failure_log::FailureLog;
+use crate::helper::Helpers;
 use crate::naive;
 use crate::operator::OperatorFn;
 use crate::per_device::PerDevice;
@@ -53,6 +55,10 @@ pub(crate) struct Inner {
     pub(crate) shut_down: AtomicBool,
     pub(crate) failures: Mutex<FailureLog>,
     pub(crate) profiler: ProfilerState,
+    /// Waits inside ops, for deadlock checks (`deadlock.rs`).
+    pub(crate) blocked_waits: BlockedWaits,
+    /// Helper threads started for workers blocked in waits (`helper.rs`), joined on drop.
+    pub(crate) helpers: Helpers,
 }
 
 thread_local! {
@@ -115,6 +121,17 @@ impl Drop for OpFrame {
 /// Whether the current thread runs an op of engine `engine` that uses `var`.
 pub(crate) fn running_op_uses(engine: u64, var: Var) -> bool {
     FRAME_VARS.with(|vars| vars.borrow().contains(&(engine, var)))
+}
+
+/// The vars of every op of engine `engine` that the current thread runs (nested ones too).
+pub(crate) fn running_op_vars(engine: u64) -> Vec<Var> {
+    FRAME_VARS.with(|vars| {
+        vars.borrow()
+            .iter()
+            .filter(|&&(id, _)| id == engine)
+            .map(|&(_, var)| var)
+            .collect()
+    })
 }
 
 /// Whether the current thread is inside an op's function (of any engine).
@@ -212,6 +229,8 @@ impl Inner {
                 config.profiler_mode,
                 config.profiler_output,
             ),
+            blocked_waits: BlockedWaits::default(),
+            helpers: Helpers::default(),
         })
     }
 
@@ -305,7 +324,7 @@ impl Inner {
 
     /// The started worker block of `key`.
     #[inline]
-    fn block(&self, key: BlockKey) -> Option<&QueuedBlock> {
+    pub(crate) fn block(&self, key: BlockKey) -> Option<&QueuedBlock> {
         match (&self.workers, key) {
             (Workers::Pooled(pooled), BlockKey::Pooled) => Some(&pooled.normal),
             (Workers::Pooled(pooled), BlockKey::PooledCopy) => pooled.copy.get(),
@@ -320,6 +339,16 @@ impl Inner {
     /// then drops this reference to the engine while still marked as an engine task (see
     /// `Engine`'s shutdown).
     pub(crate) fn drain(self: Arc<Self>, key: BlockKey) {
+        self.drain_as(key, true);
+    }
+
+    /// A helper of block `key` (`helper.rs`): drains it as `drain` does, without being
+    /// enlisted in its queue, until the queue is empty.
+    pub(crate) fn help(self: Arc<Self>, key: BlockKey) {
+        self.drain_as(key, false);
+    }
+
+    fn drain_as(self: Arc<Self>, key: BlockKey, enlisted: bool) {
         let marker = TaskMarker::enter(self.id);
         let draining = Draining::enter(self.id, key);
         if let Some(block) = self.block(key) {
@@ -330,7 +359,7 @@ impl Inner {
                         next = self.execute_then(op, Some(key));
                     }
                 }
-                if !block.retire(&self, key) {
+                if !enlisted || !block.retire(&self, key) {
                     break;
                 }
             }
@@ -343,19 +372,25 @@ impl Inner {
     /// `wait_for_var`'s write became ready: every op pushed on the var before it completed.
     /// Takes (clears) the var's failure while the write still holds the var alone, so every op
     /// pushed before the wait saw the failure and every op pushed after sees the var cleared.
+    /// A wait its waiter abandoned (`deadlock.rs`) takes nothing: the var keeps its failure.
     fn release_waiter(self: &Arc<Self>, mut op: ReadyOp<OpRecord>) {
-        let failure = op
-            .writes()
-            .next()
-            .and_then(|var| self.graph.clear_failure(var).ok().flatten());
         let latch = match op.payload_mut().func.take() {
             Some(OpFn::Wait(latch)) => Some(latch),
             _ => None,
         };
+        let var = op.writes().next();
+        let (failure, outcome) = if latch.as_ref().is_none_or(|latch| latch.claim()) {
+            // Completing the write with `Ok` leaves the var clear.
+            let failure = var.and_then(|var| self.graph.clear_failure(var).ok().flatten());
+            (failure, Ok(()))
+        } else {
+            // Completing it with the var's own failure (if any) leaves that in place.
+            let kept = var.and_then(|var| self.graph.var_failure(var).ok().flatten());
+            (None, kept.map_or(Ok(()), Err))
+        };
         let mut dispatcher = Dispatcher::new(self, false, None);
-        // Completing the write with `Ok` leaves the var clear; our own op, so `complete` cannot
-        // fail.
-        let _ = self.graph.complete(op, Ok(()), &mut dispatcher);
+        // Our own op, so `complete` cannot fail.
+        let _ = self.graph.complete(op, outcome, &mut dispatcher);
         if let Some(latch) = latch {
             latch.set(failure);
         }

@@ -1,6 +1,6 @@
 //! Loom models of the facade's own synchronization: the completion counter that
-//! `wait_for_all` sleeps on and the latch `wait_for_var` blocks on (`wait.rs`), and the ready
-//! queue's drainer protocol behind `QueuedBlock` (`ready_queue.rs`).
+//! `wait_for_all` sleeps on and the latch `wait_for_var` blocks on, or abandons (`wait.rs`),
+//! and the ready queue's drainer protocol behind `QueuedBlock` (`ready_queue.rs`).
 //!
 //! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p depengine
 //! --lib --tests` (or `cargo xtask loom`).
@@ -173,6 +173,35 @@ fn latch_hands_over_its_value() {
         };
         assert_eq!(latch.wait(), 7);
         setter.join().unwrap();
+    });
+}
+
+/// A waiter that abandons the latch races the setter's claim: either the waiter gave up and
+/// the setter's side effect (taking the var's failure) never happens, or the setter claimed
+/// first, and the waiter, refused, gets the value.
+#[test]
+fn latch_abandon_and_claim_exclude_each_other() {
+    loom::model(|| {
+        let latch = Arc::new(Latch::new());
+        let taken = Arc::new(AtomicBool::new(false));
+        let setter = {
+            let (latch, taken) = (Arc::clone(&latch), Arc::clone(&taken));
+            thread::spawn(move || {
+                if latch.claim() {
+                    taken.store(true, Ordering::Relaxed);
+                }
+                latch.set(7_u32);
+            })
+        };
+        if latch.abandon() {
+            setter.join().unwrap();
+            assert!(!taken.load(Ordering::Relaxed));
+            assert!(!latch.is_set());
+        } else {
+            assert_eq!(latch.wait(), 7);
+            setter.join().unwrap();
+            assert!(taken.load(Ordering::Relaxed));
+        }
     });
 }
 

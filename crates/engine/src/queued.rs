@@ -58,6 +58,14 @@ pub(crate) struct Draining {
     previous: Option<(u64, BlockKey)>,
 }
 
+/// The block of engine `engine` that the current thread drains, if any.
+pub(crate) fn drained_block(engine: u64) -> Option<BlockKey> {
+    match DRAINING.with(Cell::get) {
+        Some((id, key)) if id == engine => Some(key),
+        _ => None,
+    }
+}
+
 impl Draining {
     pub(crate) fn enter(engine: u64, key: BlockKey) -> Self {
         Draining {
@@ -113,6 +121,11 @@ impl QueuedBlock {
     #[inline]
     pub(crate) fn pop(&self) -> Option<ReadyOp<OpRecord>> {
         self.ready.pop()
+    }
+
+    /// Whether ops are queued now.
+    pub(crate) fn has_queued(&self) -> bool {
+        !self.ready.is_empty()
     }
 
     /// Called by a drainer that found the queue empty. `true`: the queue is not empty after

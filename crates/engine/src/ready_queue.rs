@@ -292,8 +292,8 @@ impl<T> ReadyQueue<T> {
         self.spinning.load(Ordering::SeqCst)
     }
 
-    /// Whether the queue is empty now (for the models' checks).
-    #[cfg(all(test, loom))]
+    /// Whether the queue is empty now (for the models' checks, and for a waiter deciding
+    /// whether its block needs a helper, `helper.rs`).
     pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }

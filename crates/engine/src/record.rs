@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use crate::completion::Completion;
 use crate::context::{Context, FnProperty, RunContext};
-use crate::failure::{BoxError, OpFailure};
+use crate::deadlock::WaitLatch;
+use crate::failure::BoxError;
 use crate::name::OpName;
 use crate::operator::OperatorInner;
-use crate::wait::Latch;
 
 /// A one-shot sync op function.
 pub(crate) type SyncFn = Box<dyn FnOnce(RunContext) -> Result<(), BoxError> + Send>;
@@ -21,7 +21,7 @@ pub(crate) enum OpFn {
     /// A push of a reusable operator.
     Operator(Arc<OperatorInner>),
     /// `wait_for_var`'s write: never executed, handled at dispatch.
-    Wait(Arc<Latch<Option<OpFailure>>>),
+    Wait(Arc<WaitLatch>),
 }
 
 /// Where a ready op goes, resolved at push time (so a bad context is a push error).

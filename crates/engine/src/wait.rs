@@ -181,42 +181,107 @@ impl IdleCounter {
 }
 
 /// A one-shot latch carrying a value from the thread that sets it to the one thread waiting.
+///
+/// The waiter may give up (`abandon`) as long as the setter has not `claim`ed the latch: the
+/// setter claims it before the side effects that belong to the waiter (`wait_for_var` taking
+/// the var's failure), so a waiter that gave up takes nothing, and one that cannot give up any
+/// more waits for a value that is on its way.
 pub(crate) struct Latch<T> {
-    value: Mutex<Option<T>>,
+    state: Mutex<LatchState<T>>,
     set: Condvar,
+}
+
+enum LatchState<T> {
+    /// Nothing yet: the waiter may still abandon.
+    Open,
+    /// The setter committed to setting it.
+    Claimed,
+    Set(T),
+    /// The value was taken.
+    Taken,
+    /// The waiter gave up; the setter does nothing.
+    Abandoned,
 }
 
 impl<T> Latch<T> {
     pub(crate) fn new() -> Self {
         Latch {
-            value: Mutex::new(None),
+            state: Mutex::new(LatchState::Open),
             set: Condvar::new(),
         }
     }
 
-    /// Sets the latch (the first value wins) and wakes the waiter.
-    pub(crate) fn set(&self, value: T) {
-        let mut slot = lock(&self.value);
-        if slot.is_none() {
-            *slot = Some(value);
+    /// Commits to setting the latch: `false` if the waiter abandoned it.
+    pub(crate) fn claim(&self) -> bool {
+        let mut state = lock(&self.state);
+        match *state {
+            LatchState::Open => {
+                *state = LatchState::Claimed;
+                true
+            }
+            LatchState::Abandoned => false,
+            LatchState::Claimed | LatchState::Set(_) | LatchState::Taken => true,
         }
-        drop(slot);
+    }
+
+    /// Sets the latch (the first value wins) and wakes the waiter; does nothing if the waiter
+    /// abandoned it.
+    pub(crate) fn set(&self, value: T) {
+        let mut state = lock(&self.state);
+        if matches!(*state, LatchState::Open | LatchState::Claimed) {
+            *state = LatchState::Set(value);
+        }
+        drop(state);
         self.set.notify_all();
     }
 
     /// Whether the latch is set (its value not yet taken).
     pub(crate) fn is_set(&self) -> bool {
-        lock(&self.value).is_some()
+        matches!(*lock(&self.state), LatchState::Set(_))
     }
 
-    /// Blocks until the latch is set; returns its value.
-    pub(crate) fn wait(&self) -> T {
-        let mut slot = lock(&self.value);
-        loop {
-            if let Some(value) = slot.take() {
-                return value;
+    /// Gives up waiting: `true` unless the setter claimed (or set) the latch already, in which
+    /// case the caller must `wait` for the value.
+    pub(crate) fn abandon(&self) -> bool {
+        let mut state = lock(&self.state);
+        match *state {
+            LatchState::Open | LatchState::Abandoned => {
+                *state = LatchState::Abandoned;
+                true
             }
-            slot = wait(&self.set, slot);
+            LatchState::Claimed | LatchState::Set(_) | LatchState::Taken => false,
+        }
+    }
+
+    /// As [`wait`](Self::wait), giving up after about `timeout` (or earlier, on a spurious
+    /// wake-up): `None` if the latch is not set by then.
+    pub(crate) fn wait_timeout(&self, timeout: std::time::Duration) -> Option<T> {
+        let mut state = lock(&self.state);
+        if !matches!(*state, LatchState::Set(_)) {
+            state = self
+                .set
+                .wait_timeout(state, timeout)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+        match std::mem::replace(&mut *state, LatchState::Taken) {
+            LatchState::Set(value) => Some(value),
+            other => {
+                *state = other;
+                None
+            }
+        }
+    }
+
+    /// Blocks until the latch is set; returns its value (once).
+    pub(crate) fn wait(&self) -> T {
+        let mut state = lock(&self.state);
+        loop {
+            match std::mem::replace(&mut *state, LatchState::Taken) {
+                LatchState::Set(value) => return value,
+                other => *state = other,
+            }
+            state = wait(&self.set, state);
         }
     }
 }

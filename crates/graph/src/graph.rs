@@ -768,7 +768,18 @@ impl<T, E> Graph<T, E> {
     /// The op cannot be dispatched while `f` runs (a thread that makes it ready waits for `f`):
     /// `f` must not call back into this graph.
     pub fn inspect_op<R>(&self, id: OpId, f: impl FnOnce(&T) -> R) -> Option<R> {
+        self.inspect_parked(id, |parked| f(&parked.payload))
+    }
+
+    /// Calls `f` with the waiting op `id` (payload and dependency list); `None` if it is no
+    /// longer waiting. As [`inspect_op`](Self::inspect_op), `f` must not call into this graph.
+    pub(crate) fn inspect_parked<R>(&self, id: OpId, f: impl FnOnce(&Parked<T>) -> R) -> Option<R> {
         self.ops.get(id.index)?.inspect(id.generation, f)
+    }
+
+    /// This graph's id, which its vars carry.
+    pub(crate) fn id(&self) -> u32 {
+        self.id
     }
 
     /// The failure recorded on `var`, if any.

@@ -67,6 +67,7 @@
     reason = "the docs name MXNet and its classes, which are not items of this crate"
 )]
 
+mod blocked;
 mod error;
 mod graph;
 mod incoming;
@@ -85,6 +86,7 @@ mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+pub use blocked::Visit;
 pub use error::GraphError;
 pub use graph::{Failure, Graph};
 pub use op::{Dispatch, OpId, PendingOp, ReadyOp};

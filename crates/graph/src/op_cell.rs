@@ -175,9 +175,9 @@ impl<T> OpSlot<T> {
         self.generation.load(Ordering::Relaxed)
     }
 
-    /// Calls `f` with the payload if the op parked here still waits and has generation
-    /// `generation`. The op cannot be taken out while `f` runs.
-    pub(crate) fn inspect<R>(&self, generation: u32, f: impl FnOnce(&T) -> R) -> Option<R> {
+    /// Calls `f` with the parked op (payload and dependency list) if it still waits and has
+    /// generation `generation`. The op cannot be taken out while `f` runs.
+    pub(crate) fn inspect<R>(&self, generation: u32, f: impl FnOnce(&Parked<T>) -> R) -> Option<R> {
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
             if state & COUNT == 0 {
@@ -209,7 +209,7 @@ impl<T> OpSlot<T> {
             // pusher finished writing before its Release store that our Acquire pin read from,
             // and the owner cannot write before we unpin.
             let parked = unsafe { &*cell };
-            parked.as_ref().map(|parked| f(&parked.payload))
+            parked.as_ref().map(f)
         })
     }
 }

@@ -11,13 +11,15 @@
 //! var, that a read never runs while a later write runs, and that nothing is ready early or
 //! late. Each op must be dispatched exactly once, every var's failure must be that of the last
 //! write that completed on it, a deleted var's callback must run exactly when its last op
-//! completes, and at the end everything completes and no op block or var is left.
+//! completes, and at the end everything completes and no op block or var is left. From each
+//! ready op's vars, `holds_back` must reach exactly the ops that wait for it, directly or
+//! through others.
 #![cfg(not(loom))]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use depengine_graph::{Graph, GraphError, ReadyOp, Var};
+use depengine_graph::{Graph, GraphError, ReadyOp, Var, Visit};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -126,6 +128,31 @@ impl Model {
             let conflict = (me.writes & (e.reads | e.writes)) | (me.reads & e.writes);
             conflict == 0 || state == State::Completed
         })
+    }
+
+    /// The waiting ops that wait, directly or through other ops, for the ready op `op`: `x`
+    /// waits directly for an earlier `y` that has not completed if they conflict on a var.
+    fn held_back_by(&self, op: usize) -> Vec<usize> {
+        let Some(start) = self.pushed.iter().position(|&(o, _)| o == op) else {
+            return Vec::new();
+        };
+        let mut blocked = vec![false; self.pushed.len()];
+        blocked[start] = true;
+        for at in start + 1..self.pushed.len() {
+            let me = &self.spec[self.pushed[at].0];
+            blocked[at] = self.pushed[at].1 == State::Waiting
+                && (start..at).any(|earlier| {
+                    let e = &self.spec[self.pushed[earlier].0];
+                    let conflict = (me.writes & (e.reads | e.writes)) | (me.reads & e.writes);
+                    blocked[earlier] && conflict != 0
+                });
+        }
+        let mut held: Vec<usize> = (start + 1..self.pushed.len())
+            .filter(|&at| blocked[at])
+            .map(|at| self.pushed[at].0)
+            .collect();
+        held.sort_unstable();
+        held
     }
 
     fn pending_on(&self, var: usize) -> usize {
@@ -287,6 +314,22 @@ fn check(
             state,
             allowed
         );
+    }
+    // `holds_back` from each running op's vars reaches exactly the ops waiting for it.
+    for &(op, state) in &model.pushed {
+        if state != State::Ready {
+            continue;
+        }
+        let spec = &model.spec[op];
+        let held: Vec<Var> = bits(spec.reads | spec.writes).map(|i| vars[i]).collect();
+        let mut reached = Vec::new();
+        let found = graph.holds_back(&held, |&id| {
+            reached.push(id);
+            Visit::Continue
+        });
+        prop_assert!(!found);
+        reached.sort_unstable();
+        prop_assert_eq!(reached, model.held_back_by(op), "held back by op {}", op);
     }
     for (v, &var) in vars.iter().enumerate() {
         let pending = model.pending_on(v);

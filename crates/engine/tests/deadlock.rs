@@ -1,0 +1,291 @@
+//! `wait_for_var` inside an op that would never return: a cycle through the waiting op's vars,
+//! on one thread or through waits on several, ends in `WaitDeadlock` instead of a hang; waits
+//! that only look similar still wait. And waits that occupy every worker of the block the
+//! awaited ops need: a helper thread runs those ops.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, mpsc};
+
+use common::{KINDS, engine, within};
+use depengine::{Engine, EngineError, EngineKind, Var};
+
+type Res = Result<(), String>;
+
+const THREADED: [EngineKind; 2] = [EngineKind::ThreadedPooled, EngineKind::ThreadedPerDevice];
+
+/// Pushes an op reading `from` and writing `to`, which stores `value` into `out`.
+fn push_copy(engine: &Engine, from: Var, to: Var, out: &Arc<AtomicU64>, value: u64) {
+    let out = Arc::clone(out);
+    engine
+        .op("copy")
+        .reads(&[from])
+        .writes(&[to])
+        .push_sync(move |_| -> Res {
+            out.store(value, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// An op writing `a` pushes a child that reads `a` (so it waits for the op) and writes `b`,
+/// then waits for `b`.
+#[test]
+fn waiting_for_a_child_that_depends_on_the_op_is_an_error() {
+    for kind in KINDS {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, 2);
+            let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+            let child_ran = Arc::new(AtomicU64::new(0));
+            let (tx, rx) = mpsc::channel();
+            {
+                let (inner, child_ran) = (engine.clone(), Arc::clone(&child_ran));
+                engine
+                    .op("parent")
+                    .writes(&[a])
+                    .push_sync(move |_| -> Res {
+                        push_copy(&inner, a, b, &child_ran, 1);
+                        let waited = inner.wait_for_var(b);
+                        // The child has not run: it waits for this op.
+                        tx.send((waited, child_ran.load(Ordering::SeqCst))).unwrap();
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            let (waited, before) = rx.recv().unwrap();
+            assert!(
+                matches!(waited, Err(EngineError::WaitDeadlock { var }) if var == b),
+                "{kind}: {waited:?}"
+            );
+            assert_eq!(before, 0, "{kind}");
+            // The withdrawn wait is harmless: everything completes.
+            engine.wait_for_var(b).unwrap();
+            assert_eq!(child_ran.load(Ordering::SeqCst), 1, "{kind}");
+            engine.wait_for_all().unwrap();
+            assert_eq!(engine.stats().waiting_ops, 0, "{kind}");
+        });
+    }
+}
+
+/// The ops in the cycle were pushed by another thread, before the wait, through a third var.
+#[test]
+fn a_cycle_through_ops_pushed_before_the_wait_is_an_error() {
+    for kind in THREADED {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, 2);
+            let [a, b, c] = [(); 3].map(|()| engine.new_var().unwrap());
+            let out = Arc::new(AtomicU64::new(0));
+            let (go, wait) = mpsc::channel::<()>();
+            let (tx, rx) = mpsc::channel();
+            {
+                let inner = engine.clone();
+                engine
+                    .op("waits for c")
+                    .writes(&[a])
+                    .push_sync(move |_| -> Res {
+                        wait.recv().unwrap();
+                        tx.send(inner.wait_for_var(c)).unwrap();
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            // a -> b -> c: the write of c waits for the op through b.
+            push_copy(&engine, a, b, &out, 1);
+            push_copy(&engine, b, c, &out, 2);
+            go.send(()).unwrap();
+            let waited = rx.recv().unwrap();
+            assert!(
+                matches!(waited, Err(EngineError::WaitDeadlock { var }) if var == c),
+                "{kind}: {waited:?}"
+            );
+            engine.wait_for_all().unwrap();
+            assert_eq!(out.load(Ordering::SeqCst), 2, "{kind}");
+        });
+    }
+}
+
+/// Two ops, running at once on two workers, each wait for a var whose pending writer depends
+/// on the other op: neither wait can return. At least one gets the error; once its op returns,
+/// the other wait either returns too or got the error as well.
+#[test]
+fn a_cycle_through_two_blocked_waits_is_an_error() {
+    for kind in THREADED {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, 2);
+            let [a, b, c, d] = [(); 4].map(|()| engine.new_var().unwrap());
+            let out = Arc::new(AtomicU64::new(0));
+            let both_run = Arc::new(Barrier::new(3));
+            let (tx, rx) = mpsc::channel();
+            for (holds, waits_for) in [(a, d), (b, c)] {
+                let (inner, both_run, tx) = (engine.clone(), Arc::clone(&both_run), tx.clone());
+                engine
+                    .op("waits")
+                    .writes(&[holds])
+                    .push_sync(move |_| -> Res {
+                        both_run.wait();
+                        // Until both copies below are pushed.
+                        both_run.wait();
+                        tx.send(inner.wait_for_var(waits_for)).unwrap();
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            both_run.wait();
+            push_copy(&engine, a, c, &out, 1);
+            push_copy(&engine, b, d, &out, 2);
+            both_run.wait();
+            let waited = [rx.recv().unwrap(), rx.recv().unwrap()];
+            assert!(
+                waited
+                    .iter()
+                    .any(|w| matches!(w, Err(EngineError::WaitDeadlock { .. }))),
+                "{kind}: {waited:?}"
+            );
+            assert!(
+                waited
+                    .iter()
+                    .all(|w| matches!(w, Ok(()) | Err(EngineError::WaitDeadlock { .. }))),
+                "{kind}: {waited:?}"
+            );
+            engine.wait_for_all().unwrap();
+        });
+    }
+}
+
+/// An op that reads `a` waits for an op that also reads `a` (and writes `b`): reads do not
+/// wait for each other, so this wait returns. Likewise for an op that waits behind a read run
+/// it is not part of.
+#[test]
+fn waits_that_only_look_like_cycles_return() {
+    for kind in KINDS {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, 2);
+            let [a, b] = [(); 2].map(|()| engine.new_var().unwrap());
+            let out = Arc::new(AtomicU64::new(0));
+            let (tx, rx) = mpsc::channel();
+            {
+                let (inner, out) = (engine.clone(), Arc::clone(&out));
+                engine
+                    .op("reads a")
+                    .reads(&[a])
+                    .push_sync(move |_| -> Res {
+                        push_copy(&inner, a, b, &out, 1);
+                        let waited = inner.wait_for_var(b);
+                        tx.send((waited, out.load(Ordering::SeqCst))).unwrap();
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            let (waited, seen) = rx.recv().unwrap();
+            assert!(waited.is_ok(), "{kind}: {waited:?}");
+            assert_eq!(seen, 1, "{kind}");
+            engine.wait_for_all().unwrap();
+        });
+    }
+}
+
+/// A withdrawn wait takes nothing: the failure of the op it waited for stays on the var for
+/// the next wait.
+#[test]
+fn a_withdrawn_wait_leaves_the_vars_failure_in_place() {
+    for kind in KINDS {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, 2);
+            let [a, b] = [(); 2].map(|()| engine.new_var().unwrap());
+            let (tx, rx) = mpsc::channel();
+            {
+                let inner = engine.clone();
+                engine
+                    .op("parent")
+                    .writes(&[a])
+                    .push_sync(move |_| -> Res {
+                        inner
+                            .op("fails")
+                            .reads(&[a])
+                            .writes(&[b])
+                            .push_sync(|_| -> Res { Err("child failed".into()) })
+                            .unwrap();
+                        tx.send(inner.wait_for_var(b)).unwrap();
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            let waited = rx.recv().unwrap();
+            assert!(
+                matches!(waited, Err(EngineError::WaitDeadlock { .. })),
+                "{kind}: {waited:?}"
+            );
+            match engine.wait_for_var(b) {
+                Err(EngineError::OpFailed(failure)) => {
+                    assert_eq!(failure.op_name(), "fails", "{kind}");
+                }
+                other => panic!("{kind}: {other:?}"),
+            }
+            engine.wait_for_var(b).unwrap();
+            // Reported by the wait above already.
+            engine.wait_for_all().unwrap();
+        });
+    }
+}
+
+/// An op that pushes a child and waits for it, the child doing the same down to `depth`: each
+/// level stores its depth into `deepest` once its child returned.
+fn push_nested(engine: &Engine, var: Var, depth: u64, deepest: &Arc<AtomicU64>) {
+    let (inner, deepest) = (engine.clone(), Arc::clone(deepest));
+    engine
+        .op("nested")
+        .writes(&[var])
+        .push_sync(move |_| -> Result<(), EngineError> {
+            if depth > 1 {
+                let child = inner.new_var()?;
+                push_nested(&inner, child, depth - 1, &deepest);
+                inner.wait_for_var(child)?;
+                inner.delete_var(child, || ())?;
+            }
+            deepest.fetch_max(depth, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// One worker: the op waiting for its child occupies it, and so does each child waiting for
+/// its own; helpers run them.
+#[test]
+fn an_op_on_the_only_worker_can_wait_for_ops_queued_behind_it() {
+    for kind in THREADED {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, 1);
+            let var = engine.new_var().unwrap();
+            let deepest = Arc::new(AtomicU64::new(0));
+            push_nested(&engine, var, 4, &deepest);
+            engine.wait_for_var(var).unwrap();
+            assert_eq!(deepest.load(Ordering::SeqCst), 4, "{kind}");
+            engine.wait_for_all().unwrap();
+            assert_eq!(engine.stats().live_vars, 1, "{kind}");
+        });
+    }
+}
+
+/// More ops waiting for their children than workers.
+#[test]
+fn more_waiting_ops_than_workers_do_not_starve_their_block() {
+    for kind in THREADED {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, 2);
+            let deepest = Arc::new(AtomicU64::new(0));
+            let vars: Vec<Var> = (0..6).map(|_| engine.new_var().unwrap()).collect();
+            for &var in &vars {
+                push_nested(&engine, var, 2, &deepest);
+            }
+            engine.wait_for_all().unwrap();
+            assert_eq!(deepest.load(Ordering::SeqCst), 2, "{kind}");
+            for var in vars {
+                engine.delete_var(var, || ()).unwrap();
+            }
+            engine.wait_for_all().unwrap();
+            assert_eq!(engine.stats().live_vars, 0, "{kind}");
+        });
+    }
+}

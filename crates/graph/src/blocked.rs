@@ -1,0 +1,335 @@
+//! [`Graph::holds_back`]: the waiting ops that running ops hold back, for deadlock checks.
+//!
+//! An op that blocks while it runs (the engine's `wait_for_var` called inside an op) keeps its
+//! vars until it returns. If the op it blocks on waits, directly or through other ops, for one
+//! of those vars, it never returns: a deadlock. This walk finds every waiting op held back by
+//! the holders of a set of vars, so the caller can look for the op it is about to block on.
+//!
+//! # Algorithm outline
+//!
+//! *Waiting* is about a var's FIFO (see `var_queue`): a request is either granted (the op
+//! holds the var) or waiting in the FIFO, whose front is always a write. Facts the walk uses:
+//!
+//! 1. Every request waiting on a var waits for every holder of that var: the front write waits
+//!    for all of them, and every other waiting request is behind that write.
+//! 2. A waiting write waits for everything ahead of it in the FIFO, so everything behind it
+//!    waits for it.
+//! 3. A waiting read is granted together with the reads that follow it up to the next write;
+//!    that write, and everything behind it, waits for it. The reads beside it do not.
+//! 4. A parked op that waits on one var may hold others (granted already): by (1), every
+//!    request waiting on those waits for it.
+//!
+//! The walk starts from the requests waiting on the held vars (1), and from each op it reaches
+//! goes on to the requests that op holds back on each of its vars: by (2) or (3) where it waits
+//! in the var's FIFO, by (4) where it holds the var. Every op reached is parked for as long as
+//! the holders run, so what the walk observes of it stays true while it walks, although it
+//! takes one var lock at a time: an op it reached cannot be granted in the meantime, and pushes
+//! only append behind it. An op pushed after the walk started can be missed, which is
+//! harmless for the caller's question: an op can only wait for ops pushed before it.
+//!
+//! Each var's FIFO is copied once (again only if an op is not found in the copy because it was
+//! pushed later), and the suffix of it already queued for a visit is remembered, so the walk
+//! costs time linear in the number of waiting requests it reaches.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::graph::Graph;
+use crate::op::{OpId, PendingOp};
+use crate::var::{Access, Var};
+
+/// What [`Graph::holds_back`] does with a waiting op it reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Visit {
+    /// Stop: the op looked for is held back.
+    Found,
+    /// The op also holds back whatever holds these vars (say, a thread that runs ops on these
+    /// vars and blocks until this op runs): go on from them, as from the held vars.
+    AlsoHolds(Vec<Var>),
+    /// Go on.
+    Continue,
+}
+
+impl<T, E> Graph<T, E> {
+    /// Walks the waiting ops held back, directly or transitively, by the ops that hold `held`
+    /// (vars granted to running ops that will not complete while the caller waits), calling
+    /// `visit` once with the payload of each. Returns `true` as soon as `visit` returns
+    /// [`Visit::Found`].
+    ///
+    /// `visit` runs while the op cannot be dispatched (as for
+    /// [`inspect_op`](Self::inspect_op)): it must not call into this graph. Vars of another
+    /// graph or stale handles in `held` are skipped. See the module `blocked` for why the
+    /// answer is exact although the walk locks one var at a time.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use depengine_graph::{Graph, ReadyOp, Visit};
+    ///
+    /// let graph: Graph<&str> = Graph::new();
+    /// let (a, b) = (graph.new_var()?, graph.new_var()?);
+    /// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+    /// graph.push(&[], &[a], "running, holds a", &mut ready)?;
+    /// graph.push(&[a], &[b], "waits for a, holds b", &mut ready)?;
+    /// graph.push(&[b], &[], "waits for b", &mut ready)?;
+    /// assert_eq!(ready.len(), 1);
+    ///
+    /// let mut reached = Vec::new();
+    /// let found = graph.holds_back(&[a], |op| {
+    ///     reached.push(*op);
+    ///     if *op == "waits for b" { Visit::Found } else { Visit::Continue }
+    /// });
+    /// assert!(found);
+    /// assert_eq!(reached, ["waits for a, holds b", "waits for b"]);
+    /// # Ok::<(), depengine_graph::GraphError>(())
+    /// ```
+    pub fn holds_back(&self, held: &[Var], mut visit: impl FnMut(&T) -> Visit) -> bool {
+        let mut walk = Walk::default();
+        for &var in held {
+            walk.held_back_on(self, var, None);
+        }
+        while let Some(id) = walk.stack.pop() {
+            if !walk.seen.insert(id) {
+                continue;
+            }
+            let graph = self.id();
+            let reached = self.inspect_parked(id, |parked| {
+                let deps = parked.deps.all().iter().enumerate();
+                let deps: Vec<(Var, Access)> = deps
+                    .map(|(position, key)| (key.var(graph), parked.deps.access(position)))
+                    .collect();
+                (visit(&parked.payload), deps)
+            });
+            // No longer waiting: it was not held back (only ops granted meanwhile leave).
+            let Some((verdict, deps)) = reached else {
+                continue;
+            };
+            match verdict {
+                Visit::Found => return true,
+                Visit::AlsoHolds(vars) => {
+                    for var in vars {
+                        walk.held_back_on(self, var, None);
+                    }
+                }
+                Visit::Continue => {}
+            }
+            for (var, access) in deps {
+                walk.held_back_on(self, var, Some((id, access)));
+            }
+        }
+        false
+    }
+}
+
+/// The state of one [`Graph::holds_back`] walk.
+#[derive(Default)]
+struct Walk {
+    /// Ops reached and not yet visited.
+    stack: Vec<OpId>,
+    /// Ops visited.
+    seen: HashSet<OpId>,
+    /// Per var index, the copy of its FIFO the walk works from.
+    fifos: HashMap<u32, Fifo>,
+}
+
+/// A copy of the requests waiting on one var.
+struct Fifo {
+    waiting: Vec<PendingOp>,
+    position: HashMap<OpId, usize>,
+    /// `waiting[queued..]` went onto the stack already.
+    queued: usize,
+}
+
+impl Fifo {
+    fn copy<T, E>(graph: &Graph<T, E>, var: Var) -> Option<Self> {
+        let waiting = graph.pending_ops(var).ok()?;
+        let position = waiting
+            .iter()
+            .enumerate()
+            .map(|(i, op)| (op.id, i))
+            .collect();
+        Some(Fifo {
+            queued: waiting.len(),
+            waiting,
+            position,
+        })
+    }
+
+    /// Where the requests held back by request `at` start: the next one behind a write (fact
+    /// 2), the next write behind a read (fact 3).
+    fn behind(&self, at: usize) -> usize {
+        match self.waiting[at].access {
+            Access::Write => at + 1,
+            Access::Read => self.waiting[at + 1..]
+                .iter()
+                .position(|op| op.access == Access::Write)
+                .map_or(self.waiting.len(), |offset| at + 1 + offset),
+        }
+    }
+}
+
+impl Walk {
+    /// Queues the requests on `var` held back by `op` (`None`: by the var's holders).
+    fn held_back_on<T, E>(&mut self, graph: &Graph<T, E>, var: Var, op: Option<(OpId, Access)>) {
+        let fifo = match self.fifos.entry(var.index()) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => match Fifo::copy(graph, var) {
+                Some(fifo) => entry.insert(fifo),
+                None => return,
+            },
+        };
+        let start = match op {
+            None => 0,
+            Some((id, _)) => {
+                if !fifo.position.contains_key(&id) {
+                    // Pushed after the copy was taken: copy the FIFO again.
+                    match Fifo::copy(graph, var) {
+                        Some(fresh) => *fifo = fresh,
+                        None => return,
+                    }
+                }
+                match fifo.position.get(&id) {
+                    Some(&at) => fifo.behind(at),
+                    // Not waiting on this var: the op holds it (fact 4).
+                    None => 0,
+                }
+            }
+        };
+        if start < fifo.queued {
+            self.stack
+                .extend(fifo.waiting[start..fifo.queued].iter().map(|op| op.id));
+            fifo.queued = start;
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::ReadyOp;
+
+    type Ready = Vec<ReadyOp<&'static str>>;
+
+    /// The payloads `holds_back(held)` reaches, sorted.
+    fn reached(graph: &Graph<&'static str>, held: &[Var]) -> Vec<&'static str> {
+        let mut reached = Vec::new();
+        let found = graph.holds_back(held, |op| {
+            reached.push(*op);
+            Visit::Continue
+        });
+        assert!(!found);
+        reached.sort_unstable();
+        reached
+    }
+
+    #[test]
+    fn reaches_every_request_waiting_on_a_held_var_and_what_those_ops_hold() {
+        let graph: Graph<&str> = Graph::new();
+        let (a, b, c) = (
+            graph.new_var().unwrap(),
+            graph.new_var().unwrap(),
+            graph.new_var().unwrap(),
+        );
+        let mut ready = Ready::new();
+        graph.push(&[], &[a], "holder", &mut ready).unwrap();
+        graph
+            .push(&[a], &[b], "reads a, holds b", &mut ready)
+            .unwrap();
+        graph.push(&[], &[a], "writes a", &mut ready).unwrap();
+        graph.push(&[b], &[], "reads b", &mut ready).unwrap();
+        graph.push(&[], &[c], "unrelated", &mut ready).unwrap();
+        graph
+            .push(&[c], &[], "waits for unrelated", &mut ready)
+            .unwrap();
+        assert_eq!(ready.len(), 2);
+        assert_eq!(
+            reached(&graph, &[a]),
+            ["reads a, holds b", "reads b", "writes a"]
+        );
+        assert_eq!(reached(&graph, &[c]), ["waits for unrelated"]);
+    }
+
+    #[test]
+    fn a_waiting_read_holds_back_the_next_write_not_the_reads_beside_it() {
+        let graph: Graph<&str> = Graph::new();
+        let (a, b) = (graph.new_var().unwrap(), graph.new_var().unwrap());
+        let mut ready = Ready::new();
+        graph.push(&[], &[a], "holder of a", &mut ready).unwrap();
+        graph.push(&[], &[b], "holder of b", &mut ready).unwrap();
+        // Both wait on b behind its holder; the first also waits on a.
+        graph
+            .push(&[a, b], &[], "reads a and b", &mut ready)
+            .unwrap();
+        graph
+            .push(&[b], &[], "reads b beside it", &mut ready)
+            .unwrap();
+        graph.push(&[], &[b], "writes b", &mut ready).unwrap();
+        graph.push(&[b], &[], "reads b after", &mut ready).unwrap();
+        assert_eq!(ready.len(), 2);
+        assert_eq!(
+            reached(&graph, &[a]),
+            ["reads a and b", "reads b after", "writes b"]
+        );
+        assert_eq!(
+            reached(&graph, &[b]),
+            [
+                "reads a and b",
+                "reads b after",
+                "reads b beside it",
+                "writes b"
+            ]
+        );
+    }
+
+    #[test]
+    fn found_stops_the_walk_and_also_holds_goes_on_from_more_vars() {
+        let graph: Graph<&str> = Graph::new();
+        let (a, b, c) = (
+            graph.new_var().unwrap(),
+            graph.new_var().unwrap(),
+            graph.new_var().unwrap(),
+        );
+        let mut ready = Ready::new();
+        graph.push(&[], &[a], "holder of a", &mut ready).unwrap();
+        graph.push(&[], &[b], "holder of b", &mut ready).unwrap();
+        graph
+            .push(&[], &[a], "blocks the holder of b", &mut ready)
+            .unwrap();
+        graph.push(&[], &[b], "waits for b", &mut ready).unwrap();
+        graph.push(&[], &[c], "holder of c", &mut ready).unwrap();
+        graph.push(&[], &[c], "waits for c", &mut ready).unwrap();
+        let mut visits = 0;
+        let found = graph.holds_back(&[a, c], |op| {
+            visits += 1;
+            match *op {
+                "blocks the holder of b" => Visit::AlsoHolds(vec![b]),
+                "waits for b" => Visit::Found,
+                _ => Visit::Continue,
+            }
+        });
+        assert!(found);
+        assert!(visits <= 3, "{visits} visits");
+        assert!(!graph.holds_back(&[a], |_| Visit::Continue));
+    }
+
+    #[test]
+    fn a_long_fifo_is_walked_in_linear_time() {
+        let n = if cfg!(miri) { 50 } else { 20_000 };
+        let graph: Graph<&str> = Graph::new();
+        let a = graph.new_var().unwrap();
+        let mut ready = Ready::new();
+        graph.push(&[], &[a], "holder", &mut ready).unwrap();
+        for _ in 0..n {
+            graph.push(&[], &[a], "writes a", &mut ready).unwrap();
+        }
+        let mut visits = 0;
+        assert!(!graph.holds_back(&[a], |_| {
+            visits += 1;
+            Visit::Continue
+        }));
+        assert_eq!(visits, n);
+        while let Some(op) = ready.pop() {
+            graph.complete(op, Ok(()), &mut ready).unwrap();
+        }
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    }
+}
