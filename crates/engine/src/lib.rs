@@ -89,12 +89,18 @@
 //! foreign var, a push after shutdown, a GPU op without a backend, `wait_for_var` from inside an
 //! op on a var that op reads or writes, `wait_for_all` from inside an op.
 //!
+//! A `wait_for_var` inside an op that would never return gets
+//! [`EngineError::WaitDeadlock`]: an op pushed on the var before the wait depends, through any
+//! chain of ops (and of other ops blocked in such waits), on a var the waiting op holds. A wait
+//! inside an op that keeps a worker busy while the ops it waits for are queued on the same
+//! block (one worker, or as many nested waits as workers) gets a helper thread that runs them.
+//!
 //! Sync ops run only on their route's workers (on `Naive`, the thread that makes them ready),
 //! never on a pusher that got far ahead: a pusher may hold a lock its ops take. A panic in a
-//! [`Engine::delete_var`] callback is caught and reported by the next `wait_for_all`. What no
-//! engine can detect, and hangs: an op waiting for a var whose pending ops depend on that op,
-//! and (threaded kinds) waits inside ops that occupy every worker of the block the awaited ops
-//! need.
+//! [`Engine::delete_var`] callback is caught and reported by the next `wait_for_all`. What the
+//! engine cannot detect, and hangs: a cycle through a wait outside every op (or through another
+//! engine), and waits inside ops on the CPU priority block or a device executor that occupy
+//! all of its threads.
 //!
 //! # Profiling
 //!
