@@ -32,6 +32,31 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
         ])
         .run()?;
     Cmd::cargo().args(["test", "--workspace"]).run()?;
+    // The stress tests at the sizes, which only optimized builds use.
+    Cmd::cargo()
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "depengine",
+            "--test",
+            "random",
+            "--test",
+            "hazards",
+            "--test",
+            "deadlock",
+        ])
+        .run()?;
+    Cmd::cargo()
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "depengine-pool",
+            "--test",
+            "stress",
+        ])
+        .run()?;
     loom::run(std::iter::empty())?;
     if with_bench {
         // A smoke test of every harness: a failing C++ peer is skipped, a failing Rust system
