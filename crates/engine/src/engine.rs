@@ -270,7 +270,7 @@ impl Engine {
             return Err(EngineError::WaitDeadlock { var });
         }
         let outcome = match drained_block(inner.id) {
-            // On a worker of this engine: a helper stands in for it if its block starves.
+            // On a worker of this engine: a thread stands in for it if its block starves.
             Some(key) => inner.wait_on_worker(&latch, key),
             None => latch.wait(),
         };

@@ -24,7 +24,6 @@ use crate::devices::GpuExecutors;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
 use crate::failure_log::FailureLog;
-use crate::helper::Helpers;
 use crate::naive;
 use crate::operator::OperatorFn;
 use crate::per_device::PerDevice;
@@ -33,6 +32,7 @@ use crate::profile::ProfiledOutcome;
 use crate::profiler::{ProfilerState, Started};
 use crate::queued::{Draining, QueuedBlock};
 use crate::record::{BlockKey, OpFn, OpRecord, Route};
+use crate::stand_in::StandIns;
 use crate::wait::IdleCounter;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
@@ -55,10 +55,11 @@ pub(crate) struct Inner {
     pub(crate) shut_down: AtomicBool,
     pub(crate) failures: Mutex<FailureLog>,
     pub(crate) profiler: ProfilerState,
-    /// Waits inside ops, for deadlock checks (`deadlock.rs`).
-    pub(crate) blocked_waits: BlockedWaits,
-    /// Helper threads started for workers blocked in waits (`helper.rs`), joined on drop.
-    pub(crate) helpers: Helpers,
+    /// Waits inside ops, for deadlock checks (`deadlock.rs`). Boxed, as `stand_ins`: cold,
+    /// and kept off the lines of the fields every op reads.
+    pub(crate) blocked_waits: Box<BlockedWaits>,
+    /// Stand-in threads started for workers blocked in waits (`stand_in.rs`), joined on drop.
+    pub(crate) stand_ins: Box<StandIns>,
 }
 
 thread_local! {
@@ -229,8 +230,8 @@ impl Inner {
                 config.profiler_mode,
                 config.profiler_output,
             ),
-            blocked_waits: BlockedWaits::default(),
-            helpers: Helpers::default(),
+            blocked_waits: Box::default(),
+            stand_ins: Box::default(),
         })
     }
 
@@ -342,12 +343,13 @@ impl Inner {
         self.drain_as(key, true);
     }
 
-    /// A helper of block `key` (`helper.rs`): drains it as `drain` does, without being
-    /// enlisted in its queue, until the queue is empty.
-    pub(crate) fn help(self: Arc<Self>, key: BlockKey) {
+    /// A stand-in for a blocked worker of block `key` (`stand_in.rs`): drains the block as
+    /// `drain` does, without being enlisted in its queue, until the queue is empty.
+    pub(crate) fn stand_in(self: Arc<Self>, key: BlockKey) {
         self.drain_as(key, false);
     }
 
+    #[inline(always)]
     fn drain_as(self: Arc<Self>, key: BlockKey, enlisted: bool) {
         let marker = TaskMarker::enter(self.id);
         let draining = Draining::enter(self.id, key);

@@ -93,7 +93,7 @@
 //! [`EngineError::WaitDeadlock`]: an op pushed on the var before the wait depends, through any
 //! chain of ops (and of other ops blocked in such waits), on a var the waiting op holds. A wait
 //! inside an op that keeps a worker busy while the ops it waits for are queued on the same
-//! block (one worker, or as many nested waits as workers) gets a helper thread that runs them.
+//! block (one worker, or as many nested waits as workers) gets a stand-in thread that runs them.
 //!
 //! Sync ops run only on their route's workers (on `Naive`, the thread that makes them ready),
 //! never on a pusher that got far ahead: a pusher may hold a lock its ops take. A panic in a
@@ -134,7 +134,6 @@ mod engine;
 mod error;
 mod failure;
 mod failure_log;
-mod helper;
 mod inner;
 mod lazy;
 mod naive;
@@ -147,6 +146,7 @@ mod profiler;
 mod queued;
 mod ready_queue;
 mod record;
+mod stand_in;
 mod sync;
 mod wait;
 

@@ -123,7 +123,7 @@ impl QueuedBlock {
         self.ready.pop()
     }
 
-    /// Whether ops are queued now.
+    /// Whether ops are queued now (for a blocked worker's stand-in, `stand_in.rs`).
     pub(crate) fn has_queued(&self) -> bool {
         !self.ready.is_empty()
     }

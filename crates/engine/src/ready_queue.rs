@@ -293,7 +293,7 @@ impl<T> ReadyQueue<T> {
     }
 
     /// Whether the queue is empty now (for the models' checks, and for a waiter deciding
-    /// whether its block needs a helper, `helper.rs`).
+    /// whether its block needs a stand-in, `stand_in.rs`).
     pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }

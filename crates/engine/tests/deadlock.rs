@@ -1,7 +1,7 @@
 //! `wait_for_var` inside an op that would never return: a cycle through the waiting op's vars,
 //! on one thread or through waits on several, ends in `WaitDeadlock` instead of a hang; waits
 //! that only look similar still wait. And waits that occupy every worker of the block the
-//! awaited ops need: a helper thread runs those ops.
+//! awaited ops need: a stand-in thread runs those ops.
 #![cfg(not(loom))]
 
 mod common;
@@ -251,7 +251,7 @@ fn push_nested(engine: &Engine, var: Var, depth: u64, deepest: &Arc<AtomicU64>) 
 }
 
 /// One worker: the op waiting for its child occupies it, and so does each child waiting for
-/// its own; helpers run them.
+/// its own; stand-in threads run them.
 #[test]
 fn an_op_on_the_only_worker_can_wait_for_ops_queued_behind_it() {
     for kind in THREADED {
