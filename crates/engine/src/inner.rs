@@ -349,7 +349,7 @@ impl Inner {
         self.drain_as(key, false);
     }
 
-    #[inline(always)]
+    #[inline]
     fn drain_as(self: Arc<Self>, key: BlockKey, enlisted: bool) {
         let marker = TaskMarker::enter(self.id);
         let draining = Draining::enter(self.id, key);
