@@ -408,6 +408,29 @@ fn ready_queue_two_drainers_retire_at_once() {
     });
 }
 
+/// A stand-in (`stand_in.rs`) pops items without being enlisted while an enlisted drainer
+/// retires and a submitter queues the next item: every item runs exactly once, none is
+/// stranded, and every enlisted drainer retires.
+#[test]
+fn ready_queue_a_stand_in_only_pops() {
+    loom::model(|| {
+        let model = Drained::new(1, 2);
+        let first = Drained::submit(&model, 0, false);
+        let stand_in = {
+            let model = Arc::clone(&model);
+            thread::spawn(move || {
+                while let Some(item) = model.queue.pop() {
+                    model.run(item);
+                }
+            })
+        };
+        let second = Drained::submit(&model, 1, false);
+        stand_in.join().unwrap();
+        join([first, second]);
+        model.check();
+    });
+}
+
 /// Submits items 0 and 1 (unsampled), then joins `drainer` and every drainer started, and
 /// checks the model.
 fn submit_two_then_check(model: &Arc<Drained>, drainer: thread::JoinHandle<()>) {
