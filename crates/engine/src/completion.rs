@@ -2,10 +2,11 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use depengine_graph::ReadyOp;
 
-use crate::failure::{BoxError, FailureCause};
+use crate::failure::{BoxError, FailureCause, OpFailure};
 use crate::inner::Inner;
 use crate::profiler::Started;
 use crate::record::OpRecord;
@@ -20,14 +21,36 @@ pub struct Completion {
     state: Option<(Arc<Inner>, ReadyOp<OpRecord>)>,
     /// When the op's function started, if the profiler records it.
     started: Option<Started>,
+    /// The op's frame flag (`frame.rs`): set before the op's vars are released, so that its
+    /// function, if still running, no longer counts as holding them.
+    released: Arc<AtomicBool>,
 }
 
 impl Completion {
-    pub(crate) fn new(inner: Arc<Inner>, op: ReadyOp<OpRecord>, started: Option<Started>) -> Self {
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        op: ReadyOp<OpRecord>,
+        started: Option<Started>,
+        released: Arc<AtomicBool>,
+    ) -> Self {
         Completion {
             state: Some((inner, op)),
             started,
+            released,
         }
+    }
+
+    /// Completes the op with `outcome`.
+    fn finish(
+        &mut self,
+        inner: &Arc<Inner>,
+        op: ReadyOp<OpRecord>,
+        outcome: Result<(), OpFailure>,
+    ) {
+        inner.profile(&op, self.started.take(), &outcome);
+        // Release: before the vars are released (see `frame.rs`).
+        self.released.store(true, Ordering::Release);
+        inner.finish(op, outcome, true);
     }
 
     /// Completes the op: `Ok` lets its dependents run, `Err` fails it (the failure rules of
@@ -39,8 +62,7 @@ impl Completion {
         if let Some((inner, op)) = self.state.take() {
             let outcome =
                 result.map_err(|error| Inner::failure(&op, FailureCause::Error(error.into())));
-            inner.profile(&op, self.started.take(), &outcome);
-            inner.finish(op, outcome, true);
+            self.finish(&inner, op, outcome);
         }
     }
 
@@ -74,8 +96,7 @@ impl Drop for Completion {
                 FailureCause::CompletionDropped
             };
             let outcome = Err(Inner::failure(&op, cause));
-            inner.profile(&op, self.started.take(), &outcome);
-            inner.finish(op, outcome, true);
+            self.finish(&inner, op, outcome);
         }
     }
 }

@@ -37,9 +37,10 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use depengine_graph::{Graph, Var, Visit};
+use depengine_graph::{Graph, Visit};
 
 use crate::failure::OpFailure;
+use crate::frame::Held;
 use crate::record::{OpFn, OpRecord};
 use crate::wait::Latch;
 
@@ -55,7 +56,15 @@ pub(crate) struct BlockedWaits {
 #[derive(Clone)]
 struct BlockedWait {
     latch: Arc<WaitLatch>,
-    held: Vec<Var>,
+    held: Held,
+}
+
+impl BlockedWait {
+    /// Whether the waiting thread still blocks, holding its vars: its wait neither returned nor
+    /// is about to (the latch is open), and none of its async ops completed meanwhile.
+    fn still_blocks(&self) -> bool {
+        self.latch.is_open() && self.held.still_held()
+    }
 }
 
 impl BlockedWaits {
@@ -65,7 +74,7 @@ impl BlockedWaits {
     }
 
     /// Registers a wait on `latch` by ops that hold `held`, until the guard is dropped.
-    pub(crate) fn register(&self, latch: &Arc<WaitLatch>, held: Vec<Var>) -> Registration<'_> {
+    pub(crate) fn register(&self, latch: &Arc<WaitLatch>, held: Held) -> Registration<'_> {
         self.lock().push(BlockedWait {
             latch: Arc::clone(latch),
             held,
@@ -99,21 +108,49 @@ impl Drop for Registration<'_> {
     }
 }
 
+/// Walks after which `closes_cycle` gives up and lets the wait block (see there).
+const MAX_WALKS: usize = 8;
+
 /// Whether the wait op of `latch` waits, directly or through other blocked waits, for the ops
-/// that hold `held` (see the module documentation).
+/// that hold `held` on this thread (see the module documentation).
+///
+/// A cycle the walk finds is real if everything it went through still blocks once the walk is
+/// over: this thread's ops still hold their vars, and so does every other wait the walk went
+/// on from. (An op on the cycle cannot complete while those hold, so only they can break it.)
+/// Otherwise the walk is repeated, at most `MAX_WALKS` times.
 pub(crate) fn closes_cycle(
     graph: &Graph<OpRecord, OpFailure>,
     waits: &BlockedWaits,
     latch: &Arc<WaitLatch>,
-    held: &[Var],
+    held: &Held,
 ) -> bool {
-    let others = waits.snapshot();
-    graph.holds_back(held, |record| match &record.func {
-        Some(OpFn::Wait(reached)) if Arc::ptr_eq(reached, latch) => Visit::Found,
-        Some(OpFn::Wait(reached)) => others
-            .iter()
-            .find(|wait| Arc::ptr_eq(&wait.latch, reached))
-            .map_or(Visit::Continue, |wait| Visit::AlsoHolds(wait.held.clone())),
-        _ => Visit::Continue,
-    })
+    for _ in 0..MAX_WALKS {
+        let others = waits.snapshot();
+        let mut through = Vec::new();
+        let found = graph.holds_back(&held.vars, |record| match &record.func {
+            Some(OpFn::Wait(reached)) if Arc::ptr_eq(reached, latch) => Visit::Found,
+            Some(OpFn::Wait(reached)) => match others
+                .iter()
+                .position(|wait| Arc::ptr_eq(&wait.latch, reached))
+            {
+                Some(at) if others[at].still_blocks() => {
+                    through.push(at);
+                    Visit::AlsoHolds(others[at].held.vars.clone())
+                }
+                _ => Visit::Continue,
+            },
+            _ => Visit::Continue,
+        });
+        if !found {
+            return false;
+        }
+        if held.still_held() && through.iter().all(|&at| others[at].still_blocks()) {
+            return true;
+        }
+    }
+    tracing::warn!(
+        target: "depengine::wait",
+        "wait_for_var inside an op: the deadlock check found a cycle that kept changing; waiting"
+    );
+    false
 }

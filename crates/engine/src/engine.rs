@@ -14,7 +14,8 @@ use crate::context::Context;
 use crate::deadlock::closes_cycle;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
-use crate::inner::{Inner, TaskMarker, running_op_of, running_op_uses, running_op_vars};
+use crate::frame::{Held, running_op_of, running_op_uses};
+use crate::inner::{Inner, TaskMarker};
 use crate::name::OpName;
 use crate::operator::{Operator, OperatorBuilder};
 use crate::profiler::Profiler;
@@ -242,9 +243,9 @@ impl Engine {
         let latch = Arc::new(Latch::new());
         // Inside an op of this engine, the wait may close a cycle: register it before pushing
         // (see `deadlock.rs`). A thread outside every op holds no var, so it cannot.
-        let held = running_op_vars(inner.id);
-        let registration =
-            (!held.is_empty()).then(|| inner.blocked_waits.register(&latch, held.clone()));
+        let held = Held::by_this_thread(inner.id);
+        let mut registration =
+            (!held.vars.is_empty()).then(|| inner.blocked_waits.register(&latch, held.clone()));
         let record = OpRecord {
             name: OpName::Static("wait_for_var"),
             func: Some(OpFn::Wait(Arc::clone(&latch))),
@@ -265,9 +266,14 @@ impl Engine {
         if registration.is_some()
             && !latch.is_set()
             && closes_cycle(&inner.graph, &inner.blocked_waits, &latch, &held)
-            && latch.abandon()
         {
-            return Err(EngineError::WaitDeadlock { var });
+            // Unregistered first: our vars are about to be released, so other walks must not
+            // go on through them.
+            drop(registration.take());
+            if latch.abandon() {
+                return Err(EngineError::WaitDeadlock { var });
+            }
+            // Claimed meanwhile: the wait op is being released after all.
         }
         let outcome = match drained_block(inner.id) {
             // On a worker of this engine: a thread stands in for it if its block starves.

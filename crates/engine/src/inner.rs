@@ -24,6 +24,7 @@ use crate::devices::GpuExecutors;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
 use crate::failure_log::FailureLog;
+use crate::frame::OpFrame;
 use crate::naive;
 use crate::operator::OperatorFn;
 use crate::per_device::PerDevice;
@@ -63,10 +64,6 @@ pub(crate) struct Inner {
 }
 
 thread_local! {
-    /// The vars of the ops this thread is running (innermost last), with their engine ids, for
-    /// detecting waits that would deadlock. `FRAME_STARTS` marks where each op's vars begin.
-    static FRAME_VARS: RefCell<Vec<(u64, Var)>> = const { RefCell::new(Vec::new()) };
-    static FRAME_STARTS: RefCell<Vec<(usize, u64)>> = const { RefCell::new(Vec::new()) };
     /// The engines whose tasks (an op, or a worker task's epilogue) this thread is inside,
     /// innermost last.
     static TASK_ENGINES: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
@@ -94,56 +91,6 @@ impl Drop for TaskMarker {
     fn drop(&mut self) {
         TASK_ENGINES.with(|engines| engines.borrow_mut().pop());
     }
-}
-
-/// Records the running op's vars on this thread while alive.
-struct OpFrame;
-
-impl OpFrame {
-    fn enter(engine: u64, op: &ReadyOp<OpRecord>) -> Self {
-        FRAME_VARS.with(|vars| {
-            let mut vars = vars.borrow_mut();
-            FRAME_STARTS.with(|starts| starts.borrow_mut().push((vars.len(), engine)));
-            vars.extend(op.reads().chain(op.writes()).map(|var| (engine, var)));
-        });
-        OpFrame
-    }
-}
-
-impl Drop for OpFrame {
-    fn drop(&mut self) {
-        let start = FRAME_STARTS
-            .with(|starts| starts.borrow_mut().pop())
-            .map_or(0, |(start, _)| start);
-        FRAME_VARS.with(|vars| vars.borrow_mut().truncate(start));
-    }
-}
-
-/// Whether the current thread runs an op of engine `engine` that uses `var`.
-pub(crate) fn running_op_uses(engine: u64, var: Var) -> bool {
-    FRAME_VARS.with(|vars| vars.borrow().contains(&(engine, var)))
-}
-
-/// The vars of every op of engine `engine` that the current thread runs (nested ones too).
-pub(crate) fn running_op_vars(engine: u64) -> Vec<Var> {
-    FRAME_VARS.with(|vars| {
-        vars.borrow()
-            .iter()
-            .filter(|&&(id, _)| id == engine)
-            .map(|&(_, var)| var)
-            .collect()
-    })
-}
-
-/// Whether the current thread is inside an op's function (of any engine).
-#[inline]
-pub(crate) fn in_op_function() -> bool {
-    FRAME_STARTS.with(|starts| !starts.borrow().is_empty())
-}
-
-/// Whether the current thread runs an op of engine `engine`.
-pub(crate) fn running_op_of(engine: u64) -> bool {
-    FRAME_STARTS.with(|starts| starts.borrow().iter().any(|&(_, id)| id == engine))
 }
 
 /// The `tracing` span an op's function runs in: `Span::none()` (a level check) unless a
@@ -366,6 +313,9 @@ impl Inner {
                 }
             }
         }
+        if !enlisted {
+            self.stand_ins.done();
+        }
         drop(draining);
         drop(self);
         drop(marker);
@@ -461,9 +411,10 @@ impl Inner {
                 self.finish_then(op, outcome, true, keep_for)
             }
             OpFn::Async(func) => {
-                let frame = OpFrame::enter(self.id, &op);
+                let released = Arc::new(AtomicBool::new(false));
+                let frame = OpFrame::enter_async(self.id, &op, Arc::clone(&released));
                 let span = async_op_span(&op);
-                let done = Completion::new(Arc::clone(self), op, started);
+                let done = Completion::new(Arc::clone(self), op, started, released);
                 // A panic drops `done` while unwinding, which completes the op as panicked.
                 let _ = catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
                 drop(frame);
@@ -484,9 +435,10 @@ impl Inner {
                     self.finish_then(op, outcome, true, keep_for)
                 }
                 OperatorFn::Async(func) => {
-                    let frame = OpFrame::enter(self.id, &op);
+                    let released = Arc::new(AtomicBool::new(false));
+                    let frame = OpFrame::enter_async(self.id, &op, Arc::clone(&released));
                     let span = async_op_span(&op);
-                    let done = Completion::new(Arc::clone(self), op, started);
+                    let done = Completion::new(Arc::clone(self), op, started, released);
                     let _ =
                         catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
                     drop(frame);

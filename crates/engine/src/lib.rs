@@ -93,7 +93,8 @@
 //! [`EngineError::WaitDeadlock`]: an op pushed on the var before the wait depends, through any
 //! chain of ops (and of other ops blocked in such waits), on a var the waiting op holds. A wait
 //! inside an op that keeps a worker busy while the ops it waits for are queued on the same
-//! block (one worker, or as many nested waits as workers) gets a stand-in thread that runs them.
+//! block (one worker, or as many nested waits as workers) gets a stand-in thread that runs them
+//! (at most 64 per engine at once).
 //!
 //! Sync ops run only on their route's workers (on `Naive`, the thread that makes them ready),
 //! never on a pusher that got far ahead: a pusher may hold a lock its ops take. A panic in a
@@ -134,6 +135,7 @@ mod engine;
 mod error;
 mod failure;
 mod failure_log;
+mod frame;
 mod inner;
 mod lazy;
 mod naive;

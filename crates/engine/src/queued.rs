@@ -44,7 +44,8 @@ use std::sync::Arc;
 use depengine_cpu::WorkerBlock;
 use depengine_graph::ReadyOp;
 
-use crate::inner::{Inner, in_op_function};
+use crate::frame::in_op_function;
+use crate::inner::Inner;
 use crate::ready_queue::{ReadyQueue, Retire, Submit, run_overflow};
 use crate::record::{BlockKey, OpRecord};
 

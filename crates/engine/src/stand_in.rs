@@ -4,30 +4,38 @@
 //! for complete. If they are queued on the same block and every other worker of the block is
 //! busy too (one worker, or as many nested waits as workers), nothing would ever run them. So a
 //! worker that waits ([`Inner::wait_on_worker`]) does not just sleep: it sleeps in slices of
-//! [`STARVED_AFTER`], and after each, if ops are queued on its block and it has no stand-in
+//! [`WAIT_SLICE`], and after each, if ops are queued on its block and it has no stand-in
 //! running, it starts a *stand-in*: a thread that drains the block as a worker would
-//! (`Inner::stand_in`) until the queue is empty, then exits. The stand-in takes the blocked
-//! worker's place, as tokio's `block_in_place` hands a blocked worker's place to a new thread.
+//! (`Inner::stand_in`) until the queue is empty, then exits. The engine cannot tell whether
+//! the queued ops are the ones the wait needs, so it assumes they may be.
 //!
 //! - **Not a second way in.** A stand-in pops from the block's queue like a worker but is not
 //!   one of the queue's enlisted drainers; popping is all it does to the queue, so the
-//!   queue's guarantee that no op is stranded is unaffected.
-//! - **Bounded.** Each blocked waiter has at most one stand-in running at a time: the block runs
-//!   at most one extra thread per worker blocked in a wait, and only while ops are queued.
+//!   queue's guarantee that no op is stranded is unaffected (loom model
+//!   `ready_queue_a_stand_in_only_pops`).
+//! - **Bounded.** Each blocked waiter has at most one stand-in running at a time, and an
+//!   engine at most [`MAX_STAND_INS`]. A stand-in whose op waits starts stand-ins of its own,
+//!   so nested waits get one thread per level, up to that bound; beyond it, waits block as
+//!   they did before stand-ins (a hang, if nothing else runs the ops they wait for). Many ops
+//!   that all wait for something outside the engine (an async op completed by another
+//!   thread) can use up the bound: each takes a thread while the queue holds more of them.
 //! - **Why a thread, not the waiter itself.** Running the queued ops on the waiting thread,
 //!   nested in the waiting op's function (rayon's work-stealing wait), would deadlock if that
 //!   function holds a lock one of them takes; on a thread of its own, such an op just waits
 //!   for the lock.
 //! - **Cost.** Nothing on the paths of ops that do not wait inside ops. A wait inside an op
-//!   on a worker wakes once per [`STARVED_AFTER`] while blocked, and a starved block waits that
-//!   long before its stand-in starts.
+//!   on a worker wakes once per [`WAIT_SLICE`] while blocked, and ops queued behind it wait
+//!   that long before a stand-in starts (again after each time the queue ran empty and the
+//!   stand-in exited: a thread start per burst).
 //! - **Shutdown.** A stand-in holds a reference to the engine while it drains, which the last
 //!   handle's teardown waits for; its `JoinHandle` goes to [`StandIns`], joined when the engine
 //!   state is dropped.
 //!
 //! Not covered: the CPU priority block and device executors (their waits block as before; see
-//! "Misuse" in `docs/engine.md`).
+//! "Misuse" in `docs/engine.md`). tokio's `block_in_place` is the model: there, a worker about
+//! to block hands its place to a new thread (tokio caps such threads at 512 by default).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
@@ -38,18 +46,39 @@ use crate::inner::Inner;
 use crate::queued::QueuedBlock;
 use crate::record::BlockKey;
 
-/// How long a waiting worker sleeps before it checks whether its block is starved.
-pub(crate) const STARVED_AFTER: Duration = Duration::from_millis(1);
+/// How long a waiting worker sleeps before it checks whether its block needs a stand-in.
+pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(1);
 
-/// The stand-in threads an engine started (finished ones are joined as new ones start).
+/// Stand-ins of one engine running at once, at most.
+pub(crate) const MAX_STAND_INS: usize = 64;
+
+/// The stand-in threads of one engine.
 #[derive(Default)]
 pub(crate) struct StandIns {
+    /// Started and not yet joined (finished ones are joined as new ones are kept).
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Started and not yet done draining; at most `MAX_STAND_INS`.
+    running: AtomicUsize,
 }
 
 impl StandIns {
     fn lock(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
         self.threads.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts one more stand-in, unless `MAX_STAND_INS` run already.
+    fn reserve(&self) -> bool {
+        // Relaxed: a count only; the thread start orders everything the stand-in reads.
+        self.running
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |running| {
+                (running < MAX_STAND_INS).then_some(running + 1)
+            })
+            .is_ok()
+    }
+
+    /// A stand-in finished draining (called by it, before it drops its engine reference).
+    pub(crate) fn done(&self) {
+        self.running.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Keeps `stand_in` for joining; joins the stand-ins that finished.
@@ -83,8 +112,8 @@ impl Drop for StandIns {
 
 impl Inner {
     /// Waits on `latch` on a worker of block `key` (from inside an op's function), starting a
-    /// stand-in for the block whenever ops are queued on it while the wait lasts (see the module
-    /// documentation).
+    /// stand-in for the block whenever ops are queued on it while the wait lasts (see the
+    /// module documentation).
     pub(crate) fn wait_on_worker(
         self: &Arc<Self>,
         latch: &WaitLatch,
@@ -92,31 +121,33 @@ impl Inner {
     ) -> Option<OpFailure> {
         let mut stand_in: Option<JoinHandle<()>> = None;
         let value = loop {
-            if let Some(value) = latch.wait_timeout(STARVED_AFTER) {
+            if let Some(value) = latch.wait_timeout(WAIT_SLICE) {
                 break value;
             }
             if stand_in
                 .as_ref()
-                .is_some_and(|stand_in| !stand_in.is_finished())
+                .is_some_and(|thread| !thread.is_finished())
+                || !self.block(key).is_some_and(QueuedBlock::has_queued)
+                || !self.stand_ins.reserve()
             {
-                continue;
-            }
-            if !self.block(key).is_some_and(QueuedBlock::has_queued) {
                 continue;
             }
             if let Some(finished) = stand_in.take() {
                 self.stand_ins.keep(finished);
             }
             let inner = Arc::clone(self);
-            // If no thread can be started, the wait goes on as before: it is up to the other
-            // workers, or a later attempt.
             stand_in = thread::Builder::new()
                 .name("depengine-stand-in".to_owned())
                 .spawn(move || inner.stand_in(key))
                 .ok();
+            if stand_in.is_none() {
+                // No thread could start: the wait goes on as before, up to the other workers
+                // or a later attempt.
+                self.stand_ins.done();
+            }
         };
-        if let Some(stand_in) = stand_in {
-            self.stand_ins.keep(stand_in);
+        if let Some(thread) = stand_in {
+            self.stand_ins.keep(thread);
         }
         value
     }

@@ -235,6 +235,11 @@ impl<T> Latch<T> {
         self.set.notify_all();
     }
 
+    /// Whether nothing happened to the latch yet: not claimed, set or abandoned.
+    pub(crate) fn is_open(&self) -> bool {
+        matches!(*lock(&self.state), LatchState::Open)
+    }
+
     /// Whether the latch is set (its value not yet taken).
     pub(crate) fn is_set(&self) -> bool {
         matches!(*lock(&self.state), LatchState::Set(_))
@@ -273,9 +278,14 @@ impl<T> Latch<T> {
         }
     }
 
-    /// Blocks until the latch is set; returns its value (once).
+    /// Blocks until the latch is set; returns its value (once). Not after `abandon` returned
+    /// `true` (nothing would set it).
     pub(crate) fn wait(&self) -> T {
         let mut state = lock(&self.state);
+        debug_assert!(
+            !matches!(*state, LatchState::Abandoned),
+            "waiting on an abandoned latch"
+        );
         loop {
             match std::mem::replace(&mut *state, LatchState::Taken) {
                 LatchState::Set(value) => return value,

@@ -6,10 +6,13 @@
 
 mod common;
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, mpsc};
+use std::sync::{Arc, Barrier, Mutex, mpsc};
+use std::thread;
+use std::time::Duration;
 
-use common::{KINDS, engine, within};
+use common::{KINDS, engine, held_async_op, within};
 use depengine::{Engine, EngineError, EngineKind, Var};
 
 type Res = Result<(), String>;
@@ -186,6 +189,49 @@ fn waits_that_only_look_like_cycles_return() {
     }
 }
 
+/// An async op that completed inside its function no longer holds its vars: a wait there for
+/// ops queued behind its successor on them is no cycle.
+#[test]
+fn an_async_op_that_completed_can_wait_for_ops_that_needed_its_vars() {
+    for kind in THREADED {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, 2);
+            let [a, v] = [(); 2].map(|()| engine.new_var().unwrap());
+            let out = Arc::new(AtomicU64::new(0));
+            let (go, wait) = mpsc::channel::<()>();
+            let (tx, rx) = mpsc::channel();
+            {
+                let (inner, out) = (engine.clone(), Arc::clone(&out));
+                engine
+                    .op("completes, then waits")
+                    .writes(&[a])
+                    .push_async(move |_, done| {
+                        wait.recv().unwrap();
+                        // Lets the slow write below run, on the other worker.
+                        done.ok();
+                        // Reads `a`: it waits for the slow write, not for this op.
+                        push_copy(&inner, a, v, &out, 1);
+                        tx.send(inner.wait_for_var(v)).unwrap();
+                    })
+                    .unwrap();
+            }
+            engine
+                .op("slow write")
+                .writes(&[a])
+                .push_sync(|_| -> Res {
+                    thread::sleep(Duration::from_millis(50));
+                    Ok(())
+                })
+                .unwrap();
+            go.send(()).unwrap();
+            let waited = rx.recv().unwrap();
+            assert!(waited.is_ok(), "{kind}: {waited:?}");
+            assert_eq!(out.load(Ordering::SeqCst), 1, "{kind}");
+            engine.wait_for_all().unwrap();
+        });
+    }
+}
+
 /// A withdrawn wait takes nothing: the failure of the op it waited for stays on the var for
 /// the next wait.
 #[test]
@@ -286,6 +332,43 @@ fn more_waiting_ops_than_workers_do_not_starve_their_block() {
             }
             engine.wait_for_all().unwrap();
             assert_eq!(engine.stats().live_vars, 0, "{kind}");
+        });
+    }
+}
+
+/// Many ops on one worker, each waiting for a var that only the test releases: stand-ins take
+/// the waiting ops' places one after another, but never more than the engine's bound at once,
+/// and all of them complete once the var is released.
+#[test]
+fn stand_ins_are_bounded() {
+    const WAITERS: usize = 200;
+    // `MAX_STAND_INS` in `stand_in.rs`, plus the worker itself.
+    const MAX_THREADS: usize = 64 + 1;
+    for kind in THREADED {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, 1);
+            let gate = engine.new_var().unwrap();
+            let done = held_async_op(&engine, gate);
+            let threads = Arc::new(Mutex::new(HashSet::new()));
+            for _ in 0..WAITERS {
+                let (inner, threads) = (engine.clone(), Arc::clone(&threads));
+                engine
+                    .op("waits for the gate")
+                    .push_sync(move |_| -> Result<(), EngineError> {
+                        threads.lock().unwrap().insert(thread::current().id());
+                        inner.wait_for_var(gate)
+                    })
+                    .unwrap();
+            }
+            // Long enough for the bound to be reached: a stand-in per millisecond at most.
+            thread::sleep(Duration::from_millis(300));
+            let started = threads.lock().unwrap().len();
+            assert!(started > 1, "{kind}: no stand-in started");
+            assert!(started <= MAX_THREADS, "{kind}: {started} threads");
+            done.ok();
+            engine.wait_for_all().unwrap();
+            let used = threads.lock().unwrap().len();
+            assert!(used <= MAX_THREADS, "{kind}: {used} threads");
         });
     }
 }

@@ -7,12 +7,12 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{KINDS, engine, within};
-use depengine::{Completion, Engine, EngineError, EngineKind, FailureCause, FnProperty};
+use common::{KINDS, engine, held_async_op, within};
+use depengine::{EngineError, EngineKind, FailureCause};
 
 type Res = Result<(), String>;
 
@@ -116,19 +116,6 @@ fn ops_released_inside_an_op_function_never_run_nested_in_it() {
             assert_eq!(*lock.lock().unwrap(), 5_000, "{kind}");
         });
     }
-}
-
-/// An async op on `var` whose completion the test holds (so a deletion of `var` is deferred
-/// until the test completes it).
-fn held_async_op(engine: &Engine, var: depengine::Var) -> Completion {
-    let (tx, rx) = mpsc::channel();
-    engine
-        .op("held")
-        .writes(&[var])
-        .prop(FnProperty::Async)
-        .push_async(move |_, done| tx.send(done).unwrap())
-        .unwrap();
-    rx.recv().unwrap()
 }
 
 /// Asserts that `result` is a panic of an op named `op` with message `message`.

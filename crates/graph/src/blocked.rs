@@ -27,9 +27,14 @@
 //! only append behind it. An op pushed after the walk started can be missed, which is
 //! harmless for the caller's question: an op can only wait for ops pushed before it.
 //!
-//! Each var's FIFO is copied once (again only if an op is not found in the copy because it was
-//! pushed later), and the suffix of it already queued for a visit is remembered, so the walk
-//! costs time linear in the number of waiting requests it reaches.
+//! Each var's FIFO is copied when the walk first reaches the var, and the suffix of the copy
+//! already queued for a visit is remembered. An op missing from the copy either holds the var
+//! or was pushed after the copy was taken: the FIFO is copied again, unless the whole copy is
+//! queued already (then nothing the op could hold back matters: it was pushed after the walk
+//! began, or it holds the var, which queues the whole FIFO, done). So each var is copied at
+//! most once per op that reaches it while its copy is partly queued, which for a holder means
+//! once: the walk costs time linear in the requests it reaches, plus a copy per op pushed
+//! onto a var while the walk goes through it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -39,6 +44,7 @@ use crate::var::{Access, Var};
 
 /// What [`Graph::holds_back`] does with a waiting op it reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Visit {
     /// Stop: the op looked for is held back.
     Found,
@@ -57,8 +63,12 @@ impl<T, E> Graph<T, E> {
     ///
     /// `visit` runs while the op cannot be dispatched (as for
     /// [`inspect_op`](Self::inspect_op)): it must not call into this graph. Vars of another
-    /// graph or stale handles in `held` are skipped. See the module `blocked` for why the
-    /// answer is exact although the walk locks one var at a time.
+    /// graph or stale handles in `held` are skipped.
+    ///
+    /// The walk locks one var at a time, and the answer is exact as long as the holders of
+    /// `held` keep them: every op it reaches stays parked meanwhile, and pushes only append
+    /// behind it. Ops pushed after the walk began may or may not be reached. It takes time
+    /// linear in the requests it reaches (`docs/graph.md`, "What running ops hold back").
     ///
     /// # Example
     ///
@@ -177,6 +187,12 @@ impl Walk {
                 None => return,
             },
         };
+        if fifo.queued == 0 {
+            // Every request of the copy went onto the stack already. A request pushed since
+            // the copy was taken is behind every op the copy holds, and cannot hold back the
+            // op the caller looks for, which was pushed before the walk began.
+            return;
+        }
         let start = match op {
             None => 0,
             Some((id, _)) => {

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, unreachable_pub, clippy::doc_markdown)]
 
-use depengine::{Engine, EngineConfig, EngineKind};
+use depengine::{Completion, Engine, EngineConfig, EngineKind, FnProperty, Var};
 
 pub const KINDS: [EngineKind; 3] = [
     EngineKind::Naive,
@@ -93,4 +93,17 @@ pub fn within<T: Send + 'static>(
             unreachable!("the thread sends before it ends")
         }
     }
+}
+
+/// An async op writing `var` whose completion the test holds: every later op on `var` waits
+/// until the test completes it.
+pub fn held_async_op(engine: &Engine, var: Var) -> Completion {
+    let (tx, rx) = std::sync::mpsc::channel();
+    engine
+        .op("held")
+        .writes(&[var])
+        .prop(FnProperty::Async)
+        .push_async(move |_, done| tx.send(done).unwrap())
+        .unwrap();
+    rx.recv().unwrap()
 }
