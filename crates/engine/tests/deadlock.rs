@@ -372,3 +372,92 @@ fn stand_ins_are_bounded() {
         });
     }
 }
+
+/// Waits inside ops racing pushes, completions and each other, on 1, 2 and 4 workers. Every
+/// answer is known: ops that wait for a var of the first group (all of whose ops were pushed
+/// before them) must get `Ok`; ops that push a child depending on their own var and wait for
+/// it must get `WaitDeadlock`.
+#[test]
+fn concurrent_waits_get_exactly_the_cycles_there_are() {
+    let (first, second) = if cfg!(debug_assertions) {
+        (1_000, 300)
+    } else {
+        (10_000, 3_000)
+    };
+    for kind in THREADED {
+        for workers in [1, 2, 4] {
+            within(120, &format!("{kind} x{workers}"), move || {
+                let engine = engine(kind, workers);
+                let old: Vec<Var> = (0..16).map(|_| engine.new_var().unwrap()).collect();
+                let new: Vec<Var> = (0..16).map(|_| engine.new_var().unwrap()).collect();
+                let wrong = Arc::new(Mutex::new(Vec::<String>::new()));
+                let mut rng = common::Rng(u64::try_from(workers).unwrap());
+                for _ in 0..first {
+                    let (r, w) = (old[rng.below(16)], old[rng.below(16)]);
+                    let reads: &[Var] = if r == w { &[] } else { &[r] };
+                    engine
+                        .op("first")
+                        .reads(reads)
+                        .writes(&[w])
+                        .push_sync(|_| -> Res {
+                            // Long enough that the waits below find these ops pending.
+                            let start = std::time::Instant::now();
+                            while start.elapsed() < Duration::from_micros(20) {
+                                std::hint::spin_loop();
+                            }
+                            Ok(())
+                        })
+                        .unwrap();
+                }
+                for i in 0..second {
+                    let own = new[rng.below(16)];
+                    let target = old[rng.below(16)];
+                    let cycle = i % 3 == 0;
+                    let (inner, wrong) = (engine.clone(), Arc::clone(&wrong));
+                    engine
+                        .op("second")
+                        .writes(&[own])
+                        .push_sync(move |_| -> Res {
+                            let waited = if cycle {
+                                let child = inner.new_var().unwrap();
+                                inner
+                                    .op("child")
+                                    .reads(&[own])
+                                    .writes(&[child])
+                                    .push_sync(|_| -> Res { Ok(()) })
+                                    .unwrap();
+                                let waited = inner.wait_for_var(child);
+                                inner.delete_var(child, || ()).unwrap();
+                                waited
+                            } else {
+                                inner.wait_for_var(target)
+                            };
+                            match (cycle, &waited) {
+                                (true, Err(EngineError::WaitDeadlock { .. })) | (false, Ok(())) => {
+                                }
+                                _ => wrong
+                                    .lock()
+                                    .unwrap()
+                                    .push(format!("cycle {cycle}: {waited:?}")),
+                            }
+                            Ok(())
+                        })
+                        .unwrap();
+                }
+                engine.wait_for_all().unwrap();
+                let wrong = wrong.lock().unwrap();
+                assert!(
+                    wrong.is_empty(),
+                    "{kind} x{workers}: {} wrong, e.g. {:?}",
+                    wrong.len(),
+                    wrong.first()
+                );
+                for var in old.into_iter().chain(new) {
+                    engine.delete_var(var, || ()).unwrap();
+                }
+                engine.wait_for_all().unwrap();
+                assert_eq!(engine.stats().live_vars, 0, "{kind} x{workers}");
+            });
+        }
+    }
+}
