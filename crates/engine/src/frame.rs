@@ -21,51 +21,58 @@ use depengine_graph::{ReadyOp, Var};
 
 use crate::record::OpRecord;
 
-/// One running op of this thread.
-struct Frame {
-    /// Where its vars start in `Frames::vars`.
-    start: usize,
-    engine: u64,
-    /// Set once the op completed (async ops only).
-    released: Option<Arc<AtomicBool>>,
-}
-
-#[derive(Default)]
-struct Frames {
-    /// The vars of every frame, innermost frame's last.
-    vars: Vec<Var>,
-    frames: Vec<Frame>,
-}
-
-impl Frames {
-    /// The frames of engine `engine` whose op has not completed, with their vars.
-    fn live(&self, engine: u64) -> impl Iterator<Item = (&Frame, &[Var])> {
-        let ends = self.frames.iter().skip(1).map(|next| next.start);
-        self.frames
-            .iter()
-            .zip(ends.chain([self.vars.len()]))
-            .filter(move |(frame, _)| {
-                frame.engine == engine
-                    && !frame
-                        .released
-                        .as_ref()
-                        .is_some_and(|released| released.load(Ordering::Acquire))
-            })
-            .map(|(frame, end)| (frame, &self.vars[frame.start..end]))
-    }
-}
-
 thread_local! {
-    static FRAMES: RefCell<Frames> = RefCell::new(Frames::default());
+    // All `const`: no lazy initialization to check on each access (every sync op enters a
+    // frame, and every submit from a worker checks `in_op_function`).
+    /// The vars of every frame, innermost frame's last.
+    static VARS: RefCell<Vec<Var>> = const { RefCell::new(Vec::new()) };
+    /// Per frame, innermost last: where its vars start in `VARS`, and its engine.
+    static FRAMES: RefCell<Vec<(usize, u64)>> = const { RefCell::new(Vec::new()) };
+    /// The released flags of the async frames: (frame depth, flag), innermost last. Apart
+    /// from `FRAMES` so that sync frames do not pay for them.
+    static RELEASED: RefCell<Vec<(usize, Arc<AtomicBool>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Calls `f` with each frame of engine `engine` whose op has not completed: its flag (async
+/// frames) and its vars.
+fn for_each_live(engine: u64, mut f: impl FnMut(Option<&Arc<AtomicBool>>, &[Var])) {
+    VARS.with(|vars| {
+        FRAMES.with(|frames| {
+            RELEASED.with(|released| {
+                let (vars, frames, released) = (vars.borrow(), frames.borrow(), released.borrow());
+                for (depth, &(start, id)) in frames.iter().enumerate() {
+                    if id != engine {
+                        continue;
+                    }
+                    let end = frames.get(depth + 1).map_or(vars.len(), |&(next, _)| next);
+                    let flag = released
+                        .iter()
+                        .find(|(at, _)| *at == depth)
+                        .map(|(_, flag)| flag);
+                    if !flag.is_some_and(|flag| flag.load(Ordering::Acquire)) {
+                        f(flag, &vars[start..end]);
+                    }
+                }
+            });
+        });
+    });
 }
 
 /// Marks an op's function as running on this thread while alive.
-pub(crate) struct OpFrame;
+pub(crate) struct OpFrame {
+    is_async: bool,
+}
 
 impl OpFrame {
     /// The frame of a sync op (it holds its vars until the frame ends).
+    #[inline]
     pub(crate) fn enter(engine: u64, op: &ReadyOp<OpRecord>) -> Self {
-        Self::push(engine, op, None)
+        VARS.with(|vars| {
+            let mut vars = vars.borrow_mut();
+            FRAMES.with(|frames| frames.borrow_mut().push((vars.len(), engine)));
+            vars.extend(op.reads().chain(op.writes()));
+        });
+        OpFrame { is_async: false }
     }
 
     /// The frame of an async op, whose completion sets `released`.
@@ -74,54 +81,43 @@ impl OpFrame {
         op: &ReadyOp<OpRecord>,
         released: Arc<AtomicBool>,
     ) -> Self {
-        Self::push(engine, op, Some(released))
-    }
-
-    fn push(engine: u64, op: &ReadyOp<OpRecord>, released: Option<Arc<AtomicBool>>) -> Self {
-        FRAMES.with(|frames| {
-            let frames = &mut *frames.borrow_mut();
-            frames.frames.push(Frame {
-                start: frames.vars.len(),
-                engine,
-                released,
-            });
-            frames.vars.extend(op.reads().chain(op.writes()));
-        });
-        OpFrame
+        Self::enter(engine, op);
+        let depth = FRAMES.with(|frames| frames.borrow().len() - 1);
+        RELEASED.with(|flags| flags.borrow_mut().push((depth, released)));
+        OpFrame { is_async: true }
     }
 }
 
 impl Drop for OpFrame {
+    #[inline]
     fn drop(&mut self) {
-        FRAMES.with(|frames| {
-            let frames = &mut *frames.borrow_mut();
-            if let Some(frame) = frames.frames.pop() {
-                frames.vars.truncate(frame.start);
-            }
-        });
+        if self.is_async {
+            RELEASED.with(|flags| flags.borrow_mut().pop());
+        }
+        let start = FRAMES
+            .with(|frames| frames.borrow_mut().pop())
+            .map_or(0, |(start, _)| start);
+        VARS.with(|vars| vars.borrow_mut().truncate(start));
     }
 }
 
 /// Whether the current thread runs an op of engine `engine` that uses `var` and has not
 /// completed.
 pub(crate) fn running_op_uses(engine: u64, var: Var) -> bool {
-    FRAMES.with(|frames| {
-        frames
-            .borrow()
-            .live(engine)
-            .any(|(_, vars)| vars.contains(&var))
-    })
+    let mut uses = false;
+    for_each_live(engine, |_, vars| uses |= vars.contains(&var));
+    uses
 }
 
 /// Whether the current thread is inside an op's function (of any engine).
 #[inline]
 pub(crate) fn in_op_function() -> bool {
-    FRAMES.with(|frames| !frames.borrow().frames.is_empty())
+    FRAMES.with(|frames| !frames.borrow().is_empty())
 }
 
 /// Whether the current thread is inside the function of an op of engine `engine`.
 pub(crate) fn running_op_of(engine: u64) -> bool {
-    FRAMES.with(|frames| frames.borrow().frames.iter().any(|f| f.engine == engine))
+    FRAMES.with(|frames| frames.borrow().iter().any(|&(_, id)| id == engine))
 }
 
 /// The vars the ops of one engine that this thread runs hold now.
@@ -135,14 +131,12 @@ pub(crate) struct Held {
 impl Held {
     /// What this thread's ops of engine `engine` hold.
     pub(crate) fn by_this_thread(engine: u64) -> Self {
-        FRAMES.with(|frames| {
-            let mut held = Held::default();
-            for (frame, vars) in frames.borrow().live(engine) {
-                held.vars.extend_from_slice(vars);
-                held.released.extend(frame.released.iter().cloned());
-            }
-            held
-        })
+        let mut held = Held::default();
+        for_each_live(engine, |flag, vars| {
+            held.vars.extend_from_slice(vars);
+            held.released.extend(flag.cloned());
+        });
+        held
     }
 
     /// Whether none of the ops completed since `by_this_thread`: then they held their vars
