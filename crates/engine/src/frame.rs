@@ -58,6 +58,21 @@ fn for_each_live(engine: u64, mut f: impl FnMut(Option<&Arc<AtomicBool>>, &[Var]
     });
 }
 
+/// Pushes a frame for `op`; returns its depth.
+#[inline]
+fn push_frame(engine: u64, op: &ReadyOp<OpRecord>) -> usize {
+    VARS.with(|vars| {
+        let mut vars = vars.borrow_mut();
+        let depth = FRAMES.with(|frames| {
+            let mut frames = frames.borrow_mut();
+            frames.push((vars.len(), engine));
+            frames.len() - 1
+        });
+        vars.extend(op.reads().chain(op.writes()));
+        depth
+    })
+}
+
 /// Marks an op's function as running on this thread while alive.
 pub(crate) struct OpFrame {
     is_async: bool,
@@ -67,11 +82,7 @@ impl OpFrame {
     /// The frame of a sync op (it holds its vars until the frame ends).
     #[inline]
     pub(crate) fn enter(engine: u64, op: &ReadyOp<OpRecord>) -> Self {
-        VARS.with(|vars| {
-            let mut vars = vars.borrow_mut();
-            FRAMES.with(|frames| frames.borrow_mut().push((vars.len(), engine)));
-            vars.extend(op.reads().chain(op.writes()));
-        });
+        push_frame(engine, op);
         OpFrame { is_async: false }
     }
 
@@ -81,8 +92,7 @@ impl OpFrame {
         op: &ReadyOp<OpRecord>,
         released: Arc<AtomicBool>,
     ) -> Self {
-        Self::enter(engine, op);
-        let depth = FRAMES.with(|frames| frames.borrow().len() - 1);
+        let depth = push_frame(engine, op);
         RELEASED.with(|flags| flags.borrow_mut().push((depth, released)));
         OpFrame { is_async: true }
     }
