@@ -287,38 +287,45 @@ impl Inner {
     /// then drops this reference to the engine while still marked as an engine task (see
     /// `Engine`'s shutdown).
     pub(crate) fn drain(self: Arc<Self>, key: BlockKey) {
-        self.drain_as(key, true);
+        let marker = TaskMarker::enter(self.id);
+        let draining = Draining::enter(self.id, key);
+        if let Some(block) = self.block(key) {
+            loop {
+                self.run_queued(block, key);
+                if !block.retire(&self, key) {
+                    break;
+                }
+            }
+        }
+        drop(draining);
+        drop(self);
+        drop(marker);
     }
 
     /// A stand-in for a blocked worker of block `key` (`stand_in.rs`): drains the block as
     /// `drain` does, without being enlisted in its queue, until the queue is empty.
     pub(crate) fn stand_in(self: Arc<Self>, key: BlockKey) {
-        self.drain_as(key, false);
-    }
-
-    #[inline]
-    fn drain_as(self: Arc<Self>, key: BlockKey, enlisted: bool) {
         let marker = TaskMarker::enter(self.id);
         let draining = Draining::enter(self.id, key);
         if let Some(block) = self.block(key) {
-            loop {
-                while let Some(op) = block.pop() {
-                    let mut next = Some(op);
-                    while let Some(op) = next {
-                        next = self.execute_then(op, Some(key));
-                    }
-                }
-                if !enlisted || !block.retire(&self, key) {
-                    break;
-                }
-            }
+            self.run_queued(block, key);
         }
-        if !enlisted {
-            self.stand_ins.done();
-        }
+        self.stand_ins.done();
         drop(draining);
         drop(self);
         drop(marker);
+    }
+
+    /// Runs the ops queued on `block` until it is empty, each followed by the ops its
+    /// completion kept for this worker.
+    #[inline]
+    fn run_queued(self: &Arc<Self>, block: &QueuedBlock, key: BlockKey) {
+        while let Some(op) = block.pop() {
+            let mut next = Some(op);
+            while let Some(op) = next {
+                next = self.execute_then(op, Some(key));
+            }
+        }
     }
 
     /// `wait_for_var`'s write became ready: every op pushed on the var before it completed.
