@@ -138,6 +138,25 @@ impl PriorityBlock {
         self.shared.available.notify_one();
     }
 
+    /// Whether tasks are queued (not yet taken by a worker).
+    pub fn has_queued(&self) -> bool {
+        !self.shared.lock().heap.is_empty()
+    }
+
+    /// Runs queued tasks on the calling thread, as a worker would (highest priority first, a
+    /// panicking task caught), until none is left; returns how many ran. Lets a thread stand
+    /// in for a worker that blocks inside a task while tasks it waits for are queued here.
+    pub fn run_queued(&self) -> usize {
+        let mut ran = 0;
+        loop {
+            let Some(entry) = self.shared.lock().heap.pop() else {
+                return ran;
+            };
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(entry.task));
+            ran += 1;
+        }
+    }
+
     /// The number of worker threads.
     pub fn num_threads(&self) -> usize {
         self.threads.len()
@@ -217,6 +236,31 @@ mod tests {
         drop(block);
         drop(tx);
         assert_eq!(rx.iter().count(), 100);
+    }
+
+    #[test]
+    fn another_thread_can_run_the_queued_tasks() {
+        let block = PriorityBlock::new("prio-stand-in", 1).unwrap();
+        // The only worker blocks until a task queued behind it has run.
+        let (ran_tx, ran_rx) = mpsc::channel::<()>();
+        block.push(0, Box::new(move || ran_rx.recv().unwrap()));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        for (label, priority) in [(0, 1), (1, 5)] {
+            let order = Arc::clone(&order);
+            block.push(
+                priority,
+                Box::new(move || order.lock().unwrap().push(label)),
+            );
+        }
+        let ran_tx = Mutex::new(Some(ran_tx));
+        block.push(-1, Box::new(move || drop(ran_tx.lock().unwrap().take())));
+        // The worker may or may not have taken the first task yet; either way, this thread
+        // runs what is queued, and the blocked task returns.
+        while block.has_queued() {
+            block.run_queued();
+        }
+        drop(block);
+        assert_eq!(*order.lock().unwrap(), [1, 0]);
     }
 
     #[test]

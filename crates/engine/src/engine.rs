@@ -19,8 +19,8 @@ use crate::inner::{Inner, TaskMarker};
 use crate::name::OpName;
 use crate::operator::{Operator, OperatorBuilder};
 use crate::profiler::Profiler;
-use crate::queued::drained_block;
 use crate::record::{OpFn, OpRecord, Route};
+use crate::stand_in::Served;
 use crate::wait::Latch;
 
 /// Counters for leak checks and monitoring, from [`Engine::stats`].
@@ -275,9 +275,9 @@ impl Engine {
             }
             // Claimed meanwhile: the wait op is being released after all.
         }
-        let outcome = match drained_block(inner.id) {
+        let outcome = match Served::by_this_thread(inner.id) {
             // On a worker of this engine: a thread stands in for it if its block starves.
-            Some(key) => inner.wait_on_worker(&latch, key),
+            Some(block) => inner.wait_on_worker(&latch, block),
             None => latch.wait(),
         };
         drop(registration);

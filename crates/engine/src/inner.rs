@@ -33,7 +33,7 @@ use crate::profile::ProfiledOutcome;
 use crate::profiler::{ProfilerState, Started};
 use crate::queued::{Draining, QueuedBlock};
 use crate::record::{BlockKey, OpFn, OpRecord, Route};
-use crate::stand_in::StandIns;
+use crate::stand_in::{ServingPriority, StandIns};
 use crate::wait::IdleCounter;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
@@ -244,7 +244,7 @@ impl Inner {
                     let priority = record.priority;
                     let inner = Arc::clone(self);
                     if let Some(block) = per_device.priority.get() {
-                        block.push(priority, Box::new(move || inner.execute_task(op)));
+                        block.push(priority, Box::new(move || inner.execute_priority_task(op)));
                     }
                 }
                 _ => self.execute(op),
@@ -268,6 +268,14 @@ impl Inner {
         self.execute(op);
         drop(self);
         drop(marker);
+    }
+
+    /// A task of the priority block: as `execute_task`, marked as serving that block (for a
+    /// wait inside the op, see `stand_in.rs`).
+    fn execute_priority_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
+        let serving = ServingPriority::enter(self.id);
+        self.execute_task(op);
+        drop(serving);
     }
 
     /// The started worker block of `key`.
@@ -304,7 +312,7 @@ impl Inner {
 
     /// A stand-in for a blocked worker of block `key` (`stand_in.rs`): drains the block as
     /// `drain` does, without being enlisted in its queue, until the queue is empty.
-    pub(crate) fn stand_in(self: Arc<Self>, key: BlockKey) {
+    pub(crate) fn stand_in_queued(self: Arc<Self>, key: BlockKey) {
         let marker = TaskMarker::enter(self.id);
         let draining = Draining::enter(self.id, key);
         if let Some(block) = self.block(key) {

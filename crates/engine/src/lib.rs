@@ -100,8 +100,8 @@
 //! never on a pusher that got far ahead: a pusher may hold a lock its ops take. A panic in a
 //! [`Engine::delete_var`] callback is caught and reported by the next `wait_for_all`. What the
 //! engine cannot detect, and hangs: a cycle through a wait outside every op (or through another
-//! engine), and waits inside ops on the CPU priority block or a device executor that occupy
-//! all of its threads.
+//! engine), waits inside ops on a device executor that occupy all of its threads, and more
+//! than 64 nested or concurrent waits inside ops on the CPU blocks.
 //!
 //! # Profiling
 //!

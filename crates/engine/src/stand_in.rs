@@ -31,8 +31,9 @@
 //!   handle's teardown waits for; its `JoinHandle` goes to [`StandIns`], joined when the engine
 //!   state is dropped.
 //!
-//! Not covered: the CPU priority block and device executors (their waits block as before; see
-//! "Misuse" in `docs/engine.md`). tokio's `block_in_place` is the model: there, a worker about
+//! The CPU priority block gets stand-ins the same way (a stand-in runs its queued tasks in
+//! priority order). Not covered: device executors, whose threads belong to the device backend
+//! (their waits block as before; see "Misuse" in `docs/engine.md`). tokio's `block_in_place` is the model: there, a worker about
 //! to block hands its place to a new thread (tokio caps such threads at 512 by default).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,11 +41,55 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use std::cell::Cell;
+
 use crate::deadlock::WaitLatch;
 use crate::failure::OpFailure;
-use crate::inner::Inner;
-use crate::queued::QueuedBlock;
+use crate::inner::{Inner, Workers};
+use crate::queued::{QueuedBlock, drained_block};
 use crate::record::BlockKey;
+
+thread_local! {
+    /// The engine whose priority-block task this thread runs (set by [`ServingPriority`]).
+    static SERVING_PRIORITY: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// Marks the current thread as running a task of an engine's CPU priority block while alive.
+pub(crate) struct ServingPriority {
+    previous: Option<u64>,
+}
+
+impl ServingPriority {
+    pub(crate) fn enter(engine: u64) -> Self {
+        ServingPriority {
+            previous: SERVING_PRIORITY.with(|cell| cell.replace(Some(engine))),
+        }
+    }
+}
+
+impl Drop for ServingPriority {
+    fn drop(&mut self) {
+        SERVING_PRIORITY.with(|cell| cell.set(self.previous));
+    }
+}
+
+/// A block whose workers a stand-in can take the place of.
+#[derive(Clone, Copy)]
+pub(crate) enum Served {
+    /// A CPU worker block (`queued.rs`).
+    Queued(BlockKey),
+    /// The CPU priority block.
+    Priority,
+}
+
+impl Served {
+    /// The block of engine `engine` that the current thread serves, if any.
+    pub(crate) fn by_this_thread(engine: u64) -> Option<Self> {
+        drained_block(engine).map(Served::Queued).or_else(|| {
+            (SERVING_PRIORITY.with(Cell::get) == Some(engine)).then_some(Served::Priority)
+        })
+    }
+}
 
 /// How long a waiting worker sleeps before it checks whether its block needs a stand-in.
 pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(1);
@@ -111,13 +156,45 @@ impl Drop for StandIns {
 }
 
 impl Inner {
-    /// Waits on `latch` on a worker of block `key` (from inside an op's function), starting a
+    /// Whether ops are queued on `block` now.
+    fn has_queued(&self, block: Served) -> bool {
+        match block {
+            Served::Queued(key) => self.block(key).is_some_and(QueuedBlock::has_queued),
+            Served::Priority => match &self.workers {
+                Workers::PerDevice(per_device) => per_device
+                    .priority
+                    .get()
+                    .is_some_and(depengine_cpu::PriorityBlock::has_queued),
+                _ => false,
+            },
+        }
+    }
+
+    /// A stand-in for a blocked worker of `block`: runs what is queued there until none is
+    /// left (for a CPU worker block, as `drain` does, without being enlisted in its queue).
+    fn stand_in(self: Arc<Self>, block: Served) {
+        match block {
+            Served::Queued(key) => self.stand_in_queued(key),
+            Served::Priority => {
+                if let Workers::PerDevice(per_device) = &self.workers
+                    && let Some(priority) = per_device.priority.get()
+                {
+                    // Each task marks itself (`execute_priority_task`) and holds its own
+                    // reference to the engine.
+                    priority.run_queued();
+                }
+                self.stand_ins.done();
+            }
+        }
+    }
+
+    /// Waits on `latch` on a worker of `block` (from inside an op's function), starting a
     /// stand-in for the block whenever ops are queued on it while the wait lasts (see the
     /// module documentation).
     pub(crate) fn wait_on_worker(
         self: &Arc<Self>,
         latch: &WaitLatch,
-        key: BlockKey,
+        block: Served,
     ) -> Option<OpFailure> {
         let mut stand_in: Option<JoinHandle<()>> = None;
         let value = loop {
@@ -127,7 +204,7 @@ impl Inner {
             if stand_in
                 .as_ref()
                 .is_some_and(|thread| !thread.is_finished())
-                || !self.block(key).is_some_and(QueuedBlock::has_queued)
+                || !self.has_queued(block)
                 || !self.stand_ins.reserve()
             {
                 continue;
@@ -138,7 +215,7 @@ impl Inner {
             let inner = Arc::clone(self);
             stand_in = thread::Builder::new()
                 .name("depengine-stand-in".to_owned())
-                .spawn(move || inner.stand_in(key))
+                .spawn(move || inner.stand_in(block))
                 .ok();
             if stand_in.is_none() {
                 // No thread could start: the wait goes on as before, up to the other workers

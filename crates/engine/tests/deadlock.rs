@@ -13,7 +13,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::{KINDS, engine, held_async_op, within};
-use depengine::{Engine, EngineError, EngineKind, Var};
+use depengine::{Engine, EngineConfig, EngineError, EngineKind, FnProperty, Var};
 
 type Res = Result<(), String>;
 
@@ -279,14 +279,26 @@ fn a_withdrawn_wait_leaves_the_vars_failure_in_place() {
 /// An op that pushes a child and waits for it, the child doing the same down to `depth`: each
 /// level stores its depth into `deepest` once its child returned.
 fn push_nested(engine: &Engine, var: Var, depth: u64, deepest: &Arc<AtomicU64>) {
+    push_nested_as(engine, FnProperty::Normal, var, depth, deepest);
+}
+
+/// As `push_nested`, every op with property `prop`.
+fn push_nested_as(
+    engine: &Engine,
+    prop: FnProperty,
+    var: Var,
+    depth: u64,
+    deepest: &Arc<AtomicU64>,
+) {
     let (inner, deepest) = (engine.clone(), Arc::clone(deepest));
     engine
         .op("nested")
         .writes(&[var])
+        .prop(prop)
         .push_sync(move |_| -> Result<(), EngineError> {
             if depth > 1 {
                 let child = inner.new_var()?;
-                push_nested(&inner, child, depth - 1, &deepest);
+                push_nested_as(&inner, prop, child, depth - 1, &deepest);
                 inner.wait_for_var(child)?;
                 inner.delete_var(child, || ())?;
             }
@@ -312,6 +324,25 @@ fn an_op_on_the_only_worker_can_wait_for_ops_queued_behind_it() {
             assert_eq!(engine.stats().live_vars, 1, "{kind}");
         });
     }
+}
+
+/// The same on the CPU priority block, with one thread.
+#[test]
+fn a_prioritized_op_can_wait_for_prioritized_ops_queued_behind_it() {
+    within(60, "priority block", || {
+        let engine = Engine::new(
+            EngineConfig::default()
+                .kind(EngineKind::ThreadedPerDevice)
+                .cpu_priority_threads(1),
+        )
+        .unwrap();
+        let var = engine.new_var().unwrap();
+        let deepest = Arc::new(AtomicU64::new(0));
+        push_nested_as(&engine, FnProperty::CpuPrioritized, var, 3, &deepest);
+        engine.wait_for_var(var).unwrap();
+        assert_eq!(deepest.load(Ordering::SeqCst), 3);
+        engine.wait_for_all().unwrap();
+    });
 }
 
 /// More ops waiting for their children than workers.
