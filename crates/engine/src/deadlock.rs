@@ -11,16 +11,23 @@
 //!
 //! A wait from inside an op of this engine:
 //!
-//! 1. **registers** in [`BlockedWaits`]: its latch and the vars of every op running on this
-//!    thread (all of them block until the wait returns);
+//! 1. **registers** in [`BlockedWaits`]: its latch and the vars of every sync op running on
+//!    this thread (`frame::sync_ops_hold`: a sync op completes only after its function
+//!    returns, so all of them block until the wait returns; an async op is left out, since
+//!    whoever holds its `Completion` may complete it meanwhile);
 //! 2. pushes its wait op;
-//! 3. unless the wait is already over, **walks** the ops held back by its vars
+//! 3. unless the wait is already over, **walks** the ops held back by those vars
 //!    ([`Graph::holds_back`]). Reaching its own wait op means a cycle. Reaching the wait op of
-//!    another registered wait means the ops of that thread block too, so the walk goes on from
-//!    their vars: cycles through several threads are found as well;
-//! 4. on a cycle, **abandons** its latch and returns `WaitDeadlock`, unless the wait op was
-//!    claimed meanwhile (then there was no cycle, and it waits);
-//! 5. unregisters once the wait returned.
+//!    another registered wait whose latch is still open means the ops of that thread block
+//!    too, so the walk goes on from their vars: cycles through several threads are found as
+//!    well;
+//! 4. **validates** the path the walk returns: every other wait it went on from must still
+//!    be open once the walk is over (one that returned, or is about to, releases its vars);
+//!    otherwise it walks again (at most `MAX_WALKS` times, then it waits);
+//! 5. on a cycle, **unregisters** (its vars are about to be released, so later walks must not
+//!    go on through them), then **abandons** its latch and returns `WaitDeadlock`, unless the
+//!    wait op was claimed meanwhile (then it was released after all, and the thread waits);
+//! 6. otherwise unregisters once the wait returned.
 //!
 //! A cycle through several waits is found by the last of them to register, or by a later one:
 //! each registers before it pushes and walks after, so of two waits in one cycle, the one that
@@ -32,15 +39,16 @@
 //! have: `release_waiter` finds the latch abandoned and leaves the var's failure in place.
 //!
 //! Not detected: a cycle through a thread that waits outside any op of this engine (a plain
-//! thread holds no var), or through another engine, and ops that cannot run because every
-//! worker of their block is blocked in a wait (see "Misuse" in `docs/engine.md`).
+//! thread holds no var), through another engine, or through an async op's vars (see
+//! "Misuse" in `docs/engine.md`). Ops that cannot run because every worker of their block is
+//! blocked in a wait get a stand-in thread instead (`stand_in.rs`).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use depengine_graph::{Graph, Visit};
+use depengine_graph::{Graph, OpId, Var, Visit};
 
 use crate::failure::OpFailure;
-use crate::frame::Held;
 use crate::record::{OpFn, OpRecord};
 use crate::wait::Latch;
 
@@ -56,15 +64,8 @@ pub(crate) struct BlockedWaits {
 #[derive(Clone)]
 struct BlockedWait {
     latch: Arc<WaitLatch>,
-    held: Held,
-}
-
-impl BlockedWait {
-    /// Whether the waiting thread still blocks, holding its vars: its wait neither returned nor
-    /// is about to (the latch is open), and none of its async ops completed meanwhile.
-    fn still_blocks(&self) -> bool {
-        self.latch.is_open() && self.held.still_held()
-    }
+    /// The vars of the waiting thread's sync ops (`frame::sync_ops_hold`).
+    held: Vec<Var>,
 }
 
 impl BlockedWaits {
@@ -74,7 +75,7 @@ impl BlockedWaits {
     }
 
     /// Registers a wait on `latch` by ops that hold `held`, until the guard is dropped.
-    pub(crate) fn register(&self, latch: &Arc<WaitLatch>, held: Held) -> Registration<'_> {
+    pub(crate) fn register(&self, latch: &Arc<WaitLatch>, held: Vec<Var>) -> Registration<'_> {
         self.lock().push(BlockedWait {
             latch: Arc::clone(latch),
             held,
@@ -111,40 +112,44 @@ impl Drop for Registration<'_> {
 /// Walks after which `closes_cycle` gives up and lets the wait block (see there).
 const MAX_WALKS: usize = 8;
 
-/// Whether the wait op of `latch` waits, directly or through other blocked waits, for the ops
-/// that hold `held` on this thread (see the module documentation).
+/// Whether the wait op of `latch` waits, directly or through other blocked waits, for the sync
+/// ops that hold `held` on this thread (see the module documentation).
 ///
-/// A cycle the walk finds is real if everything it went through still blocks once the walk is
-/// over: this thread's ops still hold their vars, and so does every other wait the walk went
-/// on from. (An op on the cycle cannot complete while those hold, so only they can break it.)
-/// Otherwise the walk is repeated, at most `MAX_WALKS` times.
+/// The walk returns the path to the wait op. The cycle is real if every other wait the path
+/// goes on from still blocks once the walk is over (its latch is still open): this thread's
+/// sync ops hold their vars until the wait returns, and an op on the path cannot complete
+/// while those hold. Otherwise the walk is repeated, at most `MAX_WALKS` times.
 pub(crate) fn closes_cycle(
     graph: &Graph<OpRecord, OpFailure>,
     waits: &BlockedWaits,
     latch: &Arc<WaitLatch>,
-    held: &Held,
+    held: &[Var],
 ) -> bool {
     for _ in 0..MAX_WALKS {
         let others = waits.snapshot();
-        let mut through = Vec::new();
-        let found = graph.holds_back(&held.vars, |record| match &record.func {
+        let mut went_on: HashMap<OpId, usize> = HashMap::new();
+        let path = graph.holds_back(held, |id, record| match &record.func {
             Some(OpFn::Wait(reached)) if Arc::ptr_eq(reached, latch) => Visit::Found,
             Some(OpFn::Wait(reached)) => match others
                 .iter()
                 .position(|wait| Arc::ptr_eq(&wait.latch, reached))
             {
-                Some(at) if others[at].still_blocks() => {
-                    through.push(at);
-                    Visit::AlsoHolds(others[at].held.vars.clone())
+                Some(at) if others[at].latch.is_open() => {
+                    went_on.insert(id, at);
+                    Visit::AlsoHolds(others[at].held.clone())
                 }
                 _ => Visit::Continue,
             },
             _ => Visit::Continue,
         });
-        if !found {
+        let Some(path) = path else {
             return false;
-        }
-        if held.still_held() && through.iter().all(|&at| others[at].still_blocks()) {
+        };
+        let still_blocks = path
+            .iter()
+            .filter_map(|id| went_on.get(id))
+            .all(|&at| others[at].latch.is_open());
+        if still_blocks {
             return true;
         }
     }

@@ -14,7 +14,7 @@ use crate::context::Context;
 use crate::deadlock::closes_cycle;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
-use crate::frame::{Held, running_op_of, running_op_uses};
+use crate::frame::{running_op_of, running_op_uses, sync_ops_hold};
 use crate::inner::{Inner, TaskMarker};
 use crate::name::OpName;
 use crate::operator::{Operator, OperatorBuilder};
@@ -243,9 +243,9 @@ impl Engine {
         let latch = Arc::new(Latch::new());
         // Inside an op of this engine, the wait may close a cycle: register it before pushing
         // (see `deadlock.rs`). A thread outside every op holds no var, so it cannot.
-        let held = Held::by_this_thread(inner.id);
+        let held = sync_ops_hold(inner.id);
         let mut registration =
-            (!held.vars.is_empty()).then(|| inner.blocked_waits.register(&latch, held.clone()));
+            (!held.is_empty()).then(|| inner.blocked_waits.register(&latch, held.clone()));
         let record = OpRecord {
             name: OpName::Static("wait_for_var"),
             func: Some(OpFn::Wait(Arc::clone(&latch))),

@@ -10,8 +10,8 @@
 //! released frame no longer counts as holding them.
 //!
 //! Only the owning thread touches the thread-locals; the released flag is the one thing other
-//! threads write (`Release`, before they complete the op; read with `Acquire`, see
-//! [`Held::still_held`]).
+//! threads write (`Release`, before they complete the op; read with `Acquire`). The deadlock
+//! check counts sync frames only ([`sync_ops_hold`]).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -130,31 +130,16 @@ pub(crate) fn running_op_of(engine: u64) -> bool {
     FRAMES.with(|frames| frames.borrow().iter().any(|&(_, id)| id == engine))
 }
 
-/// The vars the ops of one engine that this thread runs hold now.
-#[derive(Clone, Default)]
-pub(crate) struct Held {
-    pub(crate) vars: Vec<Var>,
-    /// The released flags of the async ones among those ops.
-    released: Vec<Arc<AtomicBool>>,
-}
-
-impl Held {
-    /// What this thread's ops of engine `engine` hold.
-    pub(crate) fn by_this_thread(engine: u64) -> Self {
-        let mut held = Held::default();
-        for_each_live(engine, |flag, vars| {
-            held.vars.extend_from_slice(vars);
-            held.released.extend(flag.cloned());
-        });
-        held
-    }
-
-    /// Whether none of the ops completed since `by_this_thread`: then they held their vars
-    /// throughout. (A completion sets its flag with `Release` before it releases the vars, so
-    /// whoever observed a var released by it and then loads the flag with `Acquire` sees it.)
-    pub(crate) fn still_held(&self) -> bool {
-        self.released
-            .iter()
-            .all(|released| !released.load(Ordering::Acquire))
-    }
+/// The vars of the sync ops of engine `engine` that this thread runs: held until the wait
+/// returns, since a sync op completes only after its function has returned. (An async op's
+/// vars are left out: whoever holds its `Completion`, possibly another thread, may complete
+/// it while this thread waits.)
+pub(crate) fn sync_ops_hold(engine: u64) -> Vec<Var> {
+    let mut held = Vec::new();
+    for_each_live(engine, |flag, vars| {
+        if flag.is_none() {
+            held.extend_from_slice(vars);
+        }
+    });
+    held
 }

@@ -318,7 +318,6 @@ impl Inner {
         if let Some(block) = self.block(key) {
             self.run_queued(block, key);
         }
-        self.stand_ins.done();
         drop(draining);
         drop(self);
         drop(marker);

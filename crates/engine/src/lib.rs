@@ -99,9 +99,10 @@
 //! Sync ops run only on their route's workers (on `Naive`, the thread that makes them ready),
 //! never on a pusher that got far ahead: a pusher may hold a lock its ops take. A panic in a
 //! [`Engine::delete_var`] callback is caught and reported by the next `wait_for_all`. What the
-//! engine cannot detect, and hangs: a cycle through a wait outside every op (or through another
-//! engine), waits inside ops on a device executor that occupy all of its threads, and more
-//! than 64 nested or concurrent waits inside ops on the CPU blocks.
+//! engine cannot detect, and hangs: a cycle through a wait outside every op, through another
+//! engine or through an async op that has not completed (whoever holds its [`Completion`] may
+//! complete it), waits inside ops on a device executor that occupy all of its threads, and
+//! more than 64 nested or concurrent waits inside ops on the CPU blocks.
 //!
 //! # Profiling
 //!

@@ -121,8 +121,8 @@ impl StandIns {
             .is_ok()
     }
 
-    /// A stand-in finished draining (called by it, before it drops its engine reference).
-    pub(crate) fn done(&self) {
+    /// A stand-in finished draining, or could not start.
+    fn done(&self) {
         self.running.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -139,6 +139,15 @@ impl StandIns {
             // A stand-in catches every op's panic: it cannot have panicked itself.
             let _ = thread.join();
         }
+    }
+}
+
+/// A reserved stand-in slot, freed on drop (a stand-in's last act).
+struct Slot(Arc<Inner>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.stand_ins.done();
     }
 }
 
@@ -183,7 +192,6 @@ impl Inner {
                     // reference to the engine.
                     priority.run_queued();
                 }
-                self.stand_ins.done();
             }
         }
     }
@@ -215,7 +223,12 @@ impl Inner {
             let inner = Arc::clone(self);
             stand_in = thread::Builder::new()
                 .name("depengine-stand-in".to_owned())
-                .spawn(move || inner.stand_in(block))
+                .spawn(move || {
+                    // Frees the slot however the stand-in ends, then drops its reference.
+                    let slot = Slot(Arc::clone(&inner));
+                    inner.stand_in(block);
+                    drop(slot);
+                })
                 .ok();
             if stand_in.is_none() {
                 // No thread could start: the wait goes on as before, up to the other workers

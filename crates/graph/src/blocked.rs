@@ -36,7 +36,7 @@
 //! once: the walk costs time linear in the requests it reaches, plus a copy per op pushed
 //! onto a var while the walk goes through it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::graph::Graph;
 use crate::op::{OpId, PendingOp};
@@ -58,8 +58,11 @@ pub enum Visit {
 impl<T, E> Graph<T, E> {
     /// Walks the waiting ops held back, directly or transitively, by the ops that hold `held`
     /// (vars granted to running ops that will not complete while the caller waits), calling
-    /// `visit` once with the payload of each. Returns `true` as soon as `visit` returns
-    /// [`Visit::Found`].
+    /// `visit` once with the id and payload of each. As soon as `visit` returns
+    /// [`Visit::Found`], returns the path to that op: the ops from one that waits on a var of
+    /// `held` (or of a [`Visit::AlsoHolds`] list) to the op found, each held back by the one
+    /// before it (or, after an op that returned `AlsoHolds`, by the holders of those vars).
+    /// `None` if the walk ends without finding anything.
     ///
     /// `visit` runs while the op cannot be dispatched (as for
     /// [`inspect_op`](Self::inspect_op)): it must not call into this graph. Vars of another
@@ -84,59 +87,66 @@ impl<T, E> Graph<T, E> {
     /// assert_eq!(ready.len(), 1);
     ///
     /// let mut reached = Vec::new();
-    /// let found = graph.holds_back(&[a], |op| {
-    ///     reached.push(*op);
+    /// let path = graph.holds_back(&[a], |id, op| {
+    ///     reached.push((id, *op));
     ///     if *op == "waits for b" { Visit::Found } else { Visit::Continue }
     /// });
-    /// assert!(found);
-    /// assert_eq!(reached, ["waits for a, holds b", "waits for b"]);
+    /// let names: Vec<&str> = reached.iter().map(|&(_, op)| op).collect();
+    /// assert_eq!(names, ["waits for a, holds b", "waits for b"]);
+    /// let ids: Vec<_> = reached.iter().map(|&(id, _)| id).collect();
+    /// assert_eq!(path, Some(ids));
     /// # Ok::<(), depengine_graph::GraphError>(())
     /// ```
-    pub fn holds_back(&self, held: &[Var], mut visit: impl FnMut(&T) -> Visit) -> bool {
+    pub fn holds_back(
+        &self,
+        held: &[Var],
+        mut visit: impl FnMut(OpId, &T) -> Visit,
+    ) -> Option<Vec<OpId>> {
         let mut walk = Walk::default();
         for &var in held {
-            walk.held_back_on(self, var, None);
+            walk.held_back_on(self, var, None, None);
         }
-        while let Some(id) = walk.stack.pop() {
-            if !walk.seen.insert(id) {
+        while let Some((id, from)) = walk.stack.pop() {
+            if walk.from.contains_key(&id) {
                 continue;
             }
+            walk.from.insert(id, from);
             let graph = self.id();
             let reached = self.inspect_parked(id, |parked| {
                 let deps = parked.deps.all().iter().enumerate();
                 let deps: Vec<(Var, Access)> = deps
                     .map(|(position, key)| (key.var(graph), parked.deps.access(position)))
                     .collect();
-                (visit(&parked.payload), deps)
+                (visit(id, &parked.payload), deps)
             });
             // No longer waiting: it was not held back (only ops granted meanwhile leave).
             let Some((verdict, deps)) = reached else {
                 continue;
             };
             match verdict {
-                Visit::Found => return true,
+                Visit::Found => return Some(walk.path_to(id)),
                 Visit::AlsoHolds(vars) => {
                     for var in vars {
-                        walk.held_back_on(self, var, None);
+                        walk.held_back_on(self, var, None, Some(id));
                     }
                 }
                 Visit::Continue => {}
             }
             for (var, access) in deps {
-                walk.held_back_on(self, var, Some((id, access)));
+                walk.held_back_on(self, var, Some((id, access)), Some(id));
             }
         }
-        false
+        None
     }
 }
 
 /// The state of one [`Graph::holds_back`] walk.
 #[derive(Default)]
 struct Walk {
-    /// Ops reached and not yet visited.
-    stack: Vec<OpId>,
-    /// Ops visited.
-    seen: HashSet<OpId>,
+    /// Ops reached and not yet visited, each with the op it was reached from.
+    stack: Vec<(OpId, Option<OpId>)>,
+    /// Ops visited, each with the op it was first reached from (`None`: from a held var).
+    from: HashMap<OpId, Option<OpId>>,
     /// Per var index, the copy of its FIFO the walk works from.
     fifos: HashMap<u32, Fifo>,
 }
@@ -178,8 +188,27 @@ impl Fifo {
 }
 
 impl Walk {
-    /// Queues the requests on `var` held back by `op` (`None`: by the var's holders).
-    fn held_back_on<T, E>(&mut self, graph: &Graph<T, E>, var: Var, op: Option<(OpId, Access)>) {
+    /// The visited ops from one reached from a held var to `id`.
+    fn path_to(&self, id: OpId) -> Vec<OpId> {
+        let mut path = vec![id];
+        let mut at = id;
+        while let Some(&Some(from)) = self.from.get(&at) {
+            path.push(from);
+            at = from;
+        }
+        path.reverse();
+        path
+    }
+
+    /// Queues the requests on `var` held back by `op` (`None`: by the var's holders), as
+    /// reached from `from`.
+    fn held_back_on<T, E>(
+        &mut self,
+        graph: &Graph<T, E>,
+        var: Var,
+        op: Option<(OpId, Access)>,
+        from: Option<OpId>,
+    ) {
         let fifo = match self.fifos.entry(var.index()) {
             std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
             std::collections::hash_map::Entry::Vacant(entry) => match Fifo::copy(graph, var) {
@@ -211,8 +240,11 @@ impl Walk {
             }
         };
         if start < fifo.queued {
-            self.stack
-                .extend(fifo.waiting[start..fifo.queued].iter().map(|op| op.id));
+            self.stack.extend(
+                fifo.waiting[start..fifo.queued]
+                    .iter()
+                    .map(|op| (op.id, from)),
+            );
             fifo.queued = start;
         }
     }
@@ -228,11 +260,11 @@ mod tests {
     /// The payloads `holds_back(held)` reaches, sorted.
     fn reached(graph: &Graph<&'static str>, held: &[Var]) -> Vec<&'static str> {
         let mut reached = Vec::new();
-        let found = graph.holds_back(held, |op| {
+        let found = graph.holds_back(held, |_, op| {
             reached.push(*op);
             Visit::Continue
         });
-        assert!(!found);
+        assert!(found.is_none());
         reached.sort_unstable();
         reached
     }
@@ -314,17 +346,20 @@ mod tests {
         graph.push(&[], &[c], "holder of c", &mut ready).unwrap();
         graph.push(&[], &[c], "waits for c", &mut ready).unwrap();
         let mut visits = 0;
-        let found = graph.holds_back(&[a, c], |op| {
+        let mut names = HashMap::new();
+        let path = graph.holds_back(&[a, c], |id, op| {
             visits += 1;
+            names.insert(id, *op);
             match *op {
                 "blocks the holder of b" => Visit::AlsoHolds(vec![b]),
                 "waits for b" => Visit::Found,
                 _ => Visit::Continue,
             }
         });
-        assert!(found);
+        let path: Vec<&str> = path.unwrap().iter().map(|id| names[id]).collect();
+        assert_eq!(path, ["blocks the holder of b", "waits for b"]);
         assert!(visits <= 3, "{visits} visits");
-        assert!(!graph.holds_back(&[a], |_| Visit::Continue));
+        assert!(graph.holds_back(&[a], |_, _| Visit::Continue).is_none());
     }
 
     #[test]
@@ -338,10 +373,11 @@ mod tests {
             graph.push(&[], &[a], "writes a", &mut ready).unwrap();
         }
         let mut visits = 0;
-        assert!(!graph.holds_back(&[a], |_| {
+        let found = graph.holds_back(&[a], |_, _| {
             visits += 1;
             Visit::Continue
-        }));
+        });
+        assert!(found.is_none());
         assert_eq!(visits, n);
         while let Some(op) = ready.pop() {
             graph.complete(op, Ok(()), &mut ready).unwrap();

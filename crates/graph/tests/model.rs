@@ -13,7 +13,7 @@
 //! write that completed on it, a deleted var's callback must run exactly when its last op
 //! completes, and at the end everything completes and no op block or var is left. From each
 //! ready op's vars, `holds_back` must reach exactly the ops that wait for it, directly or
-//! through others.
+//! through others, and the path it returns to one of them must be a chain of such waits.
 #![cfg(not(loom))]
 
 use std::sync::Arc;
@@ -130,7 +130,7 @@ impl Model {
         })
     }
 
-    /// The waiting ops that wait, directly or through other ops, for the ready op `op`: `x`
+    /// The waiting ops that wait, directly or through other ops, for op `op`: `x`
     /// waits directly for an earlier `y` that has not completed if they conflict on a var.
     fn held_back_by(&self, op: usize) -> Vec<usize> {
         let Some(start) = self.pushed.iter().position(|&(o, _)| o == op) else {
@@ -323,11 +323,41 @@ fn check(
         let spec = &model.spec[op];
         let held: Vec<Var> = bits(spec.reads | spec.writes).map(|i| vars[i]).collect();
         let mut reached = Vec::new();
-        let found = graph.holds_back(&held, |&id| {
+        let found = graph.holds_back(&held, |_, &id| {
             reached.push(id);
             Visit::Continue
         });
-        prop_assert!(!found);
+        prop_assert!(found.is_none());
+        // Looking for the last op reached: the path to it is a chain of direct waits.
+        if let Some(&target) = reached.last() {
+            let mut names = std::collections::HashMap::new();
+            let path = graph.holds_back(&held, |id, &payload| {
+                names.insert(id, payload);
+                if payload == target {
+                    Visit::Found
+                } else {
+                    Visit::Continue
+                }
+            });
+            let path: Vec<usize> = path
+                .unwrap_or_default()
+                .iter()
+                .map(|id| names[id])
+                .collect();
+            prop_assert_eq!(path.last(), Some(&target));
+            let mut before = op;
+            for &next in &path {
+                prop_assert!(
+                    model.held_back_by(before).contains(&next),
+                    "path {:?} from op {}: {} does not wait for {}",
+                    path,
+                    op,
+                    next,
+                    before
+                );
+                before = next;
+            }
+        }
         reached.sort_unstable();
         prop_assert_eq!(reached, model.held_back_by(op), "held back by op {}", op);
     }
