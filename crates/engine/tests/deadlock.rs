@@ -33,6 +33,28 @@ fn push_copy(engine: &Engine, from: Var, to: Var, out: &Arc<AtomicU64>, value: u
         .unwrap();
 }
 
+/// Pushes a sync op that reads `reads` and writes `writes`, runs `body` as its function, and
+/// returns what `body` returned (once the op has run it).
+fn inside_op<T: Send + 'static>(
+    engine: &Engine,
+    reads: &[Var],
+    writes: &[Var],
+    body: impl FnOnce(&Engine) -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    let inner = engine.clone();
+    engine
+        .op("waits inside")
+        .reads(reads)
+        .writes(writes)
+        .push_sync(move |_| -> Res {
+            tx.send(body(&inner)).unwrap();
+            Ok(())
+        })
+        .unwrap();
+    rx.recv().unwrap()
+}
+
 /// An op writing `a` pushes a child that reads `a` (so it waits for the op) and writes `b`,
 /// then waits for `b`.
 #[test]
@@ -42,22 +64,13 @@ fn waiting_for_a_child_that_depends_on_the_op_is_an_error() {
             let engine = engine(kind, 2);
             let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
             let child_ran = Arc::new(AtomicU64::new(0));
-            let (tx, rx) = mpsc::channel();
-            {
-                let (inner, child_ran) = (engine.clone(), Arc::clone(&child_ran));
-                engine
-                    .op("parent")
-                    .writes(&[a])
-                    .push_sync(move |_| -> Res {
-                        push_copy(&inner, a, b, &child_ran, 1);
-                        let waited = inner.wait_for_var(b);
-                        // The child has not run: it waits for this op.
-                        tx.send((waited, child_ran.load(Ordering::SeqCst))).unwrap();
-                        Ok(())
-                    })
-                    .unwrap();
-            }
-            let (waited, before) = rx.recv().unwrap();
+            let ran = Arc::clone(&child_ran);
+            let (waited, before) = inside_op(&engine, &[], &[a], move |inner| {
+                push_copy(inner, a, b, &ran, 1);
+                let waited = inner.wait_for_var(b);
+                // The child has not run: it waits for this op.
+                (waited, ran.load(Ordering::SeqCst))
+            });
             assert!(
                 matches!(waited, Err(EngineError::WaitDeadlock { var }) if var == b),
                 "{kind}: {waited:?}"
@@ -166,21 +179,11 @@ fn waits_that_only_look_like_cycles_return() {
             let engine = engine(kind, 2);
             let [a, b] = [(); 2].map(|()| engine.new_var().unwrap());
             let out = Arc::new(AtomicU64::new(0));
-            let (tx, rx) = mpsc::channel();
-            {
-                let (inner, out) = (engine.clone(), Arc::clone(&out));
-                engine
-                    .op("reads a")
-                    .reads(&[a])
-                    .push_sync(move |_| -> Res {
-                        push_copy(&inner, a, b, &out, 1);
-                        let waited = inner.wait_for_var(b);
-                        tx.send((waited, out.load(Ordering::SeqCst))).unwrap();
-                        Ok(())
-                    })
-                    .unwrap();
-            }
-            let (waited, seen) = rx.recv().unwrap();
+            let (waited, seen) = inside_op(&engine, &[a], &[], move |inner| {
+                push_copy(inner, a, b, &out, 1);
+                let waited = inner.wait_for_var(b);
+                (waited, out.load(Ordering::SeqCst))
+            });
             assert!(waited.is_ok(), "{kind}: {waited:?}");
             assert_eq!(seen, 1, "{kind}");
             engine.wait_for_all().unwrap();
@@ -277,25 +280,15 @@ fn a_withdrawn_wait_leaves_the_vars_failure_in_place() {
         within(60, &format!("{kind}"), move || {
             let engine = engine(kind, 2);
             let [a, b] = [(); 2].map(|()| engine.new_var().unwrap());
-            let (tx, rx) = mpsc::channel();
-            {
-                let inner = engine.clone();
-                engine
-                    .op("parent")
-                    .writes(&[a])
-                    .push_sync(move |_| -> Res {
-                        inner
-                            .op("fails")
-                            .reads(&[a])
-                            .writes(&[b])
-                            .push_sync(|_| -> Res { Err("child failed".into()) })
-                            .unwrap();
-                        tx.send(inner.wait_for_var(b)).unwrap();
-                        Ok(())
-                    })
+            let waited = inside_op(&engine, &[], &[a], move |inner| {
+                inner
+                    .op("fails")
+                    .reads(&[a])
+                    .writes(&[b])
+                    .push_sync(|_| -> Res { Err("child failed".into()) })
                     .unwrap();
-            }
-            let waited = rx.recv().unwrap();
+                inner.wait_for_var(b)
+            });
             assert!(
                 matches!(waited, Err(EngineError::WaitDeadlock { .. })),
                 "{kind}: {waited:?}"

@@ -257,6 +257,10 @@ mod tests {
 
     type Ready = Vec<ReadyOp<&'static str>>;
 
+    fn new_vars<const N: usize>(graph: &Graph<&'static str>) -> [Var; N] {
+        std::array::from_fn(|_| graph.new_var().unwrap())
+    }
+
     /// The payloads `holds_back(held)` reaches, sorted.
     fn reached(graph: &Graph<&'static str>, held: &[Var]) -> Vec<&'static str> {
         let mut reached = Vec::new();
@@ -272,11 +276,7 @@ mod tests {
     #[test]
     fn reaches_every_request_waiting_on_a_held_var_and_what_those_ops_hold() {
         let graph: Graph<&str> = Graph::new();
-        let (a, b, c) = (
-            graph.new_var().unwrap(),
-            graph.new_var().unwrap(),
-            graph.new_var().unwrap(),
-        );
+        let [a, b, c] = new_vars(&graph);
         let mut ready = Ready::new();
         graph.push(&[], &[a], "holder", &mut ready).unwrap();
         graph
@@ -299,7 +299,7 @@ mod tests {
     #[test]
     fn a_waiting_read_holds_back_the_next_write_not_the_reads_beside_it() {
         let graph: Graph<&str> = Graph::new();
-        let (a, b) = (graph.new_var().unwrap(), graph.new_var().unwrap());
+        let [a, b] = new_vars(&graph);
         let mut ready = Ready::new();
         graph.push(&[], &[a], "holder of a", &mut ready).unwrap();
         graph.push(&[], &[b], "holder of b", &mut ready).unwrap();
@@ -331,11 +331,7 @@ mod tests {
     #[test]
     fn found_stops_the_walk_and_also_holds_goes_on_from_more_vars() {
         let graph: Graph<&str> = Graph::new();
-        let (a, b, c) = (
-            graph.new_var().unwrap(),
-            graph.new_var().unwrap(),
-            graph.new_var().unwrap(),
-        );
+        let [a, b, c] = new_vars(&graph);
         let mut ready = Ready::new();
         graph.push(&[], &[a], "holder of a", &mut ready).unwrap();
         graph.push(&[], &[b], "holder of b", &mut ready).unwrap();
