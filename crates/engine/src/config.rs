@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use depengine_cpu::DeviceBackend;
 
@@ -133,6 +134,10 @@ pub struct EngineConfig {
     /// Where the engine writes the recorded ops nobody took, as a Chrome trace, when its last
     /// clone is dropped (default: nowhere).
     pub profiler_output: Option<PathBuf>,
+    /// How long a wait (`wait_for_var`, `wait_for_all`, the last clone's shutdown) blocks
+    /// before the engine emits a `WARN` event about it (target `depengine::stall`, again
+    /// after each further period), naming what it waits for; `None`: never (default 10 s).
+    pub stall_warning: Option<Duration>,
 }
 
 impl Default for EngineConfig {
@@ -147,6 +152,7 @@ impl Default for EngineConfig {
             profiler_autostart: false,
             profiler_mode: ProfileMode::All,
             profiler_output: None,
+            stall_warning: Some(Duration::from_secs(10)),
         }
     }
 }
@@ -266,6 +272,12 @@ impl EngineConfig {
         self
     }
 
+    /// Sets how long a wait blocks before the engine warns about it (`None`: never).
+    pub fn stall_warning(mut self, after: Option<Duration>) -> Self {
+        self.stall_warning = after;
+        self
+    }
+
     /// Checks every thread count is positive.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         for (variable, value) in [
@@ -324,6 +336,7 @@ impl fmt::Debug for EngineConfig {
             .field("profiler_autostart", &self.profiler_autostart)
             .field("profiler_mode", &self.profiler_mode)
             .field("profiler_output", &self.profiler_output)
+            .field("stall_warning", &self.stall_warning)
             .finish()
     }
 }

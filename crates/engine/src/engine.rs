@@ -58,7 +58,7 @@ impl Drop for Handle {
             // the shutdown goes on: this engine's ops do not wait for that task.)
             return;
         }
-        self.inner.idle.wait_idle();
+        self.inner.wait_idle_watched("the engine's shutdown");
         // Worker tasks drop their reference right after completing their op; once only ours
         // is left, dropping it (below, on this thread) drops the worker blocks, which join
         // their threads.
@@ -277,8 +277,8 @@ impl Engine {
         }
         let outcome = match Served::by_this_thread(inner.id) {
             // On a worker of this engine: a thread stands in for it if its block starves.
-            Some(block) => inner.wait_on_worker(&latch, block),
-            None => latch.wait(),
+            Some(block) => inner.wait_on_worker(&latch, block, var),
+            None => inner.wait_watched(&latch, var),
         };
         drop(registration);
         match outcome {
@@ -303,7 +303,7 @@ impl Engine {
         if running_op_of(inner.id) {
             return Err(EngineError::WaitAllInsideOp);
         }
-        inner.idle.wait_idle();
+        inner.wait_idle_watched("wait_for_all");
         let taken = inner.failure_log().take();
         for var in taken.vars {
             // A var deleted meanwhile has dropped its failure already.

@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use depengine_graph::{Dispatch, Graph, ReadyOp, Var};
 
@@ -61,6 +62,8 @@ pub(crate) struct Inner {
     pub(crate) blocked_waits: Box<BlockedWaits>,
     /// Stand-in threads started for workers blocked in waits (`stand_in.rs`), joined on drop.
     pub(crate) stand_ins: Box<StandIns>,
+    /// `EngineConfig::stall_warning` (`stall.rs`).
+    pub(crate) stall_warning: Option<Duration>,
 }
 
 thread_local! {
@@ -179,6 +182,7 @@ impl Inner {
             ),
             blocked_waits: Box::default(),
             stand_ins: Box::default(),
+            stall_warning: config.stall_warning,
         })
     }
 

@@ -102,7 +102,9 @@
 //! engine cannot detect, and hangs: a cycle through a wait outside every op, through another
 //! engine or through an async op that has not completed (whoever holds its [`Completion`] may
 //! complete it), waits inside ops on a device executor that occupy all of its threads, and
-//! more than 64 nested or concurrent waits inside ops on the CPU blocks.
+//! more than 64 nested or concurrent waits inside ops on the CPU blocks. A wait blocked for
+//! [`EngineConfig::stall_warning`] (10 s by default) emits a `WARN` event (target
+//! `depengine::stall`) naming what it waits for, so that no hang is silent.
 //!
 //! # Profiling
 //!
@@ -149,6 +151,7 @@ mod profiler;
 mod queued;
 mod ready_queue;
 mod record;
+mod stall;
 mod stand_in;
 mod sync;
 mod wait;

@@ -143,6 +143,31 @@ fn two_waiters_both_wake() {
     });
 }
 
+/// A waiter that gives up (a timed wait whose time is up at once, as the stall warnings'
+/// waits can be) while another waits for good: the one that keeps waiting still wakes, and
+/// the one that comes back until it finds the engine idle sees the op's effect.
+#[test]
+fn a_waiter_that_gives_up_loses_no_wake_up() {
+    loom::model(|| {
+        let (counter, effect, completer) = one_pending_op();
+        let waiter = {
+            let counter = Arc::clone(&counter);
+            let effect = Arc::clone(&effect);
+            thread::spawn(move || {
+                counter.wait_idle();
+                assert!(effect.load(Ordering::Relaxed));
+            })
+        };
+        while !counter.wait_idle_for(Some(std::time::Duration::ZERO)) {
+            thread::yield_now();
+        }
+        assert!(effect.load(Ordering::Relaxed));
+        waiter.join().unwrap();
+        completer.join().unwrap();
+        assert_eq!(counter.pending(), 0);
+    });
+}
+
 /// `pending` read while an op is added and completed concurrently: never underflows (it
 /// would panic in debug, or be huge), and is 0 or 1.
 #[test]

@@ -36,18 +36,20 @@
 //! (their waits block as before; see "Misuse" in `docs/engine.md`). tokio's `block_in_place` is the model: there, a worker about
 //! to block hands its place to a new thread (tokio caps such threads at 512 by default).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use std::cell::Cell;
+use depengine_graph::Var;
 
 use crate::deadlock::WaitLatch;
 use crate::failure::OpFailure;
 use crate::inner::{Inner, Workers};
 use crate::queued::{QueuedBlock, drained_block};
 use crate::record::BlockKey;
+use crate::stall::StallClock;
 
 thread_local! {
     /// The engine whose priority-block task this thread runs (set by [`ServingPriority`]).
@@ -203,11 +205,17 @@ impl Inner {
         self: &Arc<Self>,
         latch: &WaitLatch,
         block: Served,
+        var: Var,
     ) -> Option<OpFailure> {
         let mut stand_in: Option<JoinHandle<()>> = None;
+        let mut clock = StallClock::start(self.stall_warning);
         let value = loop {
-            if let Some(value) = latch.wait_timeout(WAIT_SLICE) {
+            let slice = clock.timeout(Some(WAIT_SLICE)).unwrap_or(WAIT_SLICE);
+            if let Some(value) = latch.wait_timeout(slice) {
                 break value;
+            }
+            if let Some(waited) = clock.due() {
+                self.warn_stalled_var(var, waited);
             }
             if stand_in
                 .as_ref()

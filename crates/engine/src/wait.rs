@@ -28,7 +28,9 @@
 //!   line nobody writes while the only pusher waits.
 //! - `wait_idle()`: holding the mutex, sets `WAITER` with a `fetch_or` (an RMW of `completed`),
 //!   then loads `pushed`; returns if they are equal, else sleeps on the condvar (releasing the
-//!   mutex atomically) and repeats. The last waiter to leave clears `WAITER`.
+//!   mutex atomically) and repeats. The last waiter to leave clears `WAITER`. The timed
+//!   variant (`wait_idle_for`, for the stall warnings) leaves the same way when its time is
+//!   up, so a waiter that gives up is one that left.
 //!
 //! No wake-up is lost, with no reliance on `SeqCst`: the waiter's `fetch_or` and every
 //! completion's `fetch_add` are RMWs of the same word, hence totally ordered. Take the
@@ -152,11 +154,20 @@ impl IdleCounter {
     }
 
     /// Blocks until every op added so far has completed (see the module docs for the exact
-    /// semantics with concurrent pushes).
+    /// semantics with concurrent pushes). The engine calls `wait_idle_for` (`stall.rs`); the
+    /// models call this.
+    #[cfg(all(test, loom))]
     pub(crate) fn wait_idle(&self) {
+        self.wait_idle_for(None);
+    }
+
+    /// As `wait_idle`, giving up after about `timeout` (`None`: never): whether the engine
+    /// was found idle. A waiter that gives up leaves as one that returns does.
+    pub(crate) fn wait_idle_for(&self, timeout: Option<std::time::Duration>) -> bool {
+        let deadline = timeout.map(|timeout| std::time::Instant::now() + timeout);
         let mut waiters = lock(&self.completed.waiters);
         *waiters += 1;
-        loop {
+        let idle = loop {
             // An RMW, not a load: it is ordered with every completion's `fetch_add` (the
             // handshake). Acquire: the adds of the counted ops, and the ops' effects,
             // happen-before what follows (the return included). No release is needed: a
@@ -166,10 +177,24 @@ impl IdleCounter {
             // adds it must see happen-before it, either because they happened-before the call
             // or through the acquire above (the adds of the ops it counted).
             if self.pushed.load(Ordering::Relaxed) == completed {
-                break;
+                break true;
             }
-            waiters = wait(&self.completed.idle, waiters);
-        }
+            match deadline {
+                None => waiters = wait(&self.completed.idle, waiters),
+                Some(deadline) => {
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
+                        break false;
+                    }
+                    waiters = self
+                        .completed
+                        .idle
+                        .wait_timeout(waiters, deadline - now)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .0;
+                }
+            }
+        };
         *waiters -= 1;
         if *waiters == 0 {
             // Under the mutex, so no waiter registers in between. Relaxed: it only stops
@@ -177,6 +202,7 @@ impl IdleCounter {
             // notifies nobody in particular.
             self.completed.count.fetch_and(!WAITER, Ordering::Relaxed);
         }
+        idle
     }
 }
 
