@@ -96,8 +96,12 @@ pub const PROFILER_MODE: &str = "DEPENGINE_PROFILER_MODE";
 /// A file path: where the engine writes the profile nobody took (a Chrome trace) when its last
 /// clone is dropped.
 pub const PROFILER_OUTPUT: &str = "DEPENGINE_PROFILER_OUTPUT";
+/// Seconds (a decimal number) a wait blocks before the engine warns about it (see
+/// [`EngineConfig::stall_warning`]); `0` turns the warnings off.
+pub const STALL_WARNING_SECS: &str = "DEPENGINE_STALL_WARNING_SECS";
 
 const POSITIVE: &str = "a positive integer";
+const SECONDS: &str = "a number of seconds (0: off)";
 
 /// How to build an [`Engine`](crate::Engine).
 ///
@@ -204,6 +208,26 @@ impl EngineConfig {
                     });
                 }
             };
+        }
+        if let Some(value) = lookup(STALL_WARNING_SECS) {
+            config.stall_warning =
+                match value.trim().parse::<f64>() {
+                    Ok(0.0) => None,
+                    Ok(secs) => Some(Duration::try_from_secs_f64(secs).map_err(|_| {
+                        ConfigError::Invalid {
+                            variable: STALL_WARNING_SECS,
+                            value: value.clone(),
+                            expected: SECONDS,
+                        }
+                    })?),
+                    Err(_) => {
+                        return Err(ConfigError::Invalid {
+                            variable: STALL_WARNING_SECS,
+                            value,
+                            expected: SECONDS,
+                        });
+                    }
+                };
         }
         for (variable, field) in [
             (CPU_WORKER_NTHREADS, &mut config.cpu_worker_threads),
@@ -398,6 +422,27 @@ mod tests {
                 assert!(message.contains(variable), "{message}");
                 assert!(message.contains("positive integer"), "{message}");
             }
+        }
+    }
+
+    #[test]
+    fn reads_the_stall_warning() {
+        let read = |value: &str| EngineConfig::from_lookup(lookup(&[(STALL_WARNING_SECS, value)]));
+        assert_eq!(
+            read("2.5").unwrap().stall_warning,
+            Some(Duration::from_millis(2500))
+        );
+        assert_eq!(read(" 0 ").unwrap().stall_warning, None);
+        assert_eq!(
+            EngineConfig::from_lookup(lookup(&[]))
+                .unwrap()
+                .stall_warning,
+            Some(Duration::from_secs(10))
+        );
+        for bad in ["-1", "soon", "", "inf", "NaN"] {
+            let message = read(bad).unwrap_err().to_string();
+            assert!(message.contains(STALL_WARNING_SECS), "{message}");
+            assert!(message.contains("number of seconds"), "{message}");
         }
     }
 
