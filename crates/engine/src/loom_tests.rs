@@ -122,19 +122,21 @@ fn wait_idle_is_not_fooled_by_a_concurrent_op() {
     });
 }
 
+/// A thread that waits until idle, then checks it sees the op's effect.
+fn spawn_waiter(counter: &Arc<IdleCounter>, effect: &Arc<AtomicBool>) -> thread::JoinHandle<()> {
+    let (counter, effect) = (Arc::clone(counter), Arc::clone(effect));
+    thread::spawn(move || {
+        counter.wait_idle();
+        assert!(effect.load(Ordering::Relaxed));
+    })
+}
+
 /// Two threads wait at once while an op completes: both wake, neither early.
 #[test]
 fn two_waiters_both_wake() {
     loom::model(|| {
         let (counter, effect, completer) = one_pending_op();
-        let waiter = {
-            let counter = Arc::clone(&counter);
-            let effect = Arc::clone(&effect);
-            thread::spawn(move || {
-                counter.wait_idle();
-                assert!(effect.load(Ordering::Relaxed));
-            })
-        };
+        let waiter = spawn_waiter(&counter, &effect);
         counter.wait_idle();
         assert!(effect.load(Ordering::Relaxed));
         waiter.join().unwrap();
@@ -150,14 +152,7 @@ fn two_waiters_both_wake() {
 fn a_waiter_that_gives_up_loses_no_wake_up() {
     loom::model(|| {
         let (counter, effect, completer) = one_pending_op();
-        let waiter = {
-            let counter = Arc::clone(&counter);
-            let effect = Arc::clone(&effect);
-            thread::spawn(move || {
-                counter.wait_idle();
-                assert!(effect.load(Ordering::Relaxed));
-            })
-        };
+        let waiter = spawn_waiter(&counter, &effect);
         while !counter.wait_idle_for(Some(std::time::Duration::ZERO)) {
             thread::yield_now();
         }

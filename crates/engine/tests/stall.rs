@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::{Buffer, KINDS, held_async_op, within};
-use depengine::{Engine, EngineConfig, EngineKind};
+use depengine::{Engine, EngineConfig, EngineKind, Var};
 
 fn engine(kind: EngineKind, stall_warning: Option<Duration>) -> Engine {
     Engine::new(
@@ -18,6 +18,17 @@ fn engine(kind: EngineKind, stall_warning: Option<Duration>) -> Engine {
             .stall_warning(stall_warning),
     )
     .unwrap()
+}
+
+/// A new var that an async op holds for `time`, and the thread that completes the op then.
+fn held_for(engine: &Engine, time: Duration) -> (Var, thread::JoinHandle<()>) {
+    let var = engine.new_var().unwrap();
+    let done = held_async_op(engine, var);
+    let completer = thread::spawn(move || {
+        thread::sleep(time);
+        done.ok();
+    });
+    (var, completer)
 }
 
 /// Runs `wait` with a subscriber on this thread; returns what it logged.
@@ -37,12 +48,7 @@ fn a_blocked_wait_for_var_warns_and_names_the_ops_it_waits_for() {
     for kind in KINDS {
         within(60, &format!("{kind}"), move || {
             let engine = engine(kind, Some(Duration::from_millis(20)));
-            let var = engine.new_var().unwrap();
-            let done = held_async_op(&engine, var);
-            let completer = thread::spawn(move || {
-                thread::sleep(Duration::from_millis(150));
-                done.ok();
-            });
+            let (var, completer) = held_for(&engine, Duration::from_millis(150));
             let log = logged(|| engine.wait_for_var(var).unwrap());
             completer.join().unwrap();
             assert!(log.contains("depengine::stall"), "{kind}: {log}");
@@ -60,12 +66,7 @@ fn a_blocked_wait_for_all_warns_with_the_pending_count() {
     for kind in KINDS {
         within(60, &format!("{kind}"), move || {
             let engine = engine(kind, Some(Duration::from_millis(20)));
-            let var = engine.new_var().unwrap();
-            let done = held_async_op(&engine, var);
-            let completer = thread::spawn(move || {
-                thread::sleep(Duration::from_millis(150));
-                done.ok();
-            });
+            let (_var, completer) = held_for(&engine, Duration::from_millis(150));
             let log = logged(|| engine.wait_for_all().unwrap());
             completer.join().unwrap();
             assert!(
@@ -81,12 +82,7 @@ fn a_blocked_wait_for_all_warns_with_the_pending_count() {
 fn no_warning_when_switched_off_or_not_due() {
     for (stall_warning, what) in [(None, "off"), (Some(Duration::from_secs(30)), "not due")] {
         let engine = engine(EngineKind::ThreadedPerDevice, stall_warning);
-        let var = engine.new_var().unwrap();
-        let done = held_async_op(&engine, var);
-        let completer = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(100));
-            done.ok();
-        });
+        let (var, completer) = held_for(&engine, Duration::from_millis(100));
         let log = logged(|| {
             engine.wait_for_var(var).unwrap();
             engine.wait_for_all().unwrap();
