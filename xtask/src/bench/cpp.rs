@@ -29,9 +29,51 @@ pub(crate) struct CppHarness {
     pub(crate) flags: &'static [&'static str],
     /// Libraries, after the source file.
     pub(crate) libs: &'static [&'static str],
-    /// A `pkg-config` package whose `--cflags` go before the source file and `--libs` after
-    /// the libraries; the harness is skipped when `pkg-config` does not know it.
-    pub(crate) pkg_config: Option<&'static str>,
+    /// Where the peer's library comes from, beyond the compiler's default paths.
+    pub(crate) library: Library,
+}
+
+/// Where a harness's library and headers come from.
+#[derive(Debug)]
+pub(crate) enum Library {
+    /// The compiler's default paths: `flags` and `libs` say it all.
+    System,
+    /// A `pkg-config` package: its `--cflags` go before the source file and its `--libs` after
+    /// the libraries. The harness is skipped when `pkg-config` does not know it.
+    PkgConfig(&'static str),
+    /// A Python package that carries a shared library and its headers, as some wheels on `PyPI`
+    /// do: `-I<dir>/include` before the source file, then `-L<dir> -l<lib>` with `<dir>` as the
+    /// run path, `<dir>` being where `python3` finds the package (`PYTHONPATH` counts). The
+    /// harness is skipped when it finds none.
+    PythonPackage {
+        package: &'static str,
+        lib: &'static str,
+    },
+}
+
+impl Library {
+    /// The compiler flags that go before the source file and after it, or why there are none.
+    fn flags(&self) -> Result<(Vec<String>, Vec<String>), String> {
+        match *self {
+            Library::System => Ok((Vec::new(), Vec::new())),
+            Library::PkgConfig(package) => Ok((
+                pkg_config(package, "--cflags")?,
+                pkg_config(package, "--libs")?,
+            )),
+            Library::PythonPackage { package, lib } => {
+                let dir = python_package_dir(package)?;
+                let dir = dir.display();
+                Ok((
+                    vec![format!("-I{dir}/include")],
+                    vec![
+                        format!("-L{dir}"),
+                        format!("-l{lib}"),
+                        format!("-Wl,-rpath,{dir}"),
+                    ],
+                ))
+            }
+        }
+    }
 }
 
 impl CppHarness {
@@ -45,13 +87,7 @@ impl CppHarness {
             println!("up to date: {}", output.display());
             return Ok(output);
         }
-        let (cflags, pkg_libs) = match self.pkg_config {
-            Some(package) => (
-                pkg_config(package, "--cflags")?,
-                pkg_config(package, "--libs")?,
-            ),
-            None => (Vec::new(), Vec::new()),
-        };
+        let (cflags, library_libs) = self.library.flags()?;
         std::fs::create_dir_all(bin_dir)
             .map_err(|error| format!("cannot create {}: {error}", bin_dir.display()))?;
         let captured = Cmd::new(self.compiler)
@@ -61,7 +97,7 @@ impl CppHarness {
             .arg("-o")
             .arg(&output)
             .args(self.libs)
-            .args(&pkg_libs)
+            .args(&library_libs)
             .capture(BUILD_TIMEOUT)?;
         match captured.status {
             Some(status) if status.success() => Ok(output),
@@ -94,6 +130,28 @@ fn pkg_config(package: &str, what: &str) -> Result<Vec<String>, String> {
     }
 }
 
+/// The directory of the Python package `package`, as `python3` finds it (without importing it,
+/// so the package's own Python dependencies need not be installed), or why it cannot.
+fn python_package_dir(package: &str) -> Result<PathBuf, String> {
+    let script = format!(
+        "import importlib.util as u; s = u.find_spec('{package}'); \
+         print(s.submodule_search_locations[0] if s else '')"
+    );
+    let captured = Cmd::new("python3")
+        .args(["-c", &script])
+        .capture(BUILD_TIMEOUT)?;
+    let dir = captured.stdout.trim();
+    match captured.status {
+        Some(status) if status.success() && !dir.is_empty() => Ok(PathBuf::from(dir)),
+        Some(status) if status.success() => Err(format!(
+            "python3 finds no `{package}` package (pip install it, or add it to PYTHONPATH)"
+        )),
+        _ => Err(format!(
+            "python3 could not look for the `{package}` package"
+        )),
+    }
+}
+
 /// Whether `output` exists and is newer than every input.
 fn is_up_to_date(output: &Path, inputs: &[PathBuf]) -> bool {
     let modified = |path: &Path| path.metadata().and_then(|m| m.modified()).ok();
@@ -118,7 +176,7 @@ fn first_error(stderr: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{CppHarness, first_error};
+    use super::{CppHarness, Library, first_error};
 
     #[test]
     fn a_missing_compiler_is_a_reason_to_skip() {
@@ -128,7 +186,7 @@ mod tests {
             compiler: "xtask-test-no-such-compiler",
             flags: &[],
             libs: &[],
-            pkg_config: None,
+            library: Library::System,
         };
         let bin_dir = std::env::temp_dir().join("xtask-cpp-test");
         let reason = harness.build(&bin_dir).unwrap_err();
@@ -143,13 +201,58 @@ mod tests {
             compiler: "g++",
             flags: &[],
             libs: &[],
-            pkg_config: Some("xtask-test-no-such-package"),
+            library: Library::PkgConfig("xtask-test-no-such-package"),
         };
         let bin_dir = std::env::temp_dir().join("xtask-cpp-test");
         let reason = harness.build(&bin_dir).unwrap_err();
         assert!(
             reason.contains("xtask-test-no-such-package") || reason.contains("pkg-config"),
             "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_missing_python_package_is_a_reason_to_skip() {
+        let library = Library::PythonPackage {
+            package: "xtask_test_no_such_package",
+            lib: "none",
+        };
+        let reason = library.flags().unwrap_err();
+        assert!(reason.contains("xtask_test_no_such_package"), "{reason}");
+    }
+
+    #[test]
+    fn a_python_package_gives_its_include_and_library_dirs() {
+        if std::process::Command::new("python3")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped: no python3 to find packages with");
+            return;
+        }
+        // `json` is a package of the standard library, so every python3 has it.
+        let library = Library::PythonPackage {
+            package: "json",
+            lib: "json",
+        };
+        let (before, after) = library.flags().unwrap();
+        let dir = before[0]
+            .strip_prefix("-I")
+            .unwrap()
+            .strip_suffix("/include")
+            .unwrap();
+        assert!(
+            std::path::Path::new(dir).join("__init__.py").is_file(),
+            "{dir}"
+        );
+        assert_eq!(
+            after,
+            [
+                format!("-L{dir}"),
+                "-ljson".to_owned(),
+                format!("-Wl,-rpath,{dir}")
+            ]
         );
     }
 

@@ -1,7 +1,7 @@
 //! What each benchmark group runs: its systems, workloads and sizes. Adding a group (or a
 //! system) is an entry here.
 
-use super::cpp::CppHarness;
+use super::cpp::{CppHarness, Library};
 
 /// A set of systems compared on the same workloads, reported in one table.
 #[derive(Debug)]
@@ -111,6 +111,7 @@ const ENGINE: Group = Group {
         cpp("libgomp", &ENGINE_LIBGOMP),
         cpp("libomp", &ENGINE_LIBOMP),
         cpp("starpu", &ENGINE_STARPU),
+        cpp("mxnet", &ENGINE_MXNET),
     ],
     workloads: &[
         "push_deps0",
@@ -135,7 +136,7 @@ const EIGEN: CppHarness = CppHarness {
     compiler: "g++",
     flags: &["-O2", "-std=c++17", "-I/usr/include/eigen3", "-pthread"],
     libs: &[],
-    pkg_config: None,
+    library: Library::System,
 };
 
 const LIBGOMP: CppHarness = CppHarness {
@@ -144,7 +145,7 @@ const LIBGOMP: CppHarness = CppHarness {
     compiler: "g++",
     flags: &["-O2", "-std=c++17", "-fopenmp"],
     libs: &[],
-    pkg_config: None,
+    library: Library::System,
 };
 
 /// The same OpenMP source against LLVM's runtime: clang++ `-fopenmp` links libomp.
@@ -154,7 +155,7 @@ const LIBOMP: CppHarness = CppHarness {
     compiler: "clang++",
     flags: &["-O2", "-std=c++17", "-fopenmp"],
     libs: &[],
-    pkg_config: None,
+    library: Library::System,
 };
 
 const TBB: CppHarness = CppHarness {
@@ -163,7 +164,7 @@ const TBB: CppHarness = CppHarness {
     compiler: "g++",
     flags: &["-O2", "-std=c++17", "-pthread"],
     libs: &["-ltbb"],
-    pkg_config: None,
+    library: Library::System,
 };
 
 const ENGINE_LIBGOMP: CppHarness = CppHarness {
@@ -172,7 +173,7 @@ const ENGINE_LIBGOMP: CppHarness = CppHarness {
     compiler: "g++",
     flags: &["-O2", "-std=c++17", "-fopenmp"],
     libs: &[],
-    pkg_config: None,
+    library: Library::System,
 };
 
 /// The same OpenMP source against LLVM's runtime: clang++ `-fopenmp` links libomp.
@@ -182,7 +183,7 @@ const ENGINE_LIBOMP: CppHarness = CppHarness {
     compiler: "clang++",
     flags: &["-O2", "-std=c++17", "-fopenmp"],
     libs: &[],
-    pkg_config: None,
+    library: Library::System,
 };
 
 /// The `StarPU` 1.3 peer (Debian `libstarpu-dev`): include and link flags from `pkg-config`.
@@ -192,7 +193,21 @@ const ENGINE_STARPU: CppHarness = CppHarness {
     compiler: "g++",
     flags: &["-O2", "-std=c++17", "-pthread"],
     libs: &[],
-    pkg_config: Some("starpu-1.3"),
+    library: Library::PkgConfig("starpu-1.3"),
+};
+
+/// Apache `MXNet` 1.9.1's engine (the `mxnet==1.9.1` wheel from `PyPI`, which carries
+/// `libmxnet.so` and its C API header).
+const ENGINE_MXNET: CppHarness = CppHarness {
+    binary: "engine_mxnet",
+    source: "engine_mxnet.cpp",
+    compiler: "g++",
+    flags: &["-O2", "-std=c++17", "-pthread"],
+    libs: &[],
+    library: Library::PythonPackage {
+        package: "mxnet",
+        lib: "mxnet",
+    },
 };
 
 const fn rust(name: &'static str) -> System {
