@@ -408,6 +408,7 @@ impl Inner {
             }
             return self.finish_then(op, Err(failure), false, keep_for);
         }
+        self.graph.prefetch_vars(&op);
         let run = op.payload().run_context();
         let Some(func) = op.payload_mut().func.take() else {
             return self.finish_then(op, Ok(()), false, keep_for);

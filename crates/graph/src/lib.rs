@@ -60,7 +60,8 @@
 //! # Ok::<(), depengine_graph::GraphError>(())
 //! ```
 
-// The only `unsafe` code is the parked-op cell in `op_cell`, which opts in below.
+// The only `unsafe` code is the parked-op cell in `op_cell` and the cache hints in
+// `prefetch`, which opt in below.
 #![deny(unsafe_code)]
 #![allow(
     clippy::doc_markdown,
@@ -75,6 +76,9 @@ mod op;
 // The lock-free hand-over of parked ops; its module documentation has the ownership protocol.
 #[allow(unsafe_code)]
 mod op_cell;
+// Prefetch hints: an intrinsic that Rust marks unsafe, though it never faults.
+#[allow(unsafe_code)]
+mod prefetch;
 mod slab;
 mod stats;
 mod sync;
