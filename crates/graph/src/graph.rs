@@ -328,6 +328,13 @@ impl<T, E> Graph<T, E> {
             None => (payload, deps),
         };
         let vars = deps.all();
+        // The locks below are taken one after the other, each on a line that a completion on
+        // another core likely wrote last: ask for all of them first, so that the misses overlap.
+        for key in vars {
+            if let Some(slot) = self.vars.get(key.index) {
+                crate::prefetch::prefetch_line(slot);
+            }
+        }
         let n = vars.len();
         let mut merged_ready = NIL;
         let pushed = if n <= SORT_INLINE {
