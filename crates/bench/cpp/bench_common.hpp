@@ -275,6 +275,25 @@ void for_each_push_deps(const Flags& flags, Push push) {
         if (flags.wants(names[k])) push(names[k], deps[k]);
 }
 
+// Runs and reports the selected engine workloads other than `drain`, in the order engine.rs
+// runs them. The harness's functions: `push_deps(name, n, deps)`, `independent(n)`, `chain(n)`
+// (each reports itself), `random(graph, spin)` (returns seconds) and `latency()` (returns the
+// median in us).
+template <typename PushDeps, typename Independent, typename Chain, typename Random,
+          typename Latency>
+void run_engine_workloads(const Flags& flags, PushDeps push_deps, Independent independent,
+                          Chain chain, Random random, Latency latency) {
+    const std::uint64_t n = flags.ops;
+    for_each_push_deps(flags, [&](const char* name, int deps) { push_deps(name, n, deps); });
+    if (flags.wants("independent")) independent(n);
+    if (flags.wants("chain")) chain(n);
+    const RandomGraph graph(n);
+    if (flags.wants("random_empty")) report_ns_per_op("random_empty", random(graph, false), n);
+    if (flags.wants("random_1us"))
+        report_random_1us(graph, random(graph, true), flags.threads);
+    if (flags.wants("latency")) report("latency", latency(), "us");
+}
+
 // The median of the samples (sorted in place), as engine.rs's `latency` takes it.
 inline double median(std::vector<double>& samples) {
     std::sort(samples.begin(), samples.end());

@@ -179,16 +179,11 @@ double latency() {
 }
 
 void run_all(const Flags& flags) {
-    const std::uint64_t n = flags.ops;
-    bench::for_each_push_deps(flags, [&](const char* name, int deps) { push_deps(name, n, deps); });
-    if (flags.wants("independent")) independent(n);
-    if (flags.wants("chain")) chain(n);
-    const bench::RandomGraph graph(n);
-    if (flags.wants("random_empty"))
-        bench::report_ns_per_op("random_empty", random(graph, false), n);
-    if (flags.wants("random_1us"))
-        bench::report_random_1us(graph, random(graph, true), flags.threads);
-    if (flags.wants("latency")) bench::report("latency", latency(), "us");
+    bench::run_engine_workloads(flags, push_deps, independent, chain,
+                                [](const bench::RandomGraph& graph, bool spin) {
+                                    return random(graph, spin);
+                                },
+                                latency);
 }
 
 }  // namespace
