@@ -11,15 +11,16 @@
 // inputs on cpu(0). Waits are MXNDArrayWaitAll. Each push goes through the C API's conversion of
 // the handles into the engine's var lists, as every MXNet frontend's push does.
 //
-// - MXNet starts its engine while libmxnet.so loads, reading MXNET_ENGINE_TYPE and
-//   MXNET_CPU_WORKER_NTHREADS then, so an invocation without them runs this executable again
-//   with both in its environment. `drain` (a one-worker engine) runs in one more such child,
-//   `--workloads drain` with one worker, after the other workloads. There a sync gate op writing
-//   one var holds the only worker until the main thread opens it, with the N readers of the var
-//   pushed behind it; timed from the opening until all have run, as in engine.rs.
+// - MXNet reads MXNET_CPU_WORKER_NTHREADS when libmxnet.so loads, so an invocation whose
+//   environment lacks the settings becomes this executable again (execve, same pid) with them.
+//   `drain` (a one-worker engine) runs in a child process, `--workloads drain` with one worker,
+//   after the other workloads; it dies with its parent. There a sync gate op writing one var
+//   holds the only worker until the main thread opens it, with the N readers of the var pushed
+//   behind it; timed from the opening (in the main thread, as the StarPU harness does) until
+//   all have run.
 //   (With the drain child run first instead, the engine that ran next fell into a regime of
 //   ~16 us per op on `push_depsK` and `independent` in about half the runs here, against
-//   ~1.7 us otherwise: a sleeping worker woken by every push. Run last, it was never seen.)
+//   ~1.7 us otherwise. Run last, it was never seen.)
 // - `latency`: the main thread sleeps 2 ms, pushes one op and blocks (mutex + condition
 //   variable, like the Rust side's channel) until the op signals it started.
 //
@@ -28,8 +29,11 @@
 
 #include <mxnet/c_api.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include "bench_common.hpp"
 
@@ -117,7 +121,6 @@ void push_deps(const char* workload, std::uint64_t n, int deps) {
 // The drain gate: holds the worker that runs it until the main thread opens it.
 struct Gate {
     bench::Countdown open{1};
-    Clock::time_point opened_at;
 };
 
 void gate_op(void* run_context, void* param) {
@@ -194,11 +197,16 @@ double latency() {
     return bench::median(samples);
 }
 
-// The settings MXNet's engine reads from the environment when libmxnet.so loads.
+// The engine settings this harness runs MXNet with. MXNet reads MXNET_CPU_WORKER_NTHREADS when
+// libmxnet.so loads (its engine itself starts on the first call), so they must be in the
+// environment the process starts with.
 std::vector<std::string> engine_settings(unsigned workers) {
     return {"MXNET_ENGINE_TYPE=ThreadedEnginePerDevice",
             "MXNET_CPU_WORKER_NTHREADS=" + std::to_string(workers)};
 }
+
+// Names the process that started a drain child, which dies with it.
+constexpr const char* kParentVar = "DEPENGINE_BENCH_MXNET_PARENT";
 
 // Whether this process was started with `engine_settings(workers)`.
 bool started_with(unsigned workers) {
@@ -210,31 +218,64 @@ bool started_with(unsigned workers) {
     return true;
 }
 
-// Runs this executable again as `argv`, with `engine_settings(workers)` in its environment,
-// and waits for it. Its RESULT lines go to our stdout.
-void run_with_workers(const char* const* argv, unsigned workers) {
-    std::fflush(stdout);
-    const std::vector<std::string> settings = engine_settings(workers);
-    std::vector<char*> env;
-    for (char** var = environ; *var != nullptr; ++var) {
-        const bool replaced = std::any_of(settings.begin(), settings.end(), [&](const auto& s) {
-            return std::strncmp(*var, s.c_str(), s.find('=') + 1) == 0;
-        });
-        if (!replaced) env.push_back(*var);
+// Our environment with `settings` (`NAME=value`) added or replaced; `pointers` is what exec
+// takes, valid while this lives.
+struct Environment {
+    std::vector<std::string> settings;
+    std::vector<char*> pointers;
+
+    explicit Environment(std::vector<std::string> added) : settings(std::move(added)) {
+        for (char** var = environ; *var != nullptr; ++var) {
+            const bool replaced = std::any_of(settings.begin(), settings.end(), [&](const auto& s) {
+                return std::strncmp(*var, s.c_str(), s.find('=') + 1) == 0;
+            });
+            if (!replaced) pointers.push_back(*var);
+        }
+        for (auto& setting : settings) pointers.push_back(setting.data());
+        pointers.push_back(nullptr);
     }
-    for (const auto& setting : settings) env.push_back(const_cast<char*>(setting.c_str()));
-    env.push_back(nullptr);
+};
+
+// Becomes this executable again, with `engine_settings(workers)` in the environment. The pid
+// stays, so whoever runs us (and may kill us on a timeout) still holds the right process.
+[[noreturn]] void exec_with_workers(char** argv, unsigned workers) {
+    std::fflush(stdout);
+    Environment env(engine_settings(workers));
+    execve("/proc/self/exe", argv, env.pointers.data());
+    std::perror("execve /proc/self/exe");
+    std::exit(1);
+}
+
+// Runs `drain` in a child process with a one-worker engine, and waits for it; its RESULT line
+// goes to our stdout.
+void drain_in_child(const char* self, std::uint64_t n) {
+    std::fflush(stdout);
+    std::vector<std::string> settings = engine_settings(1);
+    settings.push_back(std::string(kParentVar) + "=" + std::to_string(getpid()));
+    Environment env(std::move(settings));
+    const std::string ops = std::to_string(n);
+    const char* const argv[] = {self, "--ops", ops.c_str(), "--workloads", "drain", nullptr};
     pid_t child = 0;
     if (posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, const_cast<char**>(argv),
-                    env.data()) != 0) {
+                    env.pointers.data()) != 0) {
         std::perror("posix_spawn");
         std::exit(1);
     }
     int status = 0;
     if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        std::fprintf(stderr, "%s with %u workers failed (status %d)\n", argv[0], workers, status);
+        std::fprintf(stderr, "the drain child failed (status %d)\n", status);
         std::exit(1);
     }
+}
+
+// In a drain child: dies with the parent, so that a timeout that kills the parent cannot leave
+// it running (holding the output pipes open).
+void die_with_parent() {
+    const char* parent = std::getenv(kParentVar);
+    if (parent == nullptr) return;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The parent may have died before the prctl.
+    if (std::to_string(getppid()) != parent) std::_Exit(1);
 }
 
 }  // namespace
@@ -243,14 +284,10 @@ int main(int argc, char** argv) {
     const Flags flags = bench::parse_flags(argc, argv);
     const bool drain_only = flags.workloads.size() == 1 && flags.wants("drain");
     const unsigned workers = drain_only ? 1 : flags.threads;
-    if (!started_with(workers)) {
-        // The engine has already started, from libmxnet's static initialisers: run again with
-        // the setting in the environment it reads.
-        run_with_workers(argv, workers);
-        return 0;
-    }
+    if (!started_with(workers)) exec_with_workers(argv, workers);
     const std::uint64_t n = flags.ops;
     if (drain_only) {
+        die_with_parent();
         drain(n);
         return 0;
     }
@@ -260,11 +297,6 @@ int main(int argc, char** argv) {
                                 },
                                 latency);
     check("MXNotifyShutdown", MXNotifyShutdown());
-    if (flags.wants("drain")) {
-        const std::string ops = std::to_string(n);
-        const char* const drain_argv[] = {argv[0], "--ops", ops.c_str(), "--workloads", "drain",
-                                          nullptr};
-        run_with_workers(drain_argv, 1);
-    }
+    if (flags.wants("drain")) drain_in_child(argv[0], n);
     return 0;
 }

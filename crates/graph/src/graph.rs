@@ -332,7 +332,7 @@ impl<T, E> Graph<T, E> {
         // another core likely wrote last: ask for all of them first, so that the misses overlap.
         for key in vars {
             if let Some(slot) = self.vars.get(key.index) {
-                crate::prefetch::prefetch_line(slot);
+                crate::prefetch::prefetch_line(std::ptr::from_ref(&slot.state));
             }
         }
         let n = vars.len();
@@ -844,7 +844,7 @@ impl<T, E> Graph<T, E> {
     pub fn prefetch_vars(&self, op: &ReadyOp<T>) {
         for key in op.deps.all() {
             if let Some(slot) = self.vars.get(key.index) {
-                crate::prefetch::prefetch_line(slot);
+                crate::prefetch::prefetch_line(std::ptr::from_ref(&slot.state));
             }
         }
     }

@@ -43,7 +43,7 @@ pub(crate) enum Library {
     PkgConfig(&'static str),
     /// A Python package that carries a shared library and its headers, as some wheels on `PyPI`
     /// do: `-I<dir>/include` before the source file, then `-L<dir> -l<lib>` with `<dir>` as the
-    /// run path, `<dir>` being where `python3` finds the package (`PYTHONPATH` counts). The
+    /// run path (`-Xlinker -rpath -Xlinker <dir>`), `<dir>` being where `python3` finds the package (`PYTHONPATH` counts). The
     /// harness is skipped when it finds none.
     PythonPackage {
         package: &'static str,
@@ -68,7 +68,11 @@ impl Library {
                     vec![
                         format!("-L{dir}"),
                         format!("-l{lib}"),
-                        format!("-Wl,-rpath,{dir}"),
+                        // Not `-Wl,-rpath,<dir>`, which would split a path with a comma.
+                        "-Xlinker".to_owned(),
+                        "-rpath".to_owned(),
+                        "-Xlinker".to_owned(),
+                        dir.to_string(),
                     ],
                 ))
             }
@@ -139,7 +143,8 @@ fn python_package_dir(package: &str) -> Result<PathBuf, String> {
     );
     let captured = Cmd::new("python3")
         .args(["-c", &script])
-        .capture(BUILD_TIMEOUT)?;
+        .capture(BUILD_TIMEOUT)
+        .map_err(|error| format!("cannot look for the `{package}` package: {error}"))?;
     let dir = captured.stdout.trim();
     match captured.status {
         Some(status) if status.success() && !dir.is_empty() => Ok(PathBuf::from(dir)),
@@ -251,7 +256,10 @@ mod tests {
             [
                 format!("-L{dir}"),
                 "-ljson".to_owned(),
-                format!("-Wl,-rpath,{dir}")
+                "-Xlinker".to_owned(),
+                "-rpath".to_owned(),
+                "-Xlinker".to_owned(),
+                dir.to_owned(),
             ]
         );
     }
