@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::error::GraphError;
 use crate::incoming::Incoming;
-use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp};
+use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp, VarKey};
 use crate::op_cell::OpSlot;
 use crate::slab::{NIL, Slab};
 use crate::stats::GraphStats;
@@ -330,11 +330,7 @@ impl<T, E> Graph<T, E> {
         let vars = deps.all();
         // The locks below are taken one after the other, each on a line that a completion on
         // another core likely wrote last: ask for all of them first, so that the misses overlap.
-        for key in vars {
-            if let Some(slot) = self.vars.get(key.index) {
-                crate::prefetch::prefetch_line(std::ptr::from_ref(&slot.state));
-            }
-        }
+        self.prefetch_var_states(vars);
         let n = vars.len();
         let mut merged_ready = NIL;
         let pushed = if n <= SORT_INLINE {
@@ -842,7 +838,12 @@ impl<T, E> Graph<T, E> {
     /// its caches, so that completing the op finds them there (see `prefetch.rs`). Changes
     /// nothing but timing.
     pub fn prefetch_vars(&self, op: &ReadyOp<T>) {
-        for key in op.deps.all() {
+        self.prefetch_var_states(op.deps.all());
+    }
+
+    /// Asks for the locked-state line of each of `vars` (see `prefetch.rs`).
+    fn prefetch_var_states(&self, vars: &[VarKey]) {
+        for key in vars {
             if let Some(slot) = self.vars.get(key.index) {
                 crate::prefetch::prefetch_line(std::ptr::from_ref(&slot.state));
             }

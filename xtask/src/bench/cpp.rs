@@ -43,8 +43,8 @@ pub(crate) enum Library {
     PkgConfig(&'static str),
     /// A Python package that carries a shared library and its headers, as some wheels on `PyPI`
     /// do: `-I<dir>/include` before the source file, then `-L<dir> -l<lib>` with `<dir>` as the
-    /// run path (`-Xlinker -rpath -Xlinker <dir>`), `<dir>` being where `python3` finds the package (`PYTHONPATH` counts). The
-    /// harness is skipped when it finds none.
+    /// run path (`-Xlinker -rpath -Xlinker <dir>`), `<dir>` being where `python3` finds the
+    /// package (`PYTHONPATH` counts). The harness is skipped when it finds none.
     PythonPackage {
         package: &'static str,
         lib: &'static str,
