@@ -43,23 +43,50 @@
 //! - **Lock holders**: [`drain`](Incoming::drain) takes the entries from `head` to the `tail` it
 //!   read (waiting, if needed, for a pusher between its reservation and its store: a few
 //!   instructions, unless it was preempted), with `Acquire` loads, empties them, then advances
-//!   `head`. An entry is reserved again only after `head` moved past it, so a drain never races
-//!   with the next lap's store. [`try_close`](Incoming::try_close) clears
-//!   `OPEN` only if no entry is reserved beyond `head` (a compare-exchange on the whole word, so
-//!   a reservation and the close are ordered: either the reservation lands first and the close
-//!   fails, to be retried after another drain, or the pusher sees the ring closed and takes the
-//!   var's lock).
+//!   `head`. [`try_close`](Incoming::try_close) clears `OPEN` only if no entry is reserved
+//!   beyond `head` (a compare-exchange on the whole word, so a reservation and the close are
+//!   ordered: either the reservation lands first and the close fails, to be retried after
+//!   another drain, or the pusher sees the ring closed and takes the var's lock).
 //!
-//! Relaxed orderings on the word suffice: it carries no data, only the reservation; the parked
-//! op travels through the entry's `Release` store and the drain's `Acquire` load.
+//! # Memory orderings
+//!
+//! Three hand-overs go through the ring, and each needs its own edge:
+//!
+//! 1. **The parked op, pusher → drainer.** The pusher parks the op, then stores the entry with
+//!    `Release`; the drain loads it with `Acquire`. The word plays no part.
+//! 2. **An entry's last lap, drainer → next pusher of that entry.** When the ring wraps, the
+//!    entry a drain just emptied is the next one a pusher reserves. The drain's `EMPTY` store
+//!    and the next lap's request store are two writes of one atomic, and nothing else orders
+//!    them: unless the drain's `EMPTY` happens before the pusher's store, the entry can end up
+//!    `EMPTY` in its modification order *after* the request (on ARM or POWER; x86-64's stores
+//!    and locked compare-exchanges hide it). The next drain would then wait forever for a
+//!    request that was overwritten, holding the var's lock, and the op would be lost. So the
+//!    drain moves `head` with `Release` (after its `EMPTY` stores and its `Acquire` loads of
+//!    the entries) and the reservation's compare-exchange is `Acquire`. A reservation reads
+//!    either a word in the release sequence of the last drain's `head` update (that update, or
+//!    a read-modify-write after it: the other reservations, `try_close`, `open`) or, once the
+//!    var was reclaimed, the word that `reset` stored with `Release` after that drain (the
+//!    var's lock orders the two). Either way the drain's `EMPTY` stores (and its loads of the
+//!    old requests) happen before the pusher's store. The model
+//!    `ring_wraps_while_a_merge_frees_the_entry_a_push_reuses` (`loom_tests.rs`) loses the op
+//!    with either ordering weakened to `Relaxed`.
+//! 3. **The lock holders' own state.** `OPEN`, `head` and the generation change only under the
+//!    var's lock, whose acquire and release order them between lock holders; a pusher reads
+//!    them only to decide whether to reserve, and the compare-exchange re-checks the word it
+//!    decided on. `open` and `try_close` are therefore `Relaxed` (read-modify-writes, which keep
+//!    the release sequence of hand-over 2 going); `reset` is a plain store, `Release` for
+//!    hand-over 2 alone.
+//!
+//! A failed reservation, `accepts` and the drain's load of the word are `Relaxed`: what they
+//! read only steers a decision that the compare-exchange (or the lock) confirms.
 
 use crate::sync::{AtomicU32, AtomicU64, OnceLock, Ordering, yield_now};
 
 /// Entries in the ring (a power of two dividing 256, so that `tail % CAPACITY` stays right when
 /// the 8-bit counters wrap). A full ring sends the push the locked way, which merges it: with 32,
 /// a pusher far ahead of a chain takes the var's lock once per 33 ops (32 instead of 8: `chain`
-/// median time ratio 0.82-0.85).
-pub(crate) const CAPACITY: usize = 32;
+/// median time ratio 0.82-0.85). Two under loom, so that a model fills and wraps the ring.
+pub(crate) const CAPACITY: usize = if cfg!(loom) { 2 } else { 32 };
 
 const TAIL_MASK: u64 = 0xFF;
 /// `tail` and `head` together.
@@ -126,10 +153,12 @@ impl Incoming {
             }
             let reserved = tail(word);
             let next = (word & !TAIL_MASK) | u64::from(reserved.wrapping_add(1));
-            // Relaxed: the word only reserves the entry (see the module documentation).
+            // Acquire on success: the entry's last drain (its `EMPTY` store) happens before our
+            // store below (hand-over 2 of the module documentation). Relaxed on failure: the
+            // loop only retries.
             match self
                 .word
-                .compare_exchange_weak(word, next, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange_weak(word, next, Ordering::Acquire, Ordering::Relaxed)
             {
                 Ok(_) => {
                     // Release: publishes the parked op to the drain's Acquire load.
@@ -168,15 +197,18 @@ impl Incoming {
                 yield_now();
                 taken = entry.load(Ordering::Acquire);
             }
-            // Relaxed: the entry is reserved again only after `head` moves past it, below.
+            // Relaxed: published to the entry's next pusher by the Release `head` update below
+            // (hand-over 2 of the module documentation).
             entry.store(EMPTY, Ordering::Relaxed);
             merge(taken);
         }
-        // Only lock holders move `head`; pushers may move `tail` meanwhile.
+        // Only lock holders move `head`; pushers may move `tail` meanwhile. Release: the entries
+        // are free for their next lap only once their `EMPTY` stores (and the loads above)
+        // happen before the pusher that reserves them (hand-over 2 of the module documentation).
         let head_bits = TAIL_MASK << HEAD_SHIFT;
         let _ = self
             .word
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
                 Some((word & !head_bits) | (u64::from(to) << HEAD_SHIFT))
             });
         usize::from(count)
@@ -198,9 +230,12 @@ impl Incoming {
     pub(crate) fn reset(&self, generation: u32) {
         let word = self.word.load(Ordering::Relaxed);
         debug_assert!(word & OPEN == 0 && tail(word) == head(word));
+        // Release: a plain store ends the release sequence of the last drain's `head` update, so
+        // it starts its own for the next generation's pushers (hand-over 2 of the module
+        // documentation).
         self.word.store(
             (u64::from(generation) << GENERATION_SHIFT) | (word & COUNTERS),
-            Ordering::Relaxed,
+            Ordering::Release,
         );
     }
 }

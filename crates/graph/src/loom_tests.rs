@@ -258,6 +258,53 @@ fn ring_pushes_race_with_the_completion_that_closes_it() {
     });
 }
 
+/// The ring wraps (its `CAPACITY` is 2 under loom): two writes of `a` fill it behind a parked
+/// one; then a thread inspects `a` (which merges the ring, freeing both entries) while another
+/// pushes a third write, which may reserve entry 0 again at once. The merge's emptying of that
+/// entry must happen before the pusher's request lands in it (the `Release` head update and the
+/// `Acquire` reservation of `incoming.rs`): otherwise the entry can end up empty after the
+/// request was written, and the next merge waits for it forever (loom: "Model exceeded maximum
+/// number of branches"), with the op lost.
+#[test]
+fn ring_wraps_while_a_merge_frees_the_entry_a_push_reuses() {
+    assert_eq!(
+        crate::incoming::CAPACITY,
+        2,
+        "the model needs a ring it can fill"
+    );
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let running = running_write_and_a_parked_one(&graph, a);
+        let mut ready = Vec::new();
+        // Through the ring (open behind the parked write): entries 0 and 1, now full.
+        graph.push(&[], &[a], 2, &mut ready).unwrap();
+        graph.push(&[], &[a], 3, &mut ready).unwrap();
+        assert!(ready.is_empty());
+        let inspector = {
+            let graph = graph.clone();
+            thread::spawn(move || graph.var_status(a).unwrap().waiting)
+        };
+        let pusher = push_on_thread(&graph, &[], &[a], 4);
+        let waiting = inspector.join().unwrap();
+        assert!((3..=4).contains(&waiting), "{waiting} ops waiting");
+        assert!(
+            pushed(pusher).is_empty(),
+            "the write waits behind the others"
+        );
+        // Each completion releases exactly the next write (and merges what the ring holds).
+        let mut released = vec![running];
+        let mut done = Vec::new();
+        while let Some(op) = released.pop() {
+            done.push(graph.complete(op, Ok(()), &mut released).unwrap());
+            assert!(released.len() <= 1, "two writes of `a` ready at once");
+        }
+        assert_eq!(done, [0, 1, 2, 3, 4], "in push order");
+        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}
+
 /// The ring and deletion: a thread pushes a write of `a` alone while another deletes `a`. The
 /// push either gets in before the deletion (and runs) or fails with `DeletedVar`; the var is
 /// reclaimed once, after its last op.
