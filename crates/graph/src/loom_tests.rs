@@ -36,6 +36,10 @@ type PushThread = thread::JoinHandle<(Result<(), GraphError>, Vec<ReadyOp<u32>>)
 fn push_on_thread(graph: &Arc<G>, reads: &[Var], writes: &[Var], payload: u32) -> PushThread {
     let (graph, reads, writes) = (graph.clone(), reads.to_vec(), writes.to_vec());
     thread::spawn(move || {
+        // Without it, loom 0.7 never runs first a thread whose first accesses are a load and a
+        // compare-exchange (the ring push; tokio-rs/loom#392), and the ring's hand-overs to the
+        // threads already running go unexplored.
+        thread::yield_now();
         let mut released = Vec::new();
         let result = graph.push(&reads, &writes, payload, &mut released);
         (result, released)
@@ -167,50 +171,147 @@ fn parked_op_hand_over_with_an_inspector() {
     });
 }
 
+/// An inspector holding the id of an op that has left its slot races with a completion that
+/// frees the slot and a push that parks a new op in it. The inspector must never read the new
+/// op: it sees the slot's new generation whenever it sees the new op's wait count (the park's
+/// `Release` store and the pin's `Acquire` compare-exchange in `op_cell.rs`), and it never reads
+/// the payload while the owner takes it (the unpin's `Release` and the take's `Acquire` wait).
+#[test]
+fn inspector_with_a_stale_id_races_the_slot_being_reused() {
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let running = running_write_and_a_parked_one(&graph, a);
+        let parked = graph.pending_ops(a).unwrap()[0].id;
+        // Completing the running write takes the parked one out of its slot and frees it; the
+        // push parks behind that write, in the freed slot if it comes back in time.
+        let completer = complete_on_thread(&graph, running);
+        let pusher = push_on_thread(&graph, &[], &[a], 2);
+        let inspected = graph.inspect_op(parked, |payload| *payload);
+        assert!(
+            inspected.is_none_or(|payload| payload == 1),
+            "{inspected:?}"
+        );
+        let mut released = completer.join().unwrap();
+        released.extend(pushed(pusher));
+        assert_each_once(drain(&graph, released), &[1, 2]);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}
+
+/// A push through the ring parks its op in a slot that a completion on another thread may just
+/// have freed (so the slot's generation changed); then the main thread lists `a`'s pending ops,
+/// merging the ring. Every op listed is the op that waits there: its id carries the slot's
+/// current generation, which reaches the lock holder only through the ring entry (the pusher's
+/// `Release` store and the drain's `Acquire` load in `incoming.rs`). The main thread learns that
+/// the push is done from a `Relaxed` flag, which orders nothing.
+#[test]
+fn pending_ops_names_an_op_pushed_through_the_ring_exactly() {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let (a, b) = (graph.new_var().unwrap(), graph.new_var().unwrap());
+        let running_a = running_write_and_a_parked_one(&graph, a);
+        // A slot that a completion on another thread empties and frees (bumping its generation).
+        let running_b = running_write_and_a_parked_one(&graph, b);
+        let completer = complete_on_thread(&graph, running_b);
+        let done = Arc::new(AtomicBool::new(false));
+        let pusher = {
+            let (graph, done) = (graph.clone(), done.clone());
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                graph.push(&[], &[a], 2, &mut released).unwrap();
+                done.store(true, Ordering::Relaxed);
+                released
+            })
+        };
+        while !done.load(Ordering::Relaxed) {
+            thread::yield_now();
+        }
+        // The flag orders nothing: the merge may not see the push's reservation yet.
+        let pending = graph.pending_ops(a).unwrap();
+        assert!((1..=2).contains(&pending.len()), "{pending:?}");
+        for op in pending {
+            assert!(
+                graph.inspect_op(op.id, |_| ()).is_some(),
+                "{} is listed but not found",
+                op.id
+            );
+        }
+        let mut released = completer.join().unwrap();
+        assert!(pusher.join().unwrap().is_empty());
+        released.push(running_a);
+        assert_each_once(drain(&graph, released), &[0, 1, 1, 2]);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}
+
 /// The slab's free stacks: two threads allocate and free while a third frees a slot it owns and
 /// allocates again (so allocators take the freed stack over and install it while others pop and
 /// push). No slot is ever held by two threads at once, all slots are accounted for at the end,
-/// and the slab grew by at most one slot per allocating thread (see `slab.rs`).
+/// and the slab grew by at most one slot per allocating thread (see `slab.rs`). Each holder
+/// writes its slot's (non-atomic) value: the free list must order a slot's last owner before
+/// its next (`free`'s `Release` push, `take_returned`'s `Acquire` swap, `install`'s `Release`
+/// and `alloc`'s `Acquire` loads), or loom reports the two accesses as concurrent.
 #[test]
+#[allow(unsafe_code)]
 fn slab_free_list_never_hands_out_a_slot_twice() {
+    use loom::cell::UnsafeCell;
     use loom::sync::atomic::{AtomicBool, Ordering};
 
     use crate::slab::Slab;
 
+    /// A slot's value: written by whoever holds the slot.
+    #[derive(Default)]
+    struct Owned(UnsafeCell<u32>);
+
     loom::model(|| {
-        let slab: Arc<Slab<u8>> = Arc::new(Slab::new());
+        let slab: Arc<Slab<Owned>> = Arc::new(Slab::new());
         let held: Arc<[AtomicBool; 8]> = Arc::new(std::array::from_fn(|_| AtomicBool::new(false)));
-        let take = |slab: &Slab<u8>, held: &[AtomicBool; 8]| {
+        let take = |slab: &Slab<Owned>, held: &[AtomicBool; 8], owner: u32| {
             let index = slab.alloc().unwrap();
             assert!(
                 !held[index as usize].swap(true, Ordering::Relaxed),
                 "slot {index} handed out twice"
             );
+            // SAFETY: the free list hands the slot to this thread alone (what the model checks).
+            slab.get(index)
+                .unwrap()
+                .0
+                .with_mut(|value| unsafe { *value = owner });
             index
         };
-        let give = |slab: &Slab<u8>, held: &[AtomicBool; 8], index: u32| {
+        let give = |slab: &Slab<Owned>, held: &[AtomicBool; 8], index: u32, owner: u32| {
+            // SAFETY: this thread holds the slot until `free` (what the model checks).
+            let value = slab.get(index).unwrap().0.with(|value| unsafe { *value });
+            assert_eq!(value, owner);
             held[index as usize].store(false, Ordering::Relaxed);
             slab.free(index);
         };
         // Two slots on the free list to start with, `b` held.
-        let (a, b, c) = (take(&slab, &held), take(&slab, &held), take(&slab, &held));
-        give(&slab, &held, a);
-        give(&slab, &held, c);
-        let threads: Vec<_> = (0..2)
-            .map(|_| {
+        let (a, b, c) = (
+            take(&slab, &held, 0),
+            take(&slab, &held, 0),
+            take(&slab, &held, 0),
+        );
+        give(&slab, &held, a, 0);
+        give(&slab, &held, c, 0);
+        let threads: Vec<_> = (1..=2)
+            .map(|owner| {
                 let (slab, held) = (slab.clone(), held.clone());
                 thread::spawn(move || {
-                    let index = take(&slab, &held);
-                    give(&slab, &held, index);
+                    let index = take(&slab, &held, owner);
+                    give(&slab, &held, index, owner);
                 })
             })
             .collect();
-        give(&slab, &held, b);
-        let again = take(&slab, &held);
+        give(&slab, &held, b, 0);
+        let again = take(&slab, &held, 3);
         for thread in threads {
             thread.join().unwrap();
         }
-        give(&slab, &held, again);
+        give(&slab, &held, again, 3);
         // Every slot is free again (a slot on the list twice would be counted twice, a lost one
         // not at all).
         assert_eq!(slab.free_count(), slab.slots());

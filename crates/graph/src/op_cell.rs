@@ -29,14 +29,18 @@
 //!    slot, and the pusher grants the op itself and takes it back.
 //! 2. **Releasers.** Each var that grants the op (a decision taken under that var's lock, when
 //!    the request leaves its queue) then calls [`OpSlot::grant`], under the lock or right after
-//!    releasing it: a `fetch_sub(1, AcqRel)`. Exactly `n` grants happen (each var grants a
+//!    releasing it: a `fetch_sub(1, Relaxed)`. Exactly `n` grants happen (each var grants a
 //!    request once), so exactly one of them sees the count go from 1 to 0; that thread becomes
 //!    the owner. It cannot have run before the pusher's stores: it locked a var the pusher held
 //!    while parking, so the pusher's unlock (`Release`) happens-before its lock (`Acquire`),
-//!    which is sequenced before its grant. Until that last grant the op stays parked, so a
-//!    releaser that grants after unlocking still names a slot the op occupies.
+//!    which is sequenced before its grant (or, through the `Incoming` ring, the entry's
+//!    `Release`/`Acquire` pair). Until that last grant the op stays parked, so a releaser that
+//!    grants after unlocking still names a slot the op occupies. The grant itself publishes
+//!    nothing: the owner acquires the cell in `take` (role 3).
 //! 3. **Owner.** After releasing its var lock, the owner calls [`OpSlot::take`]: it waits until
-//!    `state` is 0 (an inspector may still hold the pin, see below), loaded with `Acquire`, bumps
+//!    `state` is 0 (an inspector may still hold the pin, see below), loaded with `Acquire` (the
+//!    value it reads continues the release sequences of the pusher's `Release` store and of the
+//!    last unpin, since every other change of `state` is a read-modify-write), bumps
 //!    `generation`, moves the op out of the cell (leaving `None`), and returns the slot to the
 //!    free list, whose `Release` push publishes these writes to the next pusher's `Acquire` pop.
 //! 4. **Inspectors** read the payload only while they hold the pin: a compare-exchange that sets
@@ -45,9 +49,9 @@
 //!    sequence, so the payload and `generation` written before it are visible). Pinned, the op
 //!    cannot be taken (the owner waits for `state == 0`, and once the count is 0 nobody can pin
 //!    again), so the payload and `generation` stay put. The pin is dropped with a `Release`
-//!    `fetch_and`, which the owner's `Acquire` wait (or its `AcqRel` decrement, when the unpin
-//!    came first) synchronises with, so the owner's writes to the cell follow the inspector's
-//!    reads. Pins are exclusive, so at most one thread ever holds a `&T`: `T: Send` suffices,
+//!    `fetch_and`, which the owner's `Acquire` wait synchronises with (the unpin heads a release
+//!    sequence that the later grants continue), so the owner's writes to the cell follow the
+//!    inspector's reads. Pins are exclusive, so at most one thread ever holds a `&T`: `T: Send` suffices,
 //!    as with a mutex.
 //!
 //! `pending_ops` reads `generation` (`Relaxed`) under the lock of a var the op still waits on: the
@@ -143,9 +147,11 @@ impl<T> OpSlot<T> {
     /// it). `true` for exactly one caller, the one whose grant was the last: it now owns the slot
     /// and must [`take`](Self::take) it.
     pub(crate) fn grant(&self) -> bool {
-        // AcqRel: the last decrement takes the slot over, so it acquires everything released into
-        // this counter before it (other decrements, an inspector's unpin) and releases its own.
-        let previous = self.state.fetch_sub(1, Ordering::AcqRel);
+        // Relaxed: a grant publishes nothing (releasers do not touch the cell), and the owner's
+        // view of the cell comes from `take`'s Acquire wait, which reads the last value of this
+        // counter: a value in the release sequence of the pusher's Release store (every later
+        // change is a read-modify-write) and of any inspector's Release unpin.
+        let previous = self.state.fetch_sub(1, Ordering::Relaxed);
         debug_assert!(previous & COUNT != 0, "more grants than the op waited for");
         previous & COUNT == 1
     }

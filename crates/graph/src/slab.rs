@@ -132,9 +132,13 @@ impl<S: Default> Slab<S> {
             // again since, `next` may be stale, but then the tag changed and the CAS fails.
             let next = self.entry(top)?.next.load(Ordering::Relaxed);
             let new = next_tag(head) | u64::from(next);
+            // Success Relaxed: it reads the very head (same tag) that our Acquire load, or the
+            // Acquire failure below, already read, so the install that put the slot there (and
+            // the last owner's writes, see `free`) is already ordered before us. Failure
+            // Acquire: the retry reads the new top's `next`.
             match self
                 .free
-                .compare_exchange_weak(head, new, Ordering::Acquire, Ordering::Acquire)
+                .compare_exchange_weak(head, new, Ordering::Relaxed, Ordering::Acquire)
             {
                 Ok(_) => return Some(top),
                 Err(current) => head = current,
