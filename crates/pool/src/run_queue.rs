@@ -237,6 +237,13 @@ impl<T> RunQueue<T> {
     /// The number of items in the queue. Racing operations may make it over-count,
     /// but a queue that holds an item whose push has completed is never reported empty.
     pub fn len(&self) -> usize {
+        // Acquire on the index loads synchronizes with nothing (the indices are stored
+        // `Relaxed`, and no slot access depends on them); it only keeps the three loads
+        // in program order on weakly ordered CPUs. The guarantee above rests on the
+        // caller's ordering instead: a push that happens-before this call, or one
+        // followed by a `SeqCst` fence that precedes a `SeqCst` fence before this call
+        // (the pool's sleep protocol), has its index store visible to these loads.
+        // The loom models pass with both loads `Relaxed`.
         let mut front = self.front.load(Acquire);
         loop {
             let back = self.back.load(Acquire);

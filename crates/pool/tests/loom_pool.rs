@@ -25,7 +25,18 @@ fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
             .and_then(|v| v.parse().ok())
             .unwrap_or(preemptions),
     );
-    builder.check(f);
+    // `Builder::check` does not log loom's "Completed in N iterations" (only
+    // `loom::model` installs its log subscriber), so count the executions here.
+    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = executions.clone();
+    builder.check(move || {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f();
+    });
+    eprintln!(
+        "Completed in {} iterations",
+        executions.load(std::sync::atomic::Ordering::Relaxed)
+    );
 }
 
 #[test]
