@@ -42,6 +42,9 @@ impl Latch {
     }
 
     /// Whether the latch is set. Acquire: what the setter did before `set` is visible.
+    /// (Needed where `probe` alone ends the wait, as in `Shared::wait_until`; after a
+    /// park, `unpark` also synchronizes with `park`, so the loom model of `install`,
+    /// which always parks under loom, does not fail with this load `Relaxed`.)
     #[inline]
     pub(crate) fn probe(&self) -> bool {
         self.state.load(Acquire) == SET
@@ -61,6 +64,9 @@ impl Latch {
                     // SAFETY: the Acquire load of SLEEPING synchronizes with the waiter's
                     // Release CAS, after which the waiter only parks until SET.
                     let sleeper = self.sleeper.with(|cell| unsafe { (*cell).clone() });
+                    // Release: pairs with `probe`'s Acquire (see there why the loom model
+                    // does not fail with this store `Relaxed`: the unpark below also
+                    // orders the setter's work before the parked waiter's return).
                     self.state.store(SET, Release);
                     if let Some(thread) = sleeper {
                         thread.unpark();

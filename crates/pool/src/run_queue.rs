@@ -237,6 +237,13 @@ impl<T> RunQueue<T> {
     /// The number of items in the queue. Racing operations may make it over-count,
     /// but a queue that holds an item whose push has completed is never reported empty.
     pub fn len(&self) -> usize {
+        // Acquire on the index loads synchronizes with nothing (the indices are stored
+        // `Relaxed`, and no slot access depends on them); it only keeps the three loads
+        // in program order on weakly ordered CPUs. The guarantee above rests on the
+        // caller's ordering instead: a push that happens-before this call, or one
+        // followed by a `SeqCst` fence that precedes a `SeqCst` fence before this call
+        // (the pool's sleep protocol), has its index store visible to these loads.
+        // The loom models pass with both loads `Relaxed`.
         let mut front = self.front.load(Acquire);
         loop {
             let back = self.back.load(Acquire);
@@ -330,12 +337,14 @@ impl<T> Slot<T> {
 
     /// Reads the value out of a slot claimed from `READY`; the slot stays `BUSY`.
     fn take_keeping_claim(&self) -> T {
+        // `with_mut`, not `with`: moving the value out is a write to the cell (it ends
+        // the value's life there), so loom must flag two concurrent move-outs.
         // SAFETY: the caller claimed the slot from READY, so it holds an initialized
         // value (published with Release, acquired by the claiming CAS) and no other
         // thread touches it while it is BUSY. The caller then either marks it EMPTY
         // (the value has moved out) or publishes a new value into it.
         self.value
-            .with(|cell| unsafe { (*cell).assume_init_read() })
+            .with_mut(|cell| unsafe { (*cell).assume_init_read() })
     }
 }
 

@@ -154,7 +154,9 @@ impl Shared {
     pub(crate) fn wake_one(&self) {
         // Dekker with the spinner, like the event count's own handshake: our job is
         // published before this fence; the spinner clears `spinning` before the fence
-        // in its `prewait`. So either we see it spinning, or it sees our job.
+        // in its `prewait`. So either we see it spinning, or it sees our job. Without this
+        // fence `install_from_outside_wakes_the_sleeping_worker` (tests/loom_pool.rs)
+        // deadlocks: the worker's last look misses the job and we miss the waiter.
         fence(SeqCst);
         if self.spinning.load(Relaxed) {
             return;
@@ -243,7 +245,9 @@ impl Shared {
         // store, then the fence in `wake_another` (found a job) or in `prewait` (going to
         // sleep), then a look at every queue pairs with `wake_one`'s publish, fence, load
         // of the flag: either that push saw the flag cleared and woke a sleeper itself, or
-        // our look sees its job.
+        // our look sees its job. The argument needs only the fence that follows the store
+        // (fence-to-fence ordering), not the store's own `SeqCst`: the loom models pass
+        // with this store `Relaxed`; it is kept `SeqCst` as belt and braces.
         self.spinning.store(false, SeqCst);
         found
     }

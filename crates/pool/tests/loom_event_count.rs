@@ -134,3 +134,39 @@ fn a_later_waiter_does_not_take_an_earlier_signal() {
         other.join().unwrap();
     });
 }
+
+/// A waiter that comes back from `commit_wait` was signaled, and sees what the notifier
+/// wrote before `notify` (read here through a plain cell, so loom checks it). The flag
+/// is read `Relaxed` and the cell is read only on the signaled path, so the only
+/// synchronization is the signal's: the notifier's `WAITING → SIGNALED` compare-exchange
+/// (its Release half) and the waiter's `Acquire` on the status (`SIGNALED → IDLE` in
+/// `commit_wait`, or the failure ordering of `WAITING → PARKED`). Catches any of these
+/// weakened to `Relaxed` (causality violation).
+#[test]
+fn a_signaled_waiter_sees_the_notifiers_writes() {
+    loom::model(|| {
+        let event = Arc::new(EventCount::new(1));
+        let flag = Arc::new(AtomicBool::new(false));
+        let data = Arc::new(loom::cell::UnsafeCell::new(0_u32));
+        let waiter = {
+            let (event, flag, data) = (event.clone(), flag.clone(), data.clone());
+            thread::spawn(move || {
+                event.prewait(0);
+                if flag.load(Ordering::Relaxed) {
+                    event.cancel_wait(0);
+                } else {
+                    event.commit_wait(0);
+                    // SAFETY: the notifier wrote the cell before notifying and never
+                    // touches it again; the signal orders that write before this read.
+                    assert_eq!(data.with(|value| unsafe { *value }), 1);
+                }
+            })
+        };
+        // SAFETY: the waiter reads the cell only after it was signaled, which happens
+        // after this write.
+        data.with_mut(|value| unsafe { *value = 1 });
+        flag.store(true, Ordering::Relaxed);
+        event.notify(false);
+        waiter.join().unwrap();
+    });
+}
