@@ -37,6 +37,9 @@ fn one_pending_op() -> (Arc<IdleCounter>, Arc<AtomicBool>, thread::JoinHandle<()
 
 /// Two ops complete on two threads while a third waits for all: the waiter always wakes, and
 /// only once both completed.
+///
+/// Catches: `done`'s release (its `AcqRel` weakened to `Acquire`) and the waiter's acquire
+/// (`fetch_or` `Relaxed`): the waiter returns without seeing an op's effect.
 #[test]
 fn wait_idle_never_misses_the_last_completion() {
     loom::model(|| {
@@ -63,6 +66,8 @@ fn wait_idle_never_misses_the_last_completion() {
 
 /// An op pushes a child before it completes itself (as an op that pushes ops does): the
 /// waiter, which only knew of the parent, must not return while the child is pending.
+///
+/// Catches: as `wait_idle_never_misses_the_last_completion`.
 #[test]
 fn wait_idle_waits_for_ops_pushed_by_ops() {
     loom::model(|| {
@@ -100,6 +105,11 @@ fn wait_idle_waits_for_ops_pushed_by_ops() {
 /// An unrelated thread adds and completes an op of its own while the waiter's op is pending:
 /// the counts are not op identities, so the other op's completion must not stand in for the
 /// waiter's (a target taken from `pushed` and compared with `completed` would return early).
+///
+/// Catches: `done`'s acquire (its `AcqRel` weakened to `Release`): the last completion, on
+/// the waiter's op, loads a `pushed` without the other thread's add, whose `done` it counted,
+/// finds the engine busy and notifies nobody (loom: deadlock, the waiter sleeps for good).
+/// Also `done`'s release and the waiter's acquire, as the models above.
 #[test]
 fn wait_idle_is_not_fooled_by_a_concurrent_op() {
     loom::model(|| {
@@ -132,6 +142,8 @@ fn spawn_waiter(counter: &Arc<IdleCounter>, effect: &Arc<AtomicBool>) -> thread:
 }
 
 /// Two threads wait at once while an op completes: both wake, neither early.
+///
+/// Catches: the waiter's acquire (`fetch_or` `Relaxed`).
 #[test]
 fn two_waiters_both_wake() {
     loom::model(|| {
@@ -148,6 +160,8 @@ fn two_waiters_both_wake() {
 /// A waiter that gives up (a timed wait whose time is up at once, as the stall warnings'
 /// waits can be) while another waits for good: the one that keeps waiting still wakes, and
 /// the one that comes back until it finds the engine idle sees the op's effect.
+///
+/// Catches: the waiter's acquire (`fetch_or` `Relaxed`).
 #[test]
 fn a_waiter_that_gives_up_loses_no_wake_up() {
     loom::model(|| {
@@ -163,8 +177,12 @@ fn a_waiter_that_gives_up_loses_no_wake_up() {
     });
 }
 
-/// `pending` read while an op is added and completed concurrently: never underflows (it
-/// would panic in debug, or be huge), and is 0 or 1.
+/// `pending` read while an op is added and completed concurrently: never underflows, and is
+/// 0 or 1.
+///
+/// Catches: `pending`'s acquire load of `completed` (weakened to `Relaxed`): it counts the
+/// op's completion without seeing its add (the loom build of `pending` asserts that, since
+/// its `saturating_sub` would hide it).
 #[test]
 fn pending_never_underflows() {
     loom::model(|| {
@@ -183,6 +201,8 @@ fn pending_never_underflows() {
 }
 
 /// The latch hands its value over whether it is set before or after the wait begins.
+///
+/// Catches no ordering: the latch is a mutex and a condvar, with no atomics of its own.
 #[test]
 fn latch_hands_over_its_value() {
     loom::model(|| {
@@ -199,6 +219,8 @@ fn latch_hands_over_its_value() {
 /// A waiter that abandons the latch races the setter's claim: either the waiter gave up and
 /// the setter's side effect (taking the var's failure) never happens, or the setter claimed
 /// first, and the waiter, refused, gets the value.
+///
+/// Catches no ordering: the latch is a mutex and a condvar, with no atomics of its own.
 #[test]
 fn latch_abandon_and_claim_exclude_each_other() {
     loom::model(|| {
