@@ -41,11 +41,19 @@
 //!
 //! A notification goes to a specific waiter that had announced itself: `notify(false)`
 //! signals one (preferring one that has not parked yet, which costs no system call),
-//! `notify(true)` all of them. A waiter that announces itself *after* a notification
-//! cannot take that notification's signal. This is the role of the per-waiter epochs in
-//! Eigen's `EventCount`, which keeps waiters in a lock-free stack where a stale entry
-//! could otherwise be mistaken for a current one; here each waiter owns its status word
-//! and only the waiter resets it, so no stale entry exists and no epoch is needed.
+//! `notify(true)` all of them. A notification signals only waiters whose status word
+//! its scan reads as `WAITING` or `PARKED`, so a waiter that announces itself after
+//! `notify` returned (or after the scan passed its status word) cannot take that
+//! notification's signal. A waiter that announces itself *during* a `notify(false)`
+//! scan, before the scan reaches its status word, can: it may be the one signaled,
+//! although it announced after the notifier published its work and another waiter
+//! was waiting all along. That is harmless when every waiter waits for the same
+//! condition (as the pool's workers do: the late waiter re-checks after `prewait`, so
+//! it sees the work itself); waiters with different conditions need `notify(true)`.
+//! Stale entries are not a concern: Eigen's `EventCount` keeps waiters in a lock-free
+//! stack where a stale entry could be mistaken for a current one, hence its per-waiter
+//! epochs; here each waiter owns its status word and only the waiter resets it, so no
+//! stale entry exists and no epoch is needed.
 //!
 //! # Why no wake-up is lost
 //!

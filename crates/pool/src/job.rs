@@ -67,8 +67,14 @@ impl JobRef {
         let run: unsafe fn(*mut Payload) = StackJob::<F, R>::run_job;
         // Both must match: the pointer alone could collide with an inline closure's
         // first word. A false "no" is harmless (the job then runs through its latch).
+        // The function-pointer check must come first: `&&` then reads the payload only
+        // for a job whose `run` is `StackJob::run_job`.
         std::ptr::fn_addr_eq(self.run, run)
-            // SAFETY: every constructor initializes at least the first word.
+            // SAFETY: only reached when `run` is `StackJob::<F, R>::run_job`, which only
+            // `from_pointer` installs, and `from_pointer` writes the first payload word.
+            // (Not every job has it initialized: `boxed` stores a small closure inline,
+            // and a closure smaller than a word, or with padding there, leaves the word
+            // partly or wholly uninitialized, so the read must not happen for those.)
             && unsafe { self.payload.as_ptr().cast::<*const ()>().read() } == data.cast()
     }
 

@@ -59,6 +59,7 @@ mod worker;
 
 pub use builder::{BuildError, Builder};
 pub use event_count::EventCount;
+pub use injector::Injector;
 pub use parallel_for::{BlockPlan, MAX_BLOCKS_PER_THREAD, TARGET_BLOCK_NS};
 pub use run_queue::{DEFAULT_CAPACITY, MAX_CAPACITY, RunQueue};
 pub use scope::Scope;

@@ -330,12 +330,14 @@ impl<T> Slot<T> {
 
     /// Reads the value out of a slot claimed from `READY`; the slot stays `BUSY`.
     fn take_keeping_claim(&self) -> T {
+        // `with_mut`, not `with`: moving the value out is a write to the cell (it ends
+        // the value's life there), so loom must flag two concurrent move-outs.
         // SAFETY: the caller claimed the slot from READY, so it holds an initialized
         // value (published with Release, acquired by the claiming CAS) and no other
         // thread touches it while it is BUSY. The caller then either marks it EMPTY
         // (the value has moved out) or publishes a new value into it.
         self.value
-            .with(|cell| unsafe { (*cell).assume_init_read() })
+            .with_mut(|cell| unsafe { (*cell).assume_init_read() })
     }
 }
 

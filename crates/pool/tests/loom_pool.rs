@@ -1,5 +1,10 @@
-//! loom: a two-worker pool doing spawn, steal, sleep, wake and shutdown; every task
-//! runs exactly once and shutdown always completes.
+//! loom: small pools doing spawn, steal, sleep, wake and shutdown; every task runs
+//! exactly once, nobody sleeps through work, and shutdown always completes.
+//!
+//! Under loom the pool's injector is a model of crossbeam's `Injector` synchronization
+//! (no lock), so the sleep protocol's fences are what orders a submission against a
+//! worker's last look at the queues: a lost wake-up leaves the submitter parked on its
+//! latch and the worker parked in the event count, which loom reports as a deadlock.
 #![cfg(loom)]
 
 use depengine_pool::ThreadPool;
@@ -56,6 +61,23 @@ fn nested_spawn_in_scope_then_shutdown() {
             });
         });
         assert_eq!(count.load(Ordering::Relaxed), 2);
+        drop(pool);
+    });
+}
+
+/// An outside thread submits a job with `install` while the only worker goes to sleep,
+/// then parks on the job's latch until the worker ran it. The wake-up depends on the
+/// Dekker handshake between the submitter (push to the injector, `SeqCst` fence in
+/// `Shared::wake_one`, read the waiter count) and the worker (`prewait`'s count and
+/// `SeqCst` fence, read the injector). Catches either fence removed or relaxed
+/// (deadlock), and the latch's orderings: the result is read through a plain cell, so a
+/// latch that does not make the job's write visible to the waiter is a causality
+/// violation.
+#[test]
+fn install_from_outside_wakes_the_sleeping_worker() {
+    model(2, || {
+        let pool = ThreadPool::new(1).unwrap();
+        assert_eq!(pool.install(|| 7), 7);
         drop(pool);
     });
 }

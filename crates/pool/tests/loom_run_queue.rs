@@ -1,14 +1,37 @@
-//! loom: the owner's front operations racing a thief at the back; every item is taken
-//! exactly once, whatever the interleaving.
+//! loom: the owner's front operations racing a thief at the back, and an outside pusher
+//! racing the owner; every item is taken exactly once, whatever the interleaving.
+//!
+//! The slot protocol's orderings are caught here by loom's data-race detection on the
+//! slot's value cell: a claim that does not acquire the previous transition's Release
+//! lets the new owner of the slot touch the value concurrently with the previous one,
+//! which loom reports as a causality violation. The queues hold 2 slots, so that the
+//! models wrap the ring (a slot freed at one end is reused by the other end) and fill it.
+//!
+//! Every model yields once, either in the spawner right after the spawn or at the start
+//! of the spawned thread, whichever explores more interleavings for that model: loom
+//! 0.7's exploration may otherwise never run the spawned thread before the spawner's
+//! next accesses (tokio-rs/loom#392; `outside_push_back_vs_owner_pop_front` explored a
+//! single interleaving with no yield or with one in the spawned thread, 10 with one in
+//! the spawner). The counts each model reaches are recorded in its CI log
+//! (`LOOM_LOG=loom::model=info`); a model that completes in 1 iteration is a defect.
 #![cfg(loom)]
 
 use depengine_pool::RunQueue;
 use loom::sync::Arc;
 use loom::thread;
 
-fn check_exactly_once(mut taken: Vec<u32>, pushed: u32) {
+fn check_exactly_once(mut taken: Vec<u32>, pushed: &[u32]) {
     taken.sort_unstable();
-    assert_eq!(taken, (0..pushed).collect::<Vec<_>>());
+    let mut pushed = pushed.to_vec();
+    pushed.sort_unstable();
+    assert_eq!(taken, pushed);
+}
+
+/// Pops everything left at the owner's end.
+fn drain_front(q: &RunQueue<u32>, taken: &mut Vec<u32>) {
+    while let Some(item) = q.pop_front() {
+        taken.push(item);
+    }
 }
 
 #[test]
@@ -18,15 +41,96 @@ fn owner_push_pop_vs_thief_pop_back() {
         q.push_front(0).unwrap();
         let thief = {
             let q = q.clone();
-            thread::spawn(move || q.pop_back().into_iter().collect::<Vec<_>>())
+            thread::spawn(move || {
+                thread::yield_now();
+                q.pop_back().into_iter().collect::<Vec<_>>()
+            })
         };
         q.push_front(1).unwrap();
         let mut taken: Vec<u32> = q.pop_front().into_iter().collect();
         taken.extend(q.pop_front());
         taken.extend(thief.join().unwrap());
         // Whatever the thief left behind is still there for the owner.
-        taken.extend(q.pop_front());
-        check_exactly_once(taken, 2);
+        drain_front(&q, &mut taken);
+        check_exactly_once(taken, &[0, 1]);
+    });
+}
+
+/// A thief that started on an empty queue steals an item the owner pushes meanwhile:
+/// the only way the item can reach it is the slot's `READY` publication. Catches the
+/// `Release` of `Slot::publish` and the `Acquire` of the claiming CAS in `Slot::claim`
+/// (either one `Relaxed`: causality violation on the value cell).
+#[test]
+fn thief_steals_an_item_pushed_after_it_started() {
+    loom::model(|| {
+        let q = Arc::new(RunQueue::with_capacity(2));
+        let thief = {
+            let q = q.clone();
+            thread::spawn(move || {
+                thread::yield_now();
+                q.pop_back()
+            })
+        };
+        q.push_front(0).unwrap();
+        let mut taken: Vec<u32> = thief.join().unwrap().into_iter().collect();
+        drain_front(&q, &mut taken);
+        check_exactly_once(taken, &[0]);
+    });
+}
+
+/// The ring wraps under a thief: the thief pops the oldest item while the owner pushes
+/// into the full ring, reusing the slot the thief frees if it sees it `EMPTY` (and
+/// getting its item back as "full" otherwise). Catches the `Release` of the `EMPTY`
+/// store in `Slot::take` and the `Acquire` of the claiming CAS from `EMPTY` (either
+/// one `Relaxed`: the owner's write races the thief's move-out).
+#[test]
+fn owner_push_front_reuses_the_slot_a_thief_pops() {
+    loom::model(|| {
+        let q = Arc::new(RunQueue::with_capacity(2));
+        q.push_front(0).unwrap();
+        q.push_front(1).unwrap();
+        let thief = {
+            let q = q.clone();
+            thread::spawn(move || q.pop_back())
+        };
+        thread::yield_now();
+        let mut pushed = vec![0, 1];
+        if q.push_front(2).is_ok() {
+            pushed.push(2);
+        }
+        let mut taken: Vec<u32> = thief.join().unwrap().into_iter().collect();
+        drain_front(&q, &mut taken);
+        check_exactly_once(taken, &pushed);
+    });
+}
+
+/// As above, with `pop_back_half` (it marks the slot `EMPTY` itself, after the sink
+/// accepted the item). Catches the `Release` of that store.
+#[test]
+fn owner_push_front_reuses_the_slot_pop_back_half_frees() {
+    loom::model(|| {
+        let q = Arc::new(RunQueue::with_capacity(2));
+        q.push_front(0).unwrap();
+        q.push_front(1).unwrap();
+        let thief = {
+            let q = q.clone();
+            thread::spawn(move || {
+                let mut got = Vec::new();
+                q.pop_back_half(usize::MAX, |item| {
+                    got.push(item);
+                    Ok(())
+                });
+                got
+            })
+        };
+        thread::yield_now();
+        let mut pushed = vec![0, 1];
+        if q.push_front(2).is_ok() {
+            pushed.push(2);
+        }
+        let mut taken = thief.join().unwrap();
+        drain_front(&q, &mut taken);
+        check_exactly_once(taken, &pushed);
     });
 }
 
@@ -40,6 +144,7 @@ fn owner_pop_vs_thief_pop_back_half() {
         let thief = {
             let q = q.clone();
             thread::spawn(move || {
+                thread::yield_now();
                 let mut got = Vec::new();
                 q.pop_back_half(usize::MAX, |item| {
                     got.push(item);
@@ -50,13 +155,14 @@ fn owner_pop_vs_thief_pop_back_half() {
         };
         let mut taken: Vec<u32> = q.pop_front().into_iter().collect();
         taken.extend(thief.join().unwrap());
-        while let Some(item) = q.pop_front() {
-            taken.push(item);
-        }
-        check_exactly_once(taken, 3);
+        drain_front(&q, &mut taken);
+        check_exactly_once(taken, &[0, 1, 2]);
     });
 }
 
+/// An outside thread pushes at the back while the owner pops at the front (without the
+/// back lock): the item reaches the owner only through the slot's publication. Catches
+/// `Slot::publish`'s `Release` and the claim's `Acquire` from `READY`, owner side.
 #[test]
 fn outside_push_back_vs_owner_pop_front() {
     loom::model(|| {
@@ -65,11 +171,40 @@ fn outside_push_back_vs_owner_pop_front() {
             let q = q.clone();
             thread::spawn(move || q.push_back(7u32).is_ok())
         };
+        thread::yield_now();
         let early = q.pop_front();
         assert!(pusher.join().unwrap());
         let late = q.pop_front();
         // Exactly one of the two pops got the item.
         assert_eq!(u8::from(early.is_some()) + u8::from(late.is_some()), 1);
         assert!(q.is_empty());
+    });
+}
+
+/// The owner pops its newest item while an outside thread pushes at the back, which
+/// (2 slots, 2 items) wraps into the slot the owner frees if it sees it `EMPTY`.
+/// Catches `Slot::take`'s `Release` and the claim's `Acquire` from `EMPTY`, with the
+/// roles of the previous wrap models swapped (the pusher holds the back lock, the
+/// owner does not).
+#[test]
+fn outside_push_back_reuses_the_slot_the_owner_pops() {
+    loom::model(|| {
+        let q = Arc::new(RunQueue::with_capacity(2));
+        q.push_front(0).unwrap();
+        q.push_front(1).unwrap();
+        let pusher = {
+            let q = q.clone();
+            thread::spawn(move || {
+                thread::yield_now();
+                q.push_back(2u32).is_ok()
+            })
+        };
+        let mut taken: Vec<u32> = q.pop_front().into_iter().collect();
+        let mut pushed = vec![0, 1];
+        if pusher.join().unwrap() {
+            pushed.push(2);
+        }
+        drain_front(&q, &mut taken);
+        check_exactly_once(taken, &pushed);
     });
 }
