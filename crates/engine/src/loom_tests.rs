@@ -9,8 +9,8 @@
 //! must see it, which checks both that it did not return early and that the op's effects
 //! happen-before the return.
 
-use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
 use crate::ready_queue::{ReadyQueue, Retire, Submit, sample_next_submit};
@@ -255,29 +255,32 @@ struct Drained {
     /// Helper drainers that drainers started, for joining (bookkeeping only, not part of the
     /// modelled protocol: a std mutex, held for a push or a pop).
     helpers: std::sync::Mutex<Vec<thread::JoinHandle<()>>>,
-    /// Item 0 waits for item 1 to run (see `run_meeting`).
+    /// Every item but the last waits for the last to run (see `run_meeting`).
     meet: bool,
+    /// Whether the last item ran, for `meet`: its runner sets it and wakes the others.
+    last_ran: Mutex<bool>,
+    last_ran_cv: Condvar,
 }
 
 impl Drained {
     fn new(max_drainers: usize, items: usize) -> Arc<Self> {
-        Arc::new(Drained {
-            queue: ReadyQueue::new(max_drainers, usize::MAX),
-            max_drainers,
-            runs: (0..items).map(|_| AtomicUsize::new(0)).collect(),
-            helpers: std::sync::Mutex::new(Vec::new()),
-            meet: false,
-        })
+        Self::with(max_drainers, usize::MAX, items, false)
     }
 
     /// `items` items, each but the last waiting for the last (see `run_meeting`).
     fn meeting(max_drainers: usize, items: usize) -> Arc<Self> {
+        Self::with(max_drainers, usize::MAX, items, true)
+    }
+
+    fn with(max_drainers: usize, backlog: usize, items: usize, meet: bool) -> Arc<Self> {
         Arc::new(Drained {
-            queue: ReadyQueue::new(max_drainers, usize::MAX),
+            queue: ReadyQueue::new(max_drainers, backlog),
             max_drainers,
             runs: (0..items).map(|_| AtomicUsize::new(0)).collect(),
             helpers: std::sync::Mutex::new(Vec::new()),
-            meet: true,
+            meet,
+            last_ran: Mutex::new(false),
+            last_ran_cv: Condvar::new(),
         })
     }
 
@@ -287,13 +290,25 @@ impl Drained {
 
     /// As `run`; with `meet`, every item but the last is a long op: it returns only once
     /// the last item has run, which only another drainer can do meanwhile. A model where the
-    /// last item waits behind a long one never ends (loom fails it).
+    /// last item waits behind a long one deadlocks (loom fails it).
+    ///
+    /// The long op blocks on a condvar rather than spinning: the queue's steal spins while a
+    /// push is between claiming its slot and writing it, and two threads spinning at once can
+    /// starve the pushing thread under loom (its scheduler may hand the turn back and forth
+    /// between the spinners forever). The mutex orders the last item's run before the long
+    /// op's return only: both items were popped by then.
     fn run_meeting(&self, item: usize) {
         self.run(item);
-        let last = self.runs.len() - 1;
-        if self.meet && item != last {
-            while self.runs[last].load(Ordering::Relaxed) == 0 {
-                thread::yield_now();
+        if !self.meet {
+            return;
+        }
+        let mut last_ran = self.last_ran.lock().unwrap();
+        if item == self.runs.len() - 1 {
+            *last_ran = true;
+            self.last_ran_cv.notify_all();
+        } else {
+            while !*last_ran {
+                last_ran = self.last_ran_cv.wait(last_ran).unwrap();
             }
         }
     }
@@ -532,13 +547,7 @@ fn ready_queue_spinner_that_found_nothing_still_spreads_what_came() {
 #[test]
 fn ready_queue_hands_back_over_the_backlog_to_drainers_only() {
     loom::model(|| {
-        let model = Arc::new(Drained {
-            queue: ReadyQueue::new(1, 1),
-            max_drainers: 1,
-            runs: (0..3).map(|_| AtomicUsize::new(0)).collect(),
-            helpers: std::sync::Mutex::new(Vec::new()),
-            meet: false,
-        });
+        let model = Drained::with(1, 1, 3, false);
         let first = Drained::submit(&model, 0, false);
         assert!(
             first.is_some(),

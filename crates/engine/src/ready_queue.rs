@@ -16,8 +16,9 @@
 //! `max_drainers` drainers are enlisted again, each of which will drain the queue before
 //! retiring).
 //!
-//! Every atomic, the fence and the thread-locals come from the `sync` facade; under loom the
-//! queue is a `Mutex<VecDeque>` (loom cannot see inside crossbeam's `Injector`), and the
+//! Every atomic, the fence and the thread-locals come from the `sync` facade; the queue is the
+//! pool's `Injector`, which under loom is the pool's model of crossbeam's synchronization (so
+//! nothing but the fences orders a push against a drainer's `is_empty` or `len`), and the
 //! retire spin and the sampling period shrink to keep the models small.
 //!
 //! [`QueuedBlock`]: crate::queued::QueuedBlock
@@ -25,6 +26,7 @@
 use std::cell::Cell;
 
 use crossbeam_utils::CachePadded;
+use depengine_pool::Injector;
 
 use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence, spin_hint, thread_local};
 
@@ -128,7 +130,10 @@ pub(crate) enum Submit<T> {
 }
 
 pub(crate) struct ReadyQueue<T> {
-    queue: Queue<T>,
+    /// The pool's `Injector` (crossbeam's lock-free MPMC queue; under loom, the pool's model
+    /// of its synchronization, which orders nothing a push does against `is_empty` or `len`
+    /// beyond what crossbeam's orders).
+    queue: Injector<T>,
     /// Drainers enlisted (spawned or running, not retired); at most `max_drainers`.
     drainers: AtomicUsize,
     /// Whether a drainer spins on the empty queue before retiring (at most one does). Only
@@ -142,7 +147,7 @@ pub(crate) struct ReadyQueue<T> {
 impl<T> ReadyQueue<T> {
     pub(crate) fn new(max_drainers: usize, backlog: usize) -> Self {
         ReadyQueue {
-            queue: Queue::new(),
+            queue: Injector::new(),
             drainers: AtomicUsize::new(0),
             spinning: CachePadded::new(AtomicBool::new(false)),
             max_drainers,
@@ -296,72 +301,5 @@ impl<T> ReadyQueue<T> {
     /// whether its block needs a stand-in, `stand_in.rs`).
     pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
-    }
-}
-
-/// The queue: crossbeam's lock-free MPMC `Injector`.
-#[cfg(not(loom))]
-struct Queue<T>(crossbeam_deque::Injector<T>);
-
-#[cfg(not(loom))]
-impl<T> Queue<T> {
-    fn new() -> Self {
-        Queue(crossbeam_deque::Injector::new())
-    }
-
-    #[inline]
-    fn push(&self, item: T) {
-        self.0.push(item);
-    }
-
-    #[inline]
-    fn steal(&self) -> Option<T> {
-        loop {
-            match self.0.steal() {
-                crossbeam_deque::Steal::Success(item) => return Some(item),
-                crossbeam_deque::Steal::Empty => return None,
-                crossbeam_deque::Steal::Retry => std::hint::spin_loop(),
-            }
-        }
-    }
-
-    #[inline]
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Never reports empty once a push has returned (the tail index moves before the item is
-    /// written, so an in-flight push counts).
-    #[inline]
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-/// Under loom: a mutex-protected deque with the `Injector`'s interface (loom cannot see inside
-/// crossbeam, which does not use the facade).
-#[cfg(loom)]
-struct Queue<T>(crate::sync::Mutex<std::collections::VecDeque<T>>);
-
-#[cfg(loom)]
-impl<T> Queue<T> {
-    fn new() -> Self {
-        Queue(crate::sync::Mutex::new(std::collections::VecDeque::new()))
-    }
-
-    fn push(&self, item: T) {
-        crate::sync::lock(&self.0).push_back(item);
-    }
-
-    fn steal(&self) -> Option<T> {
-        crate::sync::lock(&self.0).pop_front()
-    }
-
-    fn len(&self) -> usize {
-        crate::sync::lock(&self.0).len()
-    }
-
-    fn is_empty(&self) -> bool {
-        crate::sync::lock(&self.0).is_empty()
     }
 }
