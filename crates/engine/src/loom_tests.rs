@@ -315,7 +315,12 @@ impl Drained {
 
     /// An enlisted drainer, as `Inner::drain` is: pops until the queue is empty, then retires,
     /// and goes on while `retire` says it stays enlisted, starting the helper it may enlist.
+    ///
+    /// Yields first: a spawned thread whose first access is a load followed by a
+    /// compare-exchange (a pop) is otherwise never run before its spawner goes on
+    /// (tokio-rs/loom#392), and the models would miss the schedules where it goes first.
     fn drain(model: &Arc<Self>) {
+        thread::yield_now();
         loop {
             while let Some(item) = model.queue.pop() {
                 model.run_meeting(item);
@@ -323,6 +328,12 @@ impl Drained {
             match model.queue.retire() {
                 Retire::Retired => break,
                 Retire::Stay { helpers } => {
+                    // A drainer that stays may be slow to pop again: let the other threads
+                    // run here. Loom explores schedules from conflicting accesses, not from
+                    // fences, so without this point no schedule puts a submit between a
+                    // spinner's count of the items and the next fence it issues (in its pop),
+                    // the window a missing fence after the count leaves open.
+                    thread::yield_now();
                     assert!(model.queue.drainers() <= model.max_drainers);
                     for _ in 0..helpers {
                         let helper = {
@@ -399,13 +410,21 @@ fn join(drainers: impl IntoIterator<Item = Option<thread::JoinHandle<()>>>) {
 /// item: either the submitter sees the retirement and enlists a drainer, or the retiring
 /// drainer sees the item and stays enlisted. Up to two drainers; `sampled`: the submit samples
 /// the queue length, so it may also enlist a second drainer.
+///
+/// Catches: the submit's fence and the retire's fence (either removed): the submitter reads
+/// the count from before the decrement and the drainer's re-check misses the push, so the
+/// item is never run ("item 0 ran that many times", 0).
 fn retire_races_a_submit(sampled: bool) {
     loom::model(move || {
         let model = Drained::new(2, 1);
         assert!(model.queue.try_enlist());
         let submitter = {
             let model = Arc::clone(&model);
-            thread::spawn(move || Drained::submit(&model, 0, sampled))
+            thread::spawn(move || {
+                // As in `drain` (a push loads the tail, then swaps it): tokio-rs/loom#392.
+                thread::yield_now();
+                Drained::submit(&model, 0, sampled)
+            })
         };
         Drained::drain(&model);
         let spawned = submitter.join().unwrap();
@@ -426,13 +445,20 @@ fn ready_queue_retire_races_a_sampled_submit() {
 
 /// Two submitters, one drainer at most, none enlisted at first: each item is run exactly once,
 /// the count never passes one, and the drainers enlisted all retire.
+///
+/// Catches no ordering of its own (the retire races above catch the fences); it checks the
+/// bound on `drainers`.
 #[test]
 fn ready_queue_two_submitters_one_drainer() {
     loom::model(|| {
         let model = Drained::new(1, 2);
         let other = {
             let model = Arc::clone(&model);
-            thread::spawn(move || Drained::submit(&model, 1, false))
+            thread::spawn(move || {
+                // As in `drain`: tokio-rs/loom#392.
+                thread::yield_now();
+                Drained::submit(&model, 1, false)
+            })
         };
         let spawned = Drained::submit(&model, 0, false);
         let other_spawned = other.join().unwrap();
@@ -444,6 +470,9 @@ fn ready_queue_two_submitters_one_drainer() {
 /// Two enlisted drainers retire at once (one may spin, the other retires at once) while an
 /// item is submitted: the `spinning` flag lets at most one spin, and the item is not stranded
 /// whichever of them sees it.
+///
+/// Catches no fence with the preemption bound of `cargo xtask loom`; it checks the
+/// one-spinner rule and the bound on `drainers`.
 #[test]
 fn ready_queue_two_drainers_retire_at_once() {
     loom::model(|| {
@@ -468,6 +497,8 @@ fn ready_queue_two_drainers_retire_at_once() {
 /// A stand-in (`stand_in.rs`) pops items without being enlisted while an enlisted drainer
 /// retires and a submitter queues the next item: every item runs exactly once, none is
 /// stranded, and every enlisted drainer retires.
+///
+/// Catches: the submit's fence and the retire's fence (either removed): an item is stranded.
 #[test]
 fn ready_queue_a_stand_in_only_pops() {
     loom::model(|| {
@@ -476,6 +507,8 @@ fn ready_queue_a_stand_in_only_pops() {
         let stand_in = {
             let model = Arc::clone(&model);
             thread::spawn(move || {
+                // As in `drain`: tokio-rs/loom#392.
+                thread::yield_now();
                 while let Some(item) = model.queue.pop() {
                     model.run(item);
                 }
@@ -503,6 +536,10 @@ fn submit_two_then_check(model: &Arc<Drained>, drainer: thread::JoinHandle<()>) 
 /// and a spinner that finds more than it takes enlists helpers. Item 0 is long (it waits for
 /// item 1): in no interleaving may item 1 wait behind it while a second drainer could run it.
 /// Each item runs once, the drainers never outnumber the maximum, and all of them retire.
+///
+/// Catches: the submit's fence (removed): the submit of item 1 reads `spinning` from before
+/// the spinner cleared it while the spinner's count misses item 1, which then waits behind
+/// item 0 (loom: deadlock).
 #[test]
 fn ready_queue_spinner_takes_an_item_while_another_is_submitted() {
     loom::model(|| {
@@ -519,6 +556,11 @@ fn ready_queue_spinner_takes_an_item_while_another_is_submitted() {
 /// A spinner whose look finds the queue empty while items arrive before it stops spinning:
 /// the submits see it spinning and enlist nobody, so the spinner, staying for them, must
 /// enlist a helper for the second. The first item is long (it waits for the second).
+///
+/// Catches: the fence after a spinner that found items clears `spinning`, and the retire's
+/// fence (which follows the clearing when it found none), either removed: the second submit
+/// reads `spinning` still set while the spinner's count misses the second item, which then
+/// waits behind the first (loom: deadlock).
 #[test]
 fn ready_queue_spinner_that_found_nothing_still_spreads_what_came() {
     loom::model(|| {
@@ -544,6 +586,8 @@ fn ready_queue_spinner_that_found_nothing_still_spreads_what_came() {
 /// still queued gets its item handed back and runs it itself, one that samples it empty queues
 /// it; another thread's submit always queues (`submit_as` checks). Either way each item runs
 /// once.
+///
+/// Catches no ordering: it checks the backlog rule.
 #[test]
 fn ready_queue_hands_back_over_the_backlog_to_drainers_only() {
     loom::model(|| {
