@@ -308,16 +308,18 @@ impl<T> ReadyQueue<T> {
         }
     }
 
-    /// Drainers enlisted now (for the models' checks).
+    /// Drainers enlisted now (for the models' checks). Relaxed, as every access of the
+    /// protocol: a check must not order anything the protocol does not.
     #[cfg(all(test, loom))]
     pub(crate) fn drainers(&self) -> usize {
-        self.drainers.load(Ordering::SeqCst)
+        self.drainers.load(Ordering::Relaxed)
     }
 
-    /// Whether a drainer spins on the queue now (for the models' schedules).
+    /// Whether a drainer spins on the queue now (for the models' schedules). Relaxed, as
+    /// [`drainers`](Self::drainers).
     #[cfg(all(test, loom))]
     pub(crate) fn is_spinning(&self) -> bool {
-        self.spinning.load(Ordering::SeqCst)
+        self.spinning.load(Ordering::Relaxed)
     }
 
     /// Whether the queue is empty now (for the models' checks, and for a waiter deciding
