@@ -48,8 +48,9 @@ impl Completion {
         outcome: Result<(), OpFailure>,
     ) {
         inner.profile(&op, self.started.take(), &outcome);
-        // Release: before the vars are released (see `frame.rs`).
-        self.released.store(true, Ordering::Release);
+        // Before the vars are released (see `frame.rs`). Relaxed: the flag publishes no data
+        // (see `frame.rs` for why the checks that read it need no ordering).
+        self.released.store(true, Ordering::Relaxed);
         inner.finish(op, outcome, true);
     }
 

@@ -48,7 +48,8 @@ struct Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        self.inner.shut_down.store(true, Ordering::Release);
+        // Relaxed: see `Inner::shut_down`.
+        self.inner.shut_down.store(true, Ordering::Relaxed);
         let naive = self.inner.kind == EngineKind::Naive;
         if TaskMarker::active(self.inner.id) || (naive && crate::naive::is_running()) {
             // Dropped by a task of this engine (an op's closure held the last handle), or on a
@@ -216,7 +217,9 @@ impl Engine {
                 name: op.name.to_string(),
             });
         }
-        if op.deleted.swap(true, Ordering::AcqRel) {
+        // Relaxed: only the swap's atomicity matters (one delete wins); see
+        // `OperatorInner::deleted`.
+        if op.deleted.swap(true, Ordering::Relaxed) {
             return Err(EngineError::OperatorDeleted {
                 name: op.name.to_string(),
             });
@@ -327,13 +330,15 @@ impl Engine {
     ///
     /// As [`wait_for_all`](Self::wait_for_all).
     pub fn shutdown(self) -> Result<()> {
-        self.inner().shut_down.store(true, Ordering::Release);
+        // Relaxed: see `Inner::shut_down`.
+        self.inner().shut_down.store(true, Ordering::Relaxed);
         self.wait_for_all()
     }
 
     /// Whether the engine was shut down.
     pub fn is_shut_down(&self) -> bool {
-        self.inner().shut_down.load(Ordering::Acquire)
+        // Relaxed: see `Inner::shut_down`.
+        self.inner().shut_down.load(Ordering::Relaxed)
     }
 
     /// Counters for leak checks.

@@ -10,8 +10,16 @@
 //! released frame no longer counts as holding them.
 //!
 //! Only the owning thread touches the thread-locals; the released flag is the one thing other
-//! threads write (`Release`, before they complete the op; read with `Acquire`). The deadlock
-//! check counts sync frames only ([`sync_ops_hold`]).
+//! threads write (before they complete the op). The deadlock check counts sync frames only
+//! ([`sync_ops_hold`]).
+//!
+//! The flag is `Relaxed` on both sides: it publishes no data. Its reader only decides whether
+//! the frame still counts as holding its vars, and reads nothing the completer wrote before
+//! setting it (the wait that follows synchronizes with the release of the vars through the
+//! graph). A completion that happens-before the check is seen by coherence (a load never
+//! reads a value older than a store that happens-before it), whatever the ordering; one
+//! concurrent with the check may be seen or not under any ordering, and either answer is
+//! right for some interleaving (the function still ran the op, or the op had completed).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -49,7 +57,7 @@ fn for_each_live(engine: u64, mut f: impl FnMut(Option<&Arc<AtomicBool>>, &[Var]
                         .iter()
                         .find(|(at, _)| *at == depth)
                         .map(|(_, flag)| flag);
-                    if !flag.is_some_and(|flag| flag.load(Ordering::Acquire)) {
+                    if !flag.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
                         f(flag, &vars[start..end]);
                     }
                 }

@@ -54,6 +54,17 @@ pub(crate) struct Inner {
     pub(crate) workers: Workers,
     pub(crate) gpus: GpuExecutors,
     pub(crate) idle: IdleCounter,
+    /// Set by `Engine::shutdown` and by the last handle's drop; a push that sees it fails.
+    ///
+    /// `Relaxed` everywhere: the flag publishes no data (nothing written before the store is
+    /// read because of a load that sees it). "Later pushes fail" needs only coherence: a push
+    /// that happens-after the store sees it, whatever the ordering. A push concurrent with the
+    /// store may see it or not under any ordering short of `SeqCst` on both sides of the
+    /// push's add-then-check against the shutdown's store-then-wait, which the engine does
+    /// not claim (`shutdown` waits as `wait_for_all` does: for the ops counted before the
+    /// idle moment). The last handle's drop does not rely on the flag to stop pushes either:
+    /// with no `Engine` left, only running ops can push, and none runs once idle (see
+    /// `wait.rs`).
     pub(crate) shut_down: AtomicBool,
     pub(crate) failures: Mutex<FailureLog>,
     pub(crate) profiler: ProfilerState,
@@ -211,7 +222,7 @@ impl Inner {
         record: OpRecord,
     ) -> Result<()> {
         self.idle.add();
-        if self.shut_down.load(Ordering::Acquire) {
+        if self.shut_down.load(Ordering::Relaxed) {
             self.idle.done();
             return Err(EngineError::ShutDown);
         }

@@ -9,8 +9,8 @@
 //! must see it, which checks both that it did not return early and that the op's effects
 //! happen-before the return.
 
-use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
 use crate::ready_queue::{ReadyQueue, Retire, Submit, sample_next_submit};
@@ -37,6 +37,9 @@ fn one_pending_op() -> (Arc<IdleCounter>, Arc<AtomicBool>, thread::JoinHandle<()
 
 /// Two ops complete on two threads while a third waits for all: the waiter always wakes, and
 /// only once both completed.
+///
+/// Catches: `done`'s release (its `AcqRel` weakened to `Acquire`) and the waiter's acquire
+/// (`fetch_or` `Relaxed`): the waiter returns without seeing an op's effect.
 #[test]
 fn wait_idle_never_misses_the_last_completion() {
     loom::model(|| {
@@ -63,6 +66,8 @@ fn wait_idle_never_misses_the_last_completion() {
 
 /// An op pushes a child before it completes itself (as an op that pushes ops does): the
 /// waiter, which only knew of the parent, must not return while the child is pending.
+///
+/// Catches: as `wait_idle_never_misses_the_last_completion`.
 #[test]
 fn wait_idle_waits_for_ops_pushed_by_ops() {
     loom::model(|| {
@@ -100,6 +105,11 @@ fn wait_idle_waits_for_ops_pushed_by_ops() {
 /// An unrelated thread adds and completes an op of its own while the waiter's op is pending:
 /// the counts are not op identities, so the other op's completion must not stand in for the
 /// waiter's (a target taken from `pushed` and compared with `completed` would return early).
+///
+/// Catches: `done`'s acquire (its `AcqRel` weakened to `Release`): the last completion, on
+/// the waiter's op, loads a `pushed` without the other thread's add, whose `done` it counted,
+/// finds the engine busy and notifies nobody (loom: deadlock, the waiter sleeps for good).
+/// Also `done`'s release and the waiter's acquire, as the models above.
 #[test]
 fn wait_idle_is_not_fooled_by_a_concurrent_op() {
     loom::model(|| {
@@ -132,6 +142,8 @@ fn spawn_waiter(counter: &Arc<IdleCounter>, effect: &Arc<AtomicBool>) -> thread:
 }
 
 /// Two threads wait at once while an op completes: both wake, neither early.
+///
+/// Catches: the waiter's acquire (`fetch_or` `Relaxed`).
 #[test]
 fn two_waiters_both_wake() {
     loom::model(|| {
@@ -148,6 +160,8 @@ fn two_waiters_both_wake() {
 /// A waiter that gives up (a timed wait whose time is up at once, as the stall warnings'
 /// waits can be) while another waits for good: the one that keeps waiting still wakes, and
 /// the one that comes back until it finds the engine idle sees the op's effect.
+///
+/// Catches: the waiter's acquire (`fetch_or` `Relaxed`).
 #[test]
 fn a_waiter_that_gives_up_loses_no_wake_up() {
     loom::model(|| {
@@ -163,8 +177,12 @@ fn a_waiter_that_gives_up_loses_no_wake_up() {
     });
 }
 
-/// `pending` read while an op is added and completed concurrently: never underflows (it
-/// would panic in debug, or be huge), and is 0 or 1.
+/// `pending` read while an op is added and completed concurrently: never underflows, and is
+/// 0 or 1.
+///
+/// Catches: `pending`'s acquire load of `completed` (weakened to `Relaxed`): it counts the
+/// op's completion without seeing its add (the loom build of `pending` asserts that, since
+/// its `saturating_sub` would hide it).
 #[test]
 fn pending_never_underflows() {
     loom::model(|| {
@@ -183,6 +201,8 @@ fn pending_never_underflows() {
 }
 
 /// The latch hands its value over whether it is set before or after the wait begins.
+///
+/// Catches no ordering: the latch is a mutex and a condvar, with no atomics of its own.
 #[test]
 fn latch_hands_over_its_value() {
     loom::model(|| {
@@ -199,6 +219,8 @@ fn latch_hands_over_its_value() {
 /// A waiter that abandons the latch races the setter's claim: either the waiter gave up and
 /// the setter's side effect (taking the var's failure) never happens, or the setter claimed
 /// first, and the waiter, refused, gets the value.
+///
+/// Catches no ordering: the latch is a mutex and a condvar, with no atomics of its own.
 #[test]
 fn latch_abandon_and_claim_exclude_each_other() {
     loom::model(|| {
@@ -233,29 +255,32 @@ struct Drained {
     /// Helper drainers that drainers started, for joining (bookkeeping only, not part of the
     /// modelled protocol: a std mutex, held for a push or a pop).
     helpers: std::sync::Mutex<Vec<thread::JoinHandle<()>>>,
-    /// Item 0 waits for item 1 to run (see `run_meeting`).
+    /// Every item but the last waits for the last to run (see `run_meeting`).
     meet: bool,
+    /// Whether the last item ran, for `meet`: its runner sets it and wakes the others.
+    last_ran: Mutex<bool>,
+    last_ran_cv: Condvar,
 }
 
 impl Drained {
     fn new(max_drainers: usize, items: usize) -> Arc<Self> {
-        Arc::new(Drained {
-            queue: ReadyQueue::new(max_drainers, usize::MAX),
-            max_drainers,
-            runs: (0..items).map(|_| AtomicUsize::new(0)).collect(),
-            helpers: std::sync::Mutex::new(Vec::new()),
-            meet: false,
-        })
+        Self::with(max_drainers, usize::MAX, items, false)
     }
 
     /// `items` items, each but the last waiting for the last (see `run_meeting`).
     fn meeting(max_drainers: usize, items: usize) -> Arc<Self> {
+        Self::with(max_drainers, usize::MAX, items, true)
+    }
+
+    fn with(max_drainers: usize, backlog: usize, items: usize, meet: bool) -> Arc<Self> {
         Arc::new(Drained {
-            queue: ReadyQueue::new(max_drainers, usize::MAX),
+            queue: ReadyQueue::new(max_drainers, backlog),
             max_drainers,
             runs: (0..items).map(|_| AtomicUsize::new(0)).collect(),
             helpers: std::sync::Mutex::new(Vec::new()),
-            meet: true,
+            meet,
+            last_ran: Mutex::new(false),
+            last_ran_cv: Condvar::new(),
         })
     }
 
@@ -265,20 +290,37 @@ impl Drained {
 
     /// As `run`; with `meet`, every item but the last is a long op: it returns only once
     /// the last item has run, which only another drainer can do meanwhile. A model where the
-    /// last item waits behind a long one never ends (loom fails it).
+    /// last item waits behind a long one deadlocks (loom fails it).
+    ///
+    /// The long op blocks on a condvar rather than spinning: the queue's steal spins while a
+    /// push is between claiming its slot and writing it, and two threads spinning at once can
+    /// starve the pushing thread under loom (its scheduler may hand the turn back and forth
+    /// between the spinners forever). The mutex orders the last item's run before the long
+    /// op's return only: both items were popped by then.
     fn run_meeting(&self, item: usize) {
         self.run(item);
-        let last = self.runs.len() - 1;
-        if self.meet && item != last {
-            while self.runs[last].load(Ordering::Relaxed) == 0 {
-                thread::yield_now();
+        if !self.meet {
+            return;
+        }
+        let mut last_ran = self.last_ran.lock().unwrap();
+        if item == self.runs.len() - 1 {
+            *last_ran = true;
+            self.last_ran_cv.notify_all();
+        } else {
+            while !*last_ran {
+                last_ran = self.last_ran_cv.wait(last_ran).unwrap();
             }
         }
     }
 
     /// An enlisted drainer, as `Inner::drain` is: pops until the queue is empty, then retires,
     /// and goes on while `retire` says it stays enlisted, starting the helper it may enlist.
+    ///
+    /// Yields first: a spawned thread whose first access is a load followed by a
+    /// compare-exchange (a pop) is otherwise never run before its spawner goes on
+    /// (tokio-rs/loom#392), and the models would miss the schedules where it goes first.
     fn drain(model: &Arc<Self>) {
+        thread::yield_now();
         loop {
             while let Some(item) = model.queue.pop() {
                 model.run_meeting(item);
@@ -286,6 +328,12 @@ impl Drained {
             match model.queue.retire() {
                 Retire::Retired => break,
                 Retire::Stay { helpers } => {
+                    // A drainer that stays may be slow to pop again: let the other threads
+                    // run here. Loom explores schedules from conflicting accesses, not from
+                    // fences, so without this point no schedule puts a submit between a
+                    // spinner's count of the items and the next fence it issues (in its pop),
+                    // the window a missing fence after the count leaves open.
+                    thread::yield_now();
                     assert!(model.queue.drainers() <= model.max_drainers);
                     for _ in 0..helpers {
                         let helper = {
@@ -362,13 +410,21 @@ fn join(drainers: impl IntoIterator<Item = Option<thread::JoinHandle<()>>>) {
 /// item: either the submitter sees the retirement and enlists a drainer, or the retiring
 /// drainer sees the item and stays enlisted. Up to two drainers; `sampled`: the submit samples
 /// the queue length, so it may also enlist a second drainer.
+///
+/// Catches: the submit's fence and the retire's fence (either removed): the submitter reads
+/// the count from before the decrement and the drainer's re-check misses the push, so the
+/// item is never run ("item 0 ran that many times", 0).
 fn retire_races_a_submit(sampled: bool) {
     loom::model(move || {
         let model = Drained::new(2, 1);
         assert!(model.queue.try_enlist());
         let submitter = {
             let model = Arc::clone(&model);
-            thread::spawn(move || Drained::submit(&model, 0, sampled))
+            thread::spawn(move || {
+                // As in `drain` (a push loads the tail, then swaps it): tokio-rs/loom#392.
+                thread::yield_now();
+                Drained::submit(&model, 0, sampled)
+            })
         };
         Drained::drain(&model);
         let spawned = submitter.join().unwrap();
@@ -389,13 +445,20 @@ fn ready_queue_retire_races_a_sampled_submit() {
 
 /// Two submitters, one drainer at most, none enlisted at first: each item is run exactly once,
 /// the count never passes one, and the drainers enlisted all retire.
+///
+/// Catches no ordering of its own (the retire races above catch the fences); it checks the
+/// bound on `drainers`.
 #[test]
 fn ready_queue_two_submitters_one_drainer() {
     loom::model(|| {
         let model = Drained::new(1, 2);
         let other = {
             let model = Arc::clone(&model);
-            thread::spawn(move || Drained::submit(&model, 1, false))
+            thread::spawn(move || {
+                // As in `drain`: tokio-rs/loom#392.
+                thread::yield_now();
+                Drained::submit(&model, 1, false)
+            })
         };
         let spawned = Drained::submit(&model, 0, false);
         let other_spawned = other.join().unwrap();
@@ -407,6 +470,9 @@ fn ready_queue_two_submitters_one_drainer() {
 /// Two enlisted drainers retire at once (one may spin, the other retires at once) while an
 /// item is submitted: the `spinning` flag lets at most one spin, and the item is not stranded
 /// whichever of them sees it.
+///
+/// Catches no fence with the preemption bound of `cargo xtask loom`; it checks the
+/// one-spinner rule and the bound on `drainers`.
 #[test]
 fn ready_queue_two_drainers_retire_at_once() {
     loom::model(|| {
@@ -431,6 +497,8 @@ fn ready_queue_two_drainers_retire_at_once() {
 /// A stand-in (`stand_in.rs`) pops items without being enlisted while an enlisted drainer
 /// retires and a submitter queues the next item: every item runs exactly once, none is
 /// stranded, and every enlisted drainer retires.
+///
+/// Catches: the submit's fence and the retire's fence (either removed): an item is stranded.
 #[test]
 fn ready_queue_a_stand_in_only_pops() {
     loom::model(|| {
@@ -439,6 +507,8 @@ fn ready_queue_a_stand_in_only_pops() {
         let stand_in = {
             let model = Arc::clone(&model);
             thread::spawn(move || {
+                // As in `drain`: tokio-rs/loom#392.
+                thread::yield_now();
                 while let Some(item) = model.queue.pop() {
                     model.run(item);
                 }
@@ -466,6 +536,10 @@ fn submit_two_then_check(model: &Arc<Drained>, drainer: thread::JoinHandle<()>) 
 /// and a spinner that finds more than it takes enlists helpers. Item 0 is long (it waits for
 /// item 1): in no interleaving may item 1 wait behind it while a second drainer could run it.
 /// Each item runs once, the drainers never outnumber the maximum, and all of them retire.
+///
+/// Catches: the submit's fence (removed): the submit of item 1 reads `spinning` from before
+/// the spinner cleared it while the spinner's count misses item 1, which then waits behind
+/// item 0 (loom: deadlock).
 #[test]
 fn ready_queue_spinner_takes_an_item_while_another_is_submitted() {
     loom::model(|| {
@@ -482,6 +556,11 @@ fn ready_queue_spinner_takes_an_item_while_another_is_submitted() {
 /// A spinner whose look finds the queue empty while items arrive before it stops spinning:
 /// the submits see it spinning and enlist nobody, so the spinner, staying for them, must
 /// enlist a helper for the second. The first item is long (it waits for the second).
+///
+/// Catches: the fence after a spinner that found items clears `spinning`, and the retire's
+/// fence (which follows the clearing when it found none), either removed: the second submit
+/// reads `spinning` still set while the spinner's count misses the second item, which then
+/// waits behind the first (loom: deadlock).
 #[test]
 fn ready_queue_spinner_that_found_nothing_still_spreads_what_came() {
     loom::model(|| {
@@ -507,16 +586,12 @@ fn ready_queue_spinner_that_found_nothing_still_spreads_what_came() {
 /// still queued gets its item handed back and runs it itself, one that samples it empty queues
 /// it; another thread's submit always queues (`submit_as` checks). Either way each item runs
 /// once.
+///
+/// Catches no ordering: it checks the backlog rule.
 #[test]
 fn ready_queue_hands_back_over_the_backlog_to_drainers_only() {
     loom::model(|| {
-        let model = Arc::new(Drained {
-            queue: ReadyQueue::new(1, 1),
-            max_drainers: 1,
-            runs: (0..3).map(|_| AtomicUsize::new(0)).collect(),
-            helpers: std::sync::Mutex::new(Vec::new()),
-            meet: false,
-        });
+        let model = Drained::with(1, 1, 3, false);
         let first = Drained::submit(&model, 0, false);
         assert!(
             first.is_some(),

@@ -34,6 +34,12 @@ pub(crate) struct OperatorInner {
     pub(crate) writes: Box<[Var]>,
     pub(crate) property: FnProperty,
     pub(crate) func: OperatorFn,
+    /// Set once by `Engine::delete_operator`; later pushes of the operator fail.
+    ///
+    /// `Relaxed`: the flag publishes no data (the function is freed by the last `Arc`
+    /// reference, whose count orders the drop). A push that happens-after the delete sees it
+    /// by coherence, whatever the ordering; one concurrent with it may run under any
+    /// ordering, as documented ("pushes already made still run").
     pub(crate) deleted: AtomicBool,
 }
 
@@ -62,7 +68,8 @@ impl Operator {
 
     /// Whether it was deleted.
     pub fn is_deleted(&self) -> bool {
-        self.inner.deleted.load(Ordering::Acquire)
+        // Relaxed: see `OperatorInner::deleted`.
+        self.inner.deleted.load(Ordering::Relaxed)
     }
 }
 

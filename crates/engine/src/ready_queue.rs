@@ -9,15 +9,30 @@
 //! # No item is stranded
 //!
 //! A submitter pushes the item, issues a `SeqCst` fence, then reads `drainers`; a drainer that
-//! found the queue empty decrements `drainers` (`SeqCst`), issues a `SeqCst` fence, then
-//! re-checks the queue. By the fences' total order, either the submitter reads the decremented
-//! count (and enlists a new drainer, or sees another one enlisted since, which checks the queue
-//! after enlisting), or the drainer sees the item (and re-enlists itself, unless
-//! `max_drainers` drainers are enlisted again, each of which will drain the queue before
-//! retiring).
+//! found the queue empty decrements `drainers`, issues a `SeqCst` fence, then re-checks the
+//! queue. The `SeqCst` fences are totally ordered, and a write sequenced before one fence is
+//! seen by a read sequenced after a later one (C++ `[atomics.order]`, the fence-to-fence
+//! rule). So either the submitter's fence comes first, and the drainer's re-check sees the
+//! push (the queue's tail moves before the item is written, so a push in flight counts), or
+//! the drainer's does, and the submitter reads the decremented count (and enlists a new
+//! drainer, or sees another one enlisted since, which checks the queue after enlisting). A
+//! drainer that sees the item re-enlists itself, unless `max_drainers` drainers are enlisted
+//! again, each of which will drain the queue before retiring.
 //!
-//! Every atomic, the fence and the thread-locals come from the `sync` facade; under loom the
-//! queue is a `Mutex<VecDeque>` (loom cannot see inside crossbeam's `Injector`), and the
+//! The spinner's `spinning` flag pairs with the same submitter fence the same way: the
+//! spinner clears the flag, issues a `SeqCst` fence, then counts the items; either the count
+//! includes the submitter's item, or the submitter sees the flag cleared and does not count on
+//! the spinner.
+//!
+//! The fences carry both handshakes, so the accesses of `drainers` and `spinning` are all
+//! `Relaxed`: nothing is published through them (a drainer reads items through the queue,
+//! and the caller starts it as a new task), and a read-modify-write reads the latest value
+//! whatever its ordering, which is all the bound on `drainers` and the one-spinner rule need.
+//! The loom models fail with either fence removed (see `loom_tests.rs`).
+//!
+//! Every atomic, the fence and the thread-locals come from the `sync` facade; the queue is the
+//! pool's `Injector`, which under loom is the pool's model of crossbeam's synchronization (so
+//! nothing but the fences orders a push against a drainer's `is_empty` or `len`), and the
 //! retire spin and the sampling period shrink to keep the models small.
 //!
 //! [`QueuedBlock`]: crate::queued::QueuedBlock
@@ -25,6 +40,7 @@
 use std::cell::Cell;
 
 use crossbeam_utils::CachePadded;
+use depengine_pool::Injector;
 
 use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence, spin_hint, thread_local};
 
@@ -128,7 +144,10 @@ pub(crate) enum Submit<T> {
 }
 
 pub(crate) struct ReadyQueue<T> {
-    queue: Queue<T>,
+    /// The pool's `Injector` (crossbeam's lock-free MPMC queue; under loom, the pool's model
+    /// of its synchronization, which orders nothing a push does against `is_empty` or `len`
+    /// beyond what crossbeam's orders).
+    queue: Injector<T>,
     /// Drainers enlisted (spawned or running, not retired); at most `max_drainers`.
     drainers: AtomicUsize,
     /// Whether a drainer spins on the empty queue before retiring (at most one does). Only
@@ -142,7 +161,7 @@ pub(crate) struct ReadyQueue<T> {
 impl<T> ReadyQueue<T> {
     pub(crate) fn new(max_drainers: usize, backlog: usize) -> Self {
         ReadyQueue {
-            queue: Queue::new(),
+            queue: Injector::new(),
             drainers: AtomicUsize::new(0),
             spinning: CachePadded::new(AtomicBool::new(false)),
             max_drainers,
@@ -184,12 +203,15 @@ impl<T> ReadyQueue<T> {
     /// for a few items (`BATCH`) makes likely: about one spawn per spin episode.
     #[inline]
     fn wants_drainer(&self, queued: Option<usize>) -> bool {
-        let enlisted = self.drainers.load(Ordering::SeqCst);
+        // Relaxed, after the submit's SeqCst fence: a drainer decrements the count and fences
+        // before re-checking the queue, so either this load sees the decrement or the drainer
+        // sees the item (see the module documentation).
+        let enlisted = self.drainers.load(Ordering::Relaxed);
         enlisted == 0
             || (enlisted < self.max_drainers
-                // Relaxed, after the submit's SeqCst fence: the spinner clears the flag with a
-                // SeqCst store and fences before counting the items, so either this load sees
-                // it cleared or the spinner counts this item (and enlists helpers for it).
+                // Relaxed, after the submit's SeqCst fence: the spinner clears the flag and
+                // fences before counting the items, so either this load sees it cleared or the
+                // spinner counts this item (and enlists helpers for it).
                 && (!self.spinning.load(Ordering::Relaxed)
                     || queued.is_some_and(|queued| queued > enlisted)))
     }
@@ -210,7 +232,9 @@ impl<T> ReadyQueue<T> {
     /// counted on it, and it runs one item at a time: a spinner that stays enlists a helper
     /// for each further item queued (up to `max_drainers` in all), which the caller starts.
     pub(crate) fn retire(&self) -> Retire {
-        let spinner = !self.spinning.swap(true, Ordering::Acquire);
+        // Relaxed: an RMW reads the latest value, so at most one drainer spins; the flag
+        // publishes nothing.
+        let spinner = !self.spinning.swap(true, Ordering::Relaxed);
         if spinner {
             let mut found = false;
             let mut pauses = PAUSES_PER_LOOK;
@@ -231,11 +255,11 @@ impl<T> ReadyQueue<T> {
                 // waits for.
                 pauses = (pauses * 2).min(MAX_PAUSES_PER_LOOK);
             }
-            // SeqCst store, then a SeqCst fence before counting the items (here or below):
+            // Cleared, then a SeqCst fence before counting the items (here or below):
             // against a submit's push, fence, load of `spinning` (the same pairing as
             // `drainers` below). Either the submit sees the spinner gone and enlists a
-            // drainer itself, or the count includes its item.
-            self.spinning.store(false, Ordering::SeqCst);
+            // drainer itself, or the count includes its item. Relaxed: the fence orders it.
+            self.spinning.store(false, Ordering::Relaxed);
             if found {
                 fence(Ordering::SeqCst);
                 return Retire::Stay {
@@ -243,7 +267,8 @@ impl<T> ReadyQueue<T> {
                 };
             }
         }
-        self.drainers.fetch_sub(1, Ordering::SeqCst);
+        // Relaxed: the fence orders it before the re-check (see the module documentation).
+        self.drainers.fetch_sub(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         if !self.queue.is_empty() && self.try_enlist() {
             // A spinner that gave up just before items came: they may have counted on it.
@@ -262,8 +287,11 @@ impl<T> ReadyQueue<T> {
 
     /// Enlists one more drainer unless `max_drainers` are; `true` if it did (the caller then
     /// is, or starts, that drainer).
+    ///
+    /// Relaxed: the compare-exchange reads the latest count, which keeps it within
+    /// `max_drainers`; callers that rely on a fresh count read it after a `SeqCst` fence.
     pub(crate) fn try_enlist(&self) -> bool {
-        let mut enlisted = self.drainers.load(Ordering::SeqCst);
+        let mut enlisted = self.drainers.load(Ordering::Relaxed);
         loop {
             if enlisted >= self.max_drainers {
                 return false;
@@ -271,8 +299,8 @@ impl<T> ReadyQueue<T> {
             match self.drainers.compare_exchange_weak(
                 enlisted,
                 enlisted + 1,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
             ) {
                 Ok(_) => return true,
                 Err(now) => enlisted = now,
@@ -280,88 +308,23 @@ impl<T> ReadyQueue<T> {
         }
     }
 
-    /// Drainers enlisted now (for the models' checks).
+    /// Drainers enlisted now (for the models' checks). Relaxed, as every access of the
+    /// protocol: a check must not order anything the protocol does not.
     #[cfg(all(test, loom))]
     pub(crate) fn drainers(&self) -> usize {
-        self.drainers.load(Ordering::SeqCst)
+        self.drainers.load(Ordering::Relaxed)
     }
 
-    /// Whether a drainer spins on the queue now (for the models' schedules).
+    /// Whether a drainer spins on the queue now (for the models' schedules). Relaxed, as
+    /// [`drainers`](Self::drainers).
     #[cfg(all(test, loom))]
     pub(crate) fn is_spinning(&self) -> bool {
-        self.spinning.load(Ordering::SeqCst)
+        self.spinning.load(Ordering::Relaxed)
     }
 
     /// Whether the queue is empty now (for the models' checks, and for a waiter deciding
     /// whether its block needs a stand-in, `stand_in.rs`).
     pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
-    }
-}
-
-/// The queue: crossbeam's lock-free MPMC `Injector`.
-#[cfg(not(loom))]
-struct Queue<T>(crossbeam_deque::Injector<T>);
-
-#[cfg(not(loom))]
-impl<T> Queue<T> {
-    fn new() -> Self {
-        Queue(crossbeam_deque::Injector::new())
-    }
-
-    #[inline]
-    fn push(&self, item: T) {
-        self.0.push(item);
-    }
-
-    #[inline]
-    fn steal(&self) -> Option<T> {
-        loop {
-            match self.0.steal() {
-                crossbeam_deque::Steal::Success(item) => return Some(item),
-                crossbeam_deque::Steal::Empty => return None,
-                crossbeam_deque::Steal::Retry => std::hint::spin_loop(),
-            }
-        }
-    }
-
-    #[inline]
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Never reports empty once a push has returned (the tail index moves before the item is
-    /// written, so an in-flight push counts).
-    #[inline]
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-/// Under loom: a mutex-protected deque with the `Injector`'s interface (loom cannot see inside
-/// crossbeam, which does not use the facade).
-#[cfg(loom)]
-struct Queue<T>(crate::sync::Mutex<std::collections::VecDeque<T>>);
-
-#[cfg(loom)]
-impl<T> Queue<T> {
-    fn new() -> Self {
-        Queue(crate::sync::Mutex::new(std::collections::VecDeque::new()))
-    }
-
-    fn push(&self, item: T) {
-        crate::sync::lock(&self.0).push_back(item);
-    }
-
-    fn steal(&self) -> Option<T> {
-        crate::sync::lock(&self.0).pop_front()
-    }
-
-    fn len(&self) -> usize {
-        crate::sync::lock(&self.0).len()
-    }
-
-    fn is_empty(&self) -> bool {
-        crate::sync::lock(&self.0).is_empty()
     }
 }
