@@ -66,7 +66,7 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
     if miri::available() {
         miri::run(std::iter::empty())?;
     } else {
-        println!("skipping miri: `cargo +nightly miri` is not installed");
+        println!("skipping miri: `cargo +nightly miri` (or `$MIRI_TOOLCHAIN`) is not installed");
     }
     Ok(())
 }

@@ -27,12 +27,12 @@ const COMMANDS: &[(&str, &str, &str)] = &[
     (
         "loom",
         "[test filter]",
-        "loom models of depengine-pool and depengine-graph",
+        "loom models of pool, graph and engine; interleavings per model",
     ),
     (
         "miri",
         "[test filter]",
-        "tests of depengine-pool and depengine-graph under nightly miri",
+        "tests of depengine-pool and depengine-graph, and engine tests, under nightly miri",
     ),
     (
         "ci",

@@ -27,7 +27,8 @@ fn ops_on_one_var_run_in_push_order() {
         let engine = engine(kind, 2);
         let v = engine.new_var().unwrap();
         let log = Arc::new(Mutex::new(Vec::new()));
-        for i in 0..200 {
+        let ops = if cfg!(miri) { 12 } else { 200 };
+        for i in 0..ops {
             let log = Arc::clone(&log);
             engine
                 .op("append")
@@ -39,7 +40,7 @@ fn ops_on_one_var_run_in_push_order() {
                 .unwrap();
         }
         engine.wait_for_var(v).unwrap();
-        assert_eq!(*log.lock().unwrap(), (0..200).collect::<Vec<_>>(), "{kind}");
+        assert_eq!(*log.lock().unwrap(), (0..ops).collect::<Vec<_>>(), "{kind}");
     }
 }
 
@@ -50,7 +51,8 @@ fn reads_see_the_write_before_them() {
         let v = engine.new_var().unwrap();
         let value = Arc::new(AtomicUsize::new(0));
         let seen = Arc::new(Mutex::new(Vec::new()));
-        for round in 1..=20 {
+        let rounds = if cfg!(miri) { 3 } else { 20 };
+        for round in 1..=rounds {
             let value2 = Arc::clone(&value);
             engine
                 .op("write")
@@ -76,7 +78,7 @@ fn reads_see_the_write_before_them() {
         }
         engine.wait_for_all().unwrap();
         let seen = seen.lock().unwrap();
-        assert_eq!(seen.len(), 60);
+        assert_eq!(seen.len(), 3 * rounds);
         assert!(seen.iter().all(|(round, got)| round == got), "{kind}");
     }
 }
@@ -87,7 +89,8 @@ fn async_ops_complete_from_other_threads() {
         let engine = engine(kind, 2);
         let v = engine.new_var().unwrap();
         let count = Arc::new(AtomicUsize::new(0));
-        for _ in 0..50 {
+        let ops = if cfg!(miri) { 6 } else { 50 };
+        for _ in 0..ops {
             let count = Arc::clone(&count);
             engine
                 .op("async")
@@ -102,7 +105,7 @@ fn async_ops_complete_from_other_threads() {
                 .unwrap();
         }
         engine.wait_for_var(v).unwrap();
-        assert_eq!(count.load(Ordering::Relaxed), 50, "{kind}");
+        assert_eq!(count.load(Ordering::Relaxed), ops, "{kind}");
     }
 }
 

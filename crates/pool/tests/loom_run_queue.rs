@@ -200,11 +200,11 @@ fn outside_push_back_reuses_the_slot_the_owner_pops() {
             })
         };
         let mut taken: Vec<u32> = q.pop_front().into_iter().collect();
-        let mut pushed = vec![0, 1];
+        let mut items = vec![0, 1];
         if pusher.join().unwrap() {
-            pushed.push(2);
+            items.push(2);
         }
         drain_front(&q, &mut taken);
-        check_exactly_once(taken, &pushed);
+        check_exactly_once(taken, &items);
     });
 }
