@@ -8,8 +8,17 @@
 #![cfg(loom)]
 
 use depengine_pool::ThreadPool;
+use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
+
+/// A plain cell that tasks on different threads write and read: loom reports any two
+/// accesses that nothing orders, which is what the models using it check.
+struct Plain(UnsafeCell<u32>);
+
+// SAFETY: the models only access it in the order that the pool promises (and loom checks
+// that order on every access).
+unsafe impl Sync for Plain {}
 
 /// A whole pool runs many more atomic steps than loom's default branch budget allows,
 /// and its state space is large, so each pool model sets its own preemption bound (the
@@ -57,21 +66,31 @@ fn spawn_from_outside_then_shutdown() {
 
 /// A scoped task spawns a child from its worker (front of its own queue, where the
 /// other worker may steal it); the caller parks on the scope's latch until both ran.
+/// Each task writes a plain cell that the caller reads after the scope: the scope's
+/// `CountLatch` must order every task's work before the caller's return (each
+/// decrement's `Release` half, the last decrement's `Acquire` half, then the latch), or
+/// loom reports the caller's read as concurrent with a task's write.
 #[test]
 fn nested_spawn_in_scope_then_shutdown() {
     model(1, || {
         let pool = ThreadPool::new(2).unwrap();
-        let count = AtomicUsize::new(0);
+        let (parent, child) = (Plain(UnsafeCell::new(0)), Plain(UnsafeCell::new(0)));
         pool.scope(|s| {
-            let count = &count;
+            let (parent, child) = (&parent, &child);
             s.spawn(move |s| {
                 s.spawn(move |_| {
-                    count.fetch_add(1, Ordering::Relaxed);
+                    // SAFETY: only this task writes the cell, and the caller reads it
+                    // after the scope (what the model checks).
+                    child.0.with_mut(|value| unsafe { *value = 1 });
                 });
-                count.fetch_add(1, Ordering::Relaxed);
+                // SAFETY: as above, for this task's cell.
+                parent.0.with_mut(|value| unsafe { *value = 1 });
             });
         });
-        assert_eq!(count.load(Ordering::Relaxed), 2);
+        // SAFETY: the scope has returned, so both tasks are done (what the model checks).
+        let read = |cell: &Plain| cell.0.with(|value| unsafe { *value });
+        let done = read(&parent) + read(&child);
+        assert_eq!(done, 2);
         drop(pool);
     });
 }
