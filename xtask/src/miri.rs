@@ -51,16 +51,8 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
         return Ok(());
     }
     Cmd::cargo()
-        .args([
-            "+nightly",
-            "miri",
-            "test",
-            "-p",
-            "depengine",
-            "--test",
-            "api",
-            "--",
-        ])
+        .args([toolchain().as_str(), "miri", "test"])
+        .args(["-p", "depengine", "--test", "api", "--"])
         .args(ENGINE_TESTS)
         .run()
 }
