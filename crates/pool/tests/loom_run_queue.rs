@@ -10,10 +10,10 @@
 //! Every model yields once, either in the spawner right after the spawn or at the start
 //! of the spawned thread, whichever explores more interleavings for that model: loom
 //! 0.7's exploration may otherwise never run the spawned thread before the spawner's
-//! next accesses (tokio-rs/loom#392; `outside_push_back_vs_owner_pop_front` explored a
-//! single interleaving with no yield or with one in the spawned thread, 10 with one in
-//! the spawner). The counts each model reaches are recorded in its CI log
-//! (`LOOM_LOG=loom::model=info`); a model that completes in 1 iteration is a defect.
+//! next accesses (tokio-rs/loom#392; `outside_push_back_vs_owner_pop_front` explores a
+//! single interleaving with no yield or with one in the spawned thread). `cargo xtask
+//! loom` lists the interleavings each model explores and fails on a model that explores
+//! one.
 #![cfg(loom)]
 
 use depengine_pool::RunQueue;
@@ -78,50 +78,17 @@ fn thief_steals_an_item_pushed_after_it_started() {
     });
 }
 
-/// The ring wraps under a thief: the thief pops the oldest item while the owner pushes
-/// into the full ring, reusing the slot the thief frees if it sees it `EMPTY` (and
-/// getting its item back as "full" otherwise). Catches the `Release` of the `EMPTY`
-/// store in `Slot::take` and the `Acquire` of the claiming CAS from `EMPTY` (either
-/// one `Relaxed`: the owner's write races the thief's move-out).
-#[test]
-fn owner_push_front_reuses_the_slot_a_thief_pops() {
-    loom::model(|| {
+/// The ring wraps under a thief: the owner fills a 2-slot ring, then pushes into it
+/// while a thread runs `steal`, reusing the slot the thief frees if it sees it `EMPTY`
+/// (and getting its item back as "full" otherwise). Every item is taken exactly once.
+fn owner_pushes_while_a_thief_frees_a_slot(steal: fn(&RunQueue<u32>) -> Vec<u32>) {
+    loom::model(move || {
         let q = Arc::new(RunQueue::with_capacity(2));
         q.push_front(0).unwrap();
         q.push_front(1).unwrap();
         let thief = {
             let q = q.clone();
-            thread::spawn(move || q.pop_back())
-        };
-        thread::yield_now();
-        let mut pushed = vec![0, 1];
-        if q.push_front(2).is_ok() {
-            pushed.push(2);
-        }
-        let mut taken: Vec<u32> = thief.join().unwrap().into_iter().collect();
-        drain_front(&q, &mut taken);
-        check_exactly_once(taken, &pushed);
-    });
-}
-
-/// As above, with `pop_back_half` (it marks the slot `EMPTY` itself, after the sink
-/// accepted the item). Catches the `Release` of that store.
-#[test]
-fn owner_push_front_reuses_the_slot_pop_back_half_frees() {
-    loom::model(|| {
-        let q = Arc::new(RunQueue::with_capacity(2));
-        q.push_front(0).unwrap();
-        q.push_front(1).unwrap();
-        let thief = {
-            let q = q.clone();
-            thread::spawn(move || {
-                let mut got = Vec::new();
-                q.pop_back_half(usize::MAX, |item| {
-                    got.push(item);
-                    Ok(())
-                });
-                got
-            })
+            thread::spawn(move || steal(&q))
         };
         thread::yield_now();
         let mut pushed = vec![0, 1];
@@ -131,6 +98,28 @@ fn owner_push_front_reuses_the_slot_pop_back_half_frees() {
         let mut taken = thief.join().unwrap();
         drain_front(&q, &mut taken);
         check_exactly_once(taken, &pushed);
+    });
+}
+
+/// `owner_pushes_while_a_thief_frees_a_slot` with `pop_back`. Catches the `Release` of
+/// the `EMPTY` store in `Slot::take` and the `Acquire` of the claiming CAS from `EMPTY`
+/// (either one `Relaxed`: the owner's write races the thief's move-out).
+#[test]
+fn owner_push_front_reuses_the_slot_a_thief_pops() {
+    owner_pushes_while_a_thief_frees_a_slot(|q| q.pop_back().into_iter().collect());
+}
+
+/// `owner_pushes_while_a_thief_frees_a_slot` with `pop_back_half` (it marks the slot
+/// `EMPTY` itself, after the sink accepted the item). Catches the `Release` of that store.
+#[test]
+fn owner_push_front_reuses_the_slot_pop_back_half_frees() {
+    owner_pushes_while_a_thief_frees_a_slot(|q| {
+        let mut got = Vec::new();
+        q.pop_back_half(usize::MAX, |item| {
+            got.push(item);
+            Ok(())
+        });
+        got
     });
 }
 
