@@ -44,12 +44,12 @@ use std::time::Duration;
 
 use depengine_graph::Var;
 
-use crate::deadlock::WaitLatch;
 use crate::failure::OpFailure;
-use crate::inner::{Inner, Workers};
-use crate::queued::{QueuedBlock, drained_block};
-use crate::record::BlockKey;
-use crate::stall::StallClock;
+use crate::op::record::BlockKey;
+use crate::route::queued::{QueuedBlock, drained_block};
+use crate::run::{Inner, Workers};
+use crate::wait::deadlock::WaitLatch;
+use crate::wait::stall::StallClock;
 
 thread_local! {
     /// The engine whose priority-block task this thread runs (set by [`ServingPriority`]).

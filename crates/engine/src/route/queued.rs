@@ -44,10 +44,10 @@ use std::sync::Arc;
 use depengine_cpu::WorkerBlock;
 use depengine_graph::ReadyOp;
 
-use crate::frame::in_op_function;
-use crate::inner::Inner;
-use crate::ready_queue::{ReadyQueue, Retire, Submit, run_overflow};
-use crate::record::{BlockKey, OpRecord};
+use crate::op::record::{BlockKey, OpRecord};
+use crate::route::ready_queue::{ReadyQueue, Retire, Submit, run_overflow};
+use crate::run::Inner;
+use crate::thread::frame::in_op_function;
 
 thread_local! {
     /// The engine and block this thread drains now (set by [`Draining::enter`]).

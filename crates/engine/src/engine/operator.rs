@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use depengine_graph::Var;
 
-use crate::completion::Completion;
 use crate::context::{FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::failure::BoxError;
-use crate::name::OpName;
+use crate::op::completion::Completion;
+use crate::op::name::OpName;
 
 /// A reusable sync function.
 type SharedSyncFn = Box<dyn Fn(RunContext) -> Result<(), BoxError> + Send + Sync>;

@@ -35,7 +35,7 @@
 //! nothing but the fences orders a push against a drainer's `is_empty` or `len`), and the
 //! retire spin and the sampling period shrink to keep the models small.
 //!
-//! [`QueuedBlock`]: crate::queued::QueuedBlock
+//! [`QueuedBlock`]: crate::route::queued::QueuedBlock
 
 use std::cell::Cell;
 

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use depengine_graph::{ReadyOp, Var};
 
-use crate::record::OpRecord;
+use crate::op::record::OpRecord;
 
 thread_local! {
     // All `const`: no lazy initialization to check on each access (every sync op enters a

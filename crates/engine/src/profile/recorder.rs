@@ -32,9 +32,9 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::inner::Inner;
-use crate::profile::{OpProfile, Profile, ProfiledOutcome, ProfiledThread};
-use crate::record::OpRecord;
+use crate::op::record::OpRecord;
+use crate::profile::report::{OpProfile, Profile, ProfiledOutcome, ProfiledThread};
+use crate::run::Inner;
 
 /// Which ops a running profiler records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

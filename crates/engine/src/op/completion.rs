@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use depengine_graph::ReadyOp;
 
 use crate::failure::{BoxError, FailureCause, OpFailure};
-use crate::inner::Inner;
-use crate::profiler::Started;
-use crate::record::OpRecord;
+use crate::op::record::OpRecord;
+use crate::profile::recorder::Started;
+use crate::run::Inner;
 
 /// Completes an async op. Consumed by [`complete`](Self::complete) (or [`ok`](Self::ok),
 /// [`fail`](Self::fail)), so an op completes at most once; dropped without completing, it

@@ -49,8 +49,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use depengine_graph::{Graph, OpId, Var, Visit};
 
 use crate::failure::OpFailure;
-use crate::record::{OpFn, OpRecord};
-use crate::wait::Latch;
+use crate::op::record::{OpFn, OpRecord};
+use crate::wait::idle::Latch;
 
 /// The latch a `wait_for_var` blocks on.
 pub(crate) type WaitLatch = Latch<Option<OpFailure>>;

@@ -1,4 +1,7 @@
-//! [`Engine`]: the handle users hold.
+//! [`Engine`]: the handle users hold, and the builders it hands out.
+
+pub(crate) mod op_builder;
+pub(crate) mod operator;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -8,20 +11,20 @@ use std::sync::atomic::Ordering;
 
 use depengine_graph::Var;
 
-use crate::builder::OpBuilder;
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::Context;
-use crate::deadlock::closes_cycle;
+use crate::engine::op_builder::OpBuilder;
+use crate::engine::operator::{Operator, OperatorBuilder};
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
-use crate::frame::{running_op_of, running_op_uses, sync_ops_hold};
-use crate::inner::{Inner, TaskMarker};
-use crate::name::OpName;
-use crate::operator::{Operator, OperatorBuilder};
-use crate::profiler::Profiler;
-use crate::record::{OpFn, OpRecord, Route};
-use crate::stand_in::Served;
-use crate::wait::Latch;
+use crate::op::name::OpName;
+use crate::op::record::{OpFn, OpRecord, Route};
+use crate::profile::recorder::Profiler;
+use crate::run::{Inner, TaskMarker};
+use crate::thread::frame::{running_op_of, running_op_uses, sync_ops_hold};
+use crate::wait::deadlock::closes_cycle;
+use crate::wait::idle::Latch;
+use crate::wait::stand_in::Served;
 
 /// Counters for leak checks and monitoring, from [`Engine::stats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,7 +54,7 @@ impl Drop for Handle {
         // Relaxed: see `Inner::shut_down`.
         self.inner.shut_down.store(true, Ordering::Relaxed);
         let naive = self.inner.kind == EngineKind::Naive;
-        if TaskMarker::active(self.inner.id) || (naive && crate::naive::is_running()) {
+        if TaskMarker::active(self.inner.id) || (naive && crate::route::naive::is_running()) {
             // Dropped by a task of this engine (an op's closure held the last handle), or on a
             // thread that has naive ops queued (possibly this engine's): waiting here would
             // wait for this very thread. The threads finish the queued work and are released
@@ -258,13 +261,13 @@ impl Engine {
             route: Route::Wait,
             profiled: false,
         };
-        let mut dispatcher = crate::inner::Dispatcher::new(inner, false, None);
+        let mut dispatcher = crate::run::Dispatcher::new(inner, false, None);
         // A write: it waits for every op pushed on `var` before it (reads included) and runs
         // alone, so taking the failure there races with nothing.
         inner.graph.push(&[], &[var], record, &mut dispatcher)?;
         if inner.kind == EngineKind::Naive {
             // Inside a naive op, the ops waited for may be queued behind it on this thread.
-            crate::naive::run_queued_until(|| latch.is_set());
+            crate::route::naive::run_queued_until(|| latch.is_set());
         }
         if registration.is_some()
             && !latch.is_set()

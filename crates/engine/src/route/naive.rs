@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use depengine_graph::ReadyOp;
 
-use crate::inner::Inner;
-use crate::record::OpRecord;
+use crate::op::record::OpRecord;
+use crate::run::Inner;
 
 type Queued = VecDeque<(Arc<Inner>, ReadyOp<OpRecord>)>;
 

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use crate::completion::Completion;
 use crate::context::{Context, FnProperty, RunContext};
-use crate::deadlock::WaitLatch;
+use crate::engine::operator::OperatorInner;
 use crate::failure::BoxError;
-use crate::name::OpName;
-use crate::operator::OperatorInner;
+use crate::op::completion::Completion;
+use crate::op::name::OpName;
+use crate::wait::deadlock::WaitLatch;
 
 /// A one-shot sync op function.
 pub(crate) type SyncFn = Box<dyn FnOnce(RunContext) -> Result<(), BoxError> + Send>;

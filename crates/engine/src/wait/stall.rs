@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use depengine_graph::Var;
 
-use crate::deadlock::WaitLatch;
 use crate::failure::OpFailure;
-use crate::inner::Inner;
+use crate::run::Inner;
+use crate::wait::deadlock::WaitLatch;
 
 /// Ops waiting on a var that a warning names, at most.
 const NAMED_OPS: usize = 8;

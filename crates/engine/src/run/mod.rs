@@ -17,25 +17,25 @@ use std::time::Duration;
 
 use depengine_graph::{Dispatch, Graph, ReadyOp, Var};
 
-use crate::completion::Completion;
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::{Context, FnProperty};
-use crate::deadlock::BlockedWaits;
-use crate::devices::GpuExecutors;
+use crate::engine::operator::OperatorFn;
 use crate::error::{EngineError, Result};
+use crate::failure::log::FailureLog;
 use crate::failure::{FailureCause, OpFailure, panic_message};
-use crate::failure_log::FailureLog;
-use crate::frame::OpFrame;
-use crate::naive;
-use crate::operator::OperatorFn;
-use crate::per_device::PerDevice;
-use crate::pooled::Pooled;
-use crate::profile::ProfiledOutcome;
-use crate::profiler::{ProfilerState, Started};
-use crate::queued::{Draining, QueuedBlock};
-use crate::record::{BlockKey, OpFn, OpRecord, Route};
-use crate::stand_in::{ServingPriority, StandIns};
-use crate::wait::IdleCounter;
+use crate::op::completion::Completion;
+use crate::op::record::{BlockKey, OpFn, OpRecord, Route};
+use crate::profile::recorder::{ProfilerState, Started};
+use crate::profile::report::ProfiledOutcome;
+use crate::route::devices::GpuExecutors;
+use crate::route::naive;
+use crate::route::per_device::PerDevice;
+use crate::route::pooled::Pooled;
+use crate::route::queued::{Draining, QueuedBlock};
+use crate::thread::frame::OpFrame;
+use crate::wait::deadlock::BlockedWaits;
+use crate::wait::idle::IdleCounter;
+use crate::wait::stand_in::{ServingPriority, StandIns};
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
 

@@ -1,0 +1,3 @@
+//! What the engine knows about the current thread.
+
+pub(crate) mod frame;
