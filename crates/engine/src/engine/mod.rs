@@ -2,6 +2,7 @@
 
 pub(crate) mod op_builder;
 pub(crate) mod operator;
+pub(crate) mod profiler;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -17,9 +18,9 @@ use crate::engine::op_builder::OpBuilder;
 use crate::engine::operator::{Operator, OperatorBuilder};
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
-use crate::op::name::OpName;
+use crate::name::OpName;
 use crate::op::record::{OpFn, OpRecord, Route};
-use crate::profile::recorder::Profiler;
+use crate::engine::profiler::Profiler;
 use crate::run::{Inner, TaskMarker};
 use crate::thread::frame::{running_op_of, running_op_uses, sync_ops_hold};
 use crate::wait::deadlock::closes_cycle;
@@ -171,7 +172,7 @@ impl Engine {
 
     /// The engine's profiler: start it, stop it, take what it recorded (see [`Profiler`]).
     pub fn profiler(&self) -> Profiler<'_> {
-        Profiler::new(self.inner())
+        Profiler::new(&self.inner().profiler)
     }
 
     /// Pushes one run of `operator` (MXNet's `Push`).
@@ -181,7 +182,7 @@ impl Engine {
     /// [`EngineError::OperatorDeleted`], [`EngineError::ForeignOperator`], and the errors of
     /// [`OpBuilder::push_sync`].
     pub fn push(&self, operator: &Operator, context: Context, priority: i32) -> Result<()> {
-        let op = &operator.inner;
+        let op = &operator.def;
         if op.engine != self.id() {
             return Err(EngineError::ForeignOperator {
                 name: op.name.to_string(),
@@ -214,14 +215,14 @@ impl Engine {
     /// [`EngineError::OperatorDeleted`] if it was already deleted,
     /// [`EngineError::ForeignOperator`].
     pub fn delete_operator(&self, operator: Operator) -> Result<()> {
-        let op = &operator.inner;
+        let op = &operator.def;
         if op.engine != self.id() {
             return Err(EngineError::ForeignOperator {
                 name: op.name.to_string(),
             });
         }
         // Relaxed: only the swap's atomicity matters (one delete wins); see
-        // `OperatorInner::deleted`.
+        // `OperatorDef::deleted`.
         if op.deleted.swap(true, Ordering::Relaxed) {
             return Err(EngineError::OperatorDeleted {
                 name: op.name.to_string(),

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use crate::context::{Context, FnProperty, RunContext};
-use crate::engine::operator::OperatorInner;
-use crate::failure::BoxError;
+use crate::op::operator::OperatorDef;
+use crate::failure::{BoxError, FailureCause, OpFailure};
 use crate::op::completion::Completion;
-use crate::op::name::OpName;
+use crate::name::OpName;
+use crate::profile::recorder::ProfiledOp;
 use crate::wait::deadlock::WaitLatch;
 
 /// A one-shot sync op function.
@@ -19,7 +20,7 @@ pub(crate) enum OpFn {
     Sync(SyncFn),
     Async(AsyncFn),
     /// A push of a reusable operator.
-    Operator(Arc<OperatorInner>),
+    Operator(Arc<OperatorDef>),
     /// `wait_for_var`'s write: never executed, handled at dispatch.
     Wait(Arc<WaitLatch>),
 }
@@ -81,6 +82,21 @@ pub(crate) struct OpRecord {
 }
 
 impl OpRecord {
+    /// The failure of this op with `cause`.
+    pub(crate) fn failure(&self, cause: FailureCause) -> OpFailure {
+        OpFailure::new(self.name.to_cow(), cause)
+    }
+
+    /// What the profiler records of this op.
+    pub(crate) fn profiled_op(&self) -> ProfiledOp<'_> {
+        ProfiledOp {
+            name: &self.name,
+            context: self.context,
+            property: self.property,
+            priority: self.priority,
+        }
+    }
+
     pub(crate) fn run_context(&self) -> RunContext {
         RunContext {
             context: self.context,

@@ -32,9 +32,9 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::op::record::OpRecord;
+use crate::context::{Context, FnProperty};
+use crate::name::OpName;
 use crate::profile::report::{OpProfile, Profile, ProfiledOutcome, ProfiledThread};
-use crate::run::Inner;
 
 /// Which ops a running profiler records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -96,6 +96,14 @@ pub(crate) struct ProfilerState {
     output: Option<PathBuf>,
 }
 
+/// What the profiler records of an op besides its times.
+pub(crate) struct ProfiledOp<'a> {
+    pub(crate) name: &'a OpName,
+    pub(crate) context: Context,
+    pub(crate) property: FnProperty,
+    pub(crate) priority: i32,
+}
+
 /// When and where a profiled op started: taken before its function runs, turned into an
 /// [`OpProfile`] when it completes.
 pub(crate) struct Started {
@@ -114,7 +122,24 @@ impl ProfilerState {
         }
     }
 
-    fn take(&self) -> Profile {
+    /// Starts (`true`) or stops recording: ops whose function starts from now on are recorded
+    /// or not; ops already started are recorded when they complete.
+    pub(crate) fn set_running(&self, running: bool) {
+        self.running.store(running, Ordering::Relaxed);
+    }
+
+    /// Whether it records.
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.load(Ordering::Relaxed)
+    }
+
+    /// Sets which ops it records.
+    pub(crate) fn set_mode(&self, mode: ProfileMode) {
+        self.mode.store(mode as u8, Ordering::Relaxed);
+    }
+
+    /// The ops recorded since the last `take`, in completion order.
+    pub(crate) fn take(&self) -> Profile {
         let ops = std::mem::take(&mut *self.records.lock().unwrap_or_else(PoisonError::into_inner));
         Profile { ops }
     }
@@ -136,13 +161,15 @@ impl ProfilerState {
         }
     }
 
-    /// Whether `record` is to be profiled: the profiler runs and its mode takes the op.
+    /// Whether an op is to be profiled (`marked`: it was marked for the profiler): the profiler
+    /// runs and its mode takes the op.
     #[inline]
-    pub(crate) fn wants(&self, record: &OpRecord) -> bool {
-        self.running.load(Ordering::Relaxed) && (record.profiled || self.mode() == ProfileMode::All)
+    pub(crate) fn wants(&self, marked: bool) -> bool {
+        self.running.load(Ordering::Relaxed) && (marked || self.mode() == ProfileMode::All)
     }
 
-    fn mode(&self) -> ProfileMode {
+    /// Which ops it records.
+    pub(crate) fn mode(&self) -> ProfileMode {
         if self.mode.load(Ordering::Relaxed) == ProfileMode::Marked as u8 {
             ProfileMode::Marked
         } else {
@@ -159,19 +186,14 @@ impl ProfilerState {
     }
 
     /// Records an op that started at `started` (or now, for a skipped op) and completes now.
-    pub(crate) fn record(
-        &self,
-        record: &OpRecord,
-        started: Option<Started>,
-        outcome: ProfiledOutcome,
-    ) {
+    pub(crate) fn record(&self, op: &ProfiledOp<'_>, started: Option<Started>, outcome: ProfiledOutcome) {
         let end = self.epoch.elapsed();
         let Started { at: start, thread } = started.unwrap_or_else(|| self.start());
         let profile = OpProfile {
-            name: record.name.clone(),
-            context: record.context,
-            property: record.property,
-            priority: record.priority,
+            name: op.name.clone(),
+            context: op.context,
+            property: op.property,
+            priority: op.priority,
             thread,
             start: start.min(end),
             end,
@@ -181,82 +203,5 @@ impl ProfilerState {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(profile);
-    }
-}
-
-/// The profiler of an [`Engine`](crate::Engine), from [`Engine::profiler`](crate::Engine::profiler).
-///
-/// ```
-/// use depengine::{Engine, EngineConfig};
-///
-/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
-/// let var = engine.new_var()?;
-/// engine.profiler().start();
-/// for step in 0..3 {
-///     engine.op("step").writes(&[var]).push_sync(move |_| {
-///         std::thread::sleep(std::time::Duration::from_millis(step));
-///         Ok::<_, std::convert::Infallible>(())
-///     })?;
-/// }
-/// engine.wait_for_all()?;
-/// let profile = engine.profiler().take();
-/// assert_eq!(profile.summary()[0].runs, 3);
-/// println!("{profile}"); // per-name table: calls, total, mean, min, max
-/// // profile.write_chrome_trace(std::fs::File::create("trace.json")?)?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Clone, Copy)]
-pub struct Profiler<'e> {
-    state: &'e ProfilerState,
-}
-
-impl<'e> Profiler<'e> {
-    pub(crate) fn new(inner: &'e Inner) -> Self {
-        Profiler {
-            state: &inner.profiler,
-        }
-    }
-
-    /// Starts recording (ops whose function starts from now on; a running profiler stays on).
-    pub fn start(&self) {
-        self.state.running.store(true, Ordering::Relaxed);
-    }
-
-    /// Stops recording; ops already started are still recorded when they complete. What was
-    /// recorded stays until [`take`](Self::take).
-    pub fn stop(&self) {
-        self.state.running.store(false, Ordering::Relaxed);
-    }
-
-    /// Whether it records.
-    pub fn is_running(&self) -> bool {
-        self.state.running.load(Ordering::Relaxed)
-    }
-
-    /// Which ops it records.
-    pub fn mode(&self) -> ProfileMode {
-        self.state.mode()
-    }
-
-    /// Sets which ops it records.
-    pub fn set_mode(&self, mode: ProfileMode) {
-        self.state.mode.store(mode as u8, Ordering::Relaxed);
-    }
-
-    /// The ops recorded since the last `take` (those completed by now), in completion order.
-    /// Call [`Engine::wait_for_all`](crate::Engine::wait_for_all) first to include every op
-    /// pushed so far.
-    #[must_use = "take empties the recorded ops: keep or write the profile"]
-    pub fn take(&self) -> Profile {
-        self.state.take()
-    }
-}
-
-impl std::fmt::Debug for Profiler<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Profiler")
-            .field("running", &self.is_running())
-            .field("mode", &self.mode())
-            .finish_non_exhaustive()
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::context::{Context, FnProperty};
-use crate::op::name::OpName;
+use crate::name::OpName;
 
 /// How a profiled op ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -8,7 +8,6 @@
 //!                      dispatch ◄── released ◄── finish: Graph::complete, pending -= 1
 //! ```
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,11 +18,11 @@ use depengine_graph::{Dispatch, Graph, ReadyOp, Var};
 
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::{Context, FnProperty};
-use crate::engine::operator::OperatorFn;
+use crate::op::operator::OperatorFn;
 use crate::error::{EngineError, Result};
 use crate::failure::log::FailureLog;
 use crate::failure::{FailureCause, OpFailure, panic_message};
-use crate::op::completion::Completion;
+use crate::op::completion::{Completion, FinishAsync};
 use crate::op::record::{BlockKey, OpFn, OpRecord, Route};
 use crate::profile::recorder::{ProfilerState, Started};
 use crate::profile::report::ProfiledOutcome;
@@ -406,7 +405,7 @@ impl Inner {
         keep_for: Option<BlockKey>,
     ) -> Option<ReadyOp<OpRecord>> {
         let _marker = TaskMarker::enter(self.id);
-        let profiled = self.profiler.wants(op.payload());
+        let profiled = self.profiler.wants(op.payload().profiled);
         if let Some(failure) = self.graph.op_failure(&op) {
             // Rule 2: a dependent of a failed var does not run; it passes the failure on. Its
             // function is dropped unrun; a panic in a captured value's `Drop` must not keep the
@@ -415,7 +414,7 @@ impl Inner {
             let _ = catch_unwind(AssertUnwindSafe(move || drop(func)));
             if profiled {
                 self.profiler
-                    .record(op.payload(), None, ProfiledOutcome::Skipped);
+                    .record(&op.payload().profiled_op(), None, ProfiledOutcome::Skipped);
             }
             return self.finish_then(op, Err(failure), false, keep_for);
         }
@@ -444,7 +443,7 @@ impl Inner {
                 let released = Arc::new(AtomicBool::new(false));
                 let frame = OpFrame::enter_async(self.id, &op, Arc::clone(&released));
                 let span = async_op_span(&op);
-                let done = Completion::new(Arc::clone(self), op, started, released);
+                let done = Completion::new(Arc::clone(self) as Arc<dyn FinishAsync>, op, started, released);
                 // A panic drops `done` while unwinding, which completes the op as panicked.
                 let _ = catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
                 drop(frame);
@@ -468,7 +467,7 @@ impl Inner {
                     let released = Arc::new(AtomicBool::new(false));
                     let frame = OpFrame::enter_async(self.id, &op, Arc::clone(&released));
                     let span = async_op_span(&op);
-                    let done = Completion::new(Arc::clone(self), op, started, released);
+                    let done = Completion::new(Arc::clone(self) as Arc<dyn FinishAsync>, op, started, released);
                     let _ =
                         catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
                     drop(frame);
@@ -497,7 +496,7 @@ impl Inner {
                 Ok(()) => ProfiledOutcome::Completed,
                 Err(_) => ProfiledOutcome::Failed,
             };
-            self.profiler.record(op.payload(), Some(started), outcome);
+            self.profiler.record(&op.payload().profiled_op(), Some(started), outcome);
         }
     }
 
@@ -508,17 +507,11 @@ impl Inner {
     ) -> Result<(), OpFailure> {
         match result {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(Self::failure(op, FailureCause::Error(error))),
-            Err(payload) => Err(Self::failure(
-                op,
-                FailureCause::Panic(panic_message(&*payload)),
-            )),
+            Ok(Err(error)) => Err(op.payload().failure(FailureCause::Error(error))),
+            Err(payload) => Err(op
+                .payload()
+                .failure(FailureCause::Panic(panic_message(&*payload)))),
         }
-    }
-
-    pub(crate) fn failure(op: &ReadyOp<OpRecord>, cause: FailureCause) -> OpFailure {
-        let name: Cow<'static, str> = op.payload().name.to_cow();
-        OpFailure::new(name, cause)
     }
 
     /// Completes an op with `outcome` (rule 1: a failure is stored on its written vars),
@@ -568,5 +561,17 @@ impl Inner {
         }
         self.idle.done();
         dispatcher.next
+    }
+}
+
+impl FinishAsync for Inner {
+    fn finish_async(
+        self: Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        started: Option<Started>,
+        outcome: Result<(), OpFailure>,
+    ) {
+        self.profile(&op, started, &outcome);
+        self.finish(op, outcome, true);
     }
 }
