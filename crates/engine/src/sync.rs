@@ -6,15 +6,11 @@
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
-#[cfg(loom)]
-pub(crate) use loom::thread_local;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
-#[cfg(not(loom))]
-pub(crate) use std::thread_local;
 
 /// One step of a spin loop. Under loom a spin loop must yield, or the model checker would
 /// explore the spinning thread forever.

@@ -3,6 +3,7 @@
 pub(crate) mod op_builder;
 pub(crate) mod operator;
 pub(crate) mod profiler;
+pub(crate) mod wait;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -16,16 +17,17 @@ use crate::config::{EngineConfig, EngineKind};
 use crate::context::Context;
 use crate::engine::op_builder::OpBuilder;
 use crate::engine::operator::{Operator, OperatorBuilder};
+use crate::engine::profiler::Profiler;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
 use crate::name::OpName;
 use crate::op::record::{OpFn, OpRecord, Route};
-use crate::engine::profiler::Profiler;
-use crate::run::{Inner, TaskMarker};
+use crate::run::Inner;
 use crate::thread::frame::{running_op_of, running_op_uses, sync_ops_hold};
+use crate::thread::serving::Served;
+use crate::thread::task::TaskMarker;
 use crate::wait::deadlock::closes_cycle;
 use crate::wait::idle::Latch;
-use crate::wait::stand_in::Served;
 
 /// Counters for leak checks and monitoring, from [`Engine::stats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -63,7 +65,7 @@ impl Drop for Handle {
             // the shutdown goes on: this engine's ops do not wait for that task.)
             return;
         }
-        self.inner.wait_idle_watched("the engine's shutdown");
+        wait::wait_idle_watched(&self.inner, "the engine's shutdown");
         // Worker tasks drop their reference right after completing their op; once only ours
         // is left, dropping it (below, on this thread) drops the worker blocks, which join
         // their threads.
@@ -272,7 +274,13 @@ impl Engine {
         }
         if registration.is_some()
             && !latch.is_set()
-            && closes_cycle(&inner.graph, &inner.blocked_waits, &latch, &held)
+            && closes_cycle(
+                &inner.graph,
+                &inner.blocked_waits,
+                &latch,
+                &held,
+                OpRecord::wait_latch,
+            )
         {
             // Unregistered first: our vars are about to be released, so other walks must not
             // go on through them.
@@ -284,8 +292,8 @@ impl Engine {
         }
         let outcome = match Served::by_this_thread(inner.id) {
             // On a worker of this engine: a thread stands in for it if its block starves.
-            Some(block) => inner.wait_on_worker(&latch, block, var),
-            None => inner.wait_watched(&latch, var),
+            Some(block) => wait::wait_on_worker(inner, &latch, block, var),
+            None => wait::wait_watched(inner, &latch, var),
         };
         drop(registration);
         match outcome {
@@ -310,7 +318,7 @@ impl Engine {
         if running_op_of(inner.id) {
             return Err(EngineError::WaitAllInsideOp);
         }
-        inner.wait_idle_watched("wait_for_all");
+        wait::wait_idle_watched(inner, "wait_for_all");
         let taken = inner.failure_log().take();
         for var in taken.vars {
             // A var deleted meanwhile has dropped its failure already.

@@ -2,5 +2,5 @@
 //! [`Completion`] an async op completes, and the shared part of a reusable operator.
 
 pub(crate) mod completion;
-pub(crate) mod record;
 pub(crate) mod operator;
+pub(crate) mod record;

@@ -39,4 +39,3 @@ pub(crate) struct OperatorDef {
     /// ordering, as documented ("pushes already made still run").
     pub(crate) deleted: AtomicBool,
 }
-

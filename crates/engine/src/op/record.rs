@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use crate::context::{Context, FnProperty, RunContext};
-use crate::op::operator::OperatorDef;
 use crate::failure::{BoxError, FailureCause, OpFailure};
-use crate::op::completion::Completion;
 use crate::name::OpName;
+use crate::op::completion::Completion;
+use crate::op::operator::OperatorDef;
 use crate::profile::recorder::ProfiledOp;
 use crate::wait::deadlock::WaitLatch;
 
@@ -82,6 +82,14 @@ pub(crate) struct OpRecord {
 }
 
 impl OpRecord {
+    /// The latch of a `wait_for_var` op.
+    pub(crate) fn wait_latch(&self) -> Option<&Arc<WaitLatch>> {
+        match &self.func {
+            Some(OpFn::Wait(latch)) => Some(latch),
+            _ => None,
+        }
+    }
+
     /// The failure of this op with `cause`.
     pub(crate) fn failure(&self, cause: FailureCause) -> OpFailure {
         OpFailure::new(self.name.to_cow(), cause)

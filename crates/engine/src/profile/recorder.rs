@@ -26,10 +26,9 @@
 //! a `DEBUG` event (target `depengine::failure`). On the threaded kinds the spans are created on
 //! worker threads: a global subscriber sees them, as root spans.
 
-use std::cell::OnceCell;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::context::{Context, FnProperty};
@@ -55,29 +54,6 @@ impl ProfileMode {
             ProfileMode::Marked => "marked",
         }
     }
-}
-
-/// Hands out thread indices for profiles (process-wide, so two engines agree).
-static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
-
-thread_local! {
-    /// This thread's index and name in profiles, assigned on its first profiled op.
-    static THREAD: OnceCell<ProfiledThread> = const { OnceCell::new() };
-}
-
-fn current_thread() -> ProfiledThread {
-    let new = || {
-        let index = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-        let name = std::thread::current()
-            .name()
-            .map_or_else(|| Arc::from(format!("thread-{index}")), Arc::from);
-        ProfiledThread { index, name }
-    };
-    // `try_with`: an op completed from a thread-local's destructor (a `Completion` dropped as
-    // its thread exits) still gets a thread, a fresh one.
-    THREAD
-        .try_with(|cell| cell.get_or_init(new).clone())
-        .unwrap_or_else(|_| new())
 }
 
 /// The profiler's state, one per engine.
@@ -177,18 +153,35 @@ impl ProfilerState {
         }
     }
 
-    /// Now, on this thread: the start of a profiled op.
-    pub(crate) fn start(&self) -> Started {
+    /// Now, on `thread` (the current one): the start of a profiled op.
+    pub(crate) fn start(&self, thread: ProfiledThread) -> Started {
         Started {
             at: self.epoch.elapsed(),
-            thread: current_thread(),
+            thread,
         }
     }
 
-    /// Records an op that started at `started` (or now, for a skipped op) and completes now.
-    pub(crate) fn record(&self, op: &ProfiledOp<'_>, started: Option<Started>, outcome: ProfiledOutcome) {
+    /// Records an op skipped now on `thread` (it did not run: no duration).
+    pub(crate) fn record_skipped(&self, op: &ProfiledOp<'_>, thread: ProfiledThread) {
+        let now = self.epoch.elapsed();
+        self.record_at(op, thread, now, now, ProfiledOutcome::Skipped);
+    }
+
+    /// Records an op that started at `started` and completes now.
+    pub(crate) fn record(&self, op: &ProfiledOp<'_>, started: Started, outcome: ProfiledOutcome) {
         let end = self.epoch.elapsed();
-        let Started { at: start, thread } = started.unwrap_or_else(|| self.start());
+        let Started { at: start, thread } = started;
+        self.record_at(op, thread, start, end, outcome);
+    }
+
+    fn record_at(
+        &self,
+        op: &ProfiledOp<'_>,
+        thread: ProfiledThread,
+        start: Duration,
+        end: Duration,
+        outcome: ProfiledOutcome,
+    ) {
         let profile = OpProfile {
             name: op.name.clone(),
             context: op.context,
