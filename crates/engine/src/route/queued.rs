@@ -27,9 +27,8 @@
 //! releases a huge batch thus starts running it at once instead of first queueing all of it
 //! (the `drain` workload: 2x faster). Any other submitter (the pushing thread, an async
 //! completion on a foreign thread, a worker of another block) always queues: a sync op runs
-//! only on its block's workers. (Until 2026-11-22 every submitter got ops handed back, so a
-//! pusher far ahead ran sync ops itself, and a pusher holding a lock that its ops take
-//! deadlocked.)
+//! only on its block's workers: a pusher far ahead that ran sync ops itself would deadlock
+//! when it holds a lock that its ops take.
 //!
 //! # No op is stranded
 //!
