@@ -13,7 +13,7 @@
 //! A hint changes timing only, never behaviour. `prefetcht0` (SSE, so every x86_64) moves the
 //! line in shared state; the write that follows still has to take ownership, but no longer waits
 //! for the data. Elsewhere the hint does nothing. Measured with `cargo xtask bench-ab`: see
-//! `docs/bench.md`, engine section.
+//! `docs/bench-history.md`.
 //!
 //! [`Graph::prefetch_vars`]: crate::Graph::prefetch_vars
 

@@ -4,7 +4,7 @@
 //! `RunQueue`: crossbeam-deque's `Injector` is a lock-free unbounded MPMC queue, so an
 //! outside submitter never contends with thieves for a `RunQueue`'s back lock and never
 //! has to run a task inline because a queue is full. `cargo xtask bench pool` measured
-//! both designs (see `docs/bench.md`): with 10^6 tasks from one outside thread, pushing
+//! both designs (see `docs/bench-history.md`): with 10^6 tasks from one outside thread, pushing
 //! to a random `RunQueue`'s back cost 540-900 ns per task, the injector much less.
 //!
 //! Normally [`Injector`] is a thin wrapper around `crossbeam_deque::Injector`. Under

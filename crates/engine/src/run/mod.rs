@@ -523,7 +523,7 @@ impl Inner {
         keep_for: Option<BlockKey>,
     ) -> Option<ReadyOp<OpRecord>> {
         // A failed op's written vars go to the failure log once the failure is stored on them
-        // (see `failure_log.rs`); on this path only, so the copy costs nothing otherwise.
+        // (see `failure/log.rs`); on this path only, so the copy costs nothing otherwise.
         let failed_writes: Option<Vec<Var>> = outcome.is_err().then(|| op.writes().collect());
         if let Err(failure) = &outcome
             && root

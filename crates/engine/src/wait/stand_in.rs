@@ -3,7 +3,7 @@
 //! A `wait_for_var` inside an op keeps a worker of the op's block busy until the ops it waits
 //! for complete. If they are queued on the same block and every other worker of the block is
 //! busy too (one worker, or as many nested waits as workers), nothing would ever run them. So a
-//! worker that waits ([`Inner::wait_on_worker`]) does not just sleep: it sleeps in slices of
+//! worker that waits (`wait_on_worker` (`engine/wait.rs`)) does not just sleep: it sleeps in slices of
 //! [`WAIT_SLICE`], and after each, if ops are queued on its block and it has no stand-in
 //! running, it starts a *stand-in*: a thread that drains the block as a worker would
 //! (`Inner::stand_in`) until the queue is empty, then exits. The engine cannot tell whether
