@@ -54,8 +54,8 @@ pub fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a
 }
 
 /// As [`wait`], giving up after about `timeout`: the guard, and whether the wait timed out.
-/// Under loom, time does not pass: the wait returns at once, not timed out (a spurious
-/// wake-up, which callers handle anyway).
+/// Under loom, which has no clock, the timeout is ignored: the wait lasts until a notification
+/// and never reports a timeout, so a model must notify every waiter it expects to return.
 ///
 /// ```
 /// use depengine_sync::{Condvar, Mutex, lock, wait_timeout};
