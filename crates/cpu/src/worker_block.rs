@@ -11,9 +11,9 @@ use crate::BlockError;
 /// [`ThreadPool`].
 ///
 /// [`spawn`](Self::spawn) from one of the block's own workers pushes to the front of that
-/// worker's queue (the task runs next, on the same core); from any other thread, to the back of
-/// a random worker's queue. Dropping the block runs every task already submitted, then joins
-/// the threads.
+/// worker's queue (the task runs next, on the same core); from any other thread, to the pool's
+/// injector queue, which idle workers poll. Dropping the block runs every task already
+/// submitted, then joins the threads.
 pub struct WorkerBlock {
     name: String,
     pool: ThreadPool,

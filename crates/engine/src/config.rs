@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use depengine_device::DeviceBackend;
 
-use crate::profiler::ProfileMode;
+use crate::profile::recorder::ProfileMode;
 
 /// Which engine runs the ops (MXNet's `MXNET_ENGINE_TYPE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -128,39 +128,23 @@
     reason = "the docs name MXNet and its classes, which are not items of this crate"
 )]
 
-mod builder;
-mod completion;
 mod config;
 mod context;
-mod deadlock;
-mod devices;
 mod engine;
 mod error;
 mod failure;
-mod failure_log;
-mod frame;
-mod inner;
-mod lazy;
-mod naive;
 mod name;
-mod operator;
-mod per_device;
-mod pooled;
+mod op;
 mod profile;
-mod profiler;
-mod queued;
-mod ready_queue;
-mod record;
-mod stall;
-mod stand_in;
+mod route;
+mod run;
 mod sync;
+mod thread;
 mod wait;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
 
-pub use builder::OpBuilder;
-pub use completion::Completion;
 pub use config::{
     CPU_PRIORITY_NTHREADS, CPU_WORKER_NTHREADS, ConfigError, ENGINE_TYPE, EngineConfig, EngineKind,
     GPU_COPY_NTHREADS, GPU_WORKER_NTHREADS, PROFILER_AUTOSTART, PROFILER_MODE, PROFILER_OUTPUT,
@@ -169,9 +153,12 @@ pub use config::{
 pub use context::{Context, DeviceType, FnProperty, RunContext};
 pub use depengine_device::{BackendError, DeviceBackend, Executor, Task};
 pub use depengine_graph::Var;
+pub use engine::op_builder::OpBuilder;
+pub use engine::operator::{Operator, OperatorBuilder};
+pub use engine::profiler::Profiler;
 pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
 pub use failure::{BoxError, FailureCause, OpFailure};
-pub use operator::{Operator, OperatorBuilder};
-pub use profile::{OpProfile, OpSummary, Profile, ProfiledOutcome};
-pub use profiler::{ProfileMode, Profiler};
+pub use op::completion::Completion;
+pub use profile::recorder::ProfileMode;
+pub use profile::report::{OpProfile, OpSummary, Profile, ProfiledOutcome};

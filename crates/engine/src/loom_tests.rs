@@ -13,8 +13,8 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
-use crate::ready_queue::{ReadyQueue, Retire, Submit, sample_next_submit};
-use crate::wait::{IdleCounter, Latch};
+use crate::route::ready_queue::{ReadyQueue, Retire, Submit, sample_next_submit};
+use crate::wait::idle::{IdleCounter, Latch};
 
 /// An op: its effect, then its completion.
 fn complete(counter: &IdleCounter, effect: &AtomicBool) {

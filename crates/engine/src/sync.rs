@@ -3,5 +3,5 @@
 //! `--cfg loom`.
 
 pub(crate) use depengine_sync::{
-    AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, fence, lock, spin_hint, thread_local, wait,
+    AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, fence, lock, spin_hint, wait,
 };

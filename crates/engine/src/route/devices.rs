@@ -7,8 +7,8 @@ use depengine_device::{DeviceBackend, Executor};
 
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
-use crate::lazy::Lazy;
-use crate::record::Route;
+use crate::op::record::Route;
+use crate::route::lazy::Lazy;
 
 /// GPU ids the engine supports.
 pub(crate) const MAX_GPUS: u32 = 64;

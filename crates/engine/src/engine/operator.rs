@@ -8,78 +8,50 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use depengine_graph::Var;
 
-use crate::completion::Completion;
 use crate::context::{FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::failure::BoxError;
-use crate::name::OpName;
-
-/// A reusable sync function.
-type SharedSyncFn = Box<dyn Fn(RunContext) -> Result<(), BoxError> + Send + Sync>;
-/// A reusable async function.
-type SharedAsyncFn = Box<dyn Fn(RunContext, Completion) + Send + Sync>;
-
-pub(crate) enum OperatorFn {
-    Sync(SharedSyncFn),
-    Async(SharedAsyncFn),
-}
-
-pub(crate) struct OperatorInner {
-    pub(crate) engine: u64,
-    pub(crate) name: OpName,
-    /// Every push is marked for the profiler (see [`OperatorBuilder::profiled`]).
-    pub(crate) profiled: bool,
-    pub(crate) reads: Box<[Var]>,
-    pub(crate) writes: Box<[Var]>,
-    pub(crate) property: FnProperty,
-    pub(crate) func: OperatorFn,
-    /// Set once by `Engine::delete_operator`; later pushes of the operator fail.
-    ///
-    /// `Relaxed`: the flag publishes no data (the function is freed by the last `Arc`
-    /// reference, whose count orders the drop). A push that happens-after the delete sees it
-    /// by coherence, whatever the ordering; one concurrent with it may run under any
-    /// ordering, as documented ("pushes already made still run").
-    pub(crate) deleted: AtomicBool,
-}
+use crate::op::completion::Completion;
+use crate::op::operator::{OperatorDef, OperatorFn};
 
 /// A reusable operator, from [`Engine::operator`]. Cloning shares it; pushes hold it alive until
 /// they complete, so [`Engine::delete_operator`] never frees it under a pending push.
 #[derive(Clone)]
 pub struct Operator {
-    pub(crate) inner: Arc<OperatorInner>,
+    pub(crate) def: Arc<OperatorDef>,
 }
 
 impl Operator {
     /// The operator's name.
     pub fn name(&self) -> &str {
-        self.inner.name.as_str()
+        self.def.name.as_str()
     }
 
     /// The vars it reads.
     pub fn reads(&self) -> &[Var] {
-        &self.inner.reads
+        &self.def.reads
     }
 
     /// The vars it writes.
     pub fn writes(&self) -> &[Var] {
-        &self.inner.writes
+        &self.def.writes
     }
 
     /// Whether it was deleted.
     pub fn is_deleted(&self) -> bool {
-        // Relaxed: see `OperatorInner::deleted`.
-        self.inner.deleted.load(Ordering::Relaxed)
+        // Relaxed: see `OperatorDef::deleted`.
+        self.def.deleted.load(Ordering::Relaxed)
     }
 }
 
 impl fmt::Debug for Operator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Operator")
-            .field("name", &self.inner.name)
-            .field("reads", &self.inner.reads)
-            .field("writes", &self.inner.writes)
-            .field("property", &self.inner.property)
+            .field("name", &self.def.name)
+            .field("reads", &self.def.reads)
+            .field("writes", &self.def.writes)
+            .field("property", &self.def.property)
             .finish_non_exhaustive()
     }
 }
@@ -164,7 +136,7 @@ impl<'e> OperatorBuilder<'e> {
     fn build(self, func: OperatorFn) -> Result<Operator> {
         check_lists(&self.reads, &self.writes)?;
         Ok(Operator {
-            inner: Arc::new(OperatorInner {
+            def: Arc::new(OperatorDef {
                 engine: self.engine.id(),
                 name: self.name.into(),
                 reads: self.reads.into_boxed_slice(),

@@ -5,12 +5,12 @@ use std::fmt;
 
 use depengine_graph::Var;
 
-use crate::completion::Completion;
 use crate::context::{Context, FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::failure::BoxError;
-use crate::record::{OpFn, OpRecord};
+use crate::op::completion::Completion;
+use crate::op::record::{OpFn, OpRecord};
 
 /// Describes one op to push; from [`Engine::op`]. Nothing happens until a `push_*` method.
 #[must_use = "an op builder pushes nothing until push_sync or push_async"]

@@ -5,9 +5,9 @@ use depengine_cpu::WorkerBlock;
 
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
-use crate::lazy::Lazy;
-use crate::queued::QueuedBlock;
-use crate::record::Route;
+use crate::op::record::Route;
+use crate::route::lazy::Lazy;
+use crate::route::queued::QueuedBlock;
 
 pub(crate) struct Pooled {
     pub(crate) normal: QueuedBlock,

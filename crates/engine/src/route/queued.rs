@@ -27,9 +27,8 @@
 //! releases a huge batch thus starts running it at once instead of first queueing all of it
 //! (the `drain` workload: 2x faster). Any other submitter (the pushing thread, an async
 //! completion on a foreign thread, a worker of another block) always queues: a sync op runs
-//! only on its block's workers. (Until 2026-11-22 every submitter got ops handed back, so a
-//! pusher far ahead ran sync ops itself, and a pusher holding a lock that its ops take
-//! deadlocked.)
+//! only on its block's workers: a pusher far ahead that ran sync ops itself would deadlock
+//! when it holds a lock that its ops take.
 //!
 //! # No op is stranded
 //!
@@ -38,48 +37,16 @@
 //! `loom_tests.rs` drive the same code; this block only spawns the drainers it asks for and
 //! runs the ops it hands back.
 
-use std::cell::Cell;
 use std::sync::Arc;
 
 use depengine_cpu::WorkerBlock;
 use depengine_graph::ReadyOp;
 
-use crate::frame::in_op_function;
-use crate::inner::Inner;
-use crate::ready_queue::{ReadyQueue, Retire, Submit, run_overflow};
-use crate::record::{BlockKey, OpRecord};
-
-thread_local! {
-    /// The engine and block this thread drains now (set by [`Draining::enter`]).
-    static DRAINING: Cell<Option<(u64, BlockKey)>> = const { Cell::new(None) };
-}
-
-/// Marks the current thread as a drainer of one block while alive.
-pub(crate) struct Draining {
-    previous: Option<(u64, BlockKey)>,
-}
-
-/// The block of engine `engine` that the current thread drains, if any.
-pub(crate) fn drained_block(engine: u64) -> Option<BlockKey> {
-    match DRAINING.with(Cell::get) {
-        Some((id, key)) if id == engine => Some(key),
-        _ => None,
-    }
-}
-
-impl Draining {
-    pub(crate) fn enter(engine: u64, key: BlockKey) -> Self {
-        Draining {
-            previous: DRAINING.with(|cell| cell.replace(Some((engine, key)))),
-        }
-    }
-}
-
-impl Drop for Draining {
-    fn drop(&mut self) {
-        DRAINING.with(|cell| cell.set(self.previous));
-    }
-}
+use crate::op::record::{BlockKey, OpRecord};
+use crate::route::BlockEngine;
+use crate::route::ready_queue::{ReadyQueue, Retire, Submit, run_overflow};
+use crate::thread::frame::in_op_function;
+use crate::thread::serving::Served;
 
 /// Queued ops per worker thread beyond which a drainer's submit hands its op back (the pool's
 /// default per-worker queue capacity).
@@ -104,10 +71,16 @@ impl QueuedBlock {
     /// documentation); or, on a drainer of this block while the queue is over its backlog,
     /// runs the op on the calling thread.
     #[inline]
-    pub(crate) fn submit(&self, inner: &Arc<Inner>, key: BlockKey, op: ReadyOp<OpRecord>) {
+    pub(crate) fn submit<E: BlockEngine>(
+        &self,
+        inner: &Arc<E>,
+        key: BlockKey,
+        op: ReadyOp<OpRecord>,
+    ) {
         // Not from inside an op's function (an async op's completion called there): the
         // function may hold a lock the handed-back op would take.
-        let drainer = DRAINING.with(Cell::get) == Some((inner.id, key)) && !in_op_function();
+        let drainer = Served::by_this_thread(inner.engine_id()) == Some(Served::Queued(key))
+            && !in_op_function();
         match self.ready.submit(op, drainer) {
             Submit::Queued { enlist: false } => {}
             Submit::Queued { enlist: true } => {
@@ -132,7 +105,7 @@ impl QueuedBlock {
     /// Called by a drainer that found the queue empty. `true`: the queue is not empty after
     /// all and the drainer stays enlisted (having started the helper drainers the queue
     /// enlisted); `false`: it retired (see [`ReadyQueue::retire`]).
-    pub(crate) fn retire(&self, inner: &Arc<Inner>, key: BlockKey) -> bool {
+    pub(crate) fn retire<E: BlockEngine>(&self, inner: &Arc<E>, key: BlockKey) -> bool {
         match self.ready.retire() {
             Retire::Retired => false,
             Retire::Stay { helpers } => {

@@ -9,7 +9,7 @@
 //! carries a *released* flag, which the completion sets before it releases the vars, and a
 //! released frame no longer counts as holding them.
 //!
-//! Only the owning thread touches the thread-locals; the released flag is the one thing other
+//! Only the owning thread touches its frames (in its `ThreadContext`); the released flag is the one thing other
 //! threads write (before they complete the op). The deadlock check counts sync frames only
 //! ([`sync_ops_hold`]).
 //!
@@ -21,64 +21,63 @@
 //! concurrent with the check may be seen or not under any ordering, and either answer is
 //! right for some interleaving (the function still ran the op, or the op had completed).
 
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use depengine_graph::{ReadyOp, Var};
 
-use crate::record::OpRecord;
+use crate::op::record::OpRecord;
+use crate::thread;
 
-thread_local! {
-    // All `const`: no lazy initialization to check on each access (every sync op enters a
-    // frame, and every submit from a worker checks `in_op_function`).
+/// The op frames of one thread.
+pub(crate) struct Frames {
     /// The vars of every frame, innermost frame's last.
-    static VARS: RefCell<Vec<Var>> = const { RefCell::new(Vec::new()) };
-    /// Per frame, innermost last: where its vars start in `VARS`, and its engine.
-    static FRAMES: RefCell<Vec<(usize, u64)>> = const { RefCell::new(Vec::new()) };
+    vars: Vec<Var>,
+    /// Per frame, innermost last: where its vars start in `vars`, and its engine.
+    starts: Vec<(usize, u64)>,
     /// The released flags of the async frames: (frame depth, flag), innermost last. Apart
-    /// from `FRAMES` so that sync frames do not pay for them.
-    static RELEASED: RefCell<Vec<(usize, Arc<AtomicBool>)>> = const { RefCell::new(Vec::new()) };
+    /// from `starts` so that sync frames do not pay for them.
+    released: Vec<(usize, Arc<AtomicBool>)>,
 }
 
-/// Calls `f` with each frame of engine `engine` whose op has not completed: its flag (async
-/// frames) and its vars.
-fn for_each_live(engine: u64, mut f: impl FnMut(Option<&Arc<AtomicBool>>, &[Var])) {
-    VARS.with(|vars| {
-        FRAMES.with(|frames| {
-            RELEASED.with(|released| {
-                let (vars, frames, released) = (vars.borrow(), frames.borrow(), released.borrow());
-                for (depth, &(start, id)) in frames.iter().enumerate() {
-                    if id != engine {
-                        continue;
-                    }
-                    let end = frames.get(depth + 1).map_or(vars.len(), |&(next, _)| next);
-                    let flag = released
-                        .iter()
-                        .find(|(at, _)| *at == depth)
-                        .map(|(_, flag)| flag);
-                    if !flag.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
-                        f(flag, &vars[start..end]);
-                    }
-                }
-            });
-        });
-    });
-}
+impl Frames {
+    pub(crate) const fn new() -> Self {
+        Frames {
+            vars: Vec::new(),
+            starts: Vec::new(),
+            released: Vec::new(),
+        }
+    }
 
-/// Pushes a frame for `op`; returns its depth.
-#[inline]
-fn push_frame(engine: u64, op: &ReadyOp<OpRecord>) -> usize {
-    VARS.with(|vars| {
-        let mut vars = vars.borrow_mut();
-        let depth = FRAMES.with(|frames| {
-            let mut frames = frames.borrow_mut();
-            frames.push((vars.len(), engine));
-            frames.len() - 1
-        });
-        vars.extend(op.reads().chain(op.writes()));
-        depth
-    })
+    /// Calls `f` with each frame of engine `engine` whose op has not completed: its flag (async
+    /// frames) and its vars.
+    fn for_each_live(&self, engine: u64, mut f: impl FnMut(Option<&Arc<AtomicBool>>, &[Var])) {
+        for (depth, &(start, id)) in self.starts.iter().enumerate() {
+            if id != engine {
+                continue;
+            }
+            let end = self
+                .starts
+                .get(depth + 1)
+                .map_or(self.vars.len(), |&(next, _)| next);
+            let flag = self
+                .released
+                .iter()
+                .find(|(at, _)| *at == depth)
+                .map(|(_, flag)| flag);
+            if !flag.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
+                f(flag, &self.vars[start..end]);
+            }
+        }
+    }
+
+    /// Pushes a frame for `op`; returns its depth.
+    #[inline]
+    fn push(&mut self, engine: u64, op: &ReadyOp<OpRecord>) -> usize {
+        self.starts.push((self.vars.len(), engine));
+        self.vars.extend(op.reads().chain(op.writes()));
+        self.starts.len() - 1
+    }
 }
 
 /// Marks an op's function as running on this thread while alive.
@@ -90,7 +89,7 @@ impl OpFrame {
     /// The frame of a sync op (it holds its vars until the frame ends).
     #[inline]
     pub(crate) fn enter(engine: u64, op: &ReadyOp<OpRecord>) -> Self {
-        push_frame(engine, op);
+        thread::with(|cx| cx.frames.borrow_mut().push(engine, op));
         OpFrame { is_async: false }
     }
 
@@ -100,8 +99,11 @@ impl OpFrame {
         op: &ReadyOp<OpRecord>,
         released: Arc<AtomicBool>,
     ) -> Self {
-        let depth = push_frame(engine, op);
-        RELEASED.with(|flags| flags.borrow_mut().push((depth, released)));
+        thread::with(|cx| {
+            let mut frames = cx.frames.borrow_mut();
+            let depth = frames.push(engine, op);
+            frames.released.push((depth, released));
+        });
         OpFrame { is_async: true }
     }
 }
@@ -109,13 +111,14 @@ impl OpFrame {
 impl Drop for OpFrame {
     #[inline]
     fn drop(&mut self) {
-        if self.is_async {
-            RELEASED.with(|flags| flags.borrow_mut().pop());
-        }
-        let start = FRAMES
-            .with(|frames| frames.borrow_mut().pop())
-            .map_or(0, |(start, _)| start);
-        VARS.with(|vars| vars.borrow_mut().truncate(start));
+        thread::with(|cx| {
+            let mut frames = cx.frames.borrow_mut();
+            if self.is_async {
+                frames.released.pop();
+            }
+            let start = frames.starts.pop().map_or(0, |(start, _)| start);
+            frames.vars.truncate(start);
+        });
     }
 }
 
@@ -123,19 +126,29 @@ impl Drop for OpFrame {
 /// completed.
 pub(crate) fn running_op_uses(engine: u64, var: Var) -> bool {
     let mut uses = false;
-    for_each_live(engine, |_, vars| uses |= vars.contains(&var));
+    thread::with(|cx| {
+        cx.frames
+            .borrow()
+            .for_each_live(engine, |_, vars| uses |= vars.contains(&var));
+    });
     uses
 }
 
 /// Whether the current thread is inside an op's function (of any engine).
 #[inline]
 pub(crate) fn in_op_function() -> bool {
-    FRAMES.with(|frames| !frames.borrow().is_empty())
+    thread::with(|cx| !cx.frames.borrow().starts.is_empty())
 }
 
 /// Whether the current thread is inside the function of an op of engine `engine`.
 pub(crate) fn running_op_of(engine: u64) -> bool {
-    FRAMES.with(|frames| frames.borrow().iter().any(|&(_, id)| id == engine))
+    thread::with(|cx| {
+        cx.frames
+            .borrow()
+            .starts
+            .iter()
+            .any(|&(_, id)| id == engine)
+    })
 }
 
 /// The vars of the sync ops of engine `engine` that this thread runs: held until the wait
@@ -144,10 +157,12 @@ pub(crate) fn running_op_of(engine: u64) -> bool {
 /// it while this thread waits.)
 pub(crate) fn sync_ops_hold(engine: u64) -> Vec<Var> {
     let mut held = Vec::new();
-    for_each_live(engine, |flag, vars| {
-        if flag.is_none() {
-            held.extend_from_slice(vars);
-        }
+    thread::with(|cx| {
+        cx.frames.borrow().for_each_live(engine, |flag, vars| {
+            if flag.is_none() {
+                held.extend_from_slice(vars);
+            }
+        });
     });
     held
 }

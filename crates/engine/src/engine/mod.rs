@@ -1,4 +1,9 @@
-//! [`Engine`]: the handle users hold.
+//! [`Engine`]: the handle users hold, and the builders it hands out.
+
+pub(crate) mod op_builder;
+pub(crate) mod operator;
+pub(crate) mod profiler;
+pub(crate) mod wait;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -8,20 +13,21 @@ use std::sync::atomic::Ordering;
 
 use depengine_graph::Var;
 
-use crate::builder::OpBuilder;
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::Context;
-use crate::deadlock::closes_cycle;
+use crate::engine::op_builder::OpBuilder;
+use crate::engine::operator::{Operator, OperatorBuilder};
+use crate::engine::profiler::Profiler;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
-use crate::frame::{running_op_of, running_op_uses, sync_ops_hold};
-use crate::inner::{Inner, TaskMarker};
 use crate::name::OpName;
-use crate::operator::{Operator, OperatorBuilder};
-use crate::profiler::Profiler;
-use crate::record::{OpFn, OpRecord, Route};
-use crate::stand_in::Served;
-use crate::wait::Latch;
+use crate::op::record::{OpFn, OpRecord, Route};
+use crate::run::Inner;
+use crate::thread::frame::{running_op_of, running_op_uses, sync_ops_hold};
+use crate::thread::serving::Served;
+use crate::thread::task::TaskMarker;
+use crate::wait::deadlock::closes_cycle;
+use crate::wait::idle::Latch;
 
 /// Counters for leak checks and monitoring, from [`Engine::stats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,7 +57,7 @@ impl Drop for Handle {
         // Relaxed: see `Inner::shut_down`.
         self.inner.shut_down.store(true, Ordering::Relaxed);
         let naive = self.inner.kind == EngineKind::Naive;
-        if TaskMarker::active(self.inner.id) || (naive && crate::naive::is_running()) {
+        if TaskMarker::active(self.inner.id) || (naive && crate::route::naive::is_running()) {
             // Dropped by a task of this engine (an op's closure held the last handle), or on a
             // thread that has naive ops queued (possibly this engine's): waiting here would
             // wait for this very thread. The threads finish the queued work and are released
@@ -59,7 +65,7 @@ impl Drop for Handle {
             // the shutdown goes on: this engine's ops do not wait for that task.)
             return;
         }
-        self.inner.wait_idle_watched("the engine's shutdown");
+        wait::wait_idle_watched(&self.inner, "the engine's shutdown");
         // Worker tasks drop their reference right after completing their op; once only ours
         // is left, dropping it (below, on this thread) drops the worker blocks, which join
         // their threads.
@@ -168,7 +174,7 @@ impl Engine {
 
     /// The engine's profiler: start it, stop it, take what it recorded (see [`Profiler`]).
     pub fn profiler(&self) -> Profiler<'_> {
-        Profiler::new(self.inner())
+        Profiler::new(&self.inner().profiler)
     }
 
     /// Pushes one run of `operator` (MXNet's `Push`).
@@ -178,7 +184,7 @@ impl Engine {
     /// [`EngineError::OperatorDeleted`], [`EngineError::ForeignOperator`], and the errors of
     /// [`OpBuilder::push_sync`].
     pub fn push(&self, operator: &Operator, context: Context, priority: i32) -> Result<()> {
-        let op = &operator.inner;
+        let op = &operator.def;
         if op.engine != self.id() {
             return Err(EngineError::ForeignOperator {
                 name: op.name.to_string(),
@@ -211,14 +217,14 @@ impl Engine {
     /// [`EngineError::OperatorDeleted`] if it was already deleted,
     /// [`EngineError::ForeignOperator`].
     pub fn delete_operator(&self, operator: Operator) -> Result<()> {
-        let op = &operator.inner;
+        let op = &operator.def;
         if op.engine != self.id() {
             return Err(EngineError::ForeignOperator {
                 name: op.name.to_string(),
             });
         }
         // Relaxed: only the swap's atomicity matters (one delete wins); see
-        // `OperatorInner::deleted`.
+        // `OperatorDef::deleted`.
         if op.deleted.swap(true, Ordering::Relaxed) {
             return Err(EngineError::OperatorDeleted {
                 name: op.name.to_string(),
@@ -258,17 +264,23 @@ impl Engine {
             route: Route::Wait,
             profiled: false,
         };
-        let mut dispatcher = crate::inner::Dispatcher::new(inner, false, None);
+        let mut dispatcher = crate::run::Dispatcher::new(inner, false, None);
         // A write: it waits for every op pushed on `var` before it (reads included) and runs
         // alone, so taking the failure there races with nothing.
         inner.graph.push(&[], &[var], record, &mut dispatcher)?;
         if inner.kind == EngineKind::Naive {
             // Inside a naive op, the ops waited for may be queued behind it on this thread.
-            crate::naive::run_queued_until(|| latch.is_set());
+            crate::route::naive::run_queued_until(|| latch.is_set());
         }
         if registration.is_some()
             && !latch.is_set()
-            && closes_cycle(&inner.graph, &inner.blocked_waits, &latch, &held)
+            && closes_cycle(
+                &inner.graph,
+                &inner.blocked_waits,
+                &latch,
+                &held,
+                OpRecord::wait_latch,
+            )
         {
             // Unregistered first: our vars are about to be released, so other walks must not
             // go on through them.
@@ -280,8 +292,8 @@ impl Engine {
         }
         let outcome = match Served::by_this_thread(inner.id) {
             // On a worker of this engine: a thread stands in for it if its block starves.
-            Some(block) => inner.wait_on_worker(&latch, block, var),
-            None => inner.wait_watched(&latch, var),
+            Some(block) => wait::wait_on_worker(inner, &latch, block, var),
+            None => wait::wait_watched(inner, &latch, var),
         };
         drop(registration);
         match outcome {
@@ -306,7 +318,7 @@ impl Engine {
         if running_op_of(inner.id) {
             return Err(EngineError::WaitAllInsideOp);
         }
-        inner.wait_idle_watched("wait_for_all");
+        wait::wait_idle_watched(inner, "wait_for_all");
         let taken = inner.failure_log().take();
         for var in taken.vars {
             // A var deleted meanwhile has dropped its failure already.

@@ -49,8 +49,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use depengine_graph::{Graph, OpId, Var, Visit};
 
 use crate::failure::OpFailure;
-use crate::record::{OpFn, OpRecord};
-use crate::wait::Latch;
+use crate::wait::idle::Latch;
 
 /// The latch a `wait_for_var` blocks on.
 pub(crate) type WaitLatch = Latch<Option<OpFailure>>;
@@ -119,18 +118,21 @@ const MAX_WALKS: usize = 8;
 /// goes on from still blocks once the walk is over (its latch is still open): this thread's
 /// sync ops hold their vars until the wait returns, and an op on the path cannot complete
 /// while those hold. Otherwise the walk is repeated, at most `MAX_WALKS` times.
-pub(crate) fn closes_cycle(
-    graph: &Graph<OpRecord, OpFailure>,
+///
+/// `wait_latch` tells the wait ops apart in the graph: the latch of a wait op's payload.
+pub(crate) fn closes_cycle<P>(
+    graph: &Graph<P, OpFailure>,
     waits: &BlockedWaits,
     latch: &Arc<WaitLatch>,
     held: &[Var],
+    wait_latch: impl Fn(&P) -> Option<&Arc<WaitLatch>>,
 ) -> bool {
     for _ in 0..MAX_WALKS {
         let others = waits.snapshot();
         let mut went_on: HashMap<OpId, usize> = HashMap::new();
-        let path = graph.holds_back(held, |id, record| match &record.func {
-            Some(OpFn::Wait(reached)) if Arc::ptr_eq(reached, latch) => Visit::Found,
-            Some(OpFn::Wait(reached)) => match others
+        let path = graph.holds_back(held, |id, payload| match wait_latch(payload) {
+            Some(reached) if Arc::ptr_eq(reached, latch) => Visit::Found,
+            Some(reached) => match others
                 .iter()
                 .position(|wait| Arc::ptr_eq(&wait.latch, reached))
             {
@@ -140,7 +142,7 @@ pub(crate) fn closes_cycle(
                 }
                 _ => Visit::Continue,
             },
-            _ => Visit::Continue,
+            None => Visit::Continue,
         });
         let Some(path) = path else {
             return false;

@@ -7,9 +7,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use depengine_graph::ReadyOp;
 
 use crate::failure::{BoxError, FailureCause, OpFailure};
-use crate::inner::Inner;
-use crate::profiler::Started;
-use crate::record::OpRecord;
+use crate::op::record::OpRecord;
+use crate::profile::recorder::Started;
+
+/// Where an async op's completion goes: the engine that runs the op. A trait object, so that
+/// what an op is (this module) does not depend on how the engine runs it (`run/`).
+pub(crate) trait FinishAsync: Send + Sync {
+    /// Completes `op` with `outcome` (recording it for the profiler if it `started` a profiled
+    /// run), releasing its dependents.
+    fn finish_async(
+        self: Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        started: Option<Started>,
+        outcome: Result<(), OpFailure>,
+    );
+}
 
 /// Completes an async op. Consumed by [`complete`](Self::complete) (or [`ok`](Self::ok),
 /// [`fail`](Self::fail)), so an op completes at most once; dropped without completing, it
@@ -18,7 +30,7 @@ use crate::record::OpRecord;
 /// `std::mem::forget` can leak it, and then waits on the op's vars never return.
 #[must_use = "an async op must complete its token (dropping it fails the op)"]
 pub struct Completion {
-    state: Option<(Arc<Inner>, ReadyOp<OpRecord>)>,
+    state: Option<(Arc<dyn FinishAsync>, ReadyOp<OpRecord>)>,
     /// When the op's function started, if the profiler records it.
     started: Option<Started>,
     /// The op's frame flag (`frame.rs`): set before the op's vars are released, so that its
@@ -28,13 +40,13 @@ pub struct Completion {
 
 impl Completion {
     pub(crate) fn new(
-        inner: Arc<Inner>,
+        engine: Arc<dyn FinishAsync>,
         op: ReadyOp<OpRecord>,
         started: Option<Started>,
         released: Arc<AtomicBool>,
     ) -> Self {
         Completion {
-            state: Some((inner, op)),
+            state: Some((engine, op)),
             started,
             released,
         }
@@ -43,15 +55,14 @@ impl Completion {
     /// Completes the op with `outcome`.
     fn finish(
         &mut self,
-        inner: &Arc<Inner>,
+        engine: Arc<dyn FinishAsync>,
         op: ReadyOp<OpRecord>,
         outcome: Result<(), OpFailure>,
     ) {
-        inner.profile(&op, self.started.take(), &outcome);
-        // Before the vars are released (see `frame.rs`). Relaxed: the flag publishes no data
-        // (see `frame.rs` for why the checks that read it need no ordering).
+        // Before the vars are released (see `thread/frame.rs`). Relaxed: the flag publishes no
+        // data (see `thread/frame.rs` for why the checks that read it need no ordering).
         self.released.store(true, Ordering::Relaxed);
-        inner.finish(op, outcome, true);
+        engine.finish_async(op, self.started.take(), outcome);
     }
 
     /// Completes the op: `Ok` lets its dependents run, `Err` fails it (the failure rules of
@@ -60,10 +71,10 @@ impl Completion {
     where
         E: Into<BoxError>,
     {
-        if let Some((inner, op)) = self.state.take() {
+        if let Some((engine, op)) = self.state.take() {
             let outcome =
-                result.map_err(|error| Inner::failure(&op, FailureCause::Error(error.into())));
-            self.finish(&inner, op, outcome);
+                result.map_err(|error| op.payload().failure(FailureCause::Error(error.into())));
+            self.finish(engine, op, outcome);
         }
     }
 
@@ -90,14 +101,14 @@ impl Completion {
 
 impl Drop for Completion {
     fn drop(&mut self) {
-        if let Some((inner, op)) = self.state.take() {
+        if let Some((engine, op)) = self.state.take() {
             let cause = if std::thread::panicking() {
                 FailureCause::Panic("the op panicked before completing".to_owned())
             } else {
                 FailureCause::CompletionDropped
             };
-            let outcome = Err(Inner::failure(&op, cause));
-            self.finish(&inner, op, outcome);
+            let outcome = Err(op.payload().failure(cause));
+            self.finish(engine, op, outcome);
         }
     }
 }

@@ -26,15 +26,14 @@
 //! a `DEBUG` event (target `depengine::failure`). On the threaded kinds the spans are created on
 //! worker threads: a global subscriber sees them, as root spans.
 
-use std::cell::OnceCell;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::inner::Inner;
-use crate::profile::{OpProfile, Profile, ProfiledOutcome, ProfiledThread};
-use crate::record::OpRecord;
+use crate::context::{Context, FnProperty};
+use crate::name::OpName;
+use crate::profile::report::{OpProfile, Profile, ProfiledOutcome, ProfiledThread};
 
 /// Which ops a running profiler records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -57,29 +56,6 @@ impl ProfileMode {
     }
 }
 
-/// Hands out thread indices for profiles (process-wide, so two engines agree).
-static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
-
-thread_local! {
-    /// This thread's index and name in profiles, assigned on its first profiled op.
-    static THREAD: OnceCell<ProfiledThread> = const { OnceCell::new() };
-}
-
-fn current_thread() -> ProfiledThread {
-    let new = || {
-        let index = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-        let name = std::thread::current()
-            .name()
-            .map_or_else(|| Arc::from(format!("thread-{index}")), Arc::from);
-        ProfiledThread { index, name }
-    };
-    // `try_with`: an op completed from a thread-local's destructor (a `Completion` dropped as
-    // its thread exits) still gets a thread, a fresh one.
-    THREAD
-        .try_with(|cell| cell.get_or_init(new).clone())
-        .unwrap_or_else(|_| new())
-}
-
 /// The profiler's state, one per engine.
 pub(crate) struct ProfilerState {
     /// Read (relaxed) by every executed op; written by `start` / `stop`. An op that starts
@@ -94,6 +70,14 @@ pub(crate) struct ProfilerState {
     records: Mutex<Vec<OpProfile>>,
     /// Where the engine's teardown writes what is left as a Chrome trace.
     output: Option<PathBuf>,
+}
+
+/// What the profiler records of an op besides its times.
+pub(crate) struct ProfiledOp<'a> {
+    pub(crate) name: &'a OpName,
+    pub(crate) context: Context,
+    pub(crate) property: FnProperty,
+    pub(crate) priority: i32,
 }
 
 /// When and where a profiled op started: taken before its function runs, turned into an
@@ -114,7 +98,24 @@ impl ProfilerState {
         }
     }
 
-    fn take(&self) -> Profile {
+    /// Starts (`true`) or stops recording: ops whose function starts from now on are recorded
+    /// or not; ops already started are recorded when they complete.
+    pub(crate) fn set_running(&self, running: bool) {
+        self.running.store(running, Ordering::Relaxed);
+    }
+
+    /// Whether it records.
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.load(Ordering::Relaxed)
+    }
+
+    /// Sets which ops it records.
+    pub(crate) fn set_mode(&self, mode: ProfileMode) {
+        self.mode.store(mode as u8, Ordering::Relaxed);
+    }
+
+    /// The ops recorded since the last `take`, in completion order.
+    pub(crate) fn take(&self) -> Profile {
         let ops = std::mem::take(&mut *self.records.lock().unwrap_or_else(PoisonError::into_inner));
         Profile { ops }
     }
@@ -136,13 +137,15 @@ impl ProfilerState {
         }
     }
 
-    /// Whether `record` is to be profiled: the profiler runs and its mode takes the op.
+    /// Whether an op is to be profiled (`marked`: it was marked for the profiler): the profiler
+    /// runs and its mode takes the op.
     #[inline]
-    pub(crate) fn wants(&self, record: &OpRecord) -> bool {
-        self.running.load(Ordering::Relaxed) && (record.profiled || self.mode() == ProfileMode::All)
+    pub(crate) fn wants(&self, marked: bool) -> bool {
+        self.running.load(Ordering::Relaxed) && (marked || self.mode() == ProfileMode::All)
     }
 
-    fn mode(&self) -> ProfileMode {
+    /// Which ops it records.
+    pub(crate) fn mode(&self) -> ProfileMode {
         if self.mode.load(Ordering::Relaxed) == ProfileMode::Marked as u8 {
             ProfileMode::Marked
         } else {
@@ -150,28 +153,40 @@ impl ProfilerState {
         }
     }
 
-    /// Now, on this thread: the start of a profiled op.
-    pub(crate) fn start(&self) -> Started {
+    /// Now, on `thread` (the current one): the start of a profiled op.
+    pub(crate) fn start(&self, thread: ProfiledThread) -> Started {
         Started {
             at: self.epoch.elapsed(),
-            thread: current_thread(),
+            thread,
         }
     }
 
-    /// Records an op that started at `started` (or now, for a skipped op) and completes now.
-    pub(crate) fn record(
+    /// Records an op skipped now on `thread` (it did not run: no duration).
+    pub(crate) fn record_skipped(&self, op: &ProfiledOp<'_>, thread: ProfiledThread) {
+        let now = self.epoch.elapsed();
+        self.record_at(op, thread, now, now, ProfiledOutcome::Skipped);
+    }
+
+    /// Records an op that started at `started` and completes now.
+    pub(crate) fn record(&self, op: &ProfiledOp<'_>, started: Started, outcome: ProfiledOutcome) {
+        let end = self.epoch.elapsed();
+        let Started { at: start, thread } = started;
+        self.record_at(op, thread, start, end, outcome);
+    }
+
+    fn record_at(
         &self,
-        record: &OpRecord,
-        started: Option<Started>,
+        op: &ProfiledOp<'_>,
+        thread: ProfiledThread,
+        start: Duration,
+        end: Duration,
         outcome: ProfiledOutcome,
     ) {
-        let end = self.epoch.elapsed();
-        let Started { at: start, thread } = started.unwrap_or_else(|| self.start());
         let profile = OpProfile {
-            name: record.name.clone(),
-            context: record.context,
-            property: record.property,
-            priority: record.priority,
+            name: op.name.clone(),
+            context: op.context,
+            property: op.property,
+            priority: op.priority,
             thread,
             start: start.min(end),
             end,
@@ -181,82 +196,5 @@ impl ProfilerState {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(profile);
-    }
-}
-
-/// The profiler of an [`Engine`](crate::Engine), from [`Engine::profiler`](crate::Engine::profiler).
-///
-/// ```
-/// use depengine::{Engine, EngineConfig};
-///
-/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
-/// let var = engine.new_var()?;
-/// engine.profiler().start();
-/// for step in 0..3 {
-///     engine.op("step").writes(&[var]).push_sync(move |_| {
-///         std::thread::sleep(std::time::Duration::from_millis(step));
-///         Ok::<_, std::convert::Infallible>(())
-///     })?;
-/// }
-/// engine.wait_for_all()?;
-/// let profile = engine.profiler().take();
-/// assert_eq!(profile.summary()[0].runs, 3);
-/// println!("{profile}"); // per-name table: calls, total, mean, min, max
-/// // profile.write_chrome_trace(std::fs::File::create("trace.json")?)?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Clone, Copy)]
-pub struct Profiler<'e> {
-    state: &'e ProfilerState,
-}
-
-impl<'e> Profiler<'e> {
-    pub(crate) fn new(inner: &'e Inner) -> Self {
-        Profiler {
-            state: &inner.profiler,
-        }
-    }
-
-    /// Starts recording (ops whose function starts from now on; a running profiler stays on).
-    pub fn start(&self) {
-        self.state.running.store(true, Ordering::Relaxed);
-    }
-
-    /// Stops recording; ops already started are still recorded when they complete. What was
-    /// recorded stays until [`take`](Self::take).
-    pub fn stop(&self) {
-        self.state.running.store(false, Ordering::Relaxed);
-    }
-
-    /// Whether it records.
-    pub fn is_running(&self) -> bool {
-        self.state.running.load(Ordering::Relaxed)
-    }
-
-    /// Which ops it records.
-    pub fn mode(&self) -> ProfileMode {
-        self.state.mode()
-    }
-
-    /// Sets which ops it records.
-    pub fn set_mode(&self, mode: ProfileMode) {
-        self.state.mode.store(mode as u8, Ordering::Relaxed);
-    }
-
-    /// The ops recorded since the last `take` (those completed by now), in completion order.
-    /// Call [`Engine::wait_for_all`](crate::Engine::wait_for_all) first to include every op
-    /// pushed so far.
-    #[must_use = "take empties the recorded ops: keep or write the profile"]
-    pub fn take(&self) -> Profile {
-        self.state.take()
-    }
-}
-
-impl std::fmt::Debug for Profiler<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Profiler")
-            .field("running", &self.is_running())
-            .field("mode", &self.mode())
-            .finish_non_exhaustive()
     }
 }

@@ -7,9 +7,9 @@ use depengine_cpu::{PriorityBlock, WorkerBlock};
 
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
-use crate::lazy::Lazy;
-use crate::queued::QueuedBlock;
-use crate::record::Route;
+use crate::op::record::Route;
+use crate::route::lazy::Lazy;
+use crate::route::queued::QueuedBlock;
 
 /// CPU device ids the engine supports.
 pub(crate) const MAX_CPU_DEVICES: u32 = 64;

@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
-use crate::completion::Completion;
 use crate::context::{Context, FnProperty, RunContext};
-use crate::deadlock::WaitLatch;
-use crate::failure::BoxError;
+use crate::failure::{BoxError, FailureCause, OpFailure};
 use crate::name::OpName;
-use crate::operator::OperatorInner;
+use crate::op::completion::Completion;
+use crate::op::operator::OperatorDef;
+use crate::profile::recorder::ProfiledOp;
+use crate::wait::deadlock::WaitLatch;
 
 /// A one-shot sync op function.
 pub(crate) type SyncFn = Box<dyn FnOnce(RunContext) -> Result<(), BoxError> + Send>;
@@ -19,7 +20,7 @@ pub(crate) enum OpFn {
     Sync(SyncFn),
     Async(AsyncFn),
     /// A push of a reusable operator.
-    Operator(Arc<OperatorInner>),
+    Operator(Arc<OperatorDef>),
     /// `wait_for_var`'s write: never executed, handled at dispatch.
     Wait(Arc<WaitLatch>),
 }
@@ -81,6 +82,29 @@ pub(crate) struct OpRecord {
 }
 
 impl OpRecord {
+    /// The latch of a `wait_for_var` op.
+    pub(crate) fn wait_latch(&self) -> Option<&Arc<WaitLatch>> {
+        match &self.func {
+            Some(OpFn::Wait(latch)) => Some(latch),
+            _ => None,
+        }
+    }
+
+    /// The failure of this op with `cause`.
+    pub(crate) fn failure(&self, cause: FailureCause) -> OpFailure {
+        OpFailure::new(self.name.to_cow(), cause)
+    }
+
+    /// What the profiler records of this op.
+    pub(crate) fn profiled_op(&self) -> ProfiledOp<'_> {
+        ProfiledOp {
+            name: &self.name,
+            context: self.context,
+            property: self.property,
+            priority: self.priority,
+        }
+    }
+
     pub(crate) fn run_context(&self) -> RunContext {
         RunContext {
             context: self.context,

@@ -4,39 +4,36 @@
 //! inline), so it runs before `push` returns, in push order: the debugging engine. An op
 //! released by another thread (an async completion, a second pusher) runs on that thread. Ops
 //! that become ready while the thread is already running one (a push from inside an op, a
-//! successor released by a completion) are queued on a thread-local list and run after it, so
+//! successor released by a completion) are queued on the thread's context and run after it, so
 //! the stack never grows with the length of a dependency chain. The exception: an op that waits
 //! for a var (`wait_for_var`) runs the queued ops while it waits, since the ops it waits for
 //! may be queued behind it.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use depengine_graph::ReadyOp;
 
-use crate::inner::Inner;
-use crate::record::OpRecord;
-
-type Queued = VecDeque<(Arc<Inner>, ReadyOp<OpRecord>)>;
-
-thread_local! {
-    /// `Some` while this thread runs naive ops: the ones made ready meanwhile.
-    static QUEUE: RefCell<Option<Queued>> = const { RefCell::new(None) };
-}
+use crate::op::record::OpRecord;
+use crate::thread::{self, RunQueuedOp};
 
 /// Whether this thread is running naive ops (of any engine): ops of a naive engine may be
 /// queued on it.
 pub(crate) fn is_running() -> bool {
-    QUEUE.with(|queue| queue.borrow().is_some())
+    thread::with(|cx| cx.naive.borrow().is_some())
 }
 
-/// Runs `op` now, or after the op this thread is already running.
-pub(crate) fn run(inner: &Arc<Inner>, op: ReadyOp<OpRecord>) {
-    let first = QUEUE.with(|queue| {
-        let mut queue = queue.borrow_mut();
+/// The next naive op queued on this thread.
+fn next_queued() -> Option<thread::NaiveOp> {
+    thread::with(|cx| cx.naive.borrow_mut().as_mut().and_then(VecDeque::pop_front))
+}
+
+/// Runs `op` now, or after the op this thread is already running. `engine` runs it.
+pub(crate) fn run<E: RunQueuedOp + 'static>(engine: &Arc<E>, op: ReadyOp<OpRecord>) {
+    let first = thread::with(|cx| {
+        let mut queue = cx.naive.borrow_mut();
         if let Some(queued) = queue.as_mut() {
-            queued.push_back((Arc::clone(inner), op));
+            queued.push_back((Arc::clone(engine) as Arc<dyn RunQueuedOp>, op));
             None
         } else {
             *queue = Some(VecDeque::new());
@@ -44,13 +41,11 @@ pub(crate) fn run(inner: &Arc<Inner>, op: ReadyOp<OpRecord>) {
         }
     });
     let Some(op) = first else { return };
-    inner.execute(op);
-    while let Some((inner, op)) =
-        QUEUE.with(|queue| queue.borrow_mut().as_mut().and_then(VecDeque::pop_front))
-    {
-        inner.execute(op);
+    Arc::clone(engine).run_queued_op(op);
+    while let Some((engine, op)) = next_queued() {
+        engine.run_queued_op(op);
     }
-    QUEUE.with(|queue| *queue.borrow_mut() = None);
+    thread::with(|cx| *cx.naive.borrow_mut() = None);
 }
 
 /// On a thread running naive ops, inside an op that waits: runs the queued ops until `done`
@@ -58,8 +53,9 @@ pub(crate) fn run(inner: &Arc<Inner>, op: ReadyOp<OpRecord>) {
 /// another thread, or never, if it depends on the waiting op).
 pub(crate) fn run_queued_until(done: impl Fn() -> bool) {
     while !done() {
-        let next = QUEUE.with(|queue| queue.borrow_mut().as_mut().and_then(VecDeque::pop_front));
-        let Some((inner, op)) = next else { return };
-        inner.execute(op);
+        let Some((engine, op)) = next_queued() else {
+            return;
+        };
+        engine.run_queued_op(op);
     }
 }

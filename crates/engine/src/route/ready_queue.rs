@@ -30,19 +30,19 @@
 //! whatever its ordering, which is all the bound on `drainers` and the one-spinner rule need.
 //! The loom models fail with either fence removed (see `loom_tests.rs`).
 //!
-//! Every atomic, the fence and the thread-locals come from the `sync` facade; the queue is the
+//! Every atomic and the fence come from the `sync` facade, the per-thread sampling state from the
+//! thread's context (a loom thread-local under loom); the queue is the
 //! pool's `Injector`, which under loom is the pool's model of crossbeam's synchronization (so
 //! nothing but the fences orders a push against a drainer's `is_empty` or `len`), and the
 //! retire spin and the sampling period shrink to keep the models small.
 //!
-//! [`QueuedBlock`]: crate::queued::QueuedBlock
-
-use std::cell::Cell;
+//! [`QueuedBlock`]: crate::route::queued::QueuedBlock
 
 use crossbeam_utils::CachePadded;
 use depengine_pool::Injector;
 
-use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence, spin_hint, thread_local};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence, spin_hint};
+use crate::thread;
 
 /// How many times a drainer that found the queue empty looks again before it retires.
 const RETIRE_LOOKS: usize = if cfg!(loom) { 1 } else { 12 };
@@ -64,27 +64,6 @@ const MAX_PAUSES_PER_LOOK: usize = if cfg!(loom) { 1 } else { 128 };
 /// to cover both paths.
 const SAMPLE_EVERY: u32 = if cfg!(loom) { 2 } else { 8 };
 
-#[cfg(not(loom))]
-thread_local! {
-    /// Whether this thread runs an item handed back by a full queue; such a run never gets one
-    /// handed back again (so a chain of them cannot grow the stack).
-    static RUNNING_OVERFLOW: Cell<bool> = const { Cell::new(false) };
-    /// Submits by this thread, for sampling the queue length.
-    static SUBMITS: Cell<u32> = const { Cell::new(0) };
-    /// Whether the last queue length this thread sampled was over its queue's backlog: its
-    /// submits run their items inline until the next sample says otherwise.
-    static OVER_BACKLOG: Cell<bool> = const { Cell::new(false) };
-}
-
-// The same under loom, whose macro takes no `const` initializers: per model thread, reset for
-// each execution.
-#[cfg(loom)]
-thread_local! {
-    static RUNNING_OVERFLOW: Cell<bool> = Cell::new(false);
-    static SUBMITS: Cell<u32> = Cell::new(0);
-    static OVER_BACKLOG: Cell<bool> = Cell::new(false);
-}
-
 /// Sampling of the queue length by submitting threads.
 ///
 /// Reading the length reads the queue's head index, which every pop writes: a cache miss for
@@ -99,25 +78,28 @@ struct Sample;
 impl Sample {
     #[inline]
     fn next() -> bool {
-        let submits = SUBMITS.with(Cell::get).wrapping_add(1);
-        SUBMITS.with(|cell| cell.set(submits));
-        submits.is_multiple_of(SAMPLE_EVERY)
+        thread::with(|cx| {
+            let submits = cx.sampling.submits.get().wrapping_add(1);
+            cx.sampling.submits.set(submits);
+            submits.is_multiple_of(SAMPLE_EVERY)
+        })
     }
 }
 
 /// Whether this thread's next submit samples the queue length (for the models).
 #[cfg(all(test, loom))]
 pub(crate) fn sample_next_submit(sampled: bool) {
-    SUBMITS.with(|cell| cell.set(if sampled { SAMPLE_EVERY - 1 } else { 0 }));
+    let submits = if sampled { SAMPLE_EVERY - 1 } else { 0 };
+    thread::with(|cx| cx.sampling.submits.set(submits));
 }
 
 /// Runs `run` (an item [`Submit::RunInline`] handed back) marked as an overflow run: submits
 /// from it queue their items whatever the backlog.
 #[inline]
 pub(crate) fn run_overflow<R>(run: impl FnOnce() -> R) -> R {
-    RUNNING_OVERFLOW.with(|cell| cell.set(true));
+    thread::with(|cx| cx.sampling.running_overflow.set(true));
     let result = run();
-    RUNNING_OVERFLOW.with(|cell| cell.set(false));
+    thread::with(|cx| cx.sampling.running_overflow.set(false));
     result
 }
 
@@ -177,9 +159,13 @@ impl<T> ReadyQueue<T> {
         let sample = Sample::next();
         let queued = sample.then(|| self.queue.len());
         if let Some(queued) = queued {
-            OVER_BACKLOG.with(|cell| cell.set(queued >= self.backlog));
+            thread::with(|cx| cx.sampling.over_backlog.set(queued >= self.backlog));
         }
-        if drainer && OVER_BACKLOG.with(Cell::get) && !RUNNING_OVERFLOW.with(Cell::get) {
+        if drainer
+            && thread::with(|cx| {
+                cx.sampling.over_backlog.get() && !cx.sampling.running_overflow.get()
+            })
+        {
             return Submit::RunInline(item);
         }
         self.queue.push(item);

@@ -36,62 +36,10 @@
 //! (their waits block as before; see "Misuse" in `docs/engine.md`). tokio's `block_in_place` is the model: there, a worker about
 //! to block hands its place to a new thread (tokio caps such threads at 512 by default).
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
-
-use depengine_graph::Var;
-
-use crate::deadlock::WaitLatch;
-use crate::failure::OpFailure;
-use crate::inner::{Inner, Workers};
-use crate::queued::{QueuedBlock, drained_block};
-use crate::record::BlockKey;
-use crate::stall::StallClock;
-
-thread_local! {
-    /// The engine whose priority-block task this thread runs (set by [`ServingPriority`]).
-    static SERVING_PRIORITY: Cell<Option<u64>> = const { Cell::new(None) };
-}
-
-/// Marks the current thread as running a task of an engine's CPU priority block while alive.
-pub(crate) struct ServingPriority {
-    previous: Option<u64>,
-}
-
-impl ServingPriority {
-    pub(crate) fn enter(engine: u64) -> Self {
-        ServingPriority {
-            previous: SERVING_PRIORITY.with(|cell| cell.replace(Some(engine))),
-        }
-    }
-}
-
-impl Drop for ServingPriority {
-    fn drop(&mut self) {
-        SERVING_PRIORITY.with(|cell| cell.set(self.previous));
-    }
-}
-
-/// A block whose workers a stand-in can take the place of.
-#[derive(Clone, Copy)]
-pub(crate) enum Served {
-    /// A CPU worker block (`queued.rs`).
-    Queued(BlockKey),
-    /// The CPU priority block.
-    Priority,
-}
-
-impl Served {
-    /// The block of engine `engine` that the current thread serves, if any.
-    pub(crate) fn by_this_thread(engine: u64) -> Option<Self> {
-        drained_block(engine).map(Served::Queued).or_else(|| {
-            (SERVING_PRIORITY.with(Cell::get) == Some(engine)).then_some(Served::Priority)
-        })
-    }
-}
 
 /// How long a waiting worker sleeps before it checks whether its block needs a stand-in.
 pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(1);
@@ -114,7 +62,7 @@ impl StandIns {
     }
 
     /// Counts one more stand-in, unless `MAX_STAND_INS` run already.
-    fn reserve(&self) -> bool {
+    pub(crate) fn reserve(&self) -> bool {
         // Relaxed: a count only; the thread start orders everything the stand-in reads.
         self.running
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |running| {
@@ -124,12 +72,12 @@ impl StandIns {
     }
 
     /// A stand-in finished draining, or could not start.
-    fn done(&self) {
+    pub(crate) fn done(&self) {
         self.running.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Keeps `stand_in` for joining; joins the stand-ins that finished.
-    fn keep(&self, stand_in: JoinHandle<()>) {
+    pub(crate) fn keep(&self, stand_in: JoinHandle<()>) {
         let finished: Vec<JoinHandle<()>> = {
             let mut threads = self.lock();
             threads.push(stand_in);
@@ -144,15 +92,6 @@ impl StandIns {
     }
 }
 
-/// A reserved stand-in slot, freed on drop (a stand-in's last act).
-struct Slot(Arc<Inner>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.stand_ins.done();
-    }
-}
-
 impl Drop for StandIns {
     fn drop(&mut self) {
         let current = thread::current().id();
@@ -163,90 +102,5 @@ impl Drop for StandIns {
                 let _ = thread.join();
             }
         }
-    }
-}
-
-impl Inner {
-    /// Whether ops are queued on `block` now.
-    fn has_queued(&self, block: Served) -> bool {
-        match block {
-            Served::Queued(key) => self.block(key).is_some_and(QueuedBlock::has_queued),
-            Served::Priority => match &self.workers {
-                Workers::PerDevice(per_device) => per_device
-                    .priority
-                    .get()
-                    .is_some_and(depengine_cpu::PriorityBlock::has_queued),
-                _ => false,
-            },
-        }
-    }
-
-    /// A stand-in for a blocked worker of `block`: runs what is queued there until none is
-    /// left (for a CPU worker block, as `drain` does, without being enlisted in its queue).
-    fn stand_in(self: Arc<Self>, block: Served) {
-        match block {
-            Served::Queued(key) => self.stand_in_queued(key),
-            Served::Priority => {
-                if let Workers::PerDevice(per_device) = &self.workers
-                    && let Some(priority) = per_device.priority.get()
-                {
-                    // Each task marks itself (`execute_priority_task`) and holds its own
-                    // reference to the engine.
-                    priority.run_queued();
-                }
-            }
-        }
-    }
-
-    /// Waits on `latch` on a worker of `block` (from inside an op's function), starting a
-    /// stand-in for the block whenever ops are queued on it while the wait lasts (see the
-    /// module documentation).
-    pub(crate) fn wait_on_worker(
-        self: &Arc<Self>,
-        latch: &WaitLatch,
-        block: Served,
-        var: Var,
-    ) -> Option<OpFailure> {
-        let mut stand_in: Option<JoinHandle<()>> = None;
-        let mut clock = StallClock::start(self.stall_warning);
-        let value = loop {
-            let slice = clock.timeout(Some(WAIT_SLICE)).unwrap_or(WAIT_SLICE);
-            if let Some(value) = latch.wait_timeout(slice) {
-                break value;
-            }
-            if let Some(waited) = clock.due() {
-                self.warn_stalled_var(var, waited);
-            }
-            if stand_in
-                .as_ref()
-                .is_some_and(|thread| !thread.is_finished())
-                || !self.has_queued(block)
-                || !self.stand_ins.reserve()
-            {
-                continue;
-            }
-            if let Some(finished) = stand_in.take() {
-                self.stand_ins.keep(finished);
-            }
-            let inner = Arc::clone(self);
-            stand_in = thread::Builder::new()
-                .name("depengine-stand-in".to_owned())
-                .spawn(move || {
-                    // Frees the slot however the stand-in ends, then drops its reference.
-                    let slot = Slot(Arc::clone(&inner));
-                    inner.stand_in(block);
-                    drop(slot);
-                })
-                .ok();
-            if stand_in.is_none() {
-                // No thread could start: the wait goes on as before, up to the other workers
-                // or a later attempt.
-                self.stand_ins.done();
-            }
-        };
-        if let Some(thread) = stand_in {
-            self.stand_ins.keep(thread);
-        }
-        value
     }
 }

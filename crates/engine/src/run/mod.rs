@@ -8,8 +8,6 @@
 //!                      dispatch ◄── released ◄── finish: Graph::complete, pending -= 1
 //! ```
 
-use std::borrow::Cow;
-use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -17,25 +15,29 @@ use std::time::Duration;
 
 use depengine_graph::{Dispatch, Graph, ReadyOp, Var};
 
-use crate::completion::Completion;
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::{Context, FnProperty};
-use crate::deadlock::BlockedWaits;
-use crate::devices::GpuExecutors;
 use crate::error::{EngineError, Result};
+use crate::failure::log::FailureLog;
 use crate::failure::{FailureCause, OpFailure, panic_message};
-use crate::failure_log::FailureLog;
-use crate::frame::OpFrame;
-use crate::naive;
-use crate::operator::OperatorFn;
-use crate::per_device::PerDevice;
-use crate::pooled::Pooled;
-use crate::profile::ProfiledOutcome;
-use crate::profiler::{ProfilerState, Started};
-use crate::queued::{Draining, QueuedBlock};
-use crate::record::{BlockKey, OpFn, OpRecord, Route};
-use crate::stand_in::{ServingPriority, StandIns};
-use crate::wait::IdleCounter;
+use crate::op::completion::{Completion, FinishAsync};
+use crate::op::operator::OperatorFn;
+use crate::op::record::{BlockKey, OpFn, OpRecord, Route};
+use crate::profile::recorder::{ProfilerState, Started};
+use crate::profile::report::ProfiledOutcome;
+use crate::route::BlockEngine;
+use crate::route::devices::GpuExecutors;
+use crate::route::naive;
+use crate::route::per_device::PerDevice;
+use crate::route::pooled::Pooled;
+use crate::route::queued::QueuedBlock;
+use crate::thread::frame::OpFrame;
+use crate::thread::serving::{Served, Serving};
+use crate::thread::task::TaskMarker;
+use crate::thread::{self, RunQueuedOp};
+use crate::wait::deadlock::BlockedWaits;
+use crate::wait::idle::IdleCounter;
+use crate::wait::stand_in::StandIns;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -75,36 +77,6 @@ pub(crate) struct Inner {
     pub(crate) stand_ins: Box<StandIns>,
     /// `EngineConfig::stall_warning` (`stall.rs`).
     pub(crate) stall_warning: Option<Duration>,
-}
-
-thread_local! {
-    /// The engines whose tasks (an op, or a worker task's epilogue) this thread is inside,
-    /// innermost last.
-    static TASK_ENGINES: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Marks the current thread as running a task of one engine while alive.
-pub(crate) struct TaskMarker;
-
-impl TaskMarker {
-    #[inline]
-    pub(crate) fn enter(engine: u64) -> Self {
-        TASK_ENGINES.with(|engines| engines.borrow_mut().push(engine));
-        TaskMarker
-    }
-
-    /// Whether the current thread runs a task of engine `engine` (possibly with tasks of other
-    /// engines nested inside it, or around it).
-    pub(crate) fn active(engine: u64) -> bool {
-        TASK_ENGINES.with(|engines| engines.borrow().contains(&engine))
-    }
-}
-
-impl Drop for TaskMarker {
-    #[inline]
-    fn drop(&mut self) {
-        TASK_ENGINES.with(|engines| engines.borrow_mut().pop());
-    }
 }
 
 /// The `tracing` span an op's function runs in: `Span::none()` (a level check) unless a
@@ -288,7 +260,7 @@ impl Inner {
     /// A task of the priority block: as `execute_task`, marked as serving that block (for a
     /// wait inside the op, see `stand_in.rs`).
     fn execute_priority_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
-        let serving = ServingPriority::enter(self.id);
+        let serving = Serving::enter(self.id, Served::Priority);
         self.execute_task(op);
         drop(serving);
     }
@@ -311,7 +283,7 @@ impl Inner {
     /// `Engine`'s shutdown).
     pub(crate) fn drain(self: Arc<Self>, key: BlockKey) {
         let marker = TaskMarker::enter(self.id);
-        let draining = Draining::enter(self.id, key);
+        let draining = Serving::enter(self.id, Served::Queued(key));
         if let Some(block) = self.block(key) {
             loop {
                 self.run_queued(block, key);
@@ -329,7 +301,7 @@ impl Inner {
     /// `drain` does, without being enlisted in its queue, until the queue is empty.
     pub(crate) fn stand_in_queued(self: Arc<Self>, key: BlockKey) {
         let marker = TaskMarker::enter(self.id);
-        let draining = Draining::enter(self.id, key);
+        let draining = Serving::enter(self.id, Served::Queued(key));
         if let Some(block) = self.block(key) {
             self.run_queued(block, key);
         }
@@ -406,7 +378,7 @@ impl Inner {
         keep_for: Option<BlockKey>,
     ) -> Option<ReadyOp<OpRecord>> {
         let _marker = TaskMarker::enter(self.id);
-        let profiled = self.profiler.wants(op.payload());
+        let profiled = self.profiler.wants(op.payload().profiled);
         if let Some(failure) = self.graph.op_failure(&op) {
             // Rule 2: a dependent of a failed var does not run; it passes the failure on. Its
             // function is dropped unrun; a panic in a captured value's `Drop` must not keep the
@@ -415,7 +387,7 @@ impl Inner {
             let _ = catch_unwind(AssertUnwindSafe(move || drop(func)));
             if profiled {
                 self.profiler
-                    .record(op.payload(), None, ProfiledOutcome::Skipped);
+                    .record_skipped(&op.payload().profiled_op(), thread::profiled());
             }
             return self.finish_then(op, Err(failure), false, keep_for);
         }
@@ -424,7 +396,7 @@ impl Inner {
         let Some(func) = op.payload_mut().func.take() else {
             return self.finish_then(op, Ok(()), false, keep_for);
         };
-        let started = profiled.then(|| self.profiler.start());
+        let started = profiled.then(|| self.profiler.start(thread::profiled()));
         // The op's `tracing` span is created, entered, left and closed inside the op's
         // `catch_unwind`: a panicking subscriber fails the op instead of unwinding a worker.
         match func {
@@ -444,7 +416,12 @@ impl Inner {
                 let released = Arc::new(AtomicBool::new(false));
                 let frame = OpFrame::enter_async(self.id, &op, Arc::clone(&released));
                 let span = async_op_span(&op);
-                let done = Completion::new(Arc::clone(self), op, started, released);
+                let done = Completion::new(
+                    Arc::clone(self) as Arc<dyn FinishAsync>,
+                    op,
+                    started,
+                    released,
+                );
                 // A panic drops `done` while unwinding, which completes the op as panicked.
                 let _ = catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
                 drop(frame);
@@ -468,7 +445,12 @@ impl Inner {
                     let released = Arc::new(AtomicBool::new(false));
                     let frame = OpFrame::enter_async(self.id, &op, Arc::clone(&released));
                     let span = async_op_span(&op);
-                    let done = Completion::new(Arc::clone(self), op, started, released);
+                    let done = Completion::new(
+                        Arc::clone(self) as Arc<dyn FinishAsync>,
+                        op,
+                        started,
+                        released,
+                    );
                     let _ =
                         catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
                     drop(frame);
@@ -497,7 +479,8 @@ impl Inner {
                 Ok(()) => ProfiledOutcome::Completed,
                 Err(_) => ProfiledOutcome::Failed,
             };
-            self.profiler.record(op.payload(), Some(started), outcome);
+            self.profiler
+                .record(&op.payload().profiled_op(), started, outcome);
         }
     }
 
@@ -508,17 +491,11 @@ impl Inner {
     ) -> Result<(), OpFailure> {
         match result {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(Self::failure(op, FailureCause::Error(error))),
-            Err(payload) => Err(Self::failure(
-                op,
-                FailureCause::Panic(panic_message(&*payload)),
-            )),
+            Ok(Err(error)) => Err(op.payload().failure(FailureCause::Error(error))),
+            Err(payload) => Err(op
+                .payload()
+                .failure(FailureCause::Panic(panic_message(&*payload)))),
         }
-    }
-
-    pub(crate) fn failure(op: &ReadyOp<OpRecord>, cause: FailureCause) -> OpFailure {
-        let name: Cow<'static, str> = op.payload().name.to_cow();
-        OpFailure::new(name, cause)
     }
 
     /// Completes an op with `outcome` (rule 1: a failure is stored on its written vars),
@@ -568,5 +545,70 @@ impl Inner {
         }
         self.idle.done();
         dispatcher.next
+    }
+}
+
+impl FinishAsync for Inner {
+    fn finish_async(
+        self: Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        started: Option<Started>,
+        outcome: Result<(), OpFailure>,
+    ) {
+        self.profile(&op, started, &outcome);
+        self.finish(op, outcome, true);
+    }
+}
+
+impl RunQueuedOp for Inner {
+    fn run_queued_op(self: Arc<Self>, op: ReadyOp<OpRecord>) {
+        self.execute(op);
+    }
+}
+
+impl Inner {
+    /// Whether ops are queued on `block` now.
+    pub(crate) fn has_queued(&self, block: Served) -> bool {
+        match block {
+            Served::Queued(key) => self.block(key).is_some_and(QueuedBlock::has_queued),
+            Served::Priority => match &self.workers {
+                Workers::PerDevice(per_device) => per_device
+                    .priority
+                    .get()
+                    .is_some_and(depengine_cpu::PriorityBlock::has_queued),
+                _ => false,
+            },
+        }
+    }
+
+    /// A stand-in for a blocked worker of `block`: runs what is queued there until none is
+    /// left (for a CPU worker block, as `drain` does, without being enlisted in its queue).
+    pub(crate) fn stand_in(self: Arc<Self>, block: Served) {
+        match block {
+            Served::Queued(key) => self.stand_in_queued(key),
+            Served::Priority => {
+                if let Workers::PerDevice(per_device) = &self.workers
+                    && let Some(priority) = per_device.priority.get()
+                {
+                    // Each task marks itself (`execute_priority_task`) and holds its own
+                    // reference to the engine.
+                    priority.run_queued();
+                }
+            }
+        }
+    }
+}
+
+impl BlockEngine for Inner {
+    fn engine_id(&self) -> u64 {
+        self.id
+    }
+
+    fn drain(self: Arc<Self>, key: BlockKey) {
+        Inner::drain(self, key);
+    }
+
+    fn execute(self: &Arc<Self>, op: ReadyOp<OpRecord>) {
+        Inner::execute(self, op);
     }
 }

@@ -4,6 +4,8 @@
 //! op wrote and on every var a skipped dependent wrote, so [`OpFailure::same_failure`] tells
 //! whether two reports name the same original failure.
 
+pub(crate) mod log;
+
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;

@@ -1,0 +1,125 @@
+//! The engine's per-thread context: everything the engine remembers about the current thread,
+//! in one thread-local ([`ThreadContext`], as rayon's `WorkerThread` and tokio's `Context`).
+//!
+//! Any thread can run engine code: a pusher, a worker of a block, a stand-in, a device
+//! executor's thread, a thread that completes an async op. Only the thread itself touches its
+//! context, so every field is a plain `Cell`/`RefCell`; each field belongs to one mechanism,
+//! which alone changes it:
+//!
+//! | field | owner | what it says |
+//! |---|---|---|
+//! | `tasks` | [`task::TaskMarker`] | the engines whose tasks run on this thread |
+//! | `frames` | [`frame::OpFrame`] | the ops whose functions run here, with their vars |
+//! | `serving` | [`serving::Serving`] | the worker block this thread serves |
+//! | `sampling` | `route/ready_queue.rs` | how this thread's submits sample queue lengths |
+//! | `naive` | `route/naive.rs` | the naive ops made ready while this thread runs one |
+//! | `profiled` | `profile/recorder.rs` | this thread's index and name in profiles |
+//!
+//! Under loom the context is a loom thread-local (one per model thread, fresh for each
+//! execution), so that the ready queue's models see per-thread sampling as the real threads do.
+
+pub(crate) mod frame;
+pub(crate) mod serving;
+pub(crate) mod task;
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use depengine_graph::ReadyOp;
+
+use crate::op::record::OpRecord;
+use crate::profile::report::ProfiledThread;
+
+/// An engine that runs an op queued on a thread for it (a naive op made ready while the thread
+/// ran another one). A trait object, so that the thread's context does not depend on how the
+/// engine runs ops.
+pub(crate) trait RunQueuedOp: Send + Sync {
+    /// Runs (or skips) `op` and completes it, on this thread.
+    fn run_queued_op(self: Arc<Self>, op: ReadyOp<OpRecord>);
+}
+
+/// A naive op queued on this thread, with the engine that runs it.
+pub(crate) type NaiveOp = (Arc<dyn RunQueuedOp>, ReadyOp<OpRecord>);
+
+/// How a thread's submits sample the length of a ready queue (see `Sample` in
+/// `route/ready_queue.rs`).
+pub(crate) struct Sampling {
+    /// Submits by this thread, for sampling the queue length.
+    pub(crate) submits: Cell<u32>,
+    /// Whether the last queue length this thread sampled was over its queue's backlog: its
+    /// submits run their items inline until the next sample says otherwise.
+    pub(crate) over_backlog: Cell<bool>,
+    /// Whether this thread runs an item handed back by a full queue; such a run never gets one
+    /// handed back again (so a chain of them cannot grow the stack).
+    pub(crate) running_overflow: Cell<bool>,
+}
+
+/// What the engine knows about the current thread (see the module documentation).
+pub(crate) struct ThreadContext {
+    pub(crate) tasks: RefCell<Vec<u64>>,
+    pub(crate) frames: RefCell<frame::Frames>,
+    pub(crate) serving: Cell<Option<(u64, serving::Served)>>,
+    pub(crate) sampling: Sampling,
+    /// `Some` while this thread runs naive ops: the ones made ready meanwhile.
+    pub(crate) naive: RefCell<Option<VecDeque<NaiveOp>>>,
+    pub(crate) profiled: OnceCell<ProfiledThread>,
+}
+
+impl ThreadContext {
+    const fn new() -> Self {
+        ThreadContext {
+            tasks: RefCell::new(Vec::new()),
+            frames: RefCell::new(frame::Frames::new()),
+            serving: Cell::new(None),
+            sampling: Sampling {
+                submits: Cell::new(0),
+                over_backlog: Cell::new(false),
+                running_overflow: Cell::new(false),
+            },
+            naive: RefCell::new(None),
+            profiled: OnceCell::new(),
+        }
+    }
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    // `const`: no lazy initialization to check on each access (every op enters a frame).
+    static CONTEXT: ThreadContext = const { ThreadContext::new() };
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static CONTEXT: ThreadContext = ThreadContext::new();
+}
+
+/// Calls `f` with the current thread's context.
+#[inline]
+pub(crate) fn with<R>(f: impl FnOnce(&ThreadContext) -> R) -> R {
+    CONTEXT.with(f)
+}
+
+/// As [`with`], or `None` while the thread's thread-locals are being destroyed (an op completed
+/// from another thread-local's destructor).
+pub(crate) fn try_with<R>(f: impl FnOnce(&ThreadContext) -> R) -> Option<R> {
+    CONTEXT.try_with(f).ok()
+}
+
+/// Hands out thread indices for profiles (process-wide, so two engines agree).
+static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
+
+/// This thread's index and name in profiles, assigned on its first profiled op.
+pub(crate) fn profiled() -> ProfiledThread {
+    let new = || {
+        let index = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+        let name = std::thread::current()
+            .name()
+            .map_or_else(|| Arc::from(format!("thread-{index}")), Arc::from);
+        ProfiledThread { index, name }
+    };
+    // `try_with`: an op completed from a thread-local's destructor (a `Completion` dropped as
+    // its thread exits) still gets a thread, a fresh one.
+    try_with(|cx| cx.profiled.get_or_init(new).clone()).unwrap_or_else(new)
+}

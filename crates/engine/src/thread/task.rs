@@ -1,0 +1,28 @@
+//! [`TaskMarker`]: which engines' tasks (an op, or a worker task's epilogue) run on this thread,
+//! so that an engine's last handle dropped by its own task does not wait for itself.
+
+use crate::thread;
+
+/// Marks the current thread as running a task of one engine while alive.
+pub(crate) struct TaskMarker;
+
+impl TaskMarker {
+    #[inline]
+    pub(crate) fn enter(engine: u64) -> Self {
+        thread::with(|cx| cx.tasks.borrow_mut().push(engine));
+        TaskMarker
+    }
+
+    /// Whether the current thread runs a task of engine `engine` (possibly with tasks of other
+    /// engines nested inside it, or around it).
+    pub(crate) fn active(engine: u64) -> bool {
+        thread::with(|cx| cx.tasks.borrow().contains(&engine))
+    }
+}
+
+impl Drop for TaskMarker {
+    #[inline]
+    fn drop(&mut self) {
+        thread::with(|cx| cx.tasks.borrow_mut().pop());
+    }
+}
