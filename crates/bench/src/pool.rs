@@ -7,9 +7,9 @@
 
 use crate::args::{Args, ns_per, report};
 use depengine_pool::{SimplePool, ThreadPool};
+use depengine_sync::{Condvar, Mutex, lock, wait};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The per-item cost we declare to `parallel_for`: large, so that each of the
@@ -182,7 +182,8 @@ impl System for Rayon {
     }
 }
 
-/// Counts finished tasks; the last one wakes the waiting main thread.
+/// Counts finished tasks; the last one wakes the waiting main thread. `finished` is only
+/// ever set to `true` under its lock, so a poisoned lock holds a consistent flag.
 struct Countdown {
     remaining: AtomicUsize,
     finished: Mutex<bool>,
@@ -200,25 +201,15 @@ impl Countdown {
 
     fn count(&self) {
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let mut finished = self
-                .finished
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            *finished = true;
+            *lock(&self.finished) = true;
             self.wake.notify_all();
         }
     }
 
     fn wait(&self) {
-        let mut finished = self
-            .finished
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut finished = lock(&self.finished);
         while !*finished {
-            finished = self
-                .wake
-                .wait(finished)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            finished = wait(&self.wake, finished);
         }
     }
 }

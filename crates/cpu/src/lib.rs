@@ -1,14 +1,23 @@
-//! `depengine-cpu`: where depengine runs ready CPU ops, and the trait device backends implement.
+//! `depengine-cpu`: where depengine runs ready CPU ops.
 //!
 //! ```text
-//!   depengine (facade: API, engine kinds, config, failure policy)
-//!        │
-//!   depengine-cpu  ◄── this crate          depengine-cuda (implements DeviceBackend)
-//!        │
-//!   depengine-graph (variables, read/write queues, op wait counters)
-//!        │
-//!   depengine-pool (work-stealing threads)
+//!                    depengine          the facade: API, engine kinds, config, failure policy
+//!          ┌─────────────┴─────────────┐
+//!          │                     depengine-cpu         depengine-cuda (planned)
+//!          │                     ▲ this crate                 │
+//!          │                   ┌───────┴───────┐              │
+//!          │                   │               └──────┬───────┘
+//!   depengine-graph     depengine-pool         depengine-device
+//!   ═══════════════════════════════════════
+//!   depengine-sync: std or loom primitives, poison-ignoring locks, padding
 //! ```
+//!
+//! Lines lead down to dependencies. This crate sits on `depengine-pool` (its worker blocks are
+//! pools) and on `depengine-device`, whose [`Executor`] it implements for both of its blocks: the
+//! facade routes ready CPU ops to them through that trait, as it routes GPU ops to the executors
+//! of a `DeviceBackend` (which `depengine-cuda` will implement, depending on `depengine-device`
+//! only). `depengine-sync` is under every crate that synchronizes (the facade, graph, pool and
+//! this one).
 //!
 //! - [`WorkerBlock`]: a block of CPU workers on a [`depengine_pool::ThreadPool`] (MXNet's
 //!   `ThreadWorkerBlock<kWorkerQueue>`). A task submitted from one of the block's own workers
@@ -17,14 +26,12 @@
 //! - [`PriorityBlock`]: dedicated threads serving one shared priority queue, higher priority
 //!   first, FIFO among equals (MXNet's `ThreadWorkerBlock<kPriorityQueue>`, which serves
 //!   `CpuPrioritized` ops).
-//! - [`Executor`] and [`DeviceBackend`] (module `backend`): how the engine hands a task to a
-//!   device's compute or copy workers without knowing the device. `depengine-cuda` implements
-//!   `DeviceBackend` and depends on this crate only, not on the facade.
 //!
 //! This crate knows nothing of ops or vars: it runs closures.
 //!
 //! ```
-//! use depengine_cpu::{Executor, PriorityBlock, WorkerBlock};
+//! use depengine_cpu::{PriorityBlock, WorkerBlock};
+//! use depengine_device::Executor;
 //! use std::sync::mpsc;
 //!
 //! let block = WorkerBlock::new("example", 2)?;
@@ -38,6 +45,8 @@
 //! assert_eq!(rx.recv().unwrap(), "ran");
 //! # Ok::<(), depengine_cpu::BlockError>(())
 //! ```
+//!
+//! [`Executor`]: depengine_device::Executor
 
 #![forbid(unsafe_code)]
 #![allow(
@@ -45,11 +54,9 @@
     reason = "the docs name MXNet and its classes, which are not items of this crate"
 )]
 
-mod backend;
 mod priority_block;
 mod worker_block;
 
-pub use backend::{BackendError, DeviceBackend, Executor, Task};
 pub use priority_block::PriorityBlock;
 pub use worker_block::WorkerBlock;
 

@@ -7,11 +7,11 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+
+use depengine_device::{Executor, Task};
+use depengine_sync::{Arc, Condvar, Mutex, lock, thread, wait};
 
 use crate::BlockError;
-use crate::backend::Task;
 
 struct Entry {
     priority: i32,
@@ -51,31 +51,26 @@ struct Queue {
 
 #[derive(Default)]
 struct Shared {
+    /// Locked with [`depengine_sync::lock`], which ignores poisoning: no task runs under this
+    /// lock (a worker pops an entry and releases the lock before running it), and each critical
+    /// section is a heap operation or a flag write that leaves the queue consistent.
     queue: Mutex<Queue>,
     available: Condvar,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        // No task runs under the lock, so a poisoned queue is still consistent.
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn worker(&self) {
-        let mut queue = self.lock();
+        let mut queue = lock(&self.queue);
         loop {
             if let Some(entry) = queue.heap.pop() {
                 drop(queue);
                 // A panicking task must not take the worker (and the tasks behind it) down.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(entry.task));
-                queue = self.lock();
+                queue = lock(&self.queue);
             } else if queue.done {
                 return;
             } else {
-                queue = self
-                    .available
-                    .wait(queue)
-                    .unwrap_or_else(PoisonError::into_inner);
+                queue = wait(&self.available, queue);
             }
         }
     }
@@ -85,7 +80,7 @@ impl Shared {
 pub struct PriorityBlock {
     name: String,
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
+    threads: Vec<thread::JoinHandle<()>>,
 }
 
 impl PriorityBlock {
@@ -108,7 +103,7 @@ impl PriorityBlock {
         };
         for index in 0..threads {
             let shared = Arc::clone(&block.shared);
-            let spawned = std::thread::Builder::new()
+            let spawned = thread::Builder::new()
                 .name(format!("{name}-{index}"))
                 .spawn(move || shared.worker());
             match spawned {
@@ -126,7 +121,7 @@ impl PriorityBlock {
 
     /// Queues `task`; workers run higher priorities first, equal priorities in push order.
     pub fn push(&self, priority: i32, task: Task) {
-        let mut queue = self.shared.lock();
+        let mut queue = lock(&self.shared.queue);
         let seq = queue.next_seq;
         queue.next_seq += 1;
         queue.heap.push(Entry {
@@ -140,7 +135,7 @@ impl PriorityBlock {
 
     /// Whether tasks are queued (not yet taken by a worker).
     pub fn has_queued(&self) -> bool {
-        !self.shared.lock().heap.is_empty()
+        !lock(&self.shared.queue).heap.is_empty()
     }
 
     /// Runs queued tasks on the calling thread, as a worker would (highest priority first, a
@@ -149,7 +144,7 @@ impl PriorityBlock {
     pub fn run_queued(&self) -> usize {
         let mut ran = 0;
         loop {
-            let Some(entry) = self.shared.lock().heap.pop() else {
+            let Some(entry) = lock(&self.shared.queue).heap.pop() else {
                 return ran;
             };
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(entry.task));
@@ -170,15 +165,22 @@ impl PriorityBlock {
 
 impl Drop for PriorityBlock {
     fn drop(&mut self) {
-        self.shared.lock().done = true;
+        lock(&self.shared.queue).done = true;
         self.shared.available.notify_all();
-        let me = std::thread::current().id();
+        let me = thread::current().id();
         for handle in self.threads.drain(..) {
             // Dropped by one of its own tasks: that worker exits once the task returns.
             if handle.thread().id() != me {
                 let _ = handle.join();
             }
         }
+    }
+}
+
+/// Queues the task by `priority` ([`PriorityBlock::push`]).
+impl Executor for PriorityBlock {
+    fn execute(&self, priority: i32, task: Task) {
+        self.push(priority, task);
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use depengine_device::{Executor, Task};
 use depengine_pool::ThreadPool;
 
 use crate::BlockError;
@@ -68,6 +69,13 @@ impl WorkerBlock {
     /// The block's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+}
+
+/// Spawns the task ([`WorkerBlock::spawn`]); a worker block is FIFO, `priority` is ignored.
+impl Executor for WorkerBlock {
+    fn execute(&self, _priority: i32, task: Task) {
+        self.spawn(task);
     }
 }
 

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use depengine_cpu::DeviceBackend;
+use depengine_device::DeviceBackend;
 
 use crate::profile::recorder::ProfileMode;
 

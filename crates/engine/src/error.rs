@@ -1,6 +1,6 @@
 //! [`EngineError`]: every way a call into the engine can fail.
 
-use depengine_cpu::BackendError;
+use depengine_device::BackendError;
 use depengine_graph::{GraphError, Var};
 
 use crate::config::ConfigError;

@@ -151,7 +151,7 @@ pub use config::{
     STALL_WARNING_SECS,
 };
 pub use context::{Context, DeviceType, FnProperty, RunContext};
-pub use depengine_cpu::{BackendError, DeviceBackend, Executor, Task};
+pub use depengine_device::{BackendError, DeviceBackend, Executor, Task};
 pub use depengine_graph::Var;
 pub use engine::op_builder::OpBuilder;
 pub use engine::operator::{Operator, OperatorBuilder};

@@ -2,13 +2,14 @@
 
 use std::sync::Arc;
 
+use depengine_sync::{AtomicUsize, Mutex, MutexGuard, Ordering, lock};
+
 use crate::error::GraphError;
 use crate::incoming::Incoming;
 use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp, VarKey};
 use crate::op_cell::OpSlot;
 use crate::slab::{NIL, Slab};
 use crate::stats::GraphStats;
-use crate::sync::{AtomicUsize, Mutex, MutexGuard, Ordering, lock};
 use crate::var::{Access, Var, VarStatus};
 use crate::var_queue::{Grant, NO_OP, VarQueue, Waiter};
 
@@ -866,7 +867,7 @@ impl<T, E> Graph<T, E> {
 
 #[cfg(all(test, not(loom), target_os = "linux", target_pointer_width = "64"))]
 mod layout_tests {
-    use crate::sync::lock;
+    use depengine_sync::lock;
 
     use super::*;
 

@@ -80,7 +80,7 @@
 //! A failed reservation, `accepts` and the drain's load of the word are `Relaxed`: what they
 //! read only steers a decision that the compare-exchange (or the lock) confirms.
 
-use crate::sync::{AtomicU32, AtomicU64, OnceLock, Ordering, yield_now};
+use depengine_sync::{AtomicU32, AtomicU64, OnceLock, Ordering, yield_now};
 
 /// Entries in the ring (a power of two dividing 256, so that `tail % CAPACITY` stays right when
 /// the 8-bit counters wrap). A full ring sends the push the locked way, which merges it: with 32,

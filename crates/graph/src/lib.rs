@@ -3,14 +3,22 @@
 //! depengine is layered like MXNet's engine:
 //!
 //! ```text
-//! engine facade   push ops, wait for vars, failure policy
-//!      │
-//! backends        run ready ops (CPU workers, CUDA streams)
-//!      │
-//! graph           <- this crate: vars, per-var FIFOs, op wait counters
-//!      │
-//! pool            work-stealing threads the backends run on
+//!                    depengine          the facade: API, engine kinds, config, failure policy
+//!          ┌─────────────┴─────────────┐
+//!          │                     depengine-cpu         depengine-cuda (planned)
+//!          │                   ┌───────┴───────┐              │
+//!          │                   │               └──────┬───────┘
+//!   depengine-graph     depengine-pool         depengine-device
+//!   ▲ this crate
+//!   ═══════════════════════════════════════
+//!   depengine-sync: std or loom primitives, poison-ignoring locks, padding
 //! ```
+//!
+//! Lines lead down to dependencies. `depengine-graph` and `depengine-pool` are siblings that only
+//! the facade joins: the graph decides when an op may run, the facade hands it to the executors
+//! (`depengine-cpu`'s blocks on the pool, a device backend's streams). The facade also uses
+//! `depengine-pool` and `depengine-device` directly, and `depengine-sync` is under every crate
+//! that synchronizes (the facade, graph, pool and cpu).
 //!
 //! This crate runs nothing itself. The caller pushes ops that declare the [`Var`]s they read and
 //! write; the graph hands each op to a [`Dispatch`]er the caller supplies, exactly once, as soon as
@@ -81,7 +89,6 @@ mod op_cell;
 mod prefetch;
 mod slab;
 mod stats;
-mod sync;
 mod var;
 mod var_queue;
 

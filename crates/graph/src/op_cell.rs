@@ -67,8 +67,9 @@
 
 use std::fmt;
 
+use depengine_sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell, yield_now};
+
 use crate::op::Parked;
-use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell, yield_now};
 
 /// The wait-count half of `state`.
 const COUNT: u64 = 0xFFFF_FFFF;

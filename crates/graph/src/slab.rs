@@ -30,9 +30,7 @@
 //! The `next` field of a slot in use is free for its owner; the graph threads the list of ops made
 //! ready by one completion through it.
 
-use crossbeam_utils::CachePadded;
-
-use crate::sync::{AtomicU32, AtomicU64, OnceLock, Ordering};
+use depengine_sync::{AtomicU32, AtomicU64, CachePadded, OnceLock, Ordering};
 
 /// "No slot": the end of the free list (and of the graph's ready lists).
 pub(crate) const NIL: u32 = u32::MAX;

@@ -62,8 +62,7 @@
 //! park is visible as `PARKED` before any notifier looks for parked waiters, and the
 //! condition-variable wake-up cannot fall between its check and its sleep.
 
-use crate::sync::{AtomicU8, AtomicUsize, Condvar, Mutex, fence, lock, wait};
-use crossbeam_utils::CachePadded;
+use depengine_sync::{AtomicU8, AtomicUsize, CachePadded, Condvar, Mutex, fence, lock, wait};
 use std::fmt;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
 

@@ -8,7 +8,7 @@
 //! to a random `RunQueue`'s back cost 540-900 ns per task, the injector much less.
 //!
 //! Normally [`Injector`] is a thin wrapper around `crossbeam_deque::Injector`. Under
-//! loom the crossbeam type cannot be explored (it does not use our sync facade), so a
+//! loom the crossbeam type cannot be explored (it does not use `depengine-sync`), so a
 //! model of its synchronization stands in for it: the same atomic accesses with the
 //! same orderings on a head and a tail index, and nothing else that synchronizes (a
 //! lock there would order a push against `is_empty` by itself and hide a missing fence
@@ -69,7 +69,7 @@ impl<T> Injector<T> {
                 crossbeam_deque::Steal::Success(item) => return Some(item),
                 crossbeam_deque::Steal::Empty => return None,
                 // Lost a race with another consumer: try again.
-                crossbeam_deque::Steal::Retry => crate::sync::spin_hint(),
+                crossbeam_deque::Steal::Retry => depengine_sync::spin_hint(),
             }
         }
     }
@@ -117,9 +117,9 @@ impl<T> Injector<T> {
 #[cfg(loom)]
 pub struct Injector<T> {
     /// Index of the oldest item not yet claimed by a steal.
-    head: crate::sync::AtomicUsize,
+    head: depengine_sync::AtomicUsize,
     /// Index of the next slot a push claims.
-    tail: crate::sync::AtomicUsize,
+    tail: depengine_sync::AtomicUsize,
     slots: Box<[ModelSlot<T>]>,
 }
 
@@ -128,8 +128,8 @@ pub struct Injector<T> {
 #[cfg(loom)]
 struct ModelSlot<T> {
     /// Crossbeam's `WRITE` bit of the slot state.
-    written: crate::sync::AtomicBool,
-    item: crate::sync::UnsafeCell<Option<T>>,
+    written: depengine_sync::AtomicBool,
+    item: depengine_sync::UnsafeCell<Option<T>>,
 }
 
 // SAFETY: the model moves each `T` from the pushing thread to the stealing thread, one
@@ -149,12 +149,12 @@ impl<T> Injector<T> {
     /// Creates an empty queue.
     pub fn new() -> Self {
         Self {
-            head: crate::sync::AtomicUsize::new(0),
-            tail: crate::sync::AtomicUsize::new(0),
+            head: depengine_sync::AtomicUsize::new(0),
+            tail: depengine_sync::AtomicUsize::new(0),
             slots: (0..Self::MODEL_CAPACITY)
                 .map(|_| ModelSlot {
-                    written: crate::sync::AtomicBool::new(false),
-                    item: crate::sync::UnsafeCell::new(None),
+                    written: depengine_sync::AtomicBool::new(false),
+                    item: depengine_sync::UnsafeCell::new(None),
                 })
                 .collect(),
         }
@@ -169,7 +169,7 @@ impl<T> Injector<T> {
                 Ok(_) => break,
                 Err(actual) => {
                     tail = actual;
-                    crate::sync::spin_hint();
+                    depengine_sync::spin_hint();
                 }
             }
         }
@@ -186,7 +186,7 @@ impl<T> Injector<T> {
         use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
         loop {
             let head = self.head.load(Acquire);
-            crate::sync::fence(SeqCst);
+            depengine_sync::fence(SeqCst);
             if head == self.tail.load(Relaxed) {
                 return None;
             }
@@ -196,12 +196,12 @@ impl<T> Injector<T> {
                 .is_err()
             {
                 // Crossbeam's `Steal::Retry`.
-                crate::sync::spin_hint();
+                depengine_sync::spin_hint();
                 continue;
             }
             let slot = &self.slots[head];
             while !slot.written.load(Acquire) {
-                crate::sync::spin_hint();
+                depengine_sync::spin_hint();
             }
             // SAFETY: the compare-exchange on `head` gave this index to this steal
             // alone, and the Acquire load of the written flag synchronizes with the

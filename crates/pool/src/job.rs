@@ -10,7 +10,7 @@
 //! the time of spawning empty tasks from outside the pool.
 
 use crate::latch::Latch;
-use crate::sync::UnsafeCell;
+use depengine_sync::UnsafeCell;
 use std::any::Any;
 use std::mem::{self, MaybeUninit};
 use std::panic::{self, AssertUnwindSafe};

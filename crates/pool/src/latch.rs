@@ -13,7 +13,7 @@
 //!     └────────────────────────────────► SET
 //! ```
 
-use crate::sync::{AtomicU8, AtomicUsize, Backoff, UnsafeCell, thread};
+use depengine_sync::{AtomicU8, AtomicUsize, Backoff, UnsafeCell, thread};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 
 const UNSET: u8 = 0;

@@ -1,14 +1,21 @@
-//! `depengine-pool`: the bottom layer of depengine, a work-stealing thread pool.
+//! `depengine-pool`: where depengine's ready work runs, a work-stealing thread pool.
 //!
 //! ```text
-//!   depengine (facade: API, engine kinds, config, profiling)
-//!        │
-//!   depengine-cpu / depengine-cuda (device backends)
-//!        │
-//!   depengine-graph (variables, read/write queues, op wait counters)
-//!        │
-//!   depengine-pool  ◄── this crate: where ready work runs
+//!                    depengine          the facade: API, engine kinds, config, failure policy
+//!          ┌─────────────┴─────────────┐
+//!          │                     depengine-cpu         depengine-cuda (planned)
+//!          │                   ┌───────┴───────┐              │
+//!          │                   │               └──────┬───────┘
+//!   depengine-graph     depengine-pool         depengine-device
+//!                       ▲ this crate
+//!   ═══════════════════════════════════════
+//!   depengine-sync: std or loom primitives, poison-ignoring locks, padding
 //! ```
+//!
+//! Lines lead down to dependencies. `depengine-graph` and `depengine-pool` are siblings that only
+//! the facade joins: the pool knows nothing of ops or vars, it runs closures. The facade also uses
+//! `depengine-pool` and `depengine-device` directly, and `depengine-sync` is under every crate
+//! that synchronizes (the facade, graph, pool and cpu).
 //!
 //! The design follows Eigen's `NonBlockingThreadPool` (the one TensorFlow uses):
 //!
@@ -52,7 +59,6 @@ mod rng;
 mod run_queue;
 mod scope;
 mod simple_pool;
-mod sync;
 mod thread_pool;
 mod unwind;
 mod worker;

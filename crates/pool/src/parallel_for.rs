@@ -22,7 +22,7 @@
 use crate::ThreadPool;
 use crate::job::{JobRef, Panic};
 use crate::latch::CountLatch;
-use crate::sync::{Arc, AtomicUsize, Mutex, lock};
+use depengine_sync::{Arc, AtomicUsize, Mutex, lock};
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;

@@ -2,7 +2,7 @@
 //! order in which a thief visits its victims.
 //! Quality needs are low; speed and no shared state are what matter.
 
-use crate::sync::thread_local;
+use depengine_sync::thread_local;
 use std::cell::Cell;
 
 thread_local! {

@@ -50,8 +50,7 @@
 //! counts items in flight as present: it may over-count, never report an empty queue
 //! that holds work. The pool's sleep protocol relies on exactly that (see `worker.rs`).
 
-use crate::sync::{AtomicU8, AtomicU64, Mutex, UnsafeCell, lock};
-use crossbeam_utils::CachePadded;
+use depengine_sync::{AtomicU8, AtomicU64, CachePadded, Mutex, UnsafeCell, lock};
 use std::fmt;
 use std::mem::MaybeUninit;
 

@@ -3,8 +3,8 @@
 use crate::ThreadPool;
 use crate::job::{JobRef, Panic};
 use crate::latch::CountLatch;
-use crate::sync::{Arc, Mutex, lock};
 use crate::worker::Shared;
+use depengine_sync::{Arc, Mutex, lock};
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 

@@ -6,8 +6,8 @@
 //! Kept as the baseline of `cargo xtask bench pool`.
 
 use crate::builder::BuildError;
-use crate::sync::{Arc, Condvar, Mutex, lock, thread, wait};
 use crate::unwind::{self, PanicHandler};
+use depengine_sync::{Arc, Condvar, Mutex, lock, thread, wait};
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
 

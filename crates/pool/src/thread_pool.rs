@@ -2,9 +2,9 @@
 
 use crate::builder::{BuildError, Builder};
 use crate::job::{JobRef, StackJob};
-use crate::sync::{Arc, thread};
 use crate::unwind::{self, PanicHandler};
 use crate::worker::Shared;
+use depengine_sync::{Arc, thread};
 use std::fmt;
 use std::panic;
 

@@ -51,9 +51,10 @@ use crate::job::{JobRef, Panic};
 use crate::latch::Latch;
 use crate::rng;
 use crate::run_queue::RunQueue;
-use crate::sync::{AtomicBool, AtomicUsize, Backoff, fence, spin_hint, thread_local};
 use crate::unwind::PanicHandler;
-use crossbeam_utils::CachePadded;
+use depengine_sync::{
+    AtomicBool, AtomicUsize, Backoff, CachePadded, fence, spin_hint, thread_local,
+};
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use depengine_cpu::{DeviceBackend, Executor};
+use depengine_device::{DeviceBackend, Executor};
 
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
