@@ -1,13 +1,16 @@
 //! `depengine`: the facade of depengine, an MXNet-style dependency engine.
 //!
 //! ```text
-//!   depengine  ◄── this crate: Engine, EngineConfig, engine kinds, waits, failure policy
-//!        │
-//!   depengine-cpu (worker blocks, priority block, DeviceBackend) / depengine-cuda
-//!        │
-//!   depengine-graph (vars, read/write queues, op wait counters, failure records)
-//!        │
-//!   depengine-pool (work-stealing threads)
+//!                    depengine  ◄── this crate: Engine, EngineConfig, engine kinds, waits
+//!        ┌──────────────┬───┴──────────┬─────────────────┐
+//!   depengine-graph   depengine-cpu   depengine-device   │
+//!   (vars, read/write  (worker blocks, (the device seam:  │
+//!    queues, op slots)  priority block) DeviceBackend)    │
+//!        │              └──────┬───────────┘ ▲            │
+//!        │              depengine-pool ◄─────┼────────────┘
+//!        │              (work-stealing)      └── depengine-cuda (implements it)
+//!        └────────────┬───────┘
+//!               depengine-sync (std or loom primitives, lock helpers, padding)
 //! ```
 //!
 //! Push ops that declare the [`Var`]s they read and write; each runs as soon as its
@@ -138,7 +141,6 @@ mod op;
 mod profile;
 mod route;
 mod run;
-mod sync;
 mod thread;
 mod wait;
 

@@ -26,9 +26,9 @@
 //! a `DEBUG` event (target `depengine::failure`). On the threaded kinds the spans are created on
 //! worker threads: a global subscriber sees them, as root spans.
 
+use depengine_sync::{Mutex, lock};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::context::{Context, FnProperty};
@@ -116,7 +116,7 @@ impl ProfilerState {
 
     /// The ops recorded since the last `take`, in completion order.
     pub(crate) fn take(&self) -> Profile {
-        let ops = std::mem::take(&mut *self.records.lock().unwrap_or_else(PoisonError::into_inner));
+        let ops = std::mem::take(&mut *lock(&self.records));
         Profile { ops }
     }
 
@@ -192,9 +192,6 @@ impl ProfilerState {
             end,
             outcome,
         };
-        self.records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(profile);
+        lock(&self.records).push(profile);
     }
 }

@@ -1,6 +1,6 @@
 //! [`Lazy`]: a value created on first use by a fallible initializer, then read without a lock.
 
-use std::sync::{Mutex, OnceLock, PoisonError};
+use depengine_sync::{Mutex, OnceLock, lock};
 
 pub(crate) struct Lazy<T> {
     cell: OnceLock<T>,
@@ -8,7 +8,7 @@ pub(crate) struct Lazy<T> {
 }
 
 impl<T> Lazy<T> {
-    pub(crate) const fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Lazy {
             cell: OnceLock::new(),
             init: Mutex::new(()),
@@ -26,7 +26,7 @@ impl<T> Lazy<T> {
         if let Some(value) = self.cell.get() {
             return Ok(value);
         }
-        let _guard = self.init.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = lock(&self.init);
         if let Some(value) = self.cell.get() {
             return Ok(value);
         }

@@ -38,11 +38,10 @@
 //!
 //! [`QueuedBlock`]: crate::route::queued::QueuedBlock
 
-use crossbeam_utils::CachePadded;
 use depengine_pool::Injector;
 
-use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence, spin_hint};
 use crate::thread;
+use depengine_sync::{AtomicBool, AtomicUsize, CachePadded, Ordering, fence, spin_hint};
 
 /// How many times a drainer that found the queue empty looks again before it retires.
 const RETIRE_LOOKS: usize = if cfg!(loom) { 1 } else { 12 };

@@ -9,8 +9,10 @@
 //! ```
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use depengine_sync::{Mutex, MutexGuard, lock};
 use std::time::Duration;
 
 use depengine_graph::{Dispatch, Graph, ReadyOp, Var};
@@ -351,7 +353,7 @@ impl Inner {
 
     /// The failure log, locked (a panic while it was held cannot leave it inconsistent).
     pub(crate) fn failure_log(&self) -> MutexGuard<'_, FailureLog> {
-        self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.failures)
     }
 
     /// Records a failure that belongs to no op's vars (a panicking `delete_var` callback), for

@@ -91,7 +91,7 @@ std::thread_local! {
 }
 
 #[cfg(loom)]
-loom::thread_local! {
+depengine_sync::thread_local! {
     static CONTEXT: ThreadContext = ThreadContext::new();
 }
 

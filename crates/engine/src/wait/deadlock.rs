@@ -44,7 +44,9 @@
 //! blocked in a wait get a stand-in thread instead (`stand_in.rs`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+
+use depengine_sync::{Mutex, MutexGuard, lock};
 
 use depengine_graph::{Graph, OpId, Var, Visit};
 
@@ -70,7 +72,7 @@ struct BlockedWait {
 impl BlockedWaits {
     /// The registry, locked (no code that can panic runs under it).
     fn lock(&self) -> MutexGuard<'_, Vec<BlockedWait>> {
-        self.waits.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.waits)
     }
 
     /// Registers a wait on `latch` by ops that hold `held`, until the guard is dropped.

@@ -58,35 +58,24 @@
 //! models in `loom_tests.rs` check this (an earlier version with two atomics and a `SeqCst`
 //! handshake failed them: loom does not model `SeqCst` as a total order).
 
-use crate::sync::{AtomicUsize, Condvar, Mutex, Ordering, lock, wait};
+use depengine_sync::{
+    AtomicUsize, CachePadded, Condvar, Mutex, Ordering, lock, wait, wait_timeout,
+};
 
 /// The waiter bit of `IdleCounter::completed`.
 const WAITER: usize = 1;
 /// One completed op in `IdleCounter::completed`.
 const ONE: usize = 2;
 
-/// A value alone on its cache lines (two, for the adjacent-line prefetcher).
-#[repr(align(128))]
-pub(crate) struct Padded<T>(pub(crate) T);
-
-impl<T> std::ops::Deref for Padded<T> {
-    type Target = T;
-
-    #[inline]
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
 /// Counts pending ops; lets threads wait until none is left.
 pub(crate) struct IdleCounter {
     /// Ops added, ever (wrapping is out of reach of a `usize` of 64 bits). Written only by
     /// `add`: the pusher's line.
-    pushed: Padded<AtomicUsize>,
+    pushed: CachePadded<AtomicUsize>,
     /// The completers' line: written by every `done`, and by waiters registering or leaving
     /// (rare). Keeping the mutex and condvar here, not on a third pair of lines, keeps the
     /// counter as large as the single word it replaced (two pairs of lines).
-    completed: Padded<Completions>,
+    completed: CachePadded<Completions>,
 }
 
 /// `IdleCounter`'s completion side.
@@ -101,8 +90,8 @@ struct Completions {
 impl IdleCounter {
     pub(crate) fn new() -> Self {
         IdleCounter {
-            pushed: Padded(AtomicUsize::new(0)),
-            completed: Padded(Completions {
+            pushed: CachePadded::new(AtomicUsize::new(0)),
+            completed: CachePadded::new(Completions {
                 count: AtomicUsize::new(0),
                 waiters: Mutex::new(0),
                 idle: Condvar::new(),
@@ -189,12 +178,7 @@ impl IdleCounter {
                     if now >= deadline {
                         break false;
                     }
-                    waiters = self
-                        .completed
-                        .idle
-                        .wait_timeout(waiters, deadline - now)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .0;
+                    waiters = wait_timeout(&self.completed.idle, waiters, deadline - now).0;
                 }
             }
         };
@@ -292,11 +276,7 @@ impl<T> Latch<T> {
     pub(crate) fn wait_timeout(&self, timeout: std::time::Duration) -> Option<T> {
         let mut state = lock(&self.state);
         if !matches!(*state, LatchState::Set(_)) {
-            state = self
-                .set
-                .wait_timeout(state, timeout)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
+            state = wait_timeout(&self.set, state, timeout).0;
         }
         match std::mem::replace(&mut *state, LatchState::Taken) {
             LatchState::Set(value) => Some(value),

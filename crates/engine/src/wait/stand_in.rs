@@ -36,8 +36,8 @@
 //! (their waits block as before; see "Misuse" in `docs/engine.md`). tokio's `block_in_place` is the model: there, a worker about
 //! to block hands its place to a new thread (tokio caps such threads at 512 by default).
 
+use depengine_sync::{Mutex, MutexGuard, lock};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -58,7 +58,7 @@ pub(crate) struct StandIns {
 
 impl StandIns {
     fn lock(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
-        self.threads.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.threads)
     }
 
     /// Counts one more stand-in, unless `MAX_STAND_INS` run already.
