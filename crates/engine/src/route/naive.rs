@@ -15,6 +15,7 @@ use std::sync::Arc;
 use depengine_graph::ReadyOp;
 
 use crate::op::record::OpRecord;
+use crate::route::BlockEngine;
 use crate::thread::{self, RunQueuedOp};
 
 /// Whether this thread is running naive ops (of any engine): ops of a naive engine may be
@@ -29,7 +30,7 @@ fn next_queued() -> Option<thread::NaiveOp> {
 }
 
 /// Runs `op` now, or after the op this thread is already running. `engine` runs it.
-pub(crate) fn run<E: RunQueuedOp + 'static>(engine: &Arc<E>, op: ReadyOp<OpRecord>) {
+pub(crate) fn run<E: BlockEngine + RunQueuedOp>(engine: &Arc<E>, op: ReadyOp<OpRecord>) {
     let first = thread::with(|cx| {
         let mut queue = cx.naive.borrow_mut();
         if let Some(queued) = queue.as_mut() {
@@ -41,7 +42,8 @@ pub(crate) fn run<E: RunQueuedOp + 'static>(engine: &Arc<E>, op: ReadyOp<OpRecor
         }
     });
     let Some(op) = first else { return };
-    Arc::clone(engine).run_queued_op(op);
+    // The first op runs through the caller's reference: no reference count touched.
+    engine.execute(op);
     while let Some((engine, op)) = next_queued() {
         engine.run_queued_op(op);
     }
