@@ -11,13 +11,32 @@ use crate::BlockError;
 /// [`ThreadPool`].
 ///
 /// [`spawn`](Self::spawn) from one of the block's own workers pushes to the front of that
-/// worker's queue (the task runs next, on the same core); from any other thread, to the pool's
-/// injector queue, which idle workers poll. Dropping the block runs every task already
-/// submitted, then joins the threads.
+/// worker's queue (a task spawned by the task running now runs soon, on the same core, unless
+/// an idle worker steals it first); from any other thread, to the pool's injector queue, which
+/// idle workers poll. A task never runs on the thread that spawns it (a full worker queue
+/// overflows into the injector): the spawner may hold a lock the task takes. Dropping the
+/// block (or
+/// [`shut_down_and_join`](Self::shut_down_and_join)) runs every task already submitted, then
+/// joins the threads.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_cpu::WorkerBlock;
+/// use std::sync::mpsc;
+///
+/// let block = WorkerBlock::new("example", 2).expect("threads start");
+/// let (tx, rx) = mpsc::channel();
+/// block.spawn(move || tx.send(21 * 2).unwrap());
+/// assert_eq!(rx.recv().unwrap(), 42);
+/// ```
 pub struct WorkerBlock {
     name: String,
     pool: ThreadPool,
 }
+
+/// A hook a worker of a block calls with its index (see [`WorkerBlock::with_hooks`]).
+pub type WorkerHook = Box<dyn Fn(usize) + Send + Sync>;
 
 impl WorkerBlock {
     /// Starts a block of `threads` workers named `<name>-<i>`.
@@ -27,19 +46,43 @@ impl WorkerBlock {
     /// [`BlockError::ZeroThreads`] for `threads == 0`, [`BlockError::Spawn`] if a thread could
     /// not start.
     pub fn new(name: &str, threads: usize) -> Result<Self, BlockError> {
+        Self::with_hooks(name, threads, None, None)
+    }
+
+    /// As [`new`](Self::new), with hooks each worker calls with its index when it starts
+    /// (before its first task) and when it exits (after its last): how an owner gives the
+    /// workers per-thread state, such as a reference to what their tasks belong to. Such a
+    /// reference lives as long as the workers: an owner that the workers' hooks keep alive
+    /// must end the block with [`shut_down_and_join`](Self::shut_down_and_join).
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn with_hooks(
+        name: &str,
+        threads: usize,
+        on_start: Option<WorkerHook>,
+        on_exit: Option<WorkerHook>,
+    ) -> Result<Self, BlockError> {
         if threads == 0 {
             return Err(BlockError::ZeroThreads {
                 name: name.to_owned(),
             });
         }
-        let pool = ThreadPool::builder()
+        let mut builder = ThreadPool::builder()
             .threads(threads)
             .thread_name(name)
-            .build()
-            .map_err(|error| BlockError::Spawn {
-                name: name.to_owned(),
-                message: error.to_string(),
-            })?;
+            .never_inline();
+        if let Some(hook) = on_start {
+            builder = builder.on_thread_start(hook);
+        }
+        if let Some(hook) = on_exit {
+            builder = builder.on_thread_exit(hook);
+        }
+        let pool = builder.build().map_err(|error| BlockError::Spawn {
+            name: name.to_owned(),
+            message: error.to_string(),
+        })?;
         Ok(WorkerBlock {
             name: name.to_owned(),
             pool,
@@ -53,6 +96,35 @@ impl WorkerBlock {
         F: FnOnce() + Send + 'static,
     {
         self.pool.spawn(task);
+    }
+
+    /// Runs `task` on the block, next on the calling worker if it is one of the block's
+    /// (after the task running now returns, unless it keeps one already), else as
+    /// [`spawn`](Self::spawn). See [`ThreadPool::spawn_next`].
+    #[inline]
+    pub fn spawn_next<F>(&self, task: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.pool.spawn_next(task);
+    }
+
+    /// Runs the block's queued tasks on the calling thread until none is queued: for a thread
+    /// standing in for a blocked worker. See [`ThreadPool::help`].
+    pub fn help(&self) {
+        self.pool.help();
+    }
+
+    /// Whether tasks are queued on the block now.
+    pub fn has_queued(&self) -> bool {
+        self.pool.has_queued()
+    }
+
+    /// Runs every task already submitted, then joins the threads, as dropping the block does
+    /// (see [`ThreadPool::shut_down_and_join`]). Nothing may be spawned from outside the block
+    /// afterwards.
+    pub fn shut_down_and_join(&self) {
+        self.pool.shut_down_and_join();
     }
 
     /// Whether the calling thread is one of this block's workers.

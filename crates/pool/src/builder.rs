@@ -44,7 +44,23 @@ pub struct Builder {
     pub(crate) stack_size: Option<usize>,
     pub(crate) pin_threads: bool,
     pub(crate) queue_capacity: usize,
+    pub(crate) saturation: Saturation,
     pub(crate) panic_handler: Option<PanicHandler>,
+    pub(crate) on_thread_start: Option<ThreadHook>,
+    pub(crate) on_thread_exit: Option<ThreadHook>,
+}
+
+/// A hook a worker calls with its index (see [`Builder::on_thread_start`]).
+pub(crate) type ThreadHook = Arc<dyn Fn(usize) + Send + Sync>;
+
+/// What a spawn does when the pool is saturated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Saturation {
+    /// A spawn into a worker's full queue, or from outside into an injector holding one queue
+    /// capacity per worker, runs the task inline.
+    RunInline,
+    /// The task is queued all the same: into the injector, which has no limit.
+    Queue,
 }
 
 impl Builder {
@@ -57,7 +73,10 @@ impl Builder {
             stack_size: None,
             pin_threads: false,
             queue_capacity: DEFAULT_CAPACITY,
+            saturation: Saturation::RunInline,
             panic_handler: None,
+            on_thread_start: None,
+            on_thread_exit: None,
         }
     }
 
@@ -87,9 +106,60 @@ impl Builder {
     }
 
     /// The capacity of each worker's run queue (rounded up to a power of two). A
-    /// task spawned into a full queue runs inline, on the spawning thread.
+    /// task spawned into a full queue runs inline, on the spawning thread (see
+    /// [`never_inline`](Self::never_inline)).
     pub fn queue_capacity(mut self, capacity: usize) -> Self {
         self.queue_capacity = capacity;
+        self
+    }
+
+    /// Never runs a task on the thread that spawns it. By default a saturated pool does:
+    /// a spawn into a worker's full queue, or from outside into an injector already holding
+    /// one queue capacity per worker, runs the task inline, since a growing backlog only costs
+    /// memory. That is wrong for a spawner that holds a lock the task takes, or that must not
+    /// be kept waiting: with this setting such a task goes to the injector, which then has no
+    /// limit, and bounding what is spawned is the spawners' part (depengine's engine counts
+    /// its pending ops).
+    pub fn never_inline(mut self) -> Self {
+        self.saturation = Saturation::Queue;
+        self
+    }
+
+    /// Called by each worker with its index when it starts, before it runs any task (rayon's
+    /// `start_handler`). A panic in it goes to the panic handler; the worker runs anyway.
+    ///
+    /// ```
+    /// use depengine_pool::ThreadPool;
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    ///
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let counter = Arc::clone(&started);
+    /// let pool = ThreadPool::builder()
+    ///     .threads(2)
+    ///     .on_thread_start(move |_index| {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///     })
+    ///     .build()
+    ///     .expect("threads start");
+    /// drop(pool);
+    /// assert_eq!(started.load(Ordering::Relaxed), 2);
+    /// ```
+    pub fn on_thread_start<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(usize) + Send + Sync + 'static,
+    {
+        self.on_thread_start = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called by each worker with its index when it exits, after its last task (rayon's
+    /// `exit_handler`). A panic in it goes to the panic handler.
+    pub fn on_thread_exit<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(usize) + Send + Sync + 'static,
+    {
+        self.on_thread_exit = Some(Arc::new(hook));
         self
     }
 
@@ -135,7 +205,10 @@ impl std::fmt::Debug for Builder {
             .field("stack_size", &self.stack_size)
             .field("pin_threads", &self.pin_threads)
             .field("queue_capacity", &self.queue_capacity)
+            .field("saturation", &self.saturation)
             .field("panic_handler", &self.panic_handler.is_some())
+            .field("on_thread_start", &self.on_thread_start.is_some())
+            .field("on_thread_exit", &self.on_thread_exit.is_some())
             .finish()
     }
 }

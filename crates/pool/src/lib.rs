@@ -49,6 +49,7 @@
 //! ```
 
 mod builder;
+mod context;
 mod event_count;
 mod injector;
 mod job;

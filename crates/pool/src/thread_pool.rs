@@ -1,12 +1,12 @@
 //! `ThreadPool`: the handle users hold; spawning, `install` and shutdown.
 
-use crate::builder::{BuildError, Builder};
+use crate::builder::{BuildError, Builder, ThreadHook};
 use crate::job::{JobRef, StackJob};
 use crate::unwind::{self, PanicHandler};
 use crate::worker::Shared;
-use depengine_sync::{Arc, thread};
+use depengine_sync::{Arc, Mutex, lock, thread};
 use std::fmt;
-use std::panic;
+use std::panic::{self, AssertUnwindSafe};
 
 /// A work-stealing thread pool in the design of Eigen's `NonBlockingThreadPool`.
 ///
@@ -42,7 +42,8 @@ use std::panic;
 /// ```
 pub struct ThreadPool {
     pub(crate) shared: Arc<Shared>,
-    threads: Vec<thread::JoinHandle<()>>,
+    /// The workers not yet joined; taken by the first `shut_down_and_join` (or the drop).
+    threads: Mutex<Vec<thread::JoinHandle<()>>>,
 }
 
 impl ThreadPool {
@@ -66,15 +67,20 @@ impl ThreadPool {
             .panic_handler
             .clone()
             .unwrap_or_else(|| std::sync::Arc::new(unwind::log_panic));
-        let shared = Arc::new(Shared::new(threads, builder.queue_capacity, handler));
+        let shared = Arc::new(Shared::new(
+            threads,
+            builder.queue_capacity,
+            builder.saturation,
+            handler,
+        ));
         let cores = if builder.pin_threads {
             core_ids()
         } else {
             Vec::new()
         };
-        let mut pool = ThreadPool {
+        let pool = ThreadPool {
             shared,
-            threads: Vec::with_capacity(threads),
+            threads: Mutex::new(Vec::with_capacity(threads)),
         };
         for index in 0..threads {
             let mut spawner =
@@ -84,11 +90,17 @@ impl ThreadPool {
             }
             let shared = Arc::clone(&pool.shared);
             let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
+            let (on_start, on_exit) = (
+                builder.on_thread_start.clone(),
+                builder.on_thread_exit.clone(),
+            );
             match spawner.spawn(move || {
                 pin_to(core);
+                call_hook(&shared, on_start.as_ref(), index);
                 shared.run_worker(index);
+                call_hook(&shared, on_exit.as_ref(), index);
             }) {
-                Ok(handle) => pool.threads.push(handle),
+                Ok(handle) => lock(&pool.threads).push(handle),
                 Err(source) => {
                     // Dropping `pool` shuts the started workers down and joins them.
                     pool.shared.set_live_workers(index);
@@ -123,6 +135,83 @@ impl ThreadPool {
         self.shared.inject(JobRef::boxed_static(task));
     }
 
+    /// Runs `task` on the pool, detached, as soon as possible on the calling worker: from one
+    /// of the pool's workers, `task` runs on that worker right after the task running now
+    /// returns (its data is still in this core's cache), and no other worker can take it, nor
+    /// is one woken for it (tokio's LIFO slot). A worker keeps one such task: a second
+    /// `spawn_next` before the first one ran, or a call from any other thread, is a
+    /// [`spawn`](Self::spawn).
+    ///
+    /// Meant for a task that the running one makes ready as it ends (the engine's released
+    /// successor): kept until the current task returns, the task waits for all of it.
+    ///
+    /// ```
+    /// use depengine_pool::ThreadPool;
+    /// use std::sync::mpsc;
+    ///
+    /// let pool = std::sync::Arc::new(ThreadPool::new(2).expect("threads start"));
+    /// let (tx, rx) = mpsc::channel();
+    /// let inner = std::sync::Arc::clone(&pool);
+    /// pool.spawn(move || {
+    ///     let me = inner.current_thread_index();
+    ///     let tx = tx.clone();
+    ///     let pool = std::sync::Arc::clone(&inner);
+    ///     inner.spawn_next(move || tx.send(me == pool.current_thread_index()).unwrap());
+    /// });
+    /// assert!(rx.recv().unwrap(), "a kept task runs on the worker that kept it");
+    /// ```
+    pub fn spawn_next<F>(&self, task: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.shared.inject_next(JobRef::boxed_static(task));
+    }
+
+    /// Runs queued tasks on the calling thread until none is queued, for a thread that stands
+    /// in for a blocked worker (the engine's stand-ins): tasks from outside first, then one at a
+    /// time from the back of each worker's queue. The calling thread stays no worker of the
+    /// pool: what the tasks spawn goes to the injector, where the workers and this loop find
+    /// it. From one of the pool's own workers, runs what that worker would find.
+    pub fn help(&self) {
+        match self.shared.current_index() {
+            Some(index) => {
+                while let Some(job) = self.shared.find_work(index) {
+                    self.shared.execute(job);
+                }
+            }
+            None => self.shared.help(),
+        }
+    }
+
+    /// Whether any task is queued now (tasks kept by [`spawn_next`](Self::spawn_next) aside:
+    /// they run on their worker before it does anything else).
+    pub fn has_queued(&self) -> bool {
+        self.shared.has_work()
+    }
+
+    /// Shuts the pool down and joins its workers, as dropping it does, for an owner that
+    /// holds it behind a shared reference: every task already queued runs (with the tasks
+    /// those spawn), then the workers exit. Called from one of the pool's own tasks, returns
+    /// at once and the workers finish on their own, detached. Later calls return at once.
+    ///
+    /// Once this has begun, nothing may be submitted from outside the pool: no worker
+    /// would be left to run it.
+    pub fn shut_down_and_join(&self) {
+        self.shared.shut_down();
+        if self.shared.current_index().is_some() {
+            // Called by one of its own tasks: the workers cannot all go idle until
+            // this task returns, so joining them here would deadlock. They finish the
+            // shutdown protocol (running every queued task) on their own, detached.
+            return;
+        }
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for handle in threads {
+            // A worker never panics (tasks' and hooks' panics are caught), so this only
+            // fails if the thread was killed some other way; nothing is left to clean up.
+            let _ = handle.join();
+        }
+    }
+
     /// Runs `op` on a worker of this pool and returns its result; runs it right away
     /// if the caller is already one. A panic in `op` resumes in the caller.
     pub fn install<OP, R>(&self, op: OP) -> R
@@ -148,18 +237,16 @@ impl ThreadPool {
 
 impl Drop for ThreadPool {
     fn drop(&mut self) {
-        self.shared.shut_down();
-        if self.shared.current_index().is_some() {
-            // Dropped by one of its own tasks: the workers cannot all go idle until
-            // this task returns, so joining them here would deadlock. They finish the
-            // shutdown protocol (running every queued task) on their own, detached.
-            return;
-        }
-        for handle in self.threads.drain(..) {
-            // A worker never panics (tasks' panics are caught), so this only fails if
-            // the thread was killed some other way; nothing is left to clean up then.
-            let _ = handle.join();
-        }
+        self.shut_down_and_join();
+    }
+}
+
+/// Calls a worker's start or exit hook, if any; its panic goes to the panic handler.
+fn call_hook(shared: &Shared, hook: Option<&ThreadHook>, index: usize) {
+    if let Some(hook) = hook
+        && let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| hook(index)))
+    {
+        shared.handle_panic(payload);
     }
 }
 

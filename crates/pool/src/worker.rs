@@ -3,7 +3,8 @@
 //! # Finding work
 //!
 //! A worker looks, in order, at
-//! 1. the front of its own queue (its own newest spawns: LIFO, cache-hot);
+//! 1. its next-task slot (`context.rs`), then the front of its own queue (its own newest
+//!    spawns: LIFO, cache-hot);
 //! 2. the injector, where threads outside the pool submit (FIFO);
 //! 3. the backs of the other queues, visited from a random start with a random stride
 //!    coprime with the worker count (each visited once, thieves spread out), stealing
@@ -43,8 +44,12 @@
 //! check, made after its `prewait`, that every queue is empty, and no new task can be
 //! submitted from outside once `drop` has begun (it owns the pool).
 //! A worker's own queue is bounded: a spawn from a worker whose queue is full runs the
-//! task inline. The injector is unbounded.
+//! task inline (once: what that task spawns into the still full queue goes to the
+//! injector). The injector is unbounded; outside submissions beyond the pool's
+//! `injector_limit` run inline on the submitter, unless the pool has no limit.
 
+use crate::builder::Saturation;
+use crate::context;
 use crate::event_count::EventCount;
 use crate::injector::Injector;
 use crate::job::{JobRef, Panic};
@@ -52,10 +57,7 @@ use crate::latch::Latch;
 use crate::rng;
 use crate::run_queue::RunQueue;
 use crate::unwind::PanicHandler;
-use depengine_sync::{
-    AtomicBool, AtomicUsize, Backoff, CachePadded, fence, spin_hint, thread_local,
-};
-use std::cell::Cell;
+use depengine_sync::{AtomicBool, AtomicUsize, Backoff, CachePadded, fence, spin_hint};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 
@@ -79,8 +81,11 @@ pub(crate) struct Shared {
     injector: Injector<JobRef>,
     /// Outside submissions beyond this backlog run inline on the submitter, like a
     /// spawn into a full `RunQueue`: the pool is saturated, and a growing backlog
-    /// only costs memory and cache misses. One queue capacity per worker.
-    injector_limit: usize,
+    /// only costs memory and cache misses. One queue capacity per worker; `None` for a pool
+    /// that never runs a task inline (`Builder::never_inline`).
+    injector_limit: Option<usize>,
+    /// Whether a spawn into a worker's full queue runs the task inline.
+    inline_when_full: bool,
     /// Where idle workers sleep.
     pub(crate) event: EventCount,
     /// Whether some worker is spinning (step 3 above). Touched by idle workers only.
@@ -96,22 +101,21 @@ pub(crate) struct Shared {
     panic_handler: PanicHandler,
 }
 
-thread_local! {
-    // Not `const`-initialized: loom's `thread_local!` does not accept it.
-    #[allow(clippy::missing_const_for_thread_local)]
-    /// The pool the current thread works for (the address of its `Shared`, 0 if none)
-    /// and its index there. Set once at worker start.
-    static CURRENT: Cell<(usize, usize)> = Cell::new((0, 0));
-}
-
 impl Shared {
-    pub(crate) fn new(threads: usize, queue_capacity: usize, panic_handler: PanicHandler) -> Self {
+    pub(crate) fn new(
+        threads: usize,
+        queue_capacity: usize,
+        saturation: Saturation,
+        panic_handler: PanicHandler,
+    ) -> Self {
+        let inline = saturation == Saturation::RunInline;
         Self {
             queues: (0..threads)
                 .map(|_| RunQueue::with_capacity(queue_capacity))
                 .collect(),
             injector: Injector::new(),
-            injector_limit: threads.saturating_mul(queue_capacity),
+            injector_limit: inline.then(|| threads.saturating_mul(queue_capacity)),
+            inline_when_full: inline,
             event: EventCount::new(threads),
             spinning: CachePadded::new(AtomicBool::new(false)),
             done: AtomicBool::new(false),
@@ -125,28 +129,59 @@ impl Shared {
     /// The index of the current thread in this pool, if it is one of its workers.
     #[inline]
     pub(crate) fn current_index(&self) -> Option<usize> {
-        let (pool, index) = CURRENT.with(Cell::get);
-        (pool == std::ptr::from_ref(self) as usize).then_some(index)
+        context::worker_index(self.address())
+    }
+
+    /// This pool's identity in the workers' contexts.
+    fn address(&self) -> usize {
+        std::ptr::from_ref(self) as usize
     }
 
     /// Submits a job: to the front of the current worker's queue, or to the injector
     /// from outside the pool. A full queue (an injector holding `injector_limit` jobs)
-    /// runs the job inline.
+    /// runs the job inline, unless the pool never does (`inline_when_full`); and never a
+    /// job spawned by one that runs inline because the worker's queue was full: that one
+    /// goes to the injector, so that a chain of spawns into a full queue cannot nest
+    /// without bound.
     pub(crate) fn inject(&self, job: JobRef) {
         match self.current_index() {
             Some(index) => {
                 if let Err(job) = self.queues[index].push_front(job) {
-                    self.execute(job);
-                    return;
+                    if !self.inline_when_full || context::overflowing() {
+                        self.injector.push(job);
+                    } else {
+                        context::set_overflowing(true);
+                        self.execute(job);
+                        context::set_overflowing(false);
+                        return;
+                    }
                 }
             }
-            None if self.injector.len() >= self.injector_limit => {
+            None if self
+                .injector_limit
+                .is_some_and(|limit| self.injector.len() >= limit) =>
+            {
                 self.execute(job);
                 return;
             }
             None => self.injector.push(job),
         }
         self.wake_one();
+    }
+
+    /// Submits a job to run next on the current worker, after the task running now (see
+    /// `context.rs`); from outside the pool, or if this worker already keeps a job, as
+    /// `inject`.
+    #[inline]
+    pub(crate) fn inject_next(&self, job: JobRef) {
+        let job = match self.current_index() {
+            Some(_) => match context::keep_next(job) {
+                Ok(()) => return,
+                Err(job) => job,
+            },
+            None => job,
+        };
+        self.inject(job);
     }
 
     /// Makes sure some worker will look at a job just published: a spinning worker
@@ -177,17 +212,18 @@ impl Shared {
         }
     }
 
-    fn handle_panic(&self, payload: Panic) {
+    pub(crate) fn handle_panic(&self, payload: Panic) {
         // A panicking handler must not take the worker down with it; its own panic
         // has already been reported by the panic hook.
         let _ = panic::catch_unwind(AssertUnwindSafe(|| (self.panic_handler)(payload)));
     }
 
-    /// Steps 1 to 3: own queue, the injector, then one round of stealing.
+    /// Steps 1 to 3: the next-task slot and own queue, the injector, then one round of
+    /// stealing. Called by worker `index` only.
     #[inline]
     pub(crate) fn find_work(&self, index: usize) -> Option<JobRef> {
-        self.queues[index]
-            .pop_front()
+        context::take_next()
+            .or_else(|| self.queues[index].pop_front())
             .or_else(|| self.injector.steal())
             .or_else(|| self.steal(index))
     }
@@ -290,8 +326,22 @@ impl Shared {
         Wake::Retry
     }
 
+    /// Runs queued jobs on the calling thread, which is no worker of this pool, until it
+    /// finds none: the injector first, then one job at a time from the back of each worker's
+    /// queue. Jobs these jobs spawn go to the injector and are run here too, or by the
+    /// workers `inject` wakes for them.
+    pub(crate) fn help(&self) {
+        while let Some(job) = self
+            .injector
+            .steal()
+            .or_else(|| self.queues.iter().find_map(RunQueue::pop_back))
+        {
+            self.execute(job);
+        }
+    }
+
     /// Whether any queue or the injector holds work (or a push in flight).
-    fn has_work(&self) -> bool {
+    pub(crate) fn has_work(&self) -> bool {
         !self.injector.is_empty() || self.queues.iter().any(|queue| !queue.is_empty())
     }
 
@@ -327,7 +377,7 @@ impl Shared {
 
     /// The body of worker `index`.
     pub(crate) fn run_worker(&self, index: usize) {
-        CURRENT.with(|current| current.set((std::ptr::from_ref(self) as usize, index)));
+        context::set_worker(self.address(), index);
         // Whether this worker comes back from the sleep protocol (see `wake_another`).
         let mut woken = false;
         loop {
@@ -348,7 +398,7 @@ impl Shared {
             }
             woken = true;
         }
-        CURRENT.with(|current| current.set((0, 0)));
+        context::set_worker(0, 0);
     }
 }
 

@@ -367,3 +367,202 @@ fn tasks_spawned_while_a_worker_spins_all_get_a_worker() {
         }
     }
 }
+
+#[test]
+fn spawns_from_a_task_run_inline_for_a_full_queue_go_to_the_injector() {
+    // One worker, queues of 2, busy in `install`: the third spawn runs inline; what that
+    // one spawns while the queue is still full is queued (not nested inline again), so a
+    // chain of such spawns cannot grow the stack.
+    let pool = Arc::new(
+        ThreadPool::builder()
+            .threads(1)
+            .queue_capacity(2)
+            .build()
+            .unwrap(),
+    );
+    let log = Arc::new(Mutex::new(Vec::new()));
+    pool.install(|| {
+        for i in 0..3 {
+            let (log, inner) = (log.clone(), pool.clone());
+            pool.spawn(move || {
+                log.lock().unwrap().push(i);
+                let log = log.clone();
+                inner.spawn(move || log.lock().unwrap().push(10 + i));
+            });
+        }
+        // Task 2 ran inline (the queue held tasks 0 and 1); its child was queued.
+        assert_eq!(*log.lock().unwrap(), [2]);
+    });
+    let pool = Arc::into_inner(pool).expect("the only handle");
+    drop(pool);
+    let mut ran = log.lock().unwrap().clone();
+    ran.sort_unstable();
+    assert_eq!(ran, [0, 1, 2, 10, 11, 12]);
+}
+
+#[test]
+fn a_never_inline_pool_queues_every_spawn() {
+    let pool = Arc::new(
+        ThreadPool::builder()
+            .threads(1)
+            .queue_capacity(2)
+            .never_inline()
+            .build()
+            .unwrap(),
+    );
+    let count = Arc::new(AtomicUsize::new(0));
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    pool.spawn(move || {
+        started_tx.send(()).unwrap();
+        let _ = release_rx.recv();
+    });
+    started_rx.recv().unwrap();
+    for _ in 0..n(100) {
+        let count = count.clone();
+        pool.spawn(move || {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    assert_eq!(
+        count.load(Ordering::Relaxed),
+        0,
+        "nothing ran on the submitter"
+    );
+    release_tx.send(()).unwrap();
+    // From a worker too: its full queue overflows into the injector.
+    let inner = pool.clone();
+    let counter = count.clone();
+    let ran_inline = pool.install(move || {
+        for _ in 0..10 {
+            let count = counter.clone();
+            inner.spawn(move || {
+                count.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        counter.load(Ordering::Relaxed)
+    });
+    assert_eq!(ran_inline, n(100), "none of the ten ran inline");
+    drop(Arc::into_inner(pool).expect("the only handle"));
+    assert_eq!(count.load(Ordering::Relaxed), n(100) + 10);
+}
+
+#[test]
+fn a_kept_task_runs_next_on_the_same_worker() {
+    let pool = Arc::new(ThreadPool::new(2).unwrap());
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..n(100) {
+        let (inner, tx) = (pool.clone(), tx.clone());
+        pool.spawn(move || {
+            let me = inner.current_thread_index();
+            let order = Arc::new(Mutex::new(Vec::new()));
+            // The kept task runs after this one returns, before anything queued later by it.
+            let (kept_order, kept_pool, kept_tx) = (order.clone(), inner.clone(), tx.clone());
+            inner.spawn_next(move || {
+                kept_order.lock().unwrap().push("kept");
+                let same = kept_pool.current_thread_index() == me;
+                kept_tx
+                    .send((same, kept_order.lock().unwrap().clone()))
+                    .unwrap();
+            });
+            order.lock().unwrap().push("spawner");
+        });
+    }
+    for _ in 0..n(100) {
+        let (same, order) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(same, "the kept task ran on another worker");
+        assert_eq!(order, ["spawner", "kept"]);
+    }
+}
+
+#[test]
+fn a_second_kept_task_is_queued_and_both_run() {
+    let pool = Arc::new(ThreadPool::new(1).unwrap());
+    let count = Arc::new(AtomicUsize::new(0));
+    let inner = pool.clone();
+    let counter = count.clone();
+    pool.install(move || {
+        for _ in 0..3 {
+            let count = counter.clone();
+            inner.spawn_next(move || {
+                count.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        assert!(inner.has_queued(), "the second and third are in the queue");
+    });
+    // Outside the pool, `spawn_next` is a `spawn`.
+    let counter = count.clone();
+    pool.spawn_next(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+    });
+    drop(Arc::into_inner(pool).expect("the only handle"));
+    assert_eq!(count.load(Ordering::Relaxed), 4);
+}
+
+#[test]
+fn help_runs_queued_tasks_on_a_thread_outside_the_pool() {
+    let pool = Arc::new(ThreadPool::new(1).unwrap());
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    pool.spawn(move || {
+        started_tx.send(()).unwrap();
+        let _ = release_rx.recv();
+    });
+    started_rx.recv().unwrap();
+    let helper = std::thread::current().id();
+    let ran_here = Arc::new(AtomicUsize::new(0));
+    for _ in 0..n(10) {
+        let ran_here = ran_here.clone();
+        pool.spawn(move || {
+            if std::thread::current().id() == helper {
+                ran_here.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    assert!(pool.has_queued());
+    // The only worker is blocked: this thread stands in and runs everything queued.
+    pool.help();
+    assert_eq!(ran_here.load(Ordering::Relaxed), n(10));
+    assert!(!pool.has_queued());
+    assert_eq!(pool.current_thread_index(), None, "the helper is no worker");
+    release_tx.send(()).unwrap();
+}
+
+#[test]
+fn start_and_exit_hooks_run_on_each_worker() {
+    let started = Arc::new(Mutex::new(Vec::new()));
+    let exited = Arc::new(AtomicUsize::new(0));
+    let (on_start, on_exit) = (started.clone(), exited.clone());
+    let pool = ThreadPool::builder()
+        .threads(3)
+        .on_thread_start(move |index| on_start.lock().unwrap().push(index))
+        .on_thread_exit(move |_| {
+            on_exit.fetch_add(1, Ordering::Relaxed);
+        })
+        .panic_handler(|_| {})
+        .build()
+        .unwrap();
+    pool.shut_down_and_join();
+    let mut indices = started.lock().unwrap().clone();
+    indices.sort_unstable();
+    assert_eq!(indices, [0, 1, 2]);
+    assert_eq!(exited.load(Ordering::Relaxed), 3);
+    drop(pool);
+}
+
+#[test]
+fn a_panicking_start_hook_goes_to_the_panic_handler() {
+    let panics = Arc::new(AtomicUsize::new(0));
+    let counter = panics.clone();
+    let pool = ThreadPool::builder()
+        .threads(2)
+        .on_thread_start(|_| panic!("hook"))
+        .panic_handler(move |_| {
+            counter.fetch_add(1, Ordering::Relaxed);
+        })
+        .build()
+        .unwrap();
+    assert_eq!(pool.install(|| 1 + 1), 2, "the workers run anyway");
+    drop(pool);
+    assert_eq!(panics.load(Ordering::Relaxed), 2);
+}

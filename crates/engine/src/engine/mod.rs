@@ -48,6 +48,10 @@ pub struct EngineStats {
 }
 
 /// The last handle's teardown: waits for every op, then joins the threads.
+///
+/// The workers of the engine's CPU blocks hold the engine's state (`thread/serving.rs`), so
+/// the state lives until the blocks are shut down, which the teardown does once every op has
+/// completed. Where the teardown cannot wait (see below), a thread of its own does it.
 struct Handle {
     inner: Arc<Inner>,
 }
@@ -60,20 +64,41 @@ impl Drop for Handle {
         if TaskMarker::active(self.inner.id) || (naive && crate::route::naive::is_running()) {
             // Dropped by a task of this engine (an op's closure held the last handle), or on a
             // thread that has naive ops queued (possibly this engine's): waiting here would
-            // wait for this very thread. The threads finish the queued work and are released
-            // when the last task drops its reference. (Inside a task of another engine only,
-            // the shutdown goes on: this engine's ops do not wait for that task.)
+            // wait for this very thread. (Inside a task of another engine only, the teardown
+            // goes on here: this engine's ops do not wait for that task.)
+            if !naive {
+                // Another thread waits for the work to finish, then stops the blocks.
+                let inner = Arc::clone(&self.inner);
+                let started = std::thread::Builder::new()
+                    .name("depengine-teardown".to_owned())
+                    .spawn(move || tear_down(&inner));
+                if let Err(error) = started {
+                    // Without a thread, the blocks' workers keep the engine's state (and
+                    // themselves) alive, idle, until the process ends.
+                    tracing::error!(
+                        target: "depengine::engine",
+                        %error,
+                        "no thread could start to shut the engine down: its workers stay"
+                    );
+                }
+            }
             return;
         }
-        wait::wait_idle_watched(&self.inner, "the engine's shutdown");
-        // Worker tasks drop their reference right after completing their op; once only ours
-        // is left, dropping it (below, on this thread) drops the worker blocks, which join
-        // their threads.
-        while Arc::strong_count(&self.inner) > 1 {
-            std::thread::yield_now();
-        }
-        self.inner.profiler.write_output();
+        tear_down(&self.inner);
     }
+}
+
+/// Waits for every op, shuts the CPU blocks down (their workers drop their references to the
+/// engine as they exit), waits for the other references to go, and writes the profile.
+fn tear_down(inner: &Arc<Inner>) {
+    wait::wait_idle_watched(inner, "the engine's shutdown");
+    inner.stop_blocks();
+    // Stand-ins, task epilogues and async completions drop their references right after their
+    // op completed; once only the caller's is left, dropping it drops the engine's state.
+    while Arc::strong_count(inner) > 1 {
+        std::thread::yield_now();
+    }
+    inner.profiler.write_output();
 }
 
 /// A dependency engine: push ops that read and write vars; each runs once its dependencies
@@ -93,6 +118,9 @@ impl Engine {
     /// threads cannot start.
     pub fn new(config: EngineConfig) -> Result<Self> {
         let inner = Arc::new(Inner::new(config)?);
+        // Before the handle exists: if a thread cannot start, the state drops with `inner`
+        // (the block that failed has joined the threads it started).
+        inner.start()?;
         Ok(Engine {
             handle: Arc::new(Handle { inner }),
         })

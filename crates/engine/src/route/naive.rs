@@ -15,7 +15,6 @@ use std::sync::Arc;
 use depengine_graph::ReadyOp;
 
 use crate::op::record::OpRecord;
-use crate::route::BlockEngine;
 use crate::thread::{self, RunQueuedOp};
 
 /// Whether this thread is running naive ops (of any engine): ops of a naive engine may be
@@ -29,8 +28,13 @@ fn next_queued() -> Option<thread::NaiveOp> {
     thread::with(|cx| cx.naive.borrow_mut().as_mut().and_then(VecDeque::pop_front))
 }
 
-/// Runs `op` now, or after the op this thread is already running. `engine` runs it.
-pub(crate) fn run<E: BlockEngine + RunQueuedOp>(engine: &Arc<E>, op: ReadyOp<OpRecord>) {
+/// Runs `op` now (with `execute`), or after the op this thread is already running (`engine`
+/// runs it then).
+pub(crate) fn run<E: RunQueuedOp + 'static>(
+    engine: &Arc<E>,
+    op: ReadyOp<OpRecord>,
+    execute: impl FnOnce(ReadyOp<OpRecord>),
+) {
     let first = thread::with(|cx| {
         let mut queue = cx.naive.borrow_mut();
         if let Some(queued) = queue.as_mut() {
@@ -43,7 +47,7 @@ pub(crate) fn run<E: BlockEngine + RunQueuedOp>(engine: &Arc<E>, op: ReadyOp<OpR
     });
     let Some(op) = first else { return };
     // The first op runs through the caller's reference: no reference count touched.
-    engine.execute(op);
+    execute(op);
     while let Some((engine, op)) = next_queued() {
         engine.run_queued_op(op);
     }

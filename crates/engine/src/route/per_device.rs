@@ -3,19 +3,22 @@
 //! the device backend's GPU compute and copy executors. Ready `Async` ops run on the pusher
 //! (see `Inner::dispatch`).
 
+use std::sync::Arc;
+
 use depengine_cpu::{PriorityBlock, WorkerBlock};
 
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
-use crate::op::record::Route;
+use crate::op::record::{BlockKey, Route};
+use crate::route::block;
 use crate::route::lazy::Lazy;
-use crate::route::queued::QueuedBlock;
+use crate::thread::serving::BlockRunner;
 
 /// CPU device ids the engine supports.
 pub(crate) const MAX_CPU_DEVICES: u32 = 64;
 
 pub(crate) struct PerDevice {
-    cpu: Box<[Lazy<QueuedBlock>]>,
+    cpu: Box<[Lazy<WorkerBlock>]>,
     pub(crate) priority: Lazy<PriorityBlock>,
     cpu_threads: usize,
     priority_threads: usize,
@@ -33,19 +36,30 @@ impl PerDevice {
 
     /// The block of CPU device `id`, if it was started.
     #[inline]
-    pub(crate) fn cpu_block(&self, id: u32) -> Option<&QueuedBlock> {
+    pub(crate) fn cpu_block(&self, id: u32) -> Option<&WorkerBlock> {
         self.cpu.get(id as usize).and_then(Lazy::get)
     }
 
+    /// The started CPU blocks.
+    pub(crate) fn cpu_blocks(&self) -> impl Iterator<Item = &WorkerBlock> {
+        self.cpu.iter().filter_map(Lazy::get)
+    }
+
     /// The route of a CPU op, starting its block on first use.
-    pub(crate) fn route(&self, context: Context, property: FnProperty) -> Result<Route> {
-        let start_error = |error: depengine_cpu::BlockError| EngineError::WorkerStart {
-            message: error.to_string(),
-        };
+    pub(crate) fn route(
+        &self,
+        context: Context,
+        property: FnProperty,
+        engine: u64,
+        runner: impl FnOnce() -> Arc<dyn BlockRunner>,
+    ) -> Result<Route> {
         if property == FnProperty::CpuPrioritized {
             self.priority.get_or_try_init(|| {
-                PriorityBlock::new("depengine-cpu-priority", self.priority_threads)
-                    .map_err(start_error)
+                PriorityBlock::new("depengine-cpu-priority", self.priority_threads).map_err(
+                    |error| EngineError::WorkerStart {
+                        message: error.to_string(),
+                    },
+                )
             })?;
             return Ok(Route::Priority);
         }
@@ -58,9 +72,13 @@ impl PerDevice {
                 limit: MAX_CPU_DEVICES,
             })?;
         cell.get_or_try_init(|| {
-            WorkerBlock::new(&format!("depengine-cpu{id}"), self.cpu_threads)
-                .map(QueuedBlock::new)
-                .map_err(start_error)
+            block::start(
+                &format!("depengine-cpu{id}"),
+                self.cpu_threads,
+                engine,
+                BlockKey::Cpu(id),
+                runner(),
+            )
         })?;
         Ok(Route::Cpu(id))
     }

@@ -1,43 +1,86 @@
 //! `ThreadedPooled`: one shared worker block for every normal CPU op, one for copy ops (MXNet's
 //! `ThreadedEnginePooled` with its task and IO queues). GPU ops go to the device backend.
 
+use std::sync::Arc;
+
 use depengine_cpu::WorkerBlock;
 
-use crate::context::{Context, FnProperty};
-use crate::error::{EngineError, Result};
-use crate::op::record::Route;
+use crate::context::FnProperty;
+use crate::error::Result;
+use crate::op::record::{BlockKey, Route};
+use crate::route::block;
 use crate::route::lazy::Lazy;
-use crate::route::queued::QueuedBlock;
+use crate::thread::serving::BlockRunner;
 
 pub(crate) struct Pooled {
-    pub(crate) normal: QueuedBlock,
-    pub(crate) copy: Lazy<QueuedBlock>,
+    /// Started with the engine (`Inner::start`).
+    normal: Lazy<WorkerBlock>,
+    /// Started on the first copy op.
+    copy: Lazy<WorkerBlock>,
+    threads: usize,
     copy_threads: usize,
 }
 
 impl Pooled {
-    pub(crate) fn new(threads: usize, copy_threads: usize) -> Result<Self> {
-        let normal = WorkerBlock::new("depengine-pooled", threads).map_err(|error| {
-            EngineError::WorkerStart {
-                message: error.to_string(),
-            }
-        })?;
-        Ok(Pooled {
-            normal: QueuedBlock::new(normal),
+    pub(crate) fn new(threads: usize, copy_threads: usize) -> Self {
+        Pooled {
+            normal: Lazy::new(),
             copy: Lazy::new(),
+            threads,
             copy_threads,
-        })
+        }
+    }
+
+    /// Starts the normal block.
+    pub(crate) fn start(
+        &self,
+        engine: u64,
+        runner: impl FnOnce() -> Arc<dyn BlockRunner>,
+    ) -> Result<()> {
+        self.normal
+            .get_or_try_init(|| {
+                block::start(
+                    "depengine-pooled",
+                    self.threads,
+                    engine,
+                    BlockKey::Pooled,
+                    runner(),
+                )
+            })
+            .map(drop)
+    }
+
+    /// The started block of `key`.
+    #[inline]
+    pub(crate) fn block(&self, key: BlockKey) -> Option<&WorkerBlock> {
+        match key {
+            BlockKey::Pooled => self.normal.get(),
+            BlockKey::PooledCopy => self.copy.get(),
+            BlockKey::Cpu(_) => None,
+        }
+    }
+
+    /// The started blocks.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = &WorkerBlock> {
+        self.normal.get().into_iter().chain(self.copy.get())
     }
 
     /// The route of a CPU op (copy ops to the copy block, started on first use).
-    pub(crate) fn route(&self, _context: Context, property: FnProperty) -> Result<Route> {
+    pub(crate) fn route(
+        &self,
+        property: FnProperty,
+        engine: u64,
+        runner: impl FnOnce() -> Arc<dyn BlockRunner>,
+    ) -> Result<Route> {
         if property.is_copy() {
             self.copy.get_or_try_init(|| {
-                WorkerBlock::new("depengine-pooled-copy", self.copy_threads)
-                    .map(QueuedBlock::new)
-                    .map_err(|error| EngineError::WorkerStart {
-                        message: error.to_string(),
-                    })
+                block::start(
+                    "depengine-pooled-copy",
+                    self.copy_threads,
+                    engine,
+                    BlockKey::PooledCopy,
+                    runner(),
+                )
             })?;
             Ok(Route::PooledCopy)
         } else {

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use depengine_sync::{Mutex, MutexGuard, lock};
 use std::time::Duration;
 
+use depengine_cpu::WorkerBlock;
 use depengine_graph::{Dispatch, Graph, ReadyOp, Var};
 
 use crate::config::{EngineConfig, EngineKind};
@@ -27,14 +28,12 @@ use crate::op::operator::OperatorFn;
 use crate::op::record::{BlockKey, OpFn, OpRecord, Route};
 use crate::profile::recorder::{ProfilerState, Started};
 use crate::profile::report::ProfiledOutcome;
-use crate::route::BlockEngine;
 use crate::route::devices::GpuExecutors;
 use crate::route::naive;
 use crate::route::per_device::PerDevice;
 use crate::route::pooled::Pooled;
-use crate::route::queued::QueuedBlock;
 use crate::thread::frame::OpFrame;
-use crate::thread::serving::{Served, Serving};
+use crate::thread::serving::{self, BlockRunner, Served, Serving, StandingIn};
 use crate::thread::task::TaskMarker;
 use crate::thread::{self, RunQueuedOp};
 use crate::wait::deadlock::BlockedWaits;
@@ -46,8 +45,7 @@ static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
 /// The worker blocks of each engine kind.
 pub(crate) enum Workers {
     Naive,
-    /// Boxed: its blocks' ready queues are large (cache-padded).
-    Pooled(Box<Pooled>),
+    Pooled(Pooled),
     PerDevice(PerDevice),
 }
 
@@ -101,10 +99,9 @@ pub(crate) struct Dispatcher<'a> {
     /// Called from `push` on the pushing thread (ready `Async` ops may run right here).
     pub(crate) from_push: bool,
     /// Set when completing a sync op on a worker of this block, after its function returned:
-    /// the first released op routed to the same block is kept in `next`, and the worker runs
-    /// it next instead of queueing it (no pool round trip, no `Arc` clone, no job).
+    /// the first released op routed to the same block is kept for this worker, which runs it
+    /// next (`WorkerBlock::spawn_next`: the pool's slot for the worker's next task).
     keep_for: Option<BlockKey>,
-    next: Option<ReadyOp<OpRecord>>,
 }
 
 impl<'a> Dispatcher<'a> {
@@ -114,7 +111,6 @@ impl<'a> Dispatcher<'a> {
             inner,
             from_push,
             keep_for,
-            next: None,
         }
     }
 }
@@ -122,14 +118,7 @@ impl<'a> Dispatcher<'a> {
 impl Dispatch<OpRecord> for Dispatcher<'_> {
     #[inline]
     fn dispatch(&mut self, op: ReadyOp<OpRecord>) {
-        if let Some(key) = self.keep_for
-            && self.next.is_none()
-            && op.payload().route.block_key() == Some(key)
-        {
-            self.next = Some(op);
-            return;
-        }
-        self.inner.dispatch(op, self.from_push);
+        self.inner.dispatch(op, self.from_push, self.keep_for);
     }
 }
 
@@ -138,10 +127,10 @@ impl Inner {
         config.validate()?;
         let workers = match config.kind {
             EngineKind::Naive => Workers::Naive,
-            EngineKind::ThreadedPooled => Workers::Pooled(Box::new(Pooled::new(
+            EngineKind::ThreadedPooled => Workers::Pooled(Pooled::new(
                 config.cpu_worker_threads,
                 config.gpu_copy_threads,
-            )?)),
+            )),
             EngineKind::ThreadedPerDevice => Workers::PerDevice(PerDevice::new(
                 config.cpu_worker_threads,
                 config.cpu_priority_threads,
@@ -171,8 +160,23 @@ impl Inner {
         })
     }
 
+    /// Starts the workers every engine of its kind has from the start (the pooled engine's
+    /// normal block); the others start on first use. A started block's workers hold the
+    /// engine's state until [`stop_blocks`](Self::stop_blocks).
+    pub(crate) fn start(self: &Arc<Self>) -> Result<()> {
+        match &self.workers {
+            Workers::Pooled(pooled) => pooled.start(self.id, || self.block_runner()),
+            Workers::Naive | Workers::PerDevice(_) => Ok(()),
+        }
+    }
+
+    /// What the threads of this engine's CPU blocks run its ops with.
+    fn block_runner(self: &Arc<Self>) -> Arc<dyn BlockRunner> {
+        Arc::new(BlockOps(Arc::clone(self)))
+    }
+
     /// Where an op with this context and property runs; starts its workers on first use.
-    pub(crate) fn route(&self, context: Context, property: FnProperty) -> Result<Route> {
+    pub(crate) fn route(self: &Arc<Self>, context: Context, property: FnProperty) -> Result<Route> {
         if context.is_gpu() {
             let route = self.gpus.route(context, property)?;
             return Ok(match self.workers {
@@ -181,10 +185,24 @@ impl Inner {
                 _ => route,
             });
         }
+        let runner = || self.block_runner();
         match &self.workers {
             Workers::Naive => Ok(Route::Inline),
-            Workers::Pooled(pooled) => pooled.route(context, property),
-            Workers::PerDevice(per_device) => per_device.route(context, property),
+            Workers::Pooled(pooled) => pooled.route(property, self.id, runner),
+            Workers::PerDevice(per_device) => per_device.route(context, property, self.id, runner),
+        }
+    }
+
+    /// Shuts the started CPU blocks down and joins their threads (every op is complete: the
+    /// caller waited for the engine to be idle), which drops the references to the engine
+    /// that their workers hold.
+    pub(crate) fn stop_blocks(&self) {
+        match &self.workers {
+            Workers::Naive => {}
+            Workers::Pooled(pooled) => pooled.blocks().for_each(WorkerBlock::shut_down_and_join),
+            Workers::PerDevice(per_device) => per_device
+                .cpu_blocks()
+                .for_each(WorkerBlock::shut_down_and_join),
         }
     }
 
@@ -208,24 +226,35 @@ impl Inner {
         Ok(())
     }
 
-    /// Sends a ready op where it runs.
-    pub(crate) fn dispatch(self: &Arc<Self>, op: ReadyOp<OpRecord>, from_push: bool) {
+    /// Sends a ready op where it runs; an op for block `keep_for` is kept for the calling
+    /// worker (see [`Dispatcher`]).
+    pub(crate) fn dispatch(
+        self: &Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        from_push: bool,
+        keep_for: Option<BlockKey>,
+    ) {
         let record = op.payload();
         if from_push
             && record.property.runs_on_pusher()
             && matches!(self.workers, Workers::PerDevice(_))
         {
-            self.execute(op);
+            self.execute(op, None);
             return;
         }
         match record.route {
-            Route::Inline => naive::run(self, op),
+            Route::Inline => naive::run(self, op, |op| self.execute(op, None)),
             Route::Wait => self.release_waiter(op),
             Route::Pooled | Route::PooledCopy | Route::Cpu(_) => {
                 let key = record.route.block_key();
                 match key.and_then(|key| self.block(key).map(|block| (key, block))) {
-                    Some((key, block)) => block.submit(self, key, op),
-                    None => self.execute(op),
+                    // The op is queued once, in the block's pool; the task holds the op and
+                    // the key, and the worker that runs it has the engine (`serving.rs`).
+                    Some((key, block)) if keep_for == Some(key) => {
+                        block.spawn_next(move || serving::run_block_op(op, key));
+                    }
+                    Some((key, block)) => block.spawn(move || serving::run_block_op(op, key)),
+                    None => self.execute(op, None),
                 }
             }
             Route::Priority => match &self.workers {
@@ -236,7 +265,7 @@ impl Inner {
                         block.push(priority, Box::new(move || inner.execute_priority_task(op)));
                     }
                 }
-                _ => self.execute(op),
+                _ => self.execute(op, None),
             },
             Route::Device { gpu, copy } => match self.gpus.executor(gpu, copy) {
                 Some(executor) => {
@@ -245,7 +274,7 @@ impl Inner {
                     executor.execute(priority, Box::new(move || inner.execute_task(op)));
                 }
                 // Not reached: resolving the route created the executor.
-                None => self.execute(op),
+                None => self.execute(op, None),
             },
         }
     }
@@ -254,7 +283,7 @@ impl Inner {
     /// reference to the engine while still marked as an engine task (see `Engine`'s shutdown).
     fn execute_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
         let marker = TaskMarker::enter(self.id);
-        self.execute(op);
+        self.execute(op, None);
         drop(self);
         drop(marker);
     }
@@ -269,58 +298,11 @@ impl Inner {
 
     /// The started worker block of `key`.
     #[inline]
-    pub(crate) fn block(&self, key: BlockKey) -> Option<&QueuedBlock> {
+    pub(crate) fn block(&self, key: BlockKey) -> Option<&WorkerBlock> {
         match (&self.workers, key) {
-            (Workers::Pooled(pooled), BlockKey::Pooled) => Some(&pooled.normal),
-            (Workers::Pooled(pooled), BlockKey::PooledCopy) => pooled.copy.get(),
+            (Workers::Pooled(pooled), key) => pooled.block(key),
             (Workers::PerDevice(per_device), BlockKey::Cpu(id)) => per_device.cpu_block(id),
             _ => None,
-        }
-    }
-
-    /// A drainer task of block `key` (see `queued.rs`): runs queued ops until the queue is
-    /// empty, each followed by the ops its completion kept for this worker (a released
-    /// successor on the same block runs next here, without a round trip through the queue),
-    /// then drops this reference to the engine while still marked as an engine task (see
-    /// `Engine`'s shutdown).
-    pub(crate) fn drain(self: Arc<Self>, key: BlockKey) {
-        let marker = TaskMarker::enter(self.id);
-        let draining = Serving::enter(self.id, Served::Queued(key));
-        if let Some(block) = self.block(key) {
-            loop {
-                self.run_queued(block, key);
-                if !block.retire(&self, key) {
-                    break;
-                }
-            }
-        }
-        drop(draining);
-        drop(self);
-        drop(marker);
-    }
-
-    /// A stand-in for a blocked worker of block `key` (`stand_in.rs`): drains the block as
-    /// `drain` does, without being enlisted in its queue, until the queue is empty.
-    pub(crate) fn stand_in_queued(self: Arc<Self>, key: BlockKey) {
-        let marker = TaskMarker::enter(self.id);
-        let draining = Serving::enter(self.id, Served::Queued(key));
-        if let Some(block) = self.block(key) {
-            self.run_queued(block, key);
-        }
-        drop(draining);
-        drop(self);
-        drop(marker);
-    }
-
-    /// Runs the ops queued on `block` until it is empty, each followed by the ops its
-    /// completion kept for this worker.
-    #[inline]
-    fn run_queued(self: &Arc<Self>, block: &QueuedBlock, key: BlockKey) {
-        while let Some(op) = block.pop() {
-            let mut next = Some(op);
-            while let Some(op) = next {
-                next = self.execute_then(op, Some(key));
-            }
         }
     }
 
@@ -362,23 +344,12 @@ impl Inner {
         self.failure_log().add_root(failure);
     }
 
-    /// Runs a ready op (or skips it, passing on the failure of one of its vars) and completes it.
-    pub(crate) fn execute(self: &Arc<Self>, op: ReadyOp<OpRecord>) {
-        if let Some(next) = self.execute_then(op, None) {
-            // Not reached: nothing is kept without a block.
-            self.dispatch(next, false);
-        }
-    }
-
-    /// As `execute`; with `keep_for` (the calling thread is a worker of that block), the first
-    /// op that the completion of a sync (or skipped) op releases onto the same block is
-    /// returned instead of dispatched, for the caller to run next. Async ops complete through
-    /// their `Completion`, on any thread: nothing is kept for them.
-    fn execute_then(
-        self: &Arc<Self>,
-        mut op: ReadyOp<OpRecord>,
-        keep_for: Option<BlockKey>,
-    ) -> Option<ReadyOp<OpRecord>> {
+    /// Runs a ready op (or skips it, passing on the failure of one of its vars) and completes
+    /// it. With `keep_for` (the calling thread is a worker of that block), the first op that
+    /// the completion of a sync (or skipped) op releases onto the same block is kept for this
+    /// worker, which runs it next. Async ops complete through their `Completion`, on any
+    /// thread: nothing is kept for them.
+    pub(crate) fn execute(self: &Arc<Self>, mut op: ReadyOp<OpRecord>, keep_for: Option<BlockKey>) {
         let _marker = TaskMarker::enter(self.id);
         let profiled = self.profiler.wants(op.payload().profiled);
         if let Some(failure) = self.graph.op_failure(&op) {
@@ -391,12 +362,12 @@ impl Inner {
                 self.profiler
                     .record_skipped(&op.payload().profiled_op(), thread::profiled());
             }
-            return self.finish_then(op, Err(failure), false, keep_for);
+            return self.finish(op, Err(failure), false, keep_for);
         }
         self.graph.prefetch_vars(&op);
         let run = op.payload().run_context();
         let Some(func) = op.payload_mut().func.take() else {
-            return self.finish_then(op, Ok(()), false, keep_for);
+            return self.finish(op, Ok(()), false, keep_for);
         };
         let started = profiled.then(|| self.profiler.start(thread::profiled()));
         // The op's `tracing` span is created, entered, left and closed inside the op's
@@ -412,7 +383,7 @@ impl Inner {
                 };
                 let outcome = Self::outcome(&op, outcome);
                 self.profile(&op, started, &outcome);
-                self.finish_then(op, outcome, true, keep_for)
+                self.finish(op, outcome, true, keep_for);
             }
             OpFn::Async(func) => {
                 let released = Arc::new(AtomicBool::new(false));
@@ -427,7 +398,6 @@ impl Inner {
                 // A panic drops `done` while unwinding, which completes the op as panicked.
                 let _ = catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
                 drop(frame);
-                None
             }
             OpFn::Operator(operator) => match &operator.func {
                 OperatorFn::Sync(func) => {
@@ -441,7 +411,7 @@ impl Inner {
                     // it captured), which may panic.
                     let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
                     self.profile(&op, started, &outcome);
-                    self.finish_then(op, outcome, true, keep_for)
+                    self.finish(op, outcome, true, keep_for);
                 }
                 OperatorFn::Async(func) => {
                     let released = Arc::new(AtomicBool::new(false));
@@ -457,14 +427,12 @@ impl Inner {
                         catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
                     drop(frame);
                     let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
-                    None
                 }
             },
             OpFn::Wait(latch) => {
                 // Not reached (waits are released at dispatch); complete it the same way.
                 op.payload_mut().func = Some(OpFn::Wait(latch));
                 self.release_waiter(op);
-                None
             }
         }
     }
@@ -501,29 +469,16 @@ impl Inner {
     }
 
     /// Completes an op with `outcome` (rule 1: a failure is stored on its written vars),
-    /// dispatches what it released, and counts it done. `root`: the failure is the op's own
-    /// (not passed on from a var).
+    /// dispatches what it released (keeping the first op released onto block `keep_for` for
+    /// the calling worker, see `execute`), and counts it done. `root`: the failure is the op's
+    /// own (not passed on from a var).
     pub(crate) fn finish(
         self: &Arc<Self>,
         op: ReadyOp<OpRecord>,
         outcome: Result<(), OpFailure>,
         root: bool,
-    ) {
-        if let Some(next) = self.finish_then(op, outcome, root, None) {
-            // Not reached: nothing is kept without a block.
-            self.dispatch(next, false);
-        }
-    }
-
-    /// As `finish`, keeping the first released op routed to block `keep_for` (see
-    /// `execute_then`). The kept op is still pending.
-    fn finish_then(
-        self: &Arc<Self>,
-        op: ReadyOp<OpRecord>,
-        outcome: Result<(), OpFailure>,
-        root: bool,
         keep_for: Option<BlockKey>,
-    ) -> Option<ReadyOp<OpRecord>> {
+    ) {
         // A failed op's written vars go to the failure log once the failure is stored on them
         // (see `failure/log.rs`); on this path only, so the copy costs nothing otherwise.
         let failed_writes: Option<Vec<Var>> = outcome.is_err().then(|| op.writes().collect());
@@ -546,7 +501,6 @@ impl Inner {
             self.failure_log().add_vars(vars, holds_failure);
         }
         self.idle.done();
-        dispatcher.next
     }
 }
 
@@ -558,13 +512,23 @@ impl FinishAsync for Inner {
         outcome: Result<(), OpFailure>,
     ) {
         self.profile(&op, started, &outcome);
-        self.finish(op, outcome, true);
+        self.finish(op, outcome, true, None);
     }
 }
 
 impl RunQueuedOp for Inner {
     fn run_queued_op(self: Arc<Self>, op: ReadyOp<OpRecord>) {
-        self.execute(op);
+        self.execute(op, None);
+    }
+}
+
+/// The engine as its CPU blocks' threads hold it (see `thread/serving.rs`).
+struct BlockOps(Arc<Inner>);
+
+impl BlockRunner for BlockOps {
+    #[inline]
+    fn run_block_op(&self, op: ReadyOp<OpRecord>, key: BlockKey) {
+        self.0.execute(op, Some(key));
     }
 }
 
@@ -572,7 +536,7 @@ impl Inner {
     /// Whether ops are queued on `block` now.
     pub(crate) fn has_queued(&self, block: Served) -> bool {
         match block {
-            Served::Queued(key) => self.block(key).is_some_and(QueuedBlock::has_queued),
+            Served::Queued(key) => self.block(key).is_some_and(WorkerBlock::has_queued),
             Served::Priority => match &self.workers {
                 Workers::PerDevice(per_device) => per_device
                     .priority
@@ -584,10 +548,16 @@ impl Inner {
     }
 
     /// A stand-in for a blocked worker of `block`: runs what is queued there until none is
-    /// left (for a CPU worker block, as `drain` does, without being enlisted in its queue).
+    /// left (for a CPU worker block, as its workers do, without being one of them).
     pub(crate) fn stand_in(self: Arc<Self>, block: Served) {
         match block {
-            Served::Queued(key) => self.stand_in_queued(key),
+            Served::Queued(key) => {
+                if let Some(block) = self.block(key) {
+                    let standing_in = StandingIn::enter(self.id, key, self.block_runner());
+                    block.help();
+                    drop(standing_in);
+                }
+            }
             Served::Priority => {
                 if let Workers::PerDevice(per_device) = &self.workers
                     && let Some(priority) = per_device.priority.get()
@@ -598,19 +568,5 @@ impl Inner {
                 }
             }
         }
-    }
-}
-
-impl BlockEngine for Inner {
-    fn engine_id(&self) -> u64 {
-        self.id
-    }
-
-    fn drain(self: Arc<Self>, key: BlockKey) {
-        Inner::drain(self, key);
-    }
-
-    fn execute(self: &Arc<Self>, op: ReadyOp<OpRecord>) {
-        Inner::execute(self, op);
     }
 }

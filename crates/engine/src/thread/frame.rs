@@ -134,12 +134,6 @@ pub(crate) fn running_op_uses(engine: u64, var: Var) -> bool {
     uses
 }
 
-/// Whether the current thread is inside an op's function (of any engine).
-#[inline]
-pub(crate) fn in_op_function() -> bool {
-    thread::with(|cx| !cx.frames.borrow().starts.is_empty())
-}
-
 /// Whether the current thread is inside the function of an op of engine `engine`.
 pub(crate) fn running_op_of(engine: u64) -> bool {
     thread::with(|cx| {

@@ -11,12 +11,12 @@
 //! | `tasks` | [`task::TaskMarker`] | the engines whose tasks run on this thread |
 //! | `frames` | [`frame::OpFrame`] | the ops whose functions run here, with their vars |
 //! | `serving` | [`serving::Serving`] | the worker block this thread serves |
-//! | `sampling` | `route/ready_queue.rs` | how this thread's submits sample queue lengths |
+//! | `runner` | `serving.rs` | on a CPU block's threads: the engine that runs its ops |
 //! | `naive` | `route/naive.rs` | the naive ops made ready while this thread runs one |
 //! | `profiled` | `profile/recorder.rs` | this thread's index and name in profiles |
 //!
 //! Under loom the context is a loom thread-local (one per model thread, fresh for each
-//! execution), so that the ready queue's models see per-thread sampling as the real threads do.
+//! execution), as the models' threads are loom's.
 
 pub(crate) mod frame;
 pub(crate) mod serving;
@@ -43,25 +43,12 @@ pub(crate) trait RunQueuedOp: Send + Sync {
 /// A naive op queued on this thread, with the engine that runs it.
 pub(crate) type NaiveOp = (Arc<dyn RunQueuedOp>, ReadyOp<OpRecord>);
 
-/// How a thread's submits sample the length of a ready queue (see `Sample` in
-/// `route/ready_queue.rs`).
-pub(crate) struct Sampling {
-    /// Submits by this thread, for sampling the queue length.
-    pub(crate) submits: Cell<u32>,
-    /// Whether the last queue length this thread sampled was over its queue's backlog: its
-    /// submits run their items inline until the next sample says otherwise.
-    pub(crate) over_backlog: Cell<bool>,
-    /// Whether this thread runs an item handed back by a full queue; such a run never gets one
-    /// handed back again (so a chain of them cannot grow the stack).
-    pub(crate) running_overflow: Cell<bool>,
-}
-
 /// What the engine knows about the current thread (see the module documentation).
 pub(crate) struct ThreadContext {
     pub(crate) tasks: RefCell<Vec<u64>>,
     pub(crate) frames: RefCell<frame::Frames>,
     pub(crate) serving: Cell<Option<(u64, serving::Served)>>,
-    pub(crate) sampling: Sampling,
+    pub(crate) runner: RefCell<Option<Arc<dyn serving::BlockRunner>>>,
     /// `Some` while this thread runs naive ops: the ones made ready meanwhile.
     pub(crate) naive: RefCell<Option<VecDeque<NaiveOp>>>,
     pub(crate) profiled: OnceCell<ProfiledThread>,
@@ -73,11 +60,7 @@ impl ThreadContext {
             tasks: RefCell::new(Vec::new()),
             frames: RefCell::new(frame::Frames::new()),
             serving: Cell::new(None),
-            sampling: Sampling {
-                submits: Cell::new(0),
-                over_backlog: Cell::new(false),
-                running_overflow: Cell::new(false),
-            },
+            runner: RefCell::new(None),
             naive: RefCell::new(None),
             profiled: OnceCell::new(),
         }

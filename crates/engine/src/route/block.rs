@@ -1,0 +1,37 @@
+//! Starting a CPU worker block whose threads run the engine's ops.
+//!
+//! A block's ops are queued in its pool once, as tasks holding just the op and the block's key
+//! (`Inner::dispatch`); each worker runs them with the [`BlockRunner`] its start hook gave it
+//! (see `thread/serving.rs`). The pool does the rest: per-worker queues, the injector for ops
+//! from other threads, stealing, one spinning worker, sleeping on its event count, and the
+//! released successor kept for the worker that released it (`ThreadPool::spawn_next`).
+
+use std::sync::Arc;
+
+use depengine_cpu::WorkerBlock;
+
+use crate::error::{EngineError, Result};
+use crate::op::record::BlockKey;
+use crate::thread::serving::{self, BlockRunner};
+
+/// Starts block `key` of engine `engine`: `threads` workers named `<name>-<i>`, each running
+/// the block's ops with `runner` (which the workers hold until the block is shut down).
+pub(crate) fn start(
+    name: &str,
+    threads: usize,
+    engine: u64,
+    key: BlockKey,
+    runner: Arc<dyn BlockRunner>,
+) -> Result<WorkerBlock> {
+    WorkerBlock::with_hooks(
+        name,
+        threads,
+        Some(Box::new(move |_| {
+            serving::enter_block(engine, key, Arc::clone(&runner));
+        })),
+        Some(Box::new(|_| serving::leave_block())),
+    )
+    .map_err(|error| EngineError::WorkerStart {
+        message: error.to_string(),
+    })
+}

@@ -1,0 +1,107 @@
+//! [`WorkerContext`]: what a pool worker remembers about itself, in the one thread-local of the
+//! crate.
+//!
+//! Only the thread itself touches its context, so the fields are plain `Cell`s:
+//!
+//! | field | set by | what it says |
+//! |---|---|---|
+//! | `pool`, `index` | `Shared::run_worker`, at start and exit | which pool's worker this thread is |
+//! | `next` | `Shared::inject_next`; taken by `Shared::find_work` | the task this worker runs next |
+//! | `overflowing` | `Shared::inject` | a task runs inline because the worker's queue was full |
+//!
+//! # The next-task slot
+//!
+//! A task spawned with [`ThreadPool::spawn_next`](crate::ThreadPool::spawn_next) by a worker goes
+//! into the worker's slot rather than into its queue: the worker runs it as soon as the current
+//! task returns (its data is still in this core's cache), no other worker can steal it, and no
+//! sleeper is woken for it (tokio's LIFO slot). The slot holds one task; a second `spawn_next`
+//! before the worker comes back to its loop queues its task as `spawn` does.
+//!
+//! Nothing is stranded in a slot: only the owner fills it, from inside a task, and the owner
+//! looks at the slot first whenever it looks for work (`find_work`), before it spins, sleeps or
+//! exits. What a slot holds is therefore never counted by `has_work`: no other thread could run it.
+
+use crate::job::JobRef;
+use depengine_sync::thread_local;
+use std::cell::Cell;
+
+/// The pool worker the current thread is, if any (see the module documentation).
+pub(crate) struct WorkerContext {
+    /// The address of the pool's `Shared`, 0 if this thread is no pool's worker.
+    pool: Cell<usize>,
+    /// The worker's index in its pool.
+    index: Cell<usize>,
+    /// The task this worker runs next.
+    next: Cell<Option<JobRef>>,
+    /// Whether the task running now was run inline because the worker's queue was full.
+    overflowing: Cell<bool>,
+}
+
+impl WorkerContext {
+    const fn new() -> Self {
+        WorkerContext {
+            pool: Cell::new(0),
+            index: Cell::new(0),
+            next: Cell::new(None),
+            overflowing: Cell::new(false),
+        }
+    }
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    // `const`: no lazy initialization to check on each access (every spawn reads it).
+    static CONTEXT: WorkerContext = const { WorkerContext::new() };
+}
+
+#[cfg(loom)]
+thread_local! {
+    static CONTEXT: WorkerContext = WorkerContext::new();
+}
+
+/// Makes the current thread worker `index` of the pool whose `Shared` is at `pool` (0: no pool).
+pub(crate) fn set_worker(pool: usize, index: usize) {
+    CONTEXT.with(|cx| {
+        cx.pool.set(pool);
+        cx.index.set(index);
+    });
+}
+
+/// The index of the current thread in the pool whose `Shared` is at `pool`, if it is one of its
+/// workers.
+#[inline]
+pub(crate) fn worker_index(pool: usize) -> Option<usize> {
+    CONTEXT.with(|cx| (cx.pool.get() == pool).then(|| cx.index.get()))
+}
+
+/// Puts `job` into the current worker's next-task slot; gives it back if the slot is taken.
+#[inline]
+pub(crate) fn keep_next(job: JobRef) -> Result<(), JobRef> {
+    CONTEXT.with(|cx| match cx.next.take() {
+        None => {
+            cx.next.set(Some(job));
+            Ok(())
+        }
+        kept @ Some(_) => {
+            cx.next.set(kept);
+            Err(job)
+        }
+    })
+}
+
+/// Takes the task in the current worker's next-task slot.
+#[inline]
+pub(crate) fn take_next() -> Option<JobRef> {
+    CONTEXT.with(|cx| cx.next.take())
+}
+
+/// Whether the current thread runs a task inline because its queue was full.
+#[inline]
+pub(crate) fn overflowing() -> bool {
+    CONTEXT.with(|cx| cx.overflowing.get())
+}
+
+/// Marks the current thread as running a task inline because its queue was full, or not.
+pub(crate) fn set_overflowing(overflowing: bool) {
+    CONTEXT.with(|cx| cx.overflowing.set(overflowing));
+}

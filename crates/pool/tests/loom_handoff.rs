@@ -1,0 +1,101 @@
+//! loom: the hand-offs the engine builds on: a task kept for its worker (`spawn_next`) and a
+//! thread standing in for a blocked worker (`help`). Every task runs exactly once, the kept one
+//! on its worker, and shutdown still completes.
+#![cfg(loom)]
+
+use depengine_pool::ThreadPool;
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::thread;
+
+/// As `loom_pool.rs`: a pool runs many atomic steps, so each model bounds its preemptions
+/// (`LOOM_POOL_PREEMPTIONS` overrides the bound).
+fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.preemption_bound = Some(
+        std::env::var("LOOM_POOL_PREEMPTIONS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(preemptions),
+    );
+    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = executions.clone();
+    builder.check(move || {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f();
+    });
+    eprintln!(
+        "Completed in {} iterations",
+        executions.load(std::sync::atomic::Ordering::Relaxed)
+    );
+}
+
+/// A task keeps a successor for its worker while an outside spawn races with it; the other
+/// worker may sleep, steal or exit meanwhile. The kept task runs on the worker that kept it,
+/// after the keeping task, and the drop still finds every worker idle: a kept task is never
+/// stranded in its slot (the worker looks at the slot before it sleeps or exits).
+#[test]
+fn a_kept_task_runs_on_its_worker_before_shutdown() {
+    model(1, || {
+        let pool = Arc::new(ThreadPool::new(2).unwrap());
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (inner, count) = (pool.clone(), ran.clone());
+        pool.spawn(move || {
+            let me = inner.current_thread_index();
+            let (kept_pool, kept_count) = (inner.clone(), count.clone());
+            inner.spawn_next(move || {
+                assert_eq!(kept_pool.current_thread_index(), me);
+                // Relaxed: the drop's join orders it before the check below.
+                kept_count.fetch_add(1, Ordering::Relaxed);
+            });
+        });
+        let count = ran.clone();
+        pool.spawn(move || {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+        drop(only_handle(pool));
+        assert_eq!(ran.load(Ordering::Relaxed), 2);
+    });
+}
+
+/// The pool, once the tasks that hold clones of it have dropped them (so that this thread's
+/// drop joins the workers).
+fn only_handle(mut pool: Arc<ThreadPool>) -> ThreadPool {
+    loop {
+        match Arc::try_unwrap(pool) {
+            Ok(pool) => return pool,
+            Err(shared) => {
+                pool = shared;
+                thread::yield_now();
+            }
+        }
+    }
+}
+
+/// A thread stands in (`help`) while the pool's only worker runs: each queued task runs once,
+/// on one of the two, and a task that the stand-in's task spawns (to the injector: the
+/// stand-in is no worker) still wakes the worker or is run by the stand-in.
+#[test]
+fn a_stand_in_and_the_worker_run_each_task_once() {
+    model(1, || {
+        let pool = Arc::new(ThreadPool::new(1).unwrap());
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..2 {
+            let (inner, count) = (pool.clone(), ran.clone());
+            pool.spawn(move || {
+                let count = count.clone();
+                inner.spawn(move || {
+                    count.fetch_add(1, Ordering::Relaxed);
+                });
+            });
+        }
+        let stand_in = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.help())
+        };
+        stand_in.join().unwrap();
+        drop(only_handle(pool));
+        assert_eq!(ran.load(Ordering::Relaxed), 2);
+    });
+}
