@@ -1,15 +1,21 @@
-//! [`PriorityBlock`]: dedicated threads serving one priority queue.
+//! [`PriorityBlock`]: a worker block that runs its tasks highest priority first.
 //!
-//! Workers pop the highest-priority task (FIFO among equal priorities, by a sequence number)
-//! from a `Mutex<BinaryHeap>` and sleep on a condvar when it is empty. Dropping the block lets
-//! the workers drain the heap, then joins them: no accepted task is lost.
+//! The threads are a [`ThreadPool`]'s (their queues, sleeping and shutdown are the pool's);
+//! what the pool does not have is an order by priority, so the tasks wait in a
+//! `Mutex<BinaryHeap>` (FIFO among equal priorities, by a sequence number) and each push hands
+//! the pool a *token*: a pool task that pops the heap's highest-priority task and runs it.
+//! There are never fewer tokens queued or running than tasks in the heap, so no task is
+//! stranded; a token that finds the heap empty (a stand-in ran its task, see
+//! [`PriorityBlock::run_queued`]) returns at once. Dropping the block runs every token, so
+//! every accepted task runs before the threads are joined.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fmt;
 
 use depengine_device::{Executor, Task};
-use depengine_sync::{Arc, Condvar, Mutex, lock, thread, wait};
+use depengine_pool::ThreadPool;
+use depengine_sync::{Arc, Mutex, lock};
 
 use crate::BlockError;
 
@@ -42,45 +48,47 @@ impl Ord for Entry {
     }
 }
 
+/// The tasks waiting for a token, by priority.
+///
+/// Locked with [`depengine_sync::lock`], which ignores poisoning: no task runs under this lock
+/// (a token pops an entry and releases the lock before running it), and each critical section
+/// is a heap operation that leaves the heap consistent.
 #[derive(Default)]
-struct Queue {
-    heap: BinaryHeap<Entry>,
+struct Heap {
+    entries: BinaryHeap<Entry>,
     next_seq: u64,
-    done: bool,
 }
 
-#[derive(Default)]
-struct Shared {
-    /// Locked with [`depengine_sync::lock`], which ignores poisoning: no task runs under this
-    /// lock (a worker pops an entry and releases the lock before running it), and each critical
-    /// section is a heap operation or a flag write that leaves the queue consistent.
-    queue: Mutex<Queue>,
-    available: Condvar,
-}
-
-impl Shared {
-    fn worker(&self) {
-        let mut queue = lock(&self.queue);
-        loop {
-            if let Some(entry) = queue.heap.pop() {
-                drop(queue);
-                // A panicking task must not take the worker (and the tasks behind it) down.
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(entry.task));
-                queue = lock(&self.queue);
-            } else if queue.done {
-                return;
-            } else {
-                queue = wait(&self.available, queue);
-            }
-        }
+impl Heap {
+    /// Pops the highest-priority task and runs it on the calling thread; `false` if there was
+    /// none. A panicking task must not take the thread (and the tasks behind it) down.
+    fn run_one(heap: &Mutex<Heap>) -> bool {
+        let Some(entry) = lock(heap).entries.pop() else {
+            return false;
+        };
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(entry.task));
+        true
     }
 }
 
-/// Threads serving one priority queue (MXNet's `ThreadWorkerBlock<kPriorityQueue>`).
+/// A worker block that runs the highest-priority task first (MXNet's
+/// `ThreadWorkerBlock<kPriorityQueue>`), on a [`ThreadPool`] (see the module documentation).
+///
+/// # Examples
+///
+/// ```
+/// use depengine_cpu::PriorityBlock;
+/// use std::sync::mpsc;
+///
+/// let block = PriorityBlock::new("urgent", 1).expect("threads start");
+/// let (tx, rx) = mpsc::channel();
+/// block.push(10, Box::new(move || tx.send("ran").unwrap()));
+/// assert_eq!(rx.recv().unwrap(), "ran");
+/// ```
 pub struct PriorityBlock {
     name: String,
-    shared: Arc<Shared>,
-    threads: Vec<thread::JoinHandle<()>>,
+    heap: Arc<Mutex<Heap>>,
+    pool: ThreadPool,
 }
 
 impl PriorityBlock {
@@ -96,46 +104,43 @@ impl PriorityBlock {
                 name: name.to_owned(),
             });
         }
-        let mut block = PriorityBlock {
+        let pool = ThreadPool::builder()
+            .threads(threads)
+            .thread_name(name)
+            .never_inline()
+            .build()
+            .map_err(|error| BlockError::Spawn {
+                name: name.to_owned(),
+                message: error.to_string(),
+            })?;
+        Ok(PriorityBlock {
             name: name.to_owned(),
-            shared: Arc::new(Shared::default()),
-            threads: Vec::with_capacity(threads),
-        };
-        for index in 0..threads {
-            let shared = Arc::clone(&block.shared);
-            let spawned = thread::Builder::new()
-                .name(format!("{name}-{index}"))
-                .spawn(move || shared.worker());
-            match spawned {
-                Ok(handle) => block.threads.push(handle),
-                Err(error) => {
-                    return Err(BlockError::Spawn {
-                        name: name.to_owned(),
-                        message: error.to_string(),
-                    });
-                }
-            }
-        }
-        Ok(block)
+            heap: Arc::default(),
+            pool,
+        })
     }
 
     /// Queues `task`; workers run higher priorities first, equal priorities in push order.
     pub fn push(&self, priority: i32, task: Task) {
-        let mut queue = lock(&self.shared.queue);
-        let seq = queue.next_seq;
-        queue.next_seq += 1;
-        queue.heap.push(Entry {
-            priority,
-            seq,
-            task,
+        {
+            let mut heap = lock(&self.heap);
+            let seq = heap.next_seq;
+            heap.next_seq += 1;
+            heap.entries.push(Entry {
+                priority,
+                seq,
+                task,
+            });
+        }
+        let heap = Arc::clone(&self.heap);
+        self.pool.spawn(move || {
+            Heap::run_one(&heap);
         });
-        drop(queue);
-        self.shared.available.notify_one();
     }
 
     /// Whether tasks are queued (not yet taken by a worker).
     pub fn has_queued(&self) -> bool {
-        !lock(&self.shared.queue).heap.is_empty()
+        !lock(&self.heap).entries.is_empty()
     }
 
     /// Runs queued tasks on the calling thread, as a worker would (highest priority first, a
@@ -143,37 +148,20 @@ impl PriorityBlock {
     /// in for a worker that blocks inside a task while tasks it waits for are queued here.
     pub fn run_queued(&self) -> usize {
         let mut ran = 0;
-        loop {
-            let Some(entry) = lock(&self.shared.queue).heap.pop() else {
-                return ran;
-            };
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(entry.task));
+        while Heap::run_one(&self.heap) {
             ran += 1;
         }
+        ran
     }
 
     /// The number of worker threads.
     pub fn num_threads(&self) -> usize {
-        self.threads.len()
+        self.pool.num_threads()
     }
 
     /// The block's name.
     pub fn name(&self) -> &str {
         &self.name
-    }
-}
-
-impl Drop for PriorityBlock {
-    fn drop(&mut self) {
-        lock(&self.shared.queue).done = true;
-        self.shared.available.notify_all();
-        let me = thread::current().id();
-        for handle in self.threads.drain(..) {
-            // Dropped by one of its own tasks: that worker exits once the task returns.
-            if handle.thread().id() != me {
-                let _ = handle.join();
-            }
-        }
     }
 }
 
@@ -188,7 +176,7 @@ impl fmt::Debug for PriorityBlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PriorityBlock")
             .field("name", &self.name)
-            .field("threads", &self.threads.len())
+            .field("threads", &self.num_threads())
             .finish_non_exhaustive()
     }
 }

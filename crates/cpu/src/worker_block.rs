@@ -3,7 +3,8 @@
 use std::fmt;
 
 use depengine_device::{Executor, Task};
-use depengine_pool::ThreadPool;
+use depengine_pool::{Item, ThreadPool};
+use std::convert::Infallible;
 
 use crate::BlockError;
 
@@ -30,9 +31,12 @@ use crate::BlockError;
 /// block.spawn(move || tx.send(21 * 2).unwrap());
 /// assert_eq!(rx.recv().unwrap(), 42);
 /// ```
-pub struct WorkerBlock {
+///
+/// A block can also run values of an item type `T` of its owner's, queued unboxed
+/// ([`submit`](Self::submit), [`Item`]): the engine's ready ops.
+pub struct WorkerBlock<T: Item = Infallible> {
     name: String,
-    pool: ThreadPool,
+    pool: ThreadPool<T>,
 }
 
 /// A hook a worker of a block calls with its index (see [`WorkerBlock::with_hooks`]).
@@ -48,7 +52,9 @@ impl WorkerBlock {
     pub fn new(name: &str, threads: usize) -> Result<Self, BlockError> {
         Self::with_hooks(name, threads, None, None)
     }
+}
 
+impl<T: Item> WorkerBlock<T> {
     /// As [`new`](Self::new), with hooks each worker calls with its index when it starts
     /// (before its first task) and when it exits (after its last): how an owner gives the
     /// workers per-thread state, such as a reference to what their tasks belong to. Such a
@@ -79,7 +85,7 @@ impl WorkerBlock {
         if let Some(hook) = on_exit {
             builder = builder.on_thread_exit(hook);
         }
-        let pool = builder.build().map_err(|error| BlockError::Spawn {
+        let pool = builder.build_for::<T>().map_err(|error| BlockError::Spawn {
             name: name.to_owned(),
             message: error.to_string(),
         })?;
@@ -96,6 +102,20 @@ impl WorkerBlock {
         F: FnOnce() + Send + 'static,
     {
         self.pool.spawn(task);
+    }
+
+    /// Queues `item`, unboxed, as [`spawn`](Self::spawn) queues a task; a worker runs it with
+    /// [`Item::run`].
+    #[inline]
+    pub fn submit(&self, item: T) {
+        self.pool.submit(item);
+    }
+
+    /// Queues `item` as [`spawn_next`](Self::spawn_next) queues a task: next on the calling
+    /// worker if it is one of the block's.
+    #[inline]
+    pub fn submit_next(&self, item: T) {
+        self.pool.submit_next(item);
     }
 
     /// Runs `task` on the block, next on the calling worker if it is one of the block's
@@ -145,13 +165,13 @@ impl WorkerBlock {
 }
 
 /// Spawns the task ([`WorkerBlock::spawn`]); a worker block is FIFO, `priority` is ignored.
-impl Executor for WorkerBlock {
+impl<T: Item> Executor for WorkerBlock<T> {
     fn execute(&self, _priority: i32, task: Task) {
         self.spawn(task);
     }
 }
 
-impl fmt::Debug for WorkerBlock {
+impl<T: Item> fmt::Debug for WorkerBlock<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WorkerBlock")
             .field("name", &self.name)

@@ -1,5 +1,6 @@
 //! Configuring and starting a [`ThreadPool`].
 
+use crate::item::Item;
 use crate::ThreadPool;
 use crate::run_queue::DEFAULT_CAPACITY;
 use crate::unwind::PanicHandler;
@@ -179,6 +180,15 @@ impl Builder {
     /// [`BuildError::ZeroThreads`] for `threads(0)`; [`BuildError::Spawn`] if a
     /// thread fails to start (the threads already started are stopped and joined).
     pub fn build(self) -> Result<ThreadPool, BuildError> {
+        ThreadPool::start(&self)
+    }
+
+    /// Starts a pool that also carries items of type `T` unboxed (see [`Item`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_for<T: Item>(self) -> Result<ThreadPool<T>, BuildError> {
         ThreadPool::start(&self)
     }
 

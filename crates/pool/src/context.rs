@@ -6,13 +6,14 @@
 //! | field | set by | what it says |
 //! |---|---|---|
 //! | `pool`, `index` | `Shared::run_worker`, at start and exit | which pool's worker this thread is |
-//! | `next` | `Shared::inject_next`; taken by `Shared::find_work` | the task this worker runs next |
 //! | `overflowing` | `Shared::inject` | a task runs inline because the worker's queue was full |
 //!
 //! # The next-task slot
 //!
-//! A task spawned with [`ThreadPool::spawn_next`](crate::ThreadPool::spawn_next) by a worker goes
-//! into the worker's slot rather than into its queue: the worker runs it as soon as the current
+//! Beside its queue, each worker has a slot in the pool's shared state (`Shared::next`, generic
+//! over the pool's items, so it cannot live in this thread-local), which only that worker
+//! touches. A task spawned with [`ThreadPool::spawn_next`](crate::ThreadPool::spawn_next) by a
+//! worker goes into the worker's slot rather than into its queue: the worker runs it as soon as the current
 //! task returns (its data is still in this core's cache), no other worker can steal it, and no
 //! sleeper is woken for it (tokio's LIFO slot). The slot holds one task; a second `spawn_next`
 //! before the worker comes back to its loop queues its task as `spawn` does.
@@ -21,7 +22,6 @@
 //! looks at the slot first whenever it looks for work (`find_work`), before it spins, sleeps or
 //! exits. What a slot holds is therefore never counted by `has_work`: no other thread could run it.
 
-use crate::job::JobRef;
 use depengine_sync::thread_local;
 use std::cell::Cell;
 
@@ -31,8 +31,6 @@ pub(crate) struct WorkerContext {
     pool: Cell<usize>,
     /// The worker's index in its pool.
     index: Cell<usize>,
-    /// The task this worker runs next.
-    next: Cell<Option<JobRef>>,
     /// Whether the task running now was run inline because the worker's queue was full.
     overflowing: Cell<bool>,
 }
@@ -42,7 +40,6 @@ impl WorkerContext {
         WorkerContext {
             pool: Cell::new(0),
             index: Cell::new(0),
-            next: Cell::new(None),
             overflowing: Cell::new(false),
         }
     }
@@ -72,27 +69,6 @@ pub(crate) fn set_worker(pool: usize, index: usize) {
 #[inline]
 pub(crate) fn worker_index(pool: usize) -> Option<usize> {
     CONTEXT.with(|cx| (cx.pool.get() == pool).then(|| cx.index.get()))
-}
-
-/// Puts `job` into the current worker's next-task slot; gives it back if the slot is taken.
-#[inline]
-pub(crate) fn keep_next(job: JobRef) -> Result<(), JobRef> {
-    CONTEXT.with(|cx| match cx.next.take() {
-        None => {
-            cx.next.set(Some(job));
-            Ok(())
-        }
-        kept @ Some(_) => {
-            cx.next.set(kept);
-            Err(job)
-        }
-    })
-}
-
-/// Takes the task in the current worker's next-task slot.
-#[inline]
-pub(crate) fn take_next() -> Option<JobRef> {
-    CONTEXT.with(|cx| cx.next.take())
 }
 
 /// Whether the current thread runs a task inline because its queue was full.

@@ -8,6 +8,7 @@
 
 use crate::ThreadPool;
 use crate::job::StackJob;
+use crate::item::Work;
 use crate::worker::Shared;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -50,7 +51,7 @@ where
     // SAFETY: `job_b` stays in this frame until it is popped back below (then run
     // inline, the reference never used again) or its latch is set by the thief that
     // popped it; this function returns or unwinds only after one of the two.
-    if let Err(_unqueued) = queue.push_front(unsafe { job_b.as_job_ref() }) {
+    if let Err(_unqueued) = queue.push_front(Work::Job(unsafe { job_b.as_job_ref() })) {
         // Our queue is full: no reference escaped; run both here.
         let ra = panic::catch_unwind(AssertUnwindSafe(a));
         let rb = job_b.run_inline();
@@ -63,7 +64,7 @@ where
     let job_b_ptr = std::ptr::from_ref(&job_b);
     loop {
         match queue.pop_front() {
-            Some(job) if job.is_stack_job(job_b_ptr) => {
+            Some(Work::Job(job)) if job.is_stack_job(job_b_ptr) => {
                 // Not stolen: run it ourselves, without the latch round-trip.
                 let rb = panic::catch_unwind(AssertUnwindSafe(|| job_b.run_inline()));
                 return (resume_or(ra), resume_or(rb));

@@ -230,7 +230,7 @@ impl ThreadPool {
         for _ in 0..helpers {
             let blocks = Arc::clone(&blocks);
             self.shared
-                .inject(JobRef::boxed_static(move || blocks.run()));
+                .inject_job(JobRef::boxed_static(move || blocks.run()));
         }
         blocks.run();
         match self.shared.current_index() {

@@ -88,7 +88,7 @@ impl<'scope> Scope<'scope> {
         // until `ThreadPool::scope` returns, which waits for this job to finish; the
         // pool runs every job it accepts exactly once.
         let job = unsafe { JobRef::boxed(job) };
-        self.shared.inject(job);
+        self.shared.inject_job(job);
     }
 }
 

@@ -1,10 +1,12 @@
 //! `ThreadPool`: the handle users hold; spawning, `install` and shutdown.
 
 use crate::builder::{BuildError, Builder, ThreadHook};
+use crate::item::{Item, Work};
 use crate::job::{JobRef, StackJob};
 use crate::unwind::{self, PanicHandler};
 use crate::worker::Shared;
 use depengine_sync::{Arc, Mutex, lock, thread};
+use std::convert::Infallible;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -40,8 +42,12 @@ use std::panic::{self, AssertUnwindSafe};
 /// let (a, b) = pool.join(|| 1 + 1, || 2 + 2);
 /// assert_eq!((a, b), (2, 4));
 /// ```
-pub struct ThreadPool {
-    pub(crate) shared: Arc<Shared>,
+///
+/// A pool can also carry values of its own item type `T` unboxed, beside closures
+/// ([`Item`], [`submit`](Self::submit)); `join`, `scope`, `install` and `parallel_for` are
+/// for the closure-only pool, `ThreadPool<Infallible>` (the default).
+pub struct ThreadPool<T: Item = Infallible> {
+    pub(crate) shared: Arc<Shared<T>>,
     /// The workers not yet joined; taken by the first `shut_down_and_join` (or the drop).
     threads: Mutex<Vec<thread::JoinHandle<()>>>,
 }
@@ -61,6 +67,30 @@ impl ThreadPool {
         Builder::new()
     }
 
+    /// Runs `op` on a worker of this pool and returns its result; runs it right away
+    /// if the caller is already one. A panic in `op` resumes in the caller.
+    pub fn install<OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce() -> R + Send,
+        R: Send,
+    {
+        if self.shared.current_index().is_some() {
+            return op();
+        }
+        let job = StackJob::new(op);
+        // SAFETY: `job` stays in this frame until its latch is set: we wait for it
+        // below, and `inject` either queues the reference (a worker runs it once) or
+        // runs it inline before returning.
+        self.shared.inject_job(unsafe { job.as_job_ref() });
+        job.latch.wait();
+        match job.into_result() {
+            Ok(value) => value,
+            Err(payload) => panic::resume_unwind(payload),
+        }
+    }
+}
+
+impl<T: Item> ThreadPool<T> {
     pub(crate) fn start(builder: &Builder) -> Result<Self, BuildError> {
         let threads = builder.thread_count()?;
         let handler: PanicHandler = builder
@@ -132,7 +162,22 @@ impl ThreadPool {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.shared.inject(JobRef::boxed_static(task));
+        self.shared.inject_job(JobRef::boxed_static(task));
+    }
+
+    /// Queues `item`, unboxed, as [`spawn`](Self::spawn) queues a task: to the front of the
+    /// calling worker's queue, or to the injector from any other thread; a worker runs it
+    /// with [`Item::run`].
+    #[inline]
+    pub fn submit(&self, item: T) {
+        self.shared.inject(Work::Item(item));
+    }
+
+    /// Queues `item` as [`spawn_next`](Self::spawn_next) queues a task: next on the calling
+    /// worker, after the task running now.
+    #[inline]
+    pub fn submit_next(&self, item: T) {
+        self.shared.inject_next(Work::Item(item));
     }
 
     /// Runs `task` on the pool, detached, as soon as possible on the calling worker: from one
@@ -164,7 +209,7 @@ impl ThreadPool {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.shared.inject_next(JobRef::boxed_static(task));
+        self.shared.inject_next(Work::Job(JobRef::boxed_static(task)));
     }
 
     /// Runs queued tasks on the calling thread until none is queued, for a thread that stands
@@ -211,38 +256,16 @@ impl ThreadPool {
             let _ = handle.join();
         }
     }
-
-    /// Runs `op` on a worker of this pool and returns its result; runs it right away
-    /// if the caller is already one. A panic in `op` resumes in the caller.
-    pub fn install<OP, R>(&self, op: OP) -> R
-    where
-        OP: FnOnce() -> R + Send,
-        R: Send,
-    {
-        if self.shared.current_index().is_some() {
-            return op();
-        }
-        let job = StackJob::new(op);
-        // SAFETY: `job` stays in this frame until its latch is set: we wait for it
-        // below, and `inject` either queues the reference (a worker runs it once) or
-        // runs it inline before returning.
-        self.shared.inject(unsafe { job.as_job_ref() });
-        job.latch.wait();
-        match job.into_result() {
-            Ok(value) => value,
-            Err(payload) => panic::resume_unwind(payload),
-        }
-    }
 }
 
-impl Drop for ThreadPool {
+impl<T: Item> Drop for ThreadPool<T> {
     fn drop(&mut self) {
         self.shut_down_and_join();
     }
 }
 
 /// Calls a worker's start or exit hook, if any; its panic goes to the panic handler.
-fn call_hook(shared: &Shared, hook: Option<&ThreadHook>, index: usize) {
+fn call_hook<T: Item>(shared: &Shared<T>, hook: Option<&ThreadHook>, index: usize) {
     if let Some(hook) = hook
         && let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| hook(index)))
     {
@@ -250,7 +273,7 @@ fn call_hook(shared: &Shared, hook: Option<&ThreadHook>, index: usize) {
     }
 }
 
-impl fmt::Debug for ThreadPool {
+impl<T: Item> fmt::Debug for ThreadPool<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ThreadPool")
             .field("threads", &self.num_threads())

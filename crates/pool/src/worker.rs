@@ -52,12 +52,16 @@ use crate::builder::Saturation;
 use crate::context;
 use crate::event_count::EventCount;
 use crate::injector::Injector;
+use crate::item::{Item, Work};
 use crate::job::{JobRef, Panic};
 use crate::latch::Latch;
 use crate::rng;
 use crate::run_queue::RunQueue;
 use crate::unwind::PanicHandler;
-use depengine_sync::{AtomicBool, AtomicUsize, Backoff, CachePadded, fence, spin_hint};
+use depengine_sync::{
+    AtomicBool, AtomicUsize, Backoff, CachePadded, UnsafeCell, fence, spin_hint,
+};
+use std::convert::Infallible;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 
@@ -74,11 +78,13 @@ const SPIN_ROUNDS: usize = if cfg!(loom) {
 const MAX_STEAL: usize = 64;
 
 /// State shared by the pool handle and its workers.
-pub(crate) struct Shared {
+pub(crate) struct Shared<T = Infallible> {
     /// One queue per worker; worker `i` owns the front of `queues[i]`.
-    pub(crate) queues: Box<[RunQueue<JobRef>]>,
+    pub(crate) queues: Box<[RunQueue<Work<T>>]>,
+    /// One next-task slot per worker (`context.rs`); worker `i` alone touches `next[i]`.
+    next: Box<[CachePadded<NextSlot<T>>]>,
     /// Work submitted from outside the pool.
-    injector: Injector<JobRef>,
+    injector: Injector<Work<T>>,
     /// Outside submissions beyond this backlog run inline on the submitter, like a
     /// spawn into a full `RunQueue`: the pool is saturated, and a growing backlog
     /// only costs memory and cache misses. One queue capacity per worker; `None` for a pool
@@ -101,7 +107,15 @@ pub(crate) struct Shared {
     panic_handler: PanicHandler,
 }
 
-impl Shared {
+/// A worker's next-task slot: what it runs as soon as the task running now returns.
+struct NextSlot<T>(UnsafeCell<Option<Work<T>>>);
+
+// SAFETY: slot `i` is touched only by worker `i` (`Shared::keep_next` and `Shared::take_next`
+// check that the calling thread is that worker), so no two threads ever access one slot; the
+// work in it moves between threads only as a queued item would (`T: Send`).
+unsafe impl<T: Send> Sync for NextSlot<T> {}
+
+impl<T: Item> Shared<T> {
     pub(crate) fn new(
         threads: usize,
         queue_capacity: usize,
@@ -112,6 +126,9 @@ impl Shared {
         Self {
             queues: (0..threads)
                 .map(|_| RunQueue::with_capacity(queue_capacity))
+                .collect(),
+            next: (0..threads)
+                .map(|_| CachePadded::new(NextSlot(UnsafeCell::new(None))))
                 .collect(),
             injector: Injector::new(),
             injector_limit: inline.then(|| threads.saturating_mul(queue_capacity)),
@@ -143,7 +160,7 @@ impl Shared {
     /// job spawned by one that runs inline because the worker's queue was full: that one
     /// goes to the injector, so that a chain of spawns into a full queue cannot nest
     /// without bound.
-    pub(crate) fn inject(&self, job: JobRef) {
+    pub(crate) fn inject(&self, job: Work<T>) {
         match self.current_index() {
             Some(index) => {
                 if let Err(job) = self.queues[index].push_front(job) {
@@ -169,19 +186,51 @@ impl Shared {
         self.wake_one();
     }
 
-    /// Submits a job to run next on the current worker, after the task running now (see
-    /// `context.rs`); from outside the pool, or if this worker already keeps a job, as
+    /// Submits a closure (`inject` of a `Work::Job`).
+    #[inline]
+    pub(crate) fn inject_job(&self, job: JobRef) {
+        self.inject(Work::Job(job));
+    }
+
+    /// Submits work to run next on the current worker, after the task running now (see
+    /// `context.rs`); from outside the pool, or if this worker already keeps work, as
     /// `inject`.
     #[inline]
-    pub(crate) fn inject_next(&self, job: JobRef) {
-        let job = match self.current_index() {
-            Some(_) => match context::keep_next(job) {
+    pub(crate) fn inject_next(&self, work: Work<T>) {
+        let work = match self.current_index() {
+            Some(index) => match self.keep_next(index, work) {
                 Ok(()) => return,
-                Err(job) => job,
+                Err(work) => work,
             },
-            None => job,
+            None => work,
         };
-        self.inject(job);
+        self.inject(work);
+    }
+
+    /// Puts `work` into worker `index`'s next-task slot, which must be empty; gives it back if
+    /// it is not. Called by worker `index` only.
+    #[inline]
+    fn keep_next(&self, index: usize, work: Work<T>) -> Result<(), Work<T>> {
+        debug_assert_eq!(self.current_index(), Some(index));
+        self.next[index].0.with_mut(|slot| {
+            // SAFETY: only worker `index` touches its slot (see `NextSlot`), and this is it;
+            // the reference does not outlive this closure.
+            let slot = unsafe { &mut *slot };
+            match slot {
+                None => {
+                    *slot = Some(work);
+                    Ok(())
+                }
+                Some(_) => Err(work),
+            }
+        })
+    }
+
+    /// Takes the work in worker `index`'s next-task slot. Called by worker `index` only.
+    #[inline]
+    fn take_next(&self, index: usize) -> Option<Work<T>> {
+        // SAFETY: as in `keep_next`.
+        self.next[index].0.with_mut(|slot| unsafe { (*slot).take() })
     }
 
     /// Makes sure some worker will look at a job just published: a spinning worker
@@ -202,11 +251,14 @@ impl Shared {
 
     /// Runs a job, routing a panic that escapes it (only detached tasks let one
     /// escape) to the panic handler. The worker survives either way.
-    pub(crate) fn execute(&self, job: JobRef) {
-        // SAFETY: every JobRef in this pool comes from `inject` or `join`, whose
-        // callers keep the job's data alive until it has run, and each is popped from
-        // a queue (or refused by one) exactly once.
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| unsafe { job.run() }));
+    pub(crate) fn execute(&self, work: Work<T>) {
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| match work {
+            // SAFETY: every JobRef in this pool comes from `inject` or `join`, whose
+            // callers keep the job's data alive until it has run, and each is popped from
+            // a queue (or refused by one) exactly once.
+            Work::Job(job) => unsafe { job.run() },
+            Work::Item(item) => item.run(),
+        }));
         if let Err(payload) = outcome {
             self.handle_panic(payload);
         }
@@ -221,8 +273,8 @@ impl Shared {
     /// Steps 1 to 3: the next-task slot and own queue, the injector, then one round of
     /// stealing. Called by worker `index` only.
     #[inline]
-    pub(crate) fn find_work(&self, index: usize) -> Option<JobRef> {
-        context::take_next()
+    pub(crate) fn find_work(&self, index: usize) -> Option<Work<T>> {
+        self.take_next(index)
             .or_else(|| self.queues[index].pop_front())
             .or_else(|| self.injector.steal())
             .or_else(|| self.steal(index))
@@ -231,7 +283,7 @@ impl Shared {
     /// Visits every other queue once, in a random coprime order, and steals about
     /// half of the first non-empty one: the first stolen job is returned, the rest go
     /// to the front of the thief's own queue.
-    fn steal(&self, index: usize) -> Option<JobRef> {
+    fn steal(&self, index: usize) -> Option<Work<T>> {
         let n = self.queues.len();
         if n < 2 {
             return None;
@@ -261,7 +313,7 @@ impl Shared {
     }
 
     /// Step 4: if nobody else spins, keep searching for a while.
-    fn spin_for_work(&self, index: usize) -> Option<JobRef> {
+    fn spin_for_work(&self, index: usize) -> Option<Work<T>> {
         // Relaxed pre-check keeps non-spinners from bouncing the line; the swap's Acquire
         // only orders the spinner's own accesses. Clearing the flag is part of a Dekker
         // pair (below).

@@ -1,18 +1,36 @@
 //! Starting a CPU worker block whose threads run the engine's ops.
 //!
-//! A block's ops are queued in its pool once, as tasks holding just the op and the block's key
-//! (`Inner::dispatch`); each worker runs them with the [`BlockRunner`] its start hook gave it
-//! (see `thread/serving.rs`). The pool does the rest: per-worker queues, the injector for ops
+//! A block's ops are queued in its pool once, unboxed, as [`BlockOp`] items: the op and the
+//! block's key (`Inner::dispatch`); each worker runs them with the [`BlockRunner`] its start hook
+//! gave it (see `thread/serving.rs`). The pool does the rest: per-worker queues, the injector for ops
 //! from other threads, stealing, one spinning worker, sleeping on its event count, and the
 //! released successor kept for the worker that released it (`ThreadPool::spawn_next`).
 
 use std::sync::Arc;
 
 use depengine_cpu::WorkerBlock;
+use depengine_graph::ReadyOp;
+use depengine_pool::Item;
 
 use crate::error::{EngineError, Result};
-use crate::op::record::BlockKey;
+use crate::op::record::{BlockKey, OpRecord};
 use crate::thread::serving::{self, BlockRunner};
+
+/// A CPU worker block of the engine: its pool queues the block's ready ops.
+pub(crate) type CpuBlock = WorkerBlock<BlockOp>;
+
+/// A ready op queued on block `key`.
+pub(crate) struct BlockOp {
+    pub(crate) op: ReadyOp<OpRecord>,
+    pub(crate) key: BlockKey,
+}
+
+impl Item for BlockOp {
+    #[inline]
+    fn run(self) {
+        serving::run_block_op(self.op, self.key);
+    }
+}
 
 /// Starts block `key` of engine `engine`: `threads` workers named `<name>-<i>`, each running
 /// the block's ops with `runner` (which the workers hold until the block is shut down).
@@ -22,7 +40,7 @@ pub(crate) fn start(
     engine: u64,
     key: BlockKey,
     runner: Arc<dyn BlockRunner>,
-) -> Result<WorkerBlock> {
+) -> Result<CpuBlock> {
     WorkerBlock::with_hooks(
         name,
         threads,

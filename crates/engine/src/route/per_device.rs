@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use depengine_cpu::{PriorityBlock, WorkerBlock};
+use depengine_cpu::PriorityBlock;
 
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
 use crate::op::record::{BlockKey, Route};
-use crate::route::block;
+use crate::route::block::{self, CpuBlock};
 use crate::route::lazy::Lazy;
 use crate::thread::serving::BlockRunner;
 
@@ -18,7 +18,7 @@ use crate::thread::serving::BlockRunner;
 pub(crate) const MAX_CPU_DEVICES: u32 = 64;
 
 pub(crate) struct PerDevice {
-    cpu: Box<[Lazy<WorkerBlock>]>,
+    cpu: Box<[Lazy<CpuBlock>]>,
     pub(crate) priority: Lazy<PriorityBlock>,
     cpu_threads: usize,
     priority_threads: usize,
@@ -36,12 +36,12 @@ impl PerDevice {
 
     /// The block of CPU device `id`, if it was started.
     #[inline]
-    pub(crate) fn cpu_block(&self, id: u32) -> Option<&WorkerBlock> {
+    pub(crate) fn cpu_block(&self, id: u32) -> Option<&CpuBlock> {
         self.cpu.get(id as usize).and_then(Lazy::get)
     }
 
     /// The started CPU blocks.
-    pub(crate) fn cpu_blocks(&self) -> impl Iterator<Item = &WorkerBlock> {
+    pub(crate) fn cpu_blocks(&self) -> impl Iterator<Item = &CpuBlock> {
         self.cpu.iter().filter_map(Lazy::get)
     }
 

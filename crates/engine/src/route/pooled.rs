@@ -3,20 +3,19 @@
 
 use std::sync::Arc;
 
-use depengine_cpu::WorkerBlock;
 
 use crate::context::FnProperty;
 use crate::error::Result;
 use crate::op::record::{BlockKey, Route};
-use crate::route::block;
+use crate::route::block::{self, CpuBlock};
 use crate::route::lazy::Lazy;
 use crate::thread::serving::BlockRunner;
 
 pub(crate) struct Pooled {
     /// Started with the engine (`Inner::start`).
-    normal: Lazy<WorkerBlock>,
+    normal: Lazy<CpuBlock>,
     /// Started on the first copy op.
-    copy: Lazy<WorkerBlock>,
+    copy: Lazy<CpuBlock>,
     threads: usize,
     copy_threads: usize,
 }
@@ -52,7 +51,7 @@ impl Pooled {
 
     /// The started block of `key`.
     #[inline]
-    pub(crate) fn block(&self, key: BlockKey) -> Option<&WorkerBlock> {
+    pub(crate) fn block(&self, key: BlockKey) -> Option<&CpuBlock> {
         match key {
             BlockKey::Pooled => self.normal.get(),
             BlockKey::PooledCopy => self.copy.get(),
@@ -61,7 +60,7 @@ impl Pooled {
     }
 
     /// The started blocks.
-    pub(crate) fn blocks(&self) -> impl Iterator<Item = &WorkerBlock> {
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = &CpuBlock> {
         self.normal.get().into_iter().chain(self.copy.get())
     }
 

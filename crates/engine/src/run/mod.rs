@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use depengine_sync::{Mutex, MutexGuard, lock};
 use std::time::Duration;
 
-use depengine_cpu::WorkerBlock;
 use depengine_graph::{Dispatch, Graph, ReadyOp, Var};
 
 use crate::config::{EngineConfig, EngineKind};
@@ -28,12 +27,13 @@ use crate::op::operator::OperatorFn;
 use crate::op::record::{BlockKey, OpFn, OpRecord, Route};
 use crate::profile::recorder::{ProfilerState, Started};
 use crate::profile::report::ProfiledOutcome;
+use crate::route::block::{BlockOp, CpuBlock};
 use crate::route::devices::GpuExecutors;
 use crate::route::naive;
 use crate::route::per_device::PerDevice;
 use crate::route::pooled::Pooled;
 use crate::thread::frame::OpFrame;
-use crate::thread::serving::{self, BlockRunner, Served, Serving, StandingIn};
+use crate::thread::serving::{BlockRunner, Served, Serving, StandingIn};
 use crate::thread::task::TaskMarker;
 use crate::thread::{self, RunQueuedOp};
 use crate::wait::deadlock::BlockedWaits;
@@ -199,10 +199,10 @@ impl Inner {
     pub(crate) fn stop_blocks(&self) {
         match &self.workers {
             Workers::Naive => {}
-            Workers::Pooled(pooled) => pooled.blocks().for_each(WorkerBlock::shut_down_and_join),
+            Workers::Pooled(pooled) => pooled.blocks().for_each(CpuBlock::shut_down_and_join),
             Workers::PerDevice(per_device) => per_device
                 .cpu_blocks()
-                .for_each(WorkerBlock::shut_down_and_join),
+                .for_each(CpuBlock::shut_down_and_join),
         }
     }
 
@@ -248,12 +248,12 @@ impl Inner {
             Route::Pooled | Route::PooledCopy | Route::Cpu(_) => {
                 let key = record.route.block_key();
                 match key.and_then(|key| self.block(key).map(|block| (key, block))) {
-                    // The op is queued once, in the block's pool; the task holds the op and
-                    // the key, and the worker that runs it has the engine (`serving.rs`).
+                    // The op is queued once, unboxed, in the block's pool; the worker that
+                    // runs it has the engine (`thread/serving.rs`).
                     Some((key, block)) if keep_for == Some(key) => {
-                        block.spawn_next(move || serving::run_block_op(op, key));
+                        block.submit_next(BlockOp { op, key });
                     }
-                    Some((key, block)) => block.spawn(move || serving::run_block_op(op, key)),
+                    Some((key, block)) => block.submit(BlockOp { op, key }),
                     None => self.execute(op, None),
                 }
             }
@@ -298,7 +298,7 @@ impl Inner {
 
     /// The started worker block of `key`.
     #[inline]
-    pub(crate) fn block(&self, key: BlockKey) -> Option<&WorkerBlock> {
+    pub(crate) fn block(&self, key: BlockKey) -> Option<&CpuBlock> {
         match (&self.workers, key) {
             (Workers::Pooled(pooled), key) => pooled.block(key),
             (Workers::PerDevice(per_device), BlockKey::Cpu(id)) => per_device.cpu_block(id),
@@ -536,7 +536,7 @@ impl Inner {
     /// Whether ops are queued on `block` now.
     pub(crate) fn has_queued(&self, block: Served) -> bool {
         match block {
-            Served::Queued(key) => self.block(key).is_some_and(WorkerBlock::has_queued),
+            Served::Queued(key) => self.block(key).is_some_and(CpuBlock::has_queued),
             Served::Priority => match &self.workers {
                 Workers::PerDevice(per_device) => per_device
                     .priority
