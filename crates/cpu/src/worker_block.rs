@@ -111,6 +111,13 @@ impl<T: Item> WorkerBlock<T> {
         self.pool.submit(item);
     }
 
+    /// Queues `item`, or on a worker of the block whose queue is full runs it at once (see
+    /// [`ThreadPool::submit_or_run`]): only for a caller that holds nothing the item needs.
+    #[inline]
+    pub fn submit_or_run(&self, item: T) {
+        self.pool.submit_or_run(item);
+    }
+
     /// Queues `item` as [`spawn_next`](Self::spawn_next) queues a task: next on the calling
     /// worker if it is one of the block's.
     #[inline]

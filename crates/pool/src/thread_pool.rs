@@ -173,6 +173,17 @@ impl<T: Item> ThreadPool<T> {
         self.shared.inject(Work::Item(item));
     }
 
+    /// Queues `item` as [`submit`](Self::submit) does, except on a worker of this pool whose
+    /// queue is full: there the item runs right away, before this returns (as a task spawned
+    /// into a full queue does in a pool that may run tasks inline; an item run that way never
+    /// has one run nested inside it again). For a caller that holds nothing the item could
+    /// need, and whose thread is better used running queued work than queueing more: a task
+    /// that releases a large batch of items starts running them at once.
+    #[inline]
+    pub fn submit_or_run(&self, item: T) {
+        self.shared.inject_or_run(Work::Item(item));
+    }
+
     /// Queues `item` as [`spawn_next`](Self::spawn_next) queues a task: next on the calling
     /// worker, after the task running now.
     #[inline]

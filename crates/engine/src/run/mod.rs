@@ -98,10 +98,15 @@ pub(crate) struct Dispatcher<'a> {
     pub(crate) inner: &'a Arc<Inner>,
     /// Called from `push` on the pushing thread (ready `Async` ops may run right here).
     pub(crate) from_push: bool,
-    /// Set when completing a sync op on a worker of this block, after its function returned:
-    /// the first released op routed to the same block is kept for this worker, which runs it
-    /// next (`WorkerBlock::spawn_next`: the pool's slot for the worker's next task).
+    /// Set when completing a sync op on a worker of this block, after its function returned
+    /// (so no lock of the op's is held): the first released op routed to the same block is
+    /// kept for this worker, which runs it next (`CpuBlock::submit_next`: the pool's slot for
+    /// the worker's next task); when the completion releases more ops onto the block than the
+    /// worker's queue holds, the rest run here at once (`CpuBlock::submit_or_run`) instead of
+    /// piling up in the injector.
     keep_for: Option<BlockKey>,
+    /// Whether an op was kept for this worker.
+    kept: bool,
 }
 
 impl<'a> Dispatcher<'a> {
@@ -111,6 +116,7 @@ impl<'a> Dispatcher<'a> {
             inner,
             from_push,
             keep_for,
+            kept: false,
         }
     }
 }
@@ -118,7 +124,19 @@ impl<'a> Dispatcher<'a> {
 impl Dispatch<OpRecord> for Dispatcher<'_> {
     #[inline]
     fn dispatch(&mut self, op: ReadyOp<OpRecord>) {
-        self.inner.dispatch(op, self.from_push, self.keep_for);
+        if let Some(key) = self.keep_for
+            && op.payload().route.block_key() == Some(key)
+            && let Some(block) = self.inner.block(key)
+        {
+            let op = BlockOp { op, key };
+            if std::mem::replace(&mut self.kept, true) {
+                block.submit_or_run(op);
+            } else {
+                block.submit_next(op);
+            }
+            return;
+        }
+        self.inner.dispatch(op, self.from_push);
     }
 }
 
@@ -226,14 +244,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Sends a ready op where it runs; an op for block `keep_for` is kept for the calling
-    /// worker (see [`Dispatcher`]).
-    pub(crate) fn dispatch(
-        self: &Arc<Self>,
-        op: ReadyOp<OpRecord>,
-        from_push: bool,
-        keep_for: Option<BlockKey>,
-    ) {
+    /// Sends a ready op where it runs.
+    pub(crate) fn dispatch(self: &Arc<Self>, op: ReadyOp<OpRecord>, from_push: bool) {
         let record = op.payload();
         if from_push
             && record.property.runs_on_pusher()
@@ -250,9 +262,6 @@ impl Inner {
                 match key.and_then(|key| self.block(key).map(|block| (key, block))) {
                     // The op is queued once, unboxed, in the block's pool; the worker that
                     // runs it has the engine (`thread/serving.rs`).
-                    Some((key, block)) if keep_for == Some(key) => {
-                        block.submit_next(BlockOp { op, key });
-                    }
                     Some((key, block)) => block.submit(BlockOp { op, key }),
                     None => self.execute(op, None),
                 }
