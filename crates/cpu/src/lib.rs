@@ -20,14 +20,17 @@
 //! this one).
 //!
 //! - [`WorkerBlock`]: a block of CPU workers on a [`depengine_pool::ThreadPool`] (MXNet's
-//!   `ThreadWorkerBlock<kWorkerQueue>`). A task submitted from one of the block's own workers
-//!   goes to the front of that worker's queue, so an op released by a completion runs next on the
-//!   same core.
-//! - [`PriorityBlock`]: dedicated threads serving one shared priority queue, higher priority
-//!   first, FIFO among equals (MXNet's `ThreadWorkerBlock<kPriorityQueue>`, which serves
-//!   `CpuPrioritized` ops).
+//!   `ThreadWorkerBlock<kWorkerQueue>`). Besides closures it carries values of an owner's item
+//!   type unboxed (the facade's ready ops); a task or item submitted from one of the block's own
+//!   workers goes to the front of that worker's queue, or into its next-task slot
+//!   (`spawn_next`/`submit_next`: an op released by a completion runs next on the same core),
+//!   and no task ever runs on the thread that submits it (but see `submit_or_run`). Start and
+//!   exit hooks give the workers per-thread state.
+//! - [`PriorityBlock`]: a pool whose tasks run highest priority first, FIFO among equals
+//!   (MXNet's `ThreadWorkerBlock<kPriorityQueue>`, which serves `CpuPrioritized` ops): a heap of
+//!   tasks, and a pool token per task that runs the heap's top one.
 //!
-//! This crate knows nothing of ops or vars: it runs closures.
+//! This crate knows nothing of ops or vars: it runs closures, and items its owner defines.
 //!
 //! ```
 //! use depengine_cpu::{PriorityBlock, WorkerBlock};

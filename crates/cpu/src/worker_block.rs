@@ -85,10 +85,12 @@ impl<T: Item> WorkerBlock<T> {
         if let Some(hook) = on_exit {
             builder = builder.on_thread_exit(hook);
         }
-        let pool = builder.build_for::<T>().map_err(|error| BlockError::Spawn {
-            name: name.to_owned(),
-            message: error.to_string(),
-        })?;
+        let pool = builder
+            .build_for::<T>()
+            .map_err(|error| BlockError::Spawn {
+                name: name.to_owned(),
+                message: error.to_string(),
+            })?;
         Ok(WorkerBlock {
             name: name.to_owned(),
             pool,
@@ -116,6 +118,13 @@ impl<T: Item> WorkerBlock<T> {
     #[inline]
     pub fn submit_or_run(&self, item: T) {
         self.pool.submit_or_run(item);
+    }
+
+    /// The item the calling worker keeps to run next, taken for the caller to run (see
+    /// [`ThreadPool::take_kept`]).
+    #[inline]
+    pub fn take_kept(&self) -> Option<T> {
+        self.pool.take_kept()
     }
 
     /// Queues `item` as [`spawn_next`](Self::spawn_next) queues a task: next on the calling

@@ -1,7 +1,7 @@
 //! Configuring and starting a [`ThreadPool`].
 
-use crate::item::Item;
 use crate::ThreadPool;
+use crate::item::Item;
 use crate::run_queue::DEFAULT_CAPACITY;
 use crate::unwind::PanicHandler;
 use std::sync::Arc;

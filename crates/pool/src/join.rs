@@ -7,8 +7,8 @@
 //! other work until the thief sets the job's latch).
 
 use crate::ThreadPool;
-use crate::job::StackJob;
 use crate::item::Work;
+use crate::job::StackJob;
 use crate::worker::Shared;
 use std::panic::{self, AssertUnwindSafe};
 

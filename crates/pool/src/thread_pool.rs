@@ -184,6 +184,16 @@ impl<T: Item> ThreadPool<T> {
         self.shared.inject_or_run(Work::Item(item));
     }
 
+    /// The item the calling worker keeps to run next ([`submit_next`](Self::submit_next)),
+    /// taken out of its slot for the caller to run right here: for an item's own
+    /// [`Item::run`], which can then run the successors it releases in a loop instead of
+    /// returning to the worker's loop for each. `None` from outside the pool, or when the
+    /// worker keeps nothing or a closure.
+    #[inline]
+    pub fn take_kept(&self) -> Option<T> {
+        self.shared.take_kept_item()
+    }
+
     /// Queues `item` as [`spawn_next`](Self::spawn_next) queues a task: next on the calling
     /// worker, after the task running now.
     #[inline]
@@ -220,7 +230,8 @@ impl<T: Item> ThreadPool<T> {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.shared.inject_next(Work::Job(JobRef::boxed_static(task)));
+        self.shared
+            .inject_next(Work::Job(JobRef::boxed_static(task)));
     }
 
     /// Runs queued tasks on the calling thread until none is queued, for a thread that stands

@@ -64,9 +64,7 @@ use crate::latch::Latch;
 use crate::rng;
 use crate::run_queue::RunQueue;
 use crate::unwind::PanicHandler;
-use depengine_sync::{
-    AtomicBool, AtomicUsize, Backoff, CachePadded, UnsafeCell, fence, spin_hint,
-};
+use depengine_sync::{AtomicBool, AtomicUsize, Backoff, CachePadded, UnsafeCell, fence, spin_hint};
 use std::convert::Infallible;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -251,11 +249,28 @@ impl<T: Item> Shared<T> {
         })
     }
 
+    /// Takes the item in the calling worker's next-task slot, if it is one (a kept closure
+    /// stays).
+    #[inline]
+    pub(crate) fn take_kept_item(&self) -> Option<T> {
+        let index = self.current_index()?;
+        match self.take_next(index)? {
+            Work::Item(item) => Some(item),
+            job @ Work::Job(_) => {
+                // The slot was ours and empty a moment ago: putting the job back succeeds.
+                let _ = self.keep_next(index, job);
+                None
+            }
+        }
+    }
+
     /// Takes the work in worker `index`'s next-task slot. Called by worker `index` only.
     #[inline]
     fn take_next(&self, index: usize) -> Option<Work<T>> {
         // SAFETY: as in `keep_next`.
-        self.next[index].0.with_mut(|slot| unsafe { (*slot).take() })
+        self.next[index]
+            .0
+            .with_mut(|slot| unsafe { (*slot).take() })
     }
 
     /// Makes sure some worker will look at a job just published: a spinning worker
@@ -276,6 +291,7 @@ impl<T: Item> Shared<T> {
 
     /// Runs a job, routing a panic that escapes it (only detached tasks let one
     /// escape) to the panic handler. The worker survives either way.
+    #[inline]
     pub(crate) fn execute(&self, work: Work<T>) {
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| match work {
             // SAFETY: every JobRef in this pool comes from `inject` or `join`, whose

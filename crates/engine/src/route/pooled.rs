@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-
 use crate::context::FnProperty;
 use crate::error::Result;
 use crate::op::record::{BlockKey, Route};

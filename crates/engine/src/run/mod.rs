@@ -537,7 +537,14 @@ struct BlockOps(Arc<Inner>);
 impl BlockRunner for BlockOps {
     #[inline]
     fn run_block_op(&self, op: ReadyOp<OpRecord>, key: BlockKey) {
-        self.0.execute(op, Some(key));
+        let inner = &self.0;
+        inner.execute(op, Some(key));
+        // The successors each completion keeps for this worker, run here one after another.
+        if let Some(block) = inner.block(key) {
+            while let Some(next) = block.take_kept() {
+                inner.execute(next.op, Some(next.key));
+            }
+        }
     }
 }
 

@@ -5,14 +5,19 @@
 //! busy too (one worker, or as many nested waits as workers), nothing would ever run them. So a
 //! worker that waits (`wait_on_worker` (`engine/wait.rs`)) does not just sleep: it sleeps in slices of
 //! [`WAIT_SLICE`], and after each, if ops are queued on its block and it has no stand-in
-//! running, it starts a *stand-in*: a thread that drains the block as a worker would
-//! (`Inner::stand_in`) until the queue is empty, then exits. The engine cannot tell whether
-//! the queued ops are the ones the wait needs, so it assumes they may be.
+//! running, it starts a *stand-in*: a thread that runs the block's queued ops as a worker would
+//! (`Inner::stand_in`, through the pool's `help`) until none is queued, then exits. The engine
+//! cannot tell whether the queued ops are the ones the wait needs, so it assumes they may be.
 //!
-//! - **Not a second way in.** A stand-in pops from the block's queue like a worker but is not
-//!   one of the queue's enlisted drainers; popping is all it does to the queue, so the
-//!   queue's guarantee that no op is stranded is unaffected (loom model
-//!   `ready_queue_a_stand_in_only_pops`).
+//! - **Not a second way in.** A stand-in takes ops from the block's pool like a thief (the
+//!   injector, then the backs of the workers' queues) but is not one of its workers; taking is
+//!   all it does, so the pool's guarantee that no op is stranded is unaffected (loom model
+//!   `a_stand_in_and_the_worker_run_each_task_once` in depengine-pool).
+//! - **Why not tokio's `block_in_place`** (the blocked worker handing its queue to a new
+//!   thread): the stand-in already reaches every op the blocked worker queued, from the back of
+//!   its queue, and the worker's next-task slot is empty while its op's function runs (the slot
+//!   is filled after a function returns). Handing the queue over would make the pool's worker
+//!   set change under its own loop, for no op that a stand-in cannot already reach.
 //! - **Bounded.** Each blocked waiter has at most one stand-in running at a time, and an
 //!   engine at most [`MAX_STAND_INS`]. A stand-in whose op waits starts stand-ins of its own,
 //!   so nested waits get one thread per level, up to that bound; beyond it, waits block as
