@@ -99,3 +99,63 @@ fn a_stand_in_and_the_worker_run_each_task_once() {
         assert_eq!(ran.load(Ordering::Relaxed), 2);
     });
 }
+
+/// An item of a pool of items: counts its run, and keeps a successor for its worker until
+/// `left` runs out, taking it back out of the slot (`take_kept`) to run it in place, as the
+/// engine's runner does with a released op.
+struct Link {
+    pool: Arc<ThreadPool<Link>>,
+    ran: Arc<AtomicUsize>,
+    left: usize,
+}
+
+impl depengine_pool::Item for Link {
+    fn run(self) {
+        let Link { pool, ran, left } = self;
+        ran.fetch_add(1, Ordering::Relaxed);
+        if left > 0 {
+            pool.submit_next(Link {
+                pool: pool.clone(),
+                ran: ran.clone(),
+                left: left - 1,
+            });
+            if let Some(next) = pool.take_kept() {
+                depengine_pool::Item::run(next);
+            }
+        }
+    }
+}
+
+/// Items queued unboxed from outside while a worker keeps and takes back their successors: each
+/// runs once, a kept one is never seen by the other worker, and shutdown completes.
+#[test]
+fn kept_items_are_taken_back_by_their_worker() {
+    model(1, || {
+        let pool = Arc::new(
+            ThreadPool::builder()
+                .threads(2)
+                .build_for::<Link>()
+                .unwrap(),
+        );
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..2 {
+            pool.submit(Link {
+                pool: pool.clone(),
+                ran: ran.clone(),
+                left: 1,
+            });
+        }
+        let mut pool = pool;
+        let pool = loop {
+            match Arc::try_unwrap(pool) {
+                Ok(pool) => break pool,
+                Err(shared) => {
+                    pool = shared;
+                    thread::yield_now();
+                }
+            }
+        };
+        drop(pool);
+        assert_eq!(ran.load(Ordering::Relaxed), 4);
+    });
+}
