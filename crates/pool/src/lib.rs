@@ -63,7 +63,7 @@ mod thread_pool;
 mod unwind;
 mod worker;
 
-pub use builder::{BuildError, Builder};
+pub use builder::{BuildError, Builder, MAX_THREADS};
 pub use event_count::EventCount;
 pub use injector::Injector;
 pub use parallel_for::{BlockPlan, MAX_BLOCKS_PER_THREAD, TARGET_BLOCK_NS};
