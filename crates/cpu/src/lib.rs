@@ -70,6 +70,16 @@ pub enum BlockError {
         /// The block's name.
         name: String,
     },
+    /// More threads than a block may have ([`depengine_pool::MAX_THREADS`]).
+    #[error("worker block `{name}` has at most {max} threads, {requested} were requested")]
+    TooManyThreads {
+        /// The block's name.
+        name: String,
+        /// The thread count asked for.
+        requested: usize,
+        /// [`depengine_pool::MAX_THREADS`].
+        max: usize,
+    },
     /// The operating system refused to start a thread.
     #[error("worker block `{name}` could not start a thread: {message}")]
     Spawn {

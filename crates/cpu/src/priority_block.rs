@@ -9,6 +9,7 @@ use std::collections::BinaryHeap;
 use std::fmt;
 
 use depengine_device::{Executor, Task};
+use depengine_pool::MAX_THREADS;
 use depengine_sync::{Arc, Condvar, Mutex, lock, thread, wait};
 
 use crate::BlockError;
@@ -88,12 +89,20 @@ impl PriorityBlock {
     ///
     /// # Errors
     ///
-    /// [`BlockError::ZeroThreads`] for `threads == 0`, [`BlockError::Spawn`] if a thread could
-    /// not start (the started ones are shut down).
+    /// [`BlockError::ZeroThreads`] for `threads == 0`, [`BlockError::TooManyThreads`] above
+    /// [`depengine_pool::MAX_THREADS`] (the same bound as a worker block's),
+    /// [`BlockError::Spawn`] if a thread could not start (the started ones are shut down).
     pub fn new(name: &str, threads: usize) -> Result<Self, BlockError> {
         if threads == 0 {
             return Err(BlockError::ZeroThreads {
                 name: name.to_owned(),
+            });
+        }
+        if threads > MAX_THREADS {
+            return Err(BlockError::TooManyThreads {
+                name: name.to_owned(),
+                requested: threads,
+                max: MAX_THREADS,
             });
         }
         let mut block = PriorityBlock {
@@ -270,6 +279,16 @@ mod tests {
         assert!(matches!(
             PriorityBlock::new("zero", 0),
             Err(BlockError::ZeroThreads { .. })
+        ));
+    }
+
+    #[test]
+    fn more_than_max_threads_is_an_error() {
+        let requested = depengine_pool::MAX_THREADS + 1;
+        assert!(matches!(
+            PriorityBlock::new("many", requested),
+            Err(BlockError::TooManyThreads { requested: got, max, .. })
+                if got == requested && max == depengine_pool::MAX_THREADS
         ));
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use depengine_device::{Executor, Task};
-use depengine_pool::ThreadPool;
+use depengine_pool::{BuildError, ThreadPool};
 
 use crate::BlockError;
 
@@ -24,8 +24,9 @@ impl WorkerBlock {
     ///
     /// # Errors
     ///
-    /// [`BlockError::ZeroThreads`] for `threads == 0`, [`BlockError::Spawn`] if a thread could
-    /// not start.
+    /// [`BlockError::ZeroThreads`] for `threads == 0`, [`BlockError::TooManyThreads`] above
+    /// [`depengine_pool::MAX_THREADS`], [`BlockError::Spawn`] if a thread could not start
+    /// (the threads already started are shut down and joined).
     pub fn new(name: &str, threads: usize) -> Result<Self, BlockError> {
         if threads == 0 {
             return Err(BlockError::ZeroThreads {
@@ -36,9 +37,16 @@ impl WorkerBlock {
             .threads(threads)
             .thread_name(name)
             .build()
-            .map_err(|error| BlockError::Spawn {
-                name: name.to_owned(),
-                message: error.to_string(),
+            .map_err(|error| match error {
+                BuildError::TooManyThreads { requested, max } => BlockError::TooManyThreads {
+                    name: name.to_owned(),
+                    requested,
+                    max,
+                },
+                other => BlockError::Spawn {
+                    name: name.to_owned(),
+                    message: other.to_string(),
+                },
             })?;
         Ok(WorkerBlock {
             name: name.to_owned(),
@@ -101,6 +109,22 @@ mod tests {
             WorkerBlock::new("zero", 0),
             Err(BlockError::ZeroThreads { .. })
         ));
+    }
+
+    #[test]
+    fn more_than_max_threads_is_an_error() {
+        let requested = depengine_pool::MAX_THREADS + 1;
+        match WorkerBlock::new("many", requested) {
+            Err(BlockError::TooManyThreads {
+                name,
+                requested: got,
+                max,
+            }) => {
+                assert_eq!(name, "many");
+                assert_eq!((got, max), (requested, depengine_pool::MAX_THREADS));
+            }
+            other => panic!("expected TooManyThreads, got {other:?}"),
+        }
     }
 
     #[test]
