@@ -73,6 +73,16 @@ pub enum BlockError {
         /// The block's name.
         name: String,
     },
+    /// More threads than a block may have ([`depengine_pool::MAX_THREADS`]).
+    #[error("worker block `{name}` has at most {max} threads, {requested} were requested")]
+    TooManyThreads {
+        /// The block's name.
+        name: String,
+        /// The thread count asked for.
+        requested: usize,
+        /// [`depengine_pool::MAX_THREADS`].
+        max: usize,
+    },
     /// The operating system refused to start a thread.
     #[error("worker block `{name}` could not start a thread: {message}")]
     Spawn {
@@ -81,4 +91,23 @@ pub enum BlockError {
         /// The operating system's (or the pool's) error.
         message: String,
     },
+}
+
+impl BlockError {
+    /// The error of block `name` whose pool could not start.
+    pub(crate) fn from_pool(name: &str, error: depengine_pool::BuildError) -> Self {
+        match error {
+            depengine_pool::BuildError::TooManyThreads { requested, max } => {
+                BlockError::TooManyThreads {
+                    name: name.to_owned(),
+                    requested,
+                    max,
+                }
+            }
+            other => BlockError::Spawn {
+                name: name.to_owned(),
+                message: other.to_string(),
+            },
+        }
+    }
 }

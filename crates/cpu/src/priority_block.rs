@@ -96,8 +96,9 @@ impl PriorityBlock {
     ///
     /// # Errors
     ///
-    /// [`BlockError::ZeroThreads`] for `threads == 0`, [`BlockError::Spawn`] if a thread could
-    /// not start (the started ones are shut down).
+    /// [`BlockError::ZeroThreads`] for `threads == 0`, [`BlockError::TooManyThreads`] above
+    /// [`depengine_pool::MAX_THREADS`] (the same bound as a worker block's),
+    /// [`BlockError::Spawn`] if a thread could not start (the started ones are shut down).
     pub fn new(name: &str, threads: usize) -> Result<Self, BlockError> {
         if threads == 0 {
             return Err(BlockError::ZeroThreads {
@@ -109,10 +110,7 @@ impl PriorityBlock {
             .thread_name(name)
             .never_inline()
             .build()
-            .map_err(|error| BlockError::Spawn {
-                name: name.to_owned(),
-                message: error.to_string(),
-            })?;
+            .map_err(|error| BlockError::from_pool(name, error))?;
         Ok(PriorityBlock {
             name: name.to_owned(),
             heap: Arc::default(),
@@ -258,6 +256,16 @@ mod tests {
         assert!(matches!(
             PriorityBlock::new("zero", 0),
             Err(BlockError::ZeroThreads { .. })
+        ));
+    }
+
+    #[test]
+    fn more_than_max_threads_is_an_error() {
+        let requested = depengine_pool::MAX_THREADS + 1;
+        assert!(matches!(
+            PriorityBlock::new("many", requested),
+            Err(BlockError::TooManyThreads { requested: got, max, .. })
+                if got == requested && max == depengine_pool::MAX_THREADS
         ));
     }
 }

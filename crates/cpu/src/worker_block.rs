@@ -47,8 +47,9 @@ impl WorkerBlock {
     ///
     /// # Errors
     ///
-    /// [`BlockError::ZeroThreads`] for `threads == 0`, [`BlockError::Spawn`] if a thread could
-    /// not start.
+    /// [`BlockError::ZeroThreads`] for `threads == 0`, [`BlockError::TooManyThreads`] above
+    /// [`depengine_pool::MAX_THREADS`], [`BlockError::Spawn`] if a thread could not start
+    /// (the threads already started are shut down and joined).
     pub fn new(name: &str, threads: usize) -> Result<Self, BlockError> {
         Self::with_hooks(name, threads, None, None)
     }
@@ -87,10 +88,7 @@ impl<T: Item> WorkerBlock<T> {
         }
         let pool = builder
             .build_for::<T>()
-            .map_err(|error| BlockError::Spawn {
-                name: name.to_owned(),
-                message: error.to_string(),
-            })?;
+            .map_err(|error| BlockError::from_pool(name, error))?;
         Ok(WorkerBlock {
             name: name.to_owned(),
             pool,
@@ -209,6 +207,22 @@ mod tests {
             WorkerBlock::new("zero", 0),
             Err(BlockError::ZeroThreads { .. })
         ));
+    }
+
+    #[test]
+    fn more_than_max_threads_is_an_error() {
+        let requested = depengine_pool::MAX_THREADS + 1;
+        match WorkerBlock::new("many", requested) {
+            Err(BlockError::TooManyThreads {
+                name,
+                requested: got,
+                max,
+            }) => {
+                assert_eq!(name, "many");
+                assert_eq!((got, max), (requested, depengine_pool::MAX_THREADS));
+            }
+            other => panic!("expected TooManyThreads, got {other:?}"),
+        }
     }
 
     #[test]

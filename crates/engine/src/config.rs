@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use depengine_device::DeviceBackend;
+use depengine_pool::MAX_THREADS;
 
 use crate::profile::recorder::ProfileMode;
 
@@ -65,15 +66,28 @@ impl FromStr for EngineKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// An environment variable (or setting) holds a value that is not accepted.
+    /// An environment variable, or an [`EngineConfig`] field set in code, holds a value that is
+    /// not accepted.
     #[error("{variable}={value:?} is not valid: expected {expected}")]
     Invalid {
-        /// The variable or setting.
+        /// The environment variable (`DEPENGINE_...`) or the field (`EngineConfig::...`).
         variable: &'static str,
         /// Its value.
         value: String,
         /// What is accepted.
         expected: &'static str,
+    },
+    /// A thread count above [`MAX_THREADS`](crate::MAX_THREADS), the most a block of workers
+    /// may have.
+    #[error("{setting}={requested} is too many threads: a block of workers has at most {max}")]
+    TooManyThreads {
+        /// The environment variable (`DEPENGINE_..._NTHREADS`) or the field
+        /// (`EngineConfig::..._threads`) that asks for them.
+        setting: &'static str,
+        /// The thread count asked for.
+        requested: usize,
+        /// [`MAX_THREADS`](crate::MAX_THREADS).
+        max: usize,
     },
 }
 
@@ -119,7 +133,8 @@ const SECONDS: &str = "a number of seconds (0: off)";
 pub struct EngineConfig {
     /// The engine kind (default `ThreadedPerDevice`).
     pub kind: EngineKind,
-    /// Threads per CPU worker block (default: the available parallelism).
+    /// Threads per CPU worker block (default: the available parallelism). Each thread count is
+    /// at most [`MAX_THREADS`](crate::MAX_THREADS).
     pub cpu_worker_threads: usize,
     /// Threads of the CPU priority block (default 4, as MXNet).
     pub cpu_priority_threads: usize,
@@ -148,7 +163,9 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             kind: EngineKind::default(),
-            cpu_worker_threads: std::thread::available_parallelism().map_or(1, usize::from),
+            cpu_worker_threads: std::thread::available_parallelism()
+                .map_or(1, usize::from)
+                .min(MAX_THREADS),
             cpu_priority_threads: 4,
             gpu_worker_threads: 2,
             gpu_copy_threads: 2,
@@ -166,7 +183,9 @@ impl EngineConfig {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Invalid`] naming the variable and the accepted values.
+    /// [`ConfigError::Invalid`] naming the variable and the accepted values;
+    /// [`ConfigError::TooManyThreads`] naming the variable of a thread count above
+    /// [`MAX_THREADS`](crate::MAX_THREADS).
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| {
             std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())
@@ -236,7 +255,7 @@ impl EngineConfig {
             (GPU_COPY_NTHREADS, &mut config.gpu_copy_threads),
         ] {
             if let Some(value) = lookup(variable) {
-                *field = positive(variable, &value)?;
+                *field = thread_count(variable, &value)?;
             }
         }
         Ok(config)
@@ -302,19 +321,31 @@ impl EngineConfig {
         self
     }
 
-    /// Checks every thread count is positive.
+    /// Checks every thread count is between 1 and [`MAX_THREADS`]. An error names the field:
+    /// a count read from the environment was checked by [`from_lookup`](Self::from_lookup),
+    /// which names the variable, so a count out of range here was set in code.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        for (variable, value) in [
-            (CPU_WORKER_NTHREADS, self.cpu_worker_threads),
-            (CPU_PRIORITY_NTHREADS, self.cpu_priority_threads),
-            (GPU_WORKER_NTHREADS, self.gpu_worker_threads),
-            (GPU_COPY_NTHREADS, self.gpu_copy_threads),
+        for (field, value) in [
+            ("EngineConfig::cpu_worker_threads", self.cpu_worker_threads),
+            (
+                "EngineConfig::cpu_priority_threads",
+                self.cpu_priority_threads,
+            ),
+            ("EngineConfig::gpu_worker_threads", self.gpu_worker_threads),
+            ("EngineConfig::gpu_copy_threads", self.gpu_copy_threads),
         ] {
             if value == 0 {
                 return Err(ConfigError::Invalid {
-                    variable,
+                    variable: field,
                     value: "0".to_owned(),
                     expected: POSITIVE,
+                });
+            }
+            if value > MAX_THREADS {
+                return Err(ConfigError::TooManyThreads {
+                    setting: field,
+                    requested: value,
+                    max: MAX_THREADS,
                 });
             }
         }
@@ -334,8 +365,14 @@ fn flag(variable: &'static str, value: &str) -> Result<bool, ConfigError> {
     }
 }
 
-fn positive(variable: &'static str, value: &str) -> Result<usize, ConfigError> {
+/// A thread count from `variable`: a positive integer, at most [`MAX_THREADS`].
+fn thread_count(variable: &'static str, value: &str) -> Result<usize, ConfigError> {
     match value.trim().parse::<usize>() {
+        Ok(n) if n > MAX_THREADS => Err(ConfigError::TooManyThreads {
+            setting: variable,
+            requested: n,
+            max: MAX_THREADS,
+        }),
         Ok(n) if n > 0 => Ok(n),
         _ => Err(ConfigError::Invalid {
             variable,
@@ -474,9 +511,43 @@ mod tests {
     }
 
     #[test]
-    fn zero_threads_are_rejected() {
+    fn zero_threads_set_in_code_name_the_field() {
         let config = EngineConfig::default().cpu_worker_threads(0);
-        assert!(config.validate().is_err());
+        assert_eq!(
+            config.validate(),
+            Err(ConfigError::Invalid {
+                variable: "EngineConfig::cpu_worker_threads",
+                value: "0".to_owned(),
+                expected: POSITIVE,
+            })
+        );
         assert!(EngineConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn too_many_threads_name_the_variable_or_the_field() {
+        let from_env = EngineConfig::from_lookup(lookup(&[(GPU_COPY_NTHREADS, " 5000 ")]));
+        assert_eq!(
+            from_env.unwrap_err(),
+            ConfigError::TooManyThreads {
+                setting: GPU_COPY_NTHREADS,
+                requested: 5000,
+                max: MAX_THREADS,
+            }
+        );
+        let in_code = EngineConfig::default().gpu_copy_threads(5000).validate();
+        assert_eq!(
+            in_code.unwrap_err(),
+            ConfigError::TooManyThreads {
+                setting: "EngineConfig::gpu_copy_threads",
+                requested: 5000,
+                max: MAX_THREADS,
+            }
+        );
+        let at_the_limit =
+            EngineConfig::from_lookup(lookup(&[(CPU_PRIORITY_NTHREADS, &MAX_THREADS.to_string())]))
+                .unwrap();
+        assert_eq!(at_the_limit.cpu_priority_threads, MAX_THREADS);
+        assert!(at_the_limit.validate().is_ok());
     }
 }

@@ -155,6 +155,9 @@ pub use config::{
 pub use context::{Context, DeviceType, FnProperty, RunContext};
 pub use depengine_device::{BackendError, DeviceBackend, Executor, Task};
 pub use depengine_graph::Var;
+/// The most threads a block of workers may have: each thread count of an [`EngineConfig`] is at
+/// most this (a larger one is [`ConfigError::TooManyThreads`]).
+pub use depengine_pool::MAX_THREADS;
 pub use engine::op_builder::OpBuilder;
 pub use engine::operator::{Operator, OperatorBuilder};
 pub use engine::profiler::Profiler;

@@ -6,6 +6,15 @@ use crate::run_queue::DEFAULT_CAPACITY;
 use crate::unwind::PanicHandler;
 use std::sync::Arc;
 
+/// The most worker threads a pool may have.
+///
+/// Far more than any machine has cores: a count above it is a mistake (a typo, a unit
+/// mix-up), and it fails at once with [`BuildError::TooManyThreads`] rather than running
+/// into the operating system's thread limit, or starting a pool whose idle workers each
+/// scan every other worker's queue before they sleep. The default thread count (the
+/// available parallelism) is capped at it.
+pub const MAX_THREADS: usize = 4096;
+
 /// Why a pool could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -13,6 +22,14 @@ pub enum BuildError {
     /// A pool needs at least one worker.
     #[error("a thread pool needs at least one thread")]
     ZeroThreads,
+    /// More threads than [`MAX_THREADS`].
+    #[error("a thread pool has at most {max} threads, {requested} were requested")]
+    TooManyThreads {
+        /// The thread count asked for.
+        requested: usize,
+        /// [`MAX_THREADS`].
+        max: usize,
+    },
     /// The operating system refused to start a worker thread.
     #[error("could not start worker thread {index}: {source}")]
     Spawn {
@@ -81,7 +98,8 @@ impl Builder {
         }
     }
 
-    /// The number of worker threads (default: the available parallelism).
+    /// The number of worker threads, at most [`MAX_THREADS`] (default: the available
+    /// parallelism, capped at [`MAX_THREADS`]).
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads);
         self
@@ -177,8 +195,9 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// [`BuildError::ZeroThreads`] for `threads(0)`; [`BuildError::Spawn`] if a
-    /// thread fails to start (the threads already started are stopped and joined).
+    /// [`BuildError::ZeroThreads`] for `threads(0)`, [`BuildError::TooManyThreads`] above
+    /// [`MAX_THREADS`]; [`BuildError::Spawn`] if a thread fails to start (the threads
+    /// already started are stopped and joined).
     pub fn build(self) -> Result<ThreadPool, BuildError> {
         ThreadPool::start(&self)
     }
@@ -195,8 +214,14 @@ impl Builder {
     pub(crate) fn thread_count(&self) -> Result<usize, BuildError> {
         match self.threads {
             Some(0) => Err(BuildError::ZeroThreads),
+            Some(requested) if requested > MAX_THREADS => Err(BuildError::TooManyThreads {
+                requested,
+                max: MAX_THREADS,
+            }),
             Some(threads) => Ok(threads),
-            None => Ok(std::thread::available_parallelism().map_or(1, usize::from)),
+            None => Ok(std::thread::available_parallelism()
+                .map_or(1, usize::from)
+                .min(MAX_THREADS)),
         }
     }
 }

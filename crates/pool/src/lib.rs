@@ -65,7 +65,7 @@ mod thread_pool;
 mod unwind;
 mod worker;
 
-pub use builder::{BuildError, Builder};
+pub use builder::{BuildError, Builder, MAX_THREADS};
 pub use event_count::EventCount;
 pub use injector::Injector;
 pub use item::Item;

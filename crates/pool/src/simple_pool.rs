@@ -5,7 +5,7 @@
 //! lock, which is what the work-stealing [`ThreadPool`](crate::ThreadPool) avoids.
 //! Kept as the baseline of `cargo xtask bench pool`.
 
-use crate::builder::BuildError;
+use crate::builder::{BuildError, MAX_THREADS};
 use crate::unwind::{self, PanicHandler};
 use depengine_sync::{Arc, Condvar, Mutex, lock, thread, wait};
 use std::collections::VecDeque;
@@ -49,11 +49,18 @@ impl SimplePool {
     ///
     /// # Errors
     ///
-    /// [`BuildError::ZeroThreads`], or [`BuildError::Spawn`] if a thread fails to
-    /// start (those already started are joined).
+    /// [`BuildError::ZeroThreads`], [`BuildError::TooManyThreads`] above
+    /// [`MAX_THREADS`], or [`BuildError::Spawn`] if a thread fails to start (those already
+    /// started are joined).
     pub fn new(threads: usize) -> Result<Self, BuildError> {
         if threads == 0 {
             return Err(BuildError::ZeroThreads);
+        }
+        if threads > MAX_THREADS {
+            return Err(BuildError::TooManyThreads {
+                requested: threads,
+                max: MAX_THREADS,
+            });
         }
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {

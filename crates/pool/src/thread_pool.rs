@@ -8,7 +8,11 @@ use crate::worker::Shared;
 use depengine_sync::{Arc, Mutex, lock, thread};
 use std::convert::Infallible;
 use std::fmt;
+use std::io;
 use std::panic::{self, AssertUnwindSafe};
+
+/// A worker thread's body, as `ThreadPool::start_with` hands it to its spawn function.
+type WorkerMain = Box<dyn FnOnce() + Send + 'static>;
 
 /// A work-stealing thread pool in the design of Eigen's `NonBlockingThreadPool`.
 ///
@@ -92,6 +96,15 @@ impl ThreadPool {
 
 impl<T: Item> ThreadPool<T> {
     pub(crate) fn start(builder: &Builder) -> Result<Self, BuildError> {
+        Self::start_with(builder, thread::Builder::spawn)
+    }
+
+    /// [`start`](Self::start), with each worker's thread started by `spawn` (the unit
+    /// tests' hook to make a spawn fail).
+    fn start_with(
+        builder: &Builder,
+        mut spawn: impl FnMut(thread::Builder, WorkerMain) -> io::Result<thread::JoinHandle<()>>,
+    ) -> Result<Self, BuildError> {
         let threads = builder.thread_count()?;
         let handler: PanicHandler = builder
             .panic_handler
@@ -124,16 +137,17 @@ impl<T: Item> ThreadPool<T> {
                 builder.on_thread_start.clone(),
                 builder.on_thread_exit.clone(),
             );
-            match spawner.spawn(move || {
+            let main: WorkerMain = Box::new(move || {
                 pin_to(core);
                 call_hook(&shared, on_start.as_ref(), index);
                 shared.run_worker(index);
                 call_hook(&shared, on_exit.as_ref(), index);
-            }) {
+            });
+            match spawn(spawner, main) {
                 Ok(handle) => lock(&pool.threads).push(handle),
                 Err(source) => {
                     // Dropping `pool` shuts the started workers down and joins them.
-                    pool.shared.set_live_workers(index);
+                    pool.shared.count_unstarted_as_idle(index);
                     return Err(BuildError::Spawn { index, source });
                 }
             }
@@ -264,11 +278,14 @@ impl<T: Item> ThreadPool<T> {
     /// Once this has begun, nothing may be submitted from outside the pool: no worker
     /// would be left to run it.
     pub fn shut_down_and_join(&self) {
+        // See the shutdown protocol in `worker.rs`: the workers run what is queued, and
+        // the last of them to go idle (or this thread, if they all are already) ends it.
         self.shared.shut_down();
         if self.shared.current_index().is_some() {
             // Called by one of its own tasks: the workers cannot all go idle until
             // this task returns, so joining them here would deadlock. They finish the
-            // shutdown protocol (running every queued task) on their own, detached.
+            // shutdown protocol (running every queued task) on their own, detached:
+            // this worker, once idle, is the last one and terminates the pool.
             return;
         }
         let threads = std::mem::take(&mut *lock(&self.threads));
@@ -329,3 +346,91 @@ fn pin_to(core: Option<core_affinity::CoreId>) {
 
 #[cfg(loom)]
 fn pin_to(_core: Option<usize>) {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::ThreadPool;
+    use crate::BuildError;
+    use std::io;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A worker whose thread cannot start: `build` returns `Spawn` (no hang), after the
+    /// workers already started were shut down and joined.
+    #[test]
+    fn a_worker_that_cannot_start_is_an_error_and_the_started_ones_are_joined() {
+        let exited = Arc::new(AtomicUsize::new(0));
+        let mut spawns = 0;
+        let result = ThreadPool::<std::convert::Infallible>::start_with(
+            &ThreadPool::builder().threads(8),
+            |spawner, main| {
+                spawns += 1;
+                if spawns == 4 {
+                    return Err(io::Error::other("no thread for you"));
+                }
+                let exited = Arc::clone(&exited);
+                spawner.spawn(move || {
+                    main();
+                    exited.fetch_add(1, Ordering::SeqCst);
+                })
+            },
+        );
+        match result {
+            Err(BuildError::Spawn { index, source }) => {
+                assert_eq!(index, 3);
+                assert_eq!(source.to_string(), "no thread for you");
+            }
+            other => panic!("expected a spawn error, got {other:?}"),
+        }
+        assert_eq!(spawns, 4, "no spawn after the failed one");
+        // Joined before `start_with` returned.
+        assert_eq!(exited.load(Ordering::SeqCst), 3);
+    }
+
+    /// The first spawn fails: nothing to shut down.
+    #[test]
+    fn a_pool_whose_first_worker_cannot_start_is_an_error() {
+        let result = ThreadPool::<std::convert::Infallible>::start_with(
+            &ThreadPool::builder().threads(2),
+            |_, _| Err(io::Error::other("none")),
+        );
+        assert!(matches!(result, Err(BuildError::Spawn { index: 0, .. })));
+    }
+}
+
+/// loom: the pool's start fails at its second worker; the first one, already asleep or
+/// about to be, must still exit (it counts with the unstarted one as idle), or the drop
+/// inside `start_with` joins it forever (a deadlock).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::ThreadPool;
+    use crate::BuildError;
+
+    #[test]
+    fn a_pool_whose_second_worker_cannot_start_shuts_the_first_down() {
+        // A worker runs more atomic steps than loom's default branch budget (as in
+        // `tests/loom_pool.rs`, which explains the settings and the count printed).
+        let mut builder = loom::model::Builder::new();
+        builder.max_branches = 100_000;
+        builder.preemption_bound = Some(3);
+        let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&executions);
+        builder.check(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut spawns = 0;
+            let result =
+                ThreadPool::start_with(&ThreadPool::builder().threads(2), |spawner, main| {
+                    spawns += 1;
+                    if spawns == 2 {
+                        return Err(std::io::Error::other("refused"));
+                    }
+                    spawner.spawn(main)
+                });
+            assert!(matches!(result, Err(BuildError::Spawn { index: 1, .. })));
+        });
+        eprintln!(
+            "Completed in {} iterations",
+            executions.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    }
+}

@@ -30,25 +30,90 @@
 //!   event.prewait(me)                     // announce (Dekker write + SeqCst fence)
 //!   if some queue or the injector holds work: // neither misses a completed push
 //!       event.cancel_wait(me); look again
-//!   else if shutting down: see below
-//!   else:
-//!       blocked += 1; event.commit_wait(me); blocked -= 1
+//!   idle += 1; then the shutdown check below
+//!   event.commit_wait(me); idle -= 1
 //! ```
 //!
 //! Every push is followed by `event.notify(false)` (write, `SeqCst` fence, read the
 //! waiters), so a push is never stranded while every worker sleeps.
+//! A worker's own queue is bounded: a spawn from a worker whose queue is full runs the
+//! task inline. The injector is unbounded.
 //!
 //! # Shutdown protocol
 //!
-//! `ThreadPool::drop` sets `done` and calls `event.notify(true)`, then joins the workers.
-//! A worker exits only when `done` is set, no queue holds work, and *every* live worker
-//! is in the sleep protocol (`blocked == live_workers`): while any worker still runs a
-//! task, that task may spawn more, and the sleeping workers must stay around to help.
-//! The worker that completes the count exits without decrementing `blocked` and wakes
-//! everyone (`notify(true)`); each woken worker finds the count complete again and
-//! exits the same way. Nothing is ever left in a queue: a worker only exits after a
-//! check, made after its `prewait`, that every queue is empty, and no new task can be
-//! submitted from outside once `drop` has begun (it owns the pool).
+//! The pool's life is one atomic, `phase`: `RUNNING → DRAINING → TERMINATED`.
+//! `ThreadPool::drop` moves it to `DRAINING` and wakes nobody: the workers run what is
+//! queued and go idle as usual. Whoever first sees every worker idle while `DRAINING`
+//! (the dropper, or the last worker to go idle) looks at every queue once; if all are
+//! empty it sets `TERMINATED` and wakes everyone once (`notify(true)`), and each woken
+//! worker exits on seeing `TERMINATED`, without looking at any queue. One scan and one
+//! broadcast in all, so a drop takes time linear in the worker count (were each exiting
+//! worker to wake the others, each re-scanning every queue, it would be quadratic).
+//!
+//! ```text
+//!   dropper (`shut_down`)                  worker, in the sleep protocol (`wait_for_work`)
+//!   ─────────────────────                  ──────────────────────────────────────────────
+//!   phase = DRAINING      (Release)        (prewait; no work seen)
+//!   fence(SeqCst)                          idle += 1                  (AcqRel)
+//!   if idle == workers:   (Relaxed)        fence(SeqCst)
+//!       terminate()                        match phase                (Acquire)
+//!   join the workers                         TERMINATED: exit
+//!                                            DRAINING and idle == workers:
+//!                                                if terminate(): exit
+//!                                                else: idle -= 1; look again
+//!                                            else: commit_wait (sleep);
+//!                                                if phase == TERMINATED: exit, no scan
+//!                                                idle -= 1; look again
+//!
+//!   terminate():  if some queue or the injector holds work: return false
+//!                 phase: DRAINING → TERMINATED (compare-exchange: of a dropper and a
+//!                 worker that both get here, one wins; the other sees it done)
+//!                 the winner calls notify(true); return true
+//! ```
+//!
+//! `idle` counts the workers inside the sleep protocol, and, from the start, those whose
+//! thread failed to start (`count_unstarted_as_idle`): `workers` is the number of queues.
+//! A pool dropped by one of its own tasks does not join (see `ThreadPool::drop`): its
+//! dropping worker is busy, so the count is not full until that worker goes idle, the
+//! last one, and terminates the pool itself.
+//!
+//! ## Why no task is lost
+//!
+//! - A worker pushes only to the front of its own queue (a spawn, or the rest of a
+//!   steal), and it exits only from the sleep protocol, which it enters with its own
+//!   queue empty (`find_work` pops it first): no worker leaves behind a task it pushed.
+//!   (A worker that is still running a task when another one sets `TERMINATED`, because it
+//!   counted as idle while a wake-up was on its way to it, finishes that task and its
+//!   spawns, and exits at its next sleep protocol.)
+//! - Every other task came from outside the pool, through the injector, before the drop:
+//!   submitting takes a `&ThreadPool`, which the dropper owns. Such a push happens before
+//!   `phase = DRAINING`, which `terminate`'s caller has read (`Release`/`Acquire`) or
+//!   written itself before its scan: the scan sees the task, and `TERMINATED` is set only
+//!   once every such task was taken by a worker, which runs it. This scan is what a
+//!   single-worker pool needs: its worker's look after `prewait` may miss a task pushed
+//!   right before the drop (that push's wake-up is then on its way to it), while
+//!   `idle == workers` holds as soon as it counts itself in.
+//!
+//! ## Why no worker sleeps forever
+//!
+//! - `TERMINATED` wakes everyone: `terminate` sets it before `notify(true)`, whose fence
+//!   pairs with each worker's `prewait` fence. A worker that announced itself before that
+//!   fence is signaled, and the signal (through the event count) makes `TERMINATED`
+//!   visible to it; one that announces itself after it reads `TERMINATED` after its own
+//!   fences.
+//! - `TERMINATED` is reached once the workers stop finding work. Suppose that from some
+//!   point on every worker stays idle, and take the final `idle += 1` that comes last in
+//!   the count's modification order (it makes the count `workers`). Its worker's fence and
+//!   the dropper's are ordered (`SeqCst`, the Dekker pair): if the dropper's comes first,
+//!   the worker reads `DRAINING`; if the worker's does, the dropper reads the full count.
+//!   Whichever it is calls `terminate`, and its scan finds nothing: every increment is
+//!   `AcqRel`, so everything any worker did before counting itself in (its last pops)
+//!   happens before that last increment and, through the fences, before the dropper's
+//!   scan; and nothing is still queued, or a worker would have been woken for it.
+//! - A `terminate` that does find work (a task pushed right before the drop, whose wake-up
+//!   is on its way to some worker) leaves the phase `DRAINING`: that worker runs the task,
+//!   goes idle again, and the argument above applies to its new increment.
+//!
 //! A worker's own queue is bounded: a spawn from a worker whose queue is full runs the
 //! task inline (once: what that task spawns into the still full queue goes to the
 //! injector). The injector is unbounded; outside submissions beyond the pool's
@@ -64,10 +129,10 @@ use crate::latch::Latch;
 use crate::rng;
 use crate::run_queue::RunQueue;
 use crate::unwind::PanicHandler;
-use depengine_sync::{AtomicBool, AtomicUsize, Backoff, CachePadded, UnsafeCell, fence, spin_hint};
+use depengine_sync::{AtomicU8, AtomicUsize, Backoff, CachePadded, UnsafeCell, fence, spin_hint};
 use std::convert::Infallible;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
 /// The most looks a spinning worker makes before it goes to sleep (see `SPIN_TIME`).
 const SPIN_ROUNDS: usize = if cfg!(loom) {
@@ -92,6 +157,13 @@ const MAX_PAUSES_PER_LOOK: u32 = 64;
 /// The most tasks one steal moves; bounds the time a thief holds a victim's lock.
 const MAX_STEAL: usize = 64;
 
+/// `Shared::phase`, in order (see the shutdown protocol): the pool takes work...
+const RUNNING: u8 = 0;
+/// ...the pool is being dropped: the workers finish what is queued...
+const DRAINING: u8 = 1;
+/// ...every worker is idle and nothing is queued: the workers exit.
+const TERMINATED: u8 = 2;
+
 /// State shared by the pool handle and its workers.
 pub(crate) struct Shared<T = Infallible> {
     /// One queue per worker; worker `i` owns the front of `queues[i]`.
@@ -111,12 +183,13 @@ pub(crate) struct Shared<T = Infallible> {
     pub(crate) event: EventCount,
     /// Workers spinning now (step 4 above). Changed by idle workers only.
     spinners: CachePadded<AtomicUsize>,
-    /// Set once by `ThreadPool::drop`; read by idle workers.
-    done: AtomicBool,
-    /// Workers inside the sleep protocol; see the shutdown protocol.
-    blocked: AtomicUsize,
-    /// Workers that were started (all of them, unless a spawn failed).
-    live_workers: AtomicUsize,
+    /// `RUNNING`, `DRAINING` or `TERMINATED` (see the shutdown protocol). Moved on by the
+    /// dropper (`shut_down`) and by `terminate`; read by workers in the sleep protocol.
+    phase: AtomicU8,
+    /// Workers inside the sleep protocol, plus those that never started (see the shutdown
+    /// protocol). Changed by each worker as it goes to sleep and comes back, and once by
+    /// the thread that starts the pool if a worker fails to start; read by the dropper.
+    idle: AtomicUsize,
     /// Strides coprime with the worker count, for victim order.
     strides: Box<[usize]>,
     panic_handler: PanicHandler,
@@ -150,9 +223,8 @@ impl<T: Item> Shared<T> {
             inline_when_full: inline,
             event: EventCount::new(threads),
             spinners: CachePadded::new(AtomicUsize::new(0)),
-            done: AtomicBool::new(false),
-            blocked: AtomicUsize::new(0),
-            live_workers: AtomicUsize::new(threads),
+            phase: AtomicU8::new(RUNNING),
+            idle: AtomicUsize::new(0),
             strides: rng::coprimes(threads),
             panic_handler,
         }
@@ -422,18 +494,44 @@ impl<T: Item> Shared<T> {
             spin_hint();
             return Wake::Retry;
         }
-        // SeqCst: pairs with the store in `shut_down`; both sides then synchronize
-        // through the event count's fences (write `done`, notify / prewait, read).
-        let blocked = self.blocked.fetch_add(1, SeqCst) + 1;
-        if self.done.load(SeqCst) && blocked >= self.live_workers.load(SeqCst) {
-            // Everyone is idle and nothing is queued: nothing can create work any more.
-            // Leave `blocked` counted, so that each woken worker completes it again.
-            self.event.cancel_wait(index);
-            self.event.notify(true);
-            return Wake::Exit;
+        // AcqRel: chains every worker's increment to the last one, so that whoever
+        // terminates sees what each worker did before it went idle (its last pops). Loom's
+        // fences are stronger than C++'s, so no model fails without it (docs/loom.md).
+        let idle = self.idle.fetch_add(1, AcqRel) + 1;
+        // The worker's side of the Dekker pair with `shut_down` (count in, fence, read the
+        // phase): either the last worker to count itself in reads `DRAINING`, or the
+        // dropper reads the full count. Without it
+        // `every_worker_exits_when_the_pool_is_dropped_as_they_go_to_sleep` deadlocks.
+        fence(SeqCst);
+        // Acquire: pairs with `shut_down`'s Release, so that `terminate`'s scan sees the
+        // tasks pushed from outside before the drop (needed in C++ only: under loom the
+        // injector's `SeqCst` loads see every push anyway; docs/loom.md).
+        match self.phase.load(Acquire) {
+            TERMINATED => {
+                self.event.cancel_wait(index);
+                return Wake::Exit;
+            }
+            DRAINING if idle == self.queues.len() => {
+                self.event.cancel_wait(index);
+                if self.terminate() {
+                    return Wake::Exit;
+                }
+                // A task pushed right before the drop: its wake-up is on its way to
+                // some worker (maybe this one). Look again.
+                self.idle.fetch_sub(1, Relaxed);
+                return Wake::Retry;
+            }
+            _ => {}
         }
         self.event.commit_wait(index);
-        self.blocked.fetch_sub(1, SeqCst);
+        // Woken by `terminate`'s `notify(true)`: exit without looking at any queue. The
+        // signal makes `TERMINATED` visible (it was stored before the notification).
+        if self.phase.load(Acquire) == TERMINATED {
+            return Wake::Exit;
+        }
+        // Relaxed: a read-modify-write, so it carries on the release sequence of the
+        // increments; leaving the count publishes nothing.
+        self.idle.fetch_sub(1, Relaxed);
         Wake::Retry
     }
 
@@ -456,15 +554,59 @@ impl<T: Item> Shared<T> {
         !self.injector.is_empty() || self.queues.iter().any(|queue| !queue.is_empty())
     }
 
-    /// Begins shutdown: workers finish all queued work, then exit.
+    /// Begins shutdown (the dropper's side of the shutdown protocol): workers finish all
+    /// queued work, then exit.
     pub(crate) fn shut_down(&self) {
-        self.done.store(true, SeqCst);
-        self.event.notify(true);
+        // Release: publishes the tasks pushed before the drop to a worker that reads
+        // `DRAINING` and then scans the queues in `terminate`. Only the first call moves
+        // the phase (`shut_down_and_join` may be followed by the drop); a later one has
+        // nothing to add.
+        if self
+            .phase
+            .compare_exchange(RUNNING, DRAINING, Release, Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        // The dropper's side of the Dekker pair with `wait_for_work`. Without it
+        // `every_worker_exits_when_the_pool_is_dropped_as_they_go_to_sleep` deadlocks.
+        fence(SeqCst);
+        // Relaxed: the fences order this load after the last worker's increment (when
+        // the worker's fence comes first), and with it everything that happens before
+        // that increment, the other workers' increments included.
+        if self.idle.load(Relaxed) == self.queues.len() {
+            self.terminate();
+        }
     }
 
-    /// Records that only `started` workers exist (a later one failed to start).
-    pub(crate) fn set_live_workers(&self, started: usize) {
-        self.live_workers.store(started, SeqCst);
+    /// Called by whoever sees every worker idle while `DRAINING`: if no queue holds
+    /// work, moves the pool to `TERMINATED` and wakes every worker to exit. Returns
+    /// whether the pool is terminated.
+    fn terminate(&self) -> bool {
+        if self.has_work() {
+            return false;
+        }
+        // Relaxed: the phase publishes nothing to the exiting workers, and the fence in
+        // `notify` orders this store before the read of the waiters (a worker not yet
+        // announced reads `TERMINATED` after its `prewait`). A failed exchange means the
+        // dropper and the last worker both got here and the other one won (callers see
+        // `DRAINING`, so the phase is `TERMINATED`): it notifies.
+        if self
+            .phase
+            .compare_exchange(DRAINING, TERMINATED, Relaxed, Relaxed)
+            .is_ok()
+        {
+            self.event.notify(true);
+        }
+        true
+    }
+
+    /// Records that only the first `started` workers exist (a later one failed to start):
+    /// the others count as idle for good, as they never run anything.
+    pub(crate) fn count_unstarted_as_idle(&self, started: usize) {
+        // Relaxed: a read-modify-write of the count, as the workers' are (each reads the
+        // latest value), and `shut_down`, which reads the count next, runs on this thread.
+        self.idle.fetch_add(self.queues.len() - started, Relaxed);
     }
 
     /// Called by a worker that must wait for `latch` (a stolen `join` half, a scope,

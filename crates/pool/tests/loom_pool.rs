@@ -1,6 +1,25 @@
 //! loom: small pools doing spawn, steal, sleep, wake and shutdown; every task runs
 //! exactly once, nobody sleeps through work, and shutdown always completes.
 //!
+//! The shutdown protocol (`src/worker.rs`) is a Dekker pair between the dropper
+//! (`phase = DRAINING`, fence, read the idle count) and the last worker to go idle
+//! (count itself in, fence, read the phase). What fails when a piece of it is weakened
+//! or removed (`docs/loom.md` has the full table):
+//! - either `fence(SeqCst)` (`shut_down`'s or `wait_for_work`'s):
+//!   `every_worker_exits_when_the_pool_is_dropped_as_they_go_to_sleep`,
+//!   `a_spawn_just_before_drop_runs_on_a_single_worker`, `spawn_from_outside_then_shutdown`,
+//!   `nested_spawn_in_scope_then_shutdown` and `install_from_outside_wakes_the_sleeping_worker`
+//!   deadlock (the dropper reads a stale count, the worker a stale phase and sleeps);
+//! - the scan in `terminate`: `a_spawn_just_before_drop_runs_on_a_single_worker` and
+//!   `spawn_from_outside_then_shutdown` lose the task;
+//! - `terminate`'s `notify(true)`: every model with a sleeping worker deadlocks;
+//! - `shut_down` on the path where a task drops its own pool:
+//!   `a_pool_dropped_by_its_own_task_runs_what_that_task_spawned` deadlocks.
+//!
+//! The `Release`/`Acquire` pair on the phase and the `AcqRel` increments of the idle
+//! count are needed in C++ but not under loom, whose `SeqCst` loads and fences are
+//! stronger (`docs/loom.md` says why).
+//!
 //! Under loom the pool's injector is a model of crossbeam's `Injector` synchronization
 //! (no lock), so the sleep protocol's fences are what orders a submission against a
 //! worker's last look at the queues: a lost wake-up leaves the submitter parked on its
@@ -10,7 +29,7 @@
 use depengine_pool::ThreadPool;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
-use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A plain cell that tasks on different threads write and read: loom reports any two
 /// accesses that nothing orders, which is what the models using it check.
@@ -109,5 +128,68 @@ fn install_from_outside_wakes_the_sleeping_worker() {
         let pool = ThreadPool::new(1).unwrap();
         assert_eq!(pool.install(|| 7), 7);
         drop(pool);
+    });
+}
+
+/// The outside thread spawns a task, then drops the pool, while the only worker goes to
+/// sleep. The worker's look at the queues after `prewait` may miss the task (its wake-up
+/// is on its way), and the worker alone makes the idle count full: only the scan in
+/// `terminate`, after reading `DRAINING`, keeps it from ending the pool with the task
+/// still queued. (A shutdown check without that scan loses the task here.)
+#[test]
+fn a_spawn_just_before_drop_runs_on_a_single_worker() {
+    model(2, || {
+        let pool = ThreadPool::new(1).unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        let counter = count.clone();
+        pool.spawn(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+        });
+        drop(pool);
+        assert_eq!(count.load(Ordering::Relaxed), 1);
+    });
+}
+
+/// Dropped right after its start: each worker is starting, looking for work or going to
+/// sleep. Whoever sees both workers idle while `DRAINING` (the dropper, or the second
+/// worker to count itself in) terminates the pool; the other worker is woken or sees
+/// `TERMINATED` itself. A lost handshake leaves a worker asleep and the drop joining it
+/// forever (a deadlock).
+#[test]
+fn every_worker_exits_when_the_pool_is_dropped_as_they_go_to_sleep() {
+    model(2, || {
+        drop(ThreadPool::new(2).unwrap());
+    });
+}
+
+/// The last handle is dropped by the pool's own task, after it spawned a child to its
+/// own queue: the drop cannot join (the task runs on a worker), so the workers finish on
+/// their own. The child runs, and the worker, going idle last, terminates the pool (loom
+/// reports a worker left asleep as a deadlock).
+#[test]
+fn a_pool_dropped_by_its_own_task_runs_what_that_task_spawned() {
+    model(1, || {
+        let pool = Arc::new(ThreadPool::new(2).unwrap());
+        let ran = Arc::new(AtomicUsize::new(0));
+        let outside_dropped = Arc::new(AtomicBool::new(false));
+        {
+            let (inner, ran, outside_dropped) =
+                (pool.clone(), ran.clone(), outside_dropped.clone());
+            pool.spawn(move || {
+                while !outside_dropped.load(Ordering::Acquire) {
+                    loom::thread::yield_now();
+                }
+                inner.spawn(move || {
+                    ran.fetch_add(1, Ordering::Release);
+                });
+                // The last handle: the pool is dropped here, on its worker.
+                drop(inner);
+            });
+        }
+        drop(pool);
+        outside_dropped.store(true, Ordering::Release);
+        while ran.load(Ordering::Acquire) == 0 {
+            loom::thread::yield_now();
+        }
     });
 }

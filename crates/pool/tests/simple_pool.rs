@@ -1,7 +1,7 @@
 //! `SimplePool`: the baseline runs everything, survives panics, drains on drop.
 #![cfg(not(loom))]
 
-use depengine_pool::{BuildError, SimplePool};
+use depengine_pool::{BuildError, MAX_THREADS, SimplePool};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -27,4 +27,12 @@ fn runs_every_task_before_drop_returns() {
 #[test]
 fn rejects_zero_threads() {
     assert!(matches!(SimplePool::new(0), Err(BuildError::ZeroThreads)));
+}
+
+#[test]
+fn rejects_more_than_max_threads() {
+    assert!(matches!(
+        SimplePool::new(MAX_THREADS + 1),
+        Err(BuildError::TooManyThreads { requested, max: MAX_THREADS }) if requested == MAX_THREADS + 1
+    ));
 }

@@ -144,3 +144,61 @@ fn spawn_tree_counts_every_node() {
     }
     assert_eq!(count.load(Ordering::Relaxed), expected);
 }
+
+/// Dropping an idle pool takes time linear in its worker count: one scan of the queues
+/// and one broadcast, then each worker exits without looking at any queue (see the
+/// shutdown protocol in `src/worker.rs`). Timed in optimized builds only, with generous
+/// bounds (a quadratic shutdown takes 0.4 s at 256 workers and 6.6 s at 1024 here; a
+/// linear one about as long as starting and joining as many plain threads: tens of
+/// milliseconds).
+#[test]
+#[cfg_attr(debug_assertions, ignore = "timed: run with --release")]
+#[cfg_attr(miri, ignore = "timed, and thousands of threads")]
+fn shutdown_time_is_linear_in_the_worker_count() {
+    use std::time::{Duration, Instant};
+    for (workers, bound) in [
+        (256, Duration::from_secs(1)),
+        (1024, Duration::from_secs(2)),
+    ] {
+        let pool = ThreadPool::new(workers).unwrap();
+        // One task per worker, so that each has started; then they all go to sleep.
+        pool.scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|_| {});
+            }
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let start = Instant::now();
+        drop(pool);
+        let took = start.elapsed();
+        assert!(
+            took < bound,
+            "dropping a pool of {workers} idle workers took {took:?} (bound {bound:?})"
+        );
+    }
+}
+
+/// A pool of many workers dropped while its injector still holds most of the work: every
+/// task runs, and the workers that go idle first stay until the last one does.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "stress sizes; Miri runs the same paths in thread_pool.rs"
+)]
+fn dropping_a_busy_pool_of_many_workers_runs_every_task() {
+    let total = total_tasks() / 10;
+    let ran = Arc::new(AtomicUsize::new(0));
+    let pool = ThreadPool::new(64).unwrap();
+    for _ in 0..total {
+        let ran = ran.clone();
+        pool.spawn(move || {
+            // A little work, so that the drop finds the tasks still queued.
+            for _ in 0..100 {
+                std::hint::spin_loop();
+            }
+            ran.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    drop(pool);
+    assert_eq!(ran.load(Ordering::Relaxed), total);
+}

@@ -1,7 +1,7 @@
 //! `ThreadPool`: spawn, scope, join, install, `parallel_for`, panics, shutdown.
 #![cfg(not(loom))]
 
-use depengine_pool::{BuildError, ThreadPool};
+use depengine_pool::{BuildError, MAX_THREADS, ThreadPool};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
@@ -13,6 +13,42 @@ fn n(full: usize) -> usize {
 #[test]
 fn builder_rejects_zero_threads() {
     assert!(matches!(ThreadPool::new(0), Err(BuildError::ZeroThreads)));
+}
+
+#[test]
+fn builder_rejects_more_than_max_threads() {
+    for requested in [MAX_THREADS + 1, 100_000, usize::MAX] {
+        match ThreadPool::new(requested) {
+            Err(BuildError::TooManyThreads {
+                requested: got,
+                max,
+            }) => {
+                assert_eq!((got, max), (requested, MAX_THREADS));
+            }
+            other => panic!("{requested} threads: expected TooManyThreads, got {other:?}"),
+        }
+    }
+    let message = ThreadPool::new(100_000).unwrap_err().to_string();
+    assert!(
+        message.contains("100000") && message.contains(&MAX_THREADS.to_string()),
+        "{message}"
+    );
+}
+
+/// Many workers, dropped while tasks are still queued: the tasks all run, and the
+/// drop returns (the shutdown protocol with more workers than the loom models have).
+#[test]
+fn a_pool_of_many_workers_dropped_with_queued_tasks_runs_them_all() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let pool = ThreadPool::new(n(64)).unwrap();
+    for _ in 0..n(1000) {
+        let ran = ran.clone();
+        pool.spawn(move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    drop(pool);
+    assert_eq!(ran.load(Ordering::Relaxed), n(1000));
 }
 
 #[test]

@@ -114,8 +114,11 @@ impl Engine {
     ///
     /// # Errors
     ///
-    /// [`EngineError::Config`] for a thread count of zero, [`EngineError::WorkerStart`] if
-    /// threads cannot start.
+    /// [`EngineError::Config`] for a thread count of zero or above [`MAX_THREADS`] (naming the
+    /// [`EngineConfig`] field), [`EngineError::WorkerStart`] if a thread cannot start (the
+    /// threads already started are shut down and joined).
+    ///
+    /// [`MAX_THREADS`]: crate::MAX_THREADS
     pub fn new(config: EngineConfig) -> Result<Self> {
         let inner = Arc::new(Inner::new(config)?);
         // Before the handle exists: if a thread cannot start, the state drops with `inner`
