@@ -418,14 +418,16 @@ mod loom_tests {
         builder.check(move || {
             counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let mut spawns = 0;
-            let result =
-                ThreadPool::start_with(&ThreadPool::builder().threads(2), |spawner, main| {
+            let result = ThreadPool::<std::convert::Infallible>::start_with(
+                &ThreadPool::builder().threads(2),
+                |spawner, main| {
                     spawns += 1;
                     if spawns == 2 {
                         return Err(std::io::Error::other("refused"));
                     }
                     spawner.spawn(main)
-                });
+                },
+            );
             assert!(matches!(result, Err(BuildError::Spawn { index: 1, .. })));
         });
         eprintln!(
