@@ -62,6 +62,6 @@ impl PerDevice {
                 .map(QueuedBlock::new)
                 .map_err(start_error)
         })?;
-        Ok(Route::Cpu(id))
+        Ok(Route::Cpu)
     }
 }

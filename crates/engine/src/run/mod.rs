@@ -124,7 +124,7 @@ impl Dispatch<OpRecord> for Dispatcher<'_> {
     fn dispatch(&mut self, op: ReadyOp<OpRecord>) {
         if let Some(key) = self.keep_for
             && self.next.is_none()
-            && op.payload().route.block_key() == Some(key)
+            && op.payload().block_key() == Some(key)
         {
             self.next = Some(op);
             return;
@@ -221,8 +221,8 @@ impl Inner {
         match record.route {
             Route::Inline => naive::run(self, op),
             Route::Wait => self.release_waiter(op),
-            Route::Pooled | Route::PooledCopy | Route::Cpu(_) => {
-                let key = record.route.block_key();
+            Route::Pooled | Route::PooledCopy | Route::Cpu => {
+                let key = record.block_key();
                 match key.and_then(|key| self.block(key).map(|block| (key, block))) {
                     Some((key, block)) => block.submit(self, key, op),
                     None => self.execute(op),
@@ -238,7 +238,7 @@ impl Inner {
                 }
                 _ => self.execute(op),
             },
-            Route::Device { gpu, copy } => match self.gpus.executor(gpu, copy) {
+            Route::Device { copy } => match self.gpus.executor(record.context.device_id(), copy) {
                 Some(executor) => {
                     let priority = record.priority;
                     let inner = Arc::clone(self);
