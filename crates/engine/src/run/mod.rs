@@ -38,8 +38,9 @@ use crate::thread::serving::{Served, Serving};
 use crate::thread::task::TaskMarker;
 use crate::thread::{self, RunQueuedOp};
 use crate::wait::deadlock::BlockedWaits;
-use crate::wait::idle::IdleCounter;
+use crate::wait::idle::{IdleCounter, PendingBound};
 use crate::wait::stand_in::StandIns;
+use crate::wait::throttle;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -157,7 +158,12 @@ impl Inner {
                 config.gpu_worker_threads,
                 config.gpu_copy_threads,
             ),
-            idle: IdleCounter::new(),
+            // The naive engine runs every op on the thread that makes it ready: nothing to
+            // hold back (see `wait/throttle.rs`).
+            idle: IdleCounter::with_bound(match config.kind {
+                EngineKind::Naive => None,
+                _ => config.max_pending.map(PendingBound::new),
+            }),
             shut_down: AtomicBool::new(false),
             failures: Mutex::new(FailureLog::default()),
             profiler: ProfilerState::new(
@@ -195,7 +201,7 @@ impl Inner {
         writes: &[Var],
         record: OpRecord,
     ) -> Result<()> {
-        self.idle.add();
+        throttle::admit(&self.idle, self.stall_warning);
         if self.shut_down.load(Ordering::Relaxed) {
             self.idle.done();
             return Err(EngineError::ShutDown);

@@ -49,6 +49,11 @@ impl Frames {
         }
     }
 
+    /// Whether no op's function runs on this thread.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
     /// Calls `f` with each frame of engine `engine` whose op has not completed: its flag (async
     /// frames) and its vars.
     fn for_each_live(&self, engine: u64, mut f: impl FnMut(Option<&Arc<AtomicBool>>, &[Var])) {
@@ -137,7 +142,7 @@ pub(crate) fn running_op_uses(engine: u64, var: Var) -> bool {
 /// Whether the current thread is inside an op's function (of any engine).
 #[inline]
 pub(crate) fn in_op_function() -> bool {
-    thread::with(|cx| !cx.frames.borrow().starts.is_empty())
+    thread::with(|cx| !cx.frames.borrow().is_empty())
 }
 
 /// Whether the current thread is inside the function of an op of engine `engine`.
