@@ -78,7 +78,9 @@ use std::mem::MaybeUninit;
 use depengine_sync::{AtomicU32, Ordering, UnsafeCell, yield_now};
 
 use crate::op::Parked;
-use crate::slab::{Entry, Slot};
+#[cfg(not(loom))]
+use crate::slab::Entry;
+use crate::slab::Slot;
 
 /// The wait-count part of `state`, and the most vars an op may list.
 pub(crate) const COUNT: u32 = 0x7FFF_FFFF;

@@ -419,13 +419,14 @@ impl<S: Slot> Slab<S> {
         // Acquire: pairs with the Release leaves, so every access of a user counted here
         // happens before what the trim does next.
         let left = (self.returned.load(Ordering::Acquire) >> 32) as u32;
-        let idle = entered as u32 == left;
-        if idle {
+        // Checked again now that it is ours: another trim may have run since the first look.
+        let trimmed = entered as u32 == left && self.len.load(Ordering::Relaxed) > keep;
+        if trimmed {
             self.rebuild(keep);
         }
         // Release: publishes the rebuilt slab to the users that waited (their Acquire reload).
         self.free.entered.fetch_and(!TRIMMING, Ordering::Release);
-        idle
+        trimmed
     }
 
     /// `trim`'s work, with the slab to itself: every slot is free.
@@ -620,8 +621,11 @@ mod tests {
                             assert!(slab.get(index).is_some());
                         }
                         {
+                            // A slot of a bucket a trim frees, looked at under a pin.
                             let _pin = slab.pin();
-                            let _ = slab.get(0);
+                            if let Some(link) = slab.link(100) {
+                                let _ = link.load(std::sync::atomic::Ordering::Relaxed);
+                            }
                         }
                         for index in held.drain(..) {
                             slab.free(index);
