@@ -32,7 +32,8 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
         ])
         .run()?;
     Cmd::cargo().args(["test", "--workspace"]).run()?;
-    // The stress tests at the sizes, which only optimized builds use.
+    // The stress tests at the sizes, which only optimized builds use, and the memory
+    // test at its full burst.
     Cmd::cargo()
         .args([
             "test",
@@ -45,6 +46,8 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
             "hazards",
             "--test",
             "deadlock",
+            "--test",
+            "memory_returned",
         ])
         .run()?;
     Cmd::cargo()

@@ -4,17 +4,30 @@
 //!
 //! - `push_depsK` (K = 0, 1, 2, 4): time to push N empty ops reading K vars each (the ops run
 //!   meanwhile; only the push loop is timed).
-//! - `drain`: N empty ops parked behind one var, then released at once on a one-worker engine:
-//!   the time that worker takes to run them all.
+//! - `drain`: N empty ops parked behind one var, then released at once on a one-worker engine
+//!   without a pending bound: the time that worker takes to run them all.
 //! - `independent`: N empty ops with no vars, pushed then waited for.
 //! - `chain`: N empty ops writing the same var.
 //! - `random_empty`: each op reads 2 and writes 1 of 1024 vars (seeded), empty.
 //! - `random_1us`: the same graph, each op spinning 1 µs; `random_1us_overhead` is
 //!   (measured − ideal) / N, ideal = max(total work / workers, critical path).
 //! - `latency`: push-to-start of one op on an idle engine, median of 101 samples (`us`).
+//! - `parked_bytes`: resident memory (RSS) each parked op adds: N empty ops, each reading a
+//!   gate var and writing one of 1024 vars (2 deps), pushed behind a closed gate on an engine
+//!   of their own, without a pending bound (the gate is opened only after the last push); RSS
+//!   growth over the pushes / N (`B/op`). Linux only (`/proc/self/statm`).
+//! - `burst_peak`, `burst_retained`: N `random_1us` ops pushed as fast as possible (generated
+//!   as they are pushed: the harness holds nothing per op; 1 µs each, so that the pusher runs
+//!   ahead of the workers) on an engine of their own with the default configuration, after a
+//!   warm-up burst of N/100 ops; `burst_peak` is the RSS growth at the burst's peak (sampled
+//!   every 4096 pushes, `MB`), `burst_retained` the RSS once the burst completed
+//!   (`wait_for_all` returned), relative to the RSS before it (`%`: 0 means all of it was
+//!   given back). Linux only.
 //!
 //! Systems: `depengine-perdevice` (`ThreadedPerDevice`), `depengine-pooled` (`ThreadedPooled`),
-//! `naive` (Naive), `serial` (a plain loop; no engine), `rayon` (independent only).
+//! `naive` (Naive), `serial` (a plain loop; no engine), `rayon` (independent only). The engines
+//! take the `DEPENGINE_*` environment variables that are set (`DEPENGINE_MAX_PENDING`, say),
+//! except for the kind and the worker count, which the flags set.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -45,6 +58,22 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     };
     let kind = kind.ok_or("no engine kind")?;
     let n = usize::try_from(args.ops).map_err(|e| e.to_string())?;
+    // First, while the heap holds nothing of the other workloads.
+    if args.wants("parked_bytes")
+        && let Some(bytes) = parked_bytes(kind, args.threads, n)?
+    {
+        report("parked_bytes", bytes, "B/op");
+    }
+    if (args.wants("burst_peak") || args.wants("burst_retained"))
+        && let Some(burst) = burst(kind, args.threads, n)?
+    {
+        if args.wants("burst_peak") {
+            report("burst_peak", burst.peak_mb, "MB");
+        }
+        if args.wants("burst_retained") {
+            report("burst_retained", burst.retained_percent, "%");
+        }
+    }
     let engine = new_engine(kind, args.threads)?;
     for deps in [0, 1, 2, 4] {
         let name = format!("push_deps{deps}");
@@ -53,7 +82,8 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         }
     }
     if args.wants("drain") {
-        let one = new_engine(kind, 1)?;
+        // Every op parks behind the gate this thread opens: no pending bound.
+        let one = unbounded_engine(kind, 1)?;
         report("drain", drain(&one, n)?, "ns/op");
     }
     if args.wants("independent") {
@@ -62,7 +92,11 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     if args.wants("chain") {
         report("chain", chain(&engine, n)?, "ns/op");
     }
-    let graph = RandomGraph::new(n);
+    let graph = if args.wants("random_empty") || args.wants("random_1us") {
+        RandomGraph::new(n)
+    } else {
+        RandomGraph::new(0)
+    };
     if args.wants("random_empty") {
         report("random_empty", random(&engine, &graph, false)?, "ns/op");
     }
@@ -83,13 +117,17 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// An engine of `kind` with `threads` workers per block, configured otherwise by the
+/// `DEPENGINE_*` environment variables that are set (`DEPENGINE_MAX_PENDING`, for instance).
 fn new_engine(kind: EngineKind, threads: usize) -> Result<Engine, String> {
-    Engine::new(
-        EngineConfig::default()
-            .kind(kind)
-            .cpu_worker_threads(threads),
-    )
-    .map_err(|e| e.to_string())
+    Engine::new(config(kind, threads)?).map_err(err)
+}
+
+fn config(kind: EngineKind, threads: usize) -> Result<EngineConfig, String> {
+    Ok(EngineConfig::from_env()
+        .map_err(err)?
+        .kind(kind)
+        .cpu_worker_threads(threads))
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -214,35 +252,65 @@ fn chain(engine: &Engine, n: usize) -> Result<f64, String> {
     Ok(ns_per(elapsed, n as u64))
 }
 
-/// The seeded random graph: op i reads `reads[i]` and writes `writes[i]` (var indices).
+/// The seeded random ops: op i reads vars `r0`, `r1` and writes `w` (var indices below
+/// `RANDOM_VARS`, pairwise distinct).
+struct RandomOps {
+    state: u64,
+}
+
+impl RandomOps {
+    fn new() -> Self {
+        RandomOps {
+            state: 0x5EED_0FDE_9E4D_1E01,
+        }
+    }
+
+    fn next_var(&mut self) -> usize {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        (self.state % RANDOM_VARS as u64) as usize
+    }
+}
+
+impl Iterator for RandomOps {
+    /// `([r0, r1], w)`.
+    type Item = ([usize; 2], usize);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let w = self.next_var();
+        let mut r0 = self.next_var();
+        while r0 == w {
+            r0 = self.next_var();
+        }
+        let mut r1 = self.next_var();
+        while r1 == w || r1 == r0 {
+            r1 = self.next_var();
+        }
+        Some(([r0, r1], w))
+    }
+}
+
+/// The first N seeded random ops, stored (6 bytes an op, so that 10^7 ops stay small beside
+/// what the engine holds): `[r0, r1, w]`.
 struct RandomGraph {
-    ops: Vec<([usize; 2], usize)>,
+    ops: Vec<[u16; 3]>,
 }
 
 impl RandomGraph {
     fn new(n: usize) -> Self {
-        let mut state: u64 = 0x5EED_0FDE_9E4D_1E01;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % RANDOM_VARS as u64) as usize
-        };
-        let ops = (0..n)
-            .map(|_| {
-                let w = next();
-                let mut r0 = next();
-                while r0 == w {
-                    r0 = next();
-                }
-                let mut r1 = next();
-                while r1 == w || r1 == r0 {
-                    r1 = next();
-                }
-                ([r0, r1], w)
-            })
+        const _: () = assert!(RANDOM_VARS <= 1 << 16);
+        let ops = RandomOps::new()
+            .take(n)
+            .map(|([r0, r1], w)| [r0 as u16, r1 as u16, w as u16])
             .collect();
         RandomGraph { ops }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = ([usize; 2], usize)> + '_ {
+        self.ops
+            .iter()
+            .map(|&[r0, r1, w]| ([usize::from(r0), usize::from(r1)], usize::from(w)))
     }
 
     /// max(total work / workers, critical path) in ns, each op costing `SPIN`.
@@ -252,7 +320,7 @@ impl RandomGraph {
         let mut last_write = vec![0_u64; RANDOM_VARS];
         let mut last_read = vec![0_u64; RANDOM_VARS];
         let mut depth = 0;
-        for &(reads, w) in &self.ops {
+        for (reads, w) in self.iter() {
             let start = reads
                 .iter()
                 .map(|&r| last_write[r])
@@ -283,7 +351,7 @@ fn spin_1us() {
 fn random(engine: &Engine, graph: &RandomGraph, spin: bool) -> Result<f64, String> {
     let pool = vars(engine, RANDOM_VARS)?;
     let start = Instant::now();
-    for &([r0, r1], w) in &graph.ops {
+    for ([r0, r1], w) in graph.iter() {
         let (reads, writes) = ([pool[r0], pool[r1]], [pool[w]]);
         let builder = engine.op("random").reads(&reads).writes(&writes);
         if spin {
@@ -300,6 +368,93 @@ fn random(engine: &Engine, graph: &RandomGraph, spin: bool) -> Result<f64, Strin
     let elapsed = start.elapsed();
     release(engine, pool)?;
     Ok(ns_per(elapsed, graph.ops.len() as u64))
+}
+
+/// This process's resident memory in bytes (`/proc/self/statm`); `None` where there is none.
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: `sysconf` only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).ok()?)
+}
+
+/// The `parked_bytes` workload (see the module documentation); `None` without `/proc`.
+fn parked_bytes(kind: EngineKind, threads: usize, n: usize) -> Result<Option<f64>, String> {
+    if resident_bytes().is_none() || kind == EngineKind::Naive {
+        // The naive engine would run the gate, and every op, on this thread.
+        return Ok(None);
+    }
+    let engine = unbounded_engine(kind, threads)?;
+    let pool = vars(&engine, RANDOM_VARS)?;
+    let gate = engine.new_var().map_err(err)?;
+    let open = push_gate(&engine, gate)?;
+    let before = resident_bytes().ok_or("no /proc/self/statm")?;
+    for i in 0..n {
+        engine
+            .op("parked")
+            .reads(&[gate])
+            .writes(&[pool[i % RANDOM_VARS]])
+            .push_sync(|_| -> Res { Ok(()) })
+            .map_err(err)?;
+    }
+    let after = resident_bytes().ok_or("no /proc/self/statm")?;
+    open()?;
+    let mut all = pool;
+    all.push(gate);
+    release(&engine, all)?;
+    Ok(Some(after.saturating_sub(before) as f64 / n.max(1) as f64))
+}
+
+/// What a burst left resident (`burst`).
+struct Burst {
+    peak_mb: f64,
+    retained_percent: f64,
+}
+
+/// The `burst_peak` / `burst_retained` workloads (see the module documentation); `None` without
+/// `/proc`.
+fn burst(kind: EngineKind, threads: usize, n: usize) -> Result<Option<Burst>, String> {
+    if resident_bytes().is_none() {
+        return Ok(None);
+    }
+    let engine = new_engine(kind, threads)?;
+    let pool = vars(&engine, RANDOM_VARS)?;
+    let push = |ops: usize, peak: &mut u64| -> Result<(), String> {
+        for (i, ([r0, r1], w)) in RandomOps::new().take(ops).enumerate() {
+            engine
+                .op("burst")
+                .reads(&[pool[r0], pool[r1]])
+                .writes(&[pool[w]])
+                .push_sync(|_| -> Res {
+                    spin_1us();
+                    Ok(())
+                })
+                .map_err(err)?;
+            if i % 4096 == 0 {
+                *peak = (*peak).max(resident_bytes().unwrap_or(0));
+            }
+        }
+        engine.wait_for_all().map_err(err)
+    };
+    let mut ignored = 0;
+    push((n / 100).max(1), &mut ignored)?;
+    let before = resident_bytes().ok_or("no /proc/self/statm")?;
+    let mut peak = before;
+    push(n, &mut peak)?;
+    let after = resident_bytes().ok_or("no /proc/self/statm")?;
+
+    release(&engine, pool)?;
+    let mb = |bytes: u64| bytes as f64 / f64::from(1 << 20);
+    Ok(Some(Burst {
+        peak_mb: mb(peak.saturating_sub(before)),
+        retained_percent: (after as f64 / before as f64 - 1.0) * 100.0,
+    }))
+}
+
+/// An engine of `kind` whose pushers are never held back, however many ops are pending.
+fn unbounded_engine(kind: EngineKind, threads: usize) -> Result<Engine, String> {
+    Engine::new(config(kind, threads)?.max_pending(None)).map_err(err)
 }
 
 fn latency(engine: &Engine) -> Result<f64, String> {
@@ -344,7 +499,7 @@ fn serial(args: &Args) -> Result<(), String> {
     if args.wants("random_1us") {
         let graph = RandomGraph::new(n);
         let start = Instant::now();
-        for _ in &graph.ops {
+        for _ in graph.iter() {
             spin_1us();
         }
         let measured = ns_per(start.elapsed(), n as u64);

@@ -114,7 +114,16 @@ pub const PROFILER_OUTPUT: &str = "DEPENGINE_PROFILER_OUTPUT";
 /// [`EngineConfig::stall_warning`]); `0` turns the warnings off.
 pub const STALL_WARNING_SECS: &str = "DEPENGINE_STALL_WARNING_SECS";
 
+/// The most ops that may be pending (pushed, not completed) before a push waits for some to
+/// complete (see [`EngineConfig::max_pending`]): a positive integer, or `0` / `off` for no
+/// bound.
+pub const MAX_PENDING: &str = "DEPENGINE_MAX_PENDING";
+
+/// The name [`EngineConfig::validate`] gives `max_pending` in its errors.
+const MAX_PENDING_FIELD: &str = "EngineConfig::max_pending";
+
 const POSITIVE: &str = "a positive integer";
+const BOUND: &str = "a positive integer, or `0` / `off` for no bound";
 const SECONDS: &str = "a number of seconds (0: off)";
 
 /// How to build an [`Engine`](crate::Engine).
@@ -153,10 +162,22 @@ pub struct EngineConfig {
     /// Where the engine writes the recorded ops nobody took, as a Chrome trace, when its last
     /// clone is dropped (default: nowhere).
     pub profiler_output: Option<PathBuf>,
-    /// How long a wait (`wait_for_var`, `wait_for_all`, the last clone's shutdown) blocks
-    /// before the engine emits a `WARN` event about it (target `depengine::stall`, again
-    /// after each further period), naming what it waits for; `None`: never (default 10 s).
+    /// How long a wait (`wait_for_var`, `wait_for_all`, the last clone's shutdown, a push
+    /// held back by [`max_pending`](Self::max_pending)) blocks before the engine emits a
+    /// `WARN` event about it (target `depengine::stall`, again after each further period),
+    /// naming what it waits for; `None`: never (default 10 s).
     pub stall_warning: Option<Duration>,
+    /// The most ops that may be pending (pushed and not completed) before a push waits for
+    /// some to complete: a thread that pushes faster than the workers run then waits, once
+    /// `max_pending` ops are pending, until half of them completed, instead of parking every
+    /// op it pushes (memory that grows with the lead). `None`: no bound (the default).
+    ///
+    /// Pushes from inside an op, from a worker's task, and on the naive engine are never held
+    /// back (they could wait for themselves). A pusher that holds something its pending ops
+    /// need (a lock their functions take, the `Completion` of an op they depend on, a var it
+    /// writes only after pushing them) must not be held back: with a bound, it waits forever
+    /// once that many ops are pending, and the stall warning names the held-back push.
+    pub max_pending: Option<usize>,
 }
 
 impl Default for EngineConfig {
@@ -174,6 +195,7 @@ impl Default for EngineConfig {
             profiler_mode: ProfileMode::All,
             profiler_output: None,
             stall_warning: Some(Duration::from_secs(10)),
+            max_pending: None,
         }
     }
 }
@@ -248,6 +270,9 @@ impl EngineConfig {
                     }
                 };
         }
+        if let Some(value) = lookup(MAX_PENDING) {
+            config.max_pending = bound(MAX_PENDING, &value)?;
+        }
         for (variable, field) in [
             (CPU_WORKER_NTHREADS, &mut config.cpu_worker_threads),
             (CPU_PRIORITY_NTHREADS, &mut config.cpu_priority_threads),
@@ -321,10 +346,24 @@ impl EngineConfig {
         self
     }
 
-    /// Checks every thread count is between 1 and [`MAX_THREADS`]. An error names the field:
+    /// Sets the most ops that may be pending before a push waits (`None`: no bound).
+    pub fn max_pending(mut self, max: Option<usize>) -> Self {
+        self.max_pending = max;
+        self
+    }
+
+    /// Checks every thread count is between 1 and [`MAX_THREADS`], and that a pending bound is
+    /// positive. An error names the field:
     /// a count read from the environment was checked by [`from_lookup`](Self::from_lookup),
     /// which names the variable, so a count out of range here was set in code.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_pending == Some(0) {
+            return Err(ConfigError::Invalid {
+                variable: MAX_PENDING_FIELD,
+                value: "Some(0)".to_owned(),
+                expected: "a positive bound, or `None` for no bound",
+            });
+        }
         for (field, value) in [
             ("EngineConfig::cpu_worker_threads", self.cpu_worker_threads),
             (
@@ -365,6 +404,23 @@ fn flag(variable: &'static str, value: &str) -> Result<bool, ConfigError> {
     }
 }
 
+/// A pending bound: a positive integer, or `0` / `off` for none.
+fn bound(variable: &'static str, value: &str) -> Result<Option<usize>, ConfigError> {
+    let text = value.trim();
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    match text.parse::<usize>() {
+        Ok(0) => Ok(None),
+        Ok(max) => Ok(Some(max)),
+        Err(_) => Err(ConfigError::Invalid {
+            variable,
+            value: value.to_owned(),
+            expected: BOUND,
+        }),
+    }
+}
+
 /// A thread count from `variable`: a positive integer, at most [`MAX_THREADS`].
 fn thread_count(variable: &'static str, value: &str) -> Result<usize, ConfigError> {
     match value.trim().parse::<usize>() {
@@ -398,6 +454,7 @@ impl fmt::Debug for EngineConfig {
             .field("profiler_mode", &self.profiler_mode)
             .field("profiler_output", &self.profiler_output)
             .field("stall_warning", &self.stall_warning)
+            .field("max_pending", &self.max_pending)
             .finish()
     }
 }
@@ -508,6 +565,47 @@ mod tests {
             assert!(message.contains(variable), "{message}");
             assert!(message.contains(expected), "{message}");
         }
+    }
+
+    #[test]
+    fn reads_the_pending_bound() {
+        let read = |value: &str| EngineConfig::from_lookup(lookup(&[(MAX_PENDING, value)]));
+        assert_eq!(read("1048576").unwrap().max_pending, Some(1 << 20));
+        assert_eq!(read(" 64 ").unwrap().max_pending, Some(64));
+        assert_eq!(read("0").unwrap().max_pending, None);
+        assert_eq!(read("OFF").unwrap().max_pending, None);
+        assert_eq!(
+            EngineConfig::from_lookup(lookup(&[])).unwrap().max_pending,
+            EngineConfig::default().max_pending
+        );
+        for bad in ["-1", "lots", "", "1e6", "18446744073709551616"] {
+            let error = read(bad).unwrap_err();
+            let message = error.to_string();
+            assert!(message.contains(MAX_PENDING), "{message}");
+            assert!(message.contains("positive integer"), "{message}");
+            assert!(
+                matches!(&error, ConfigError::Invalid { variable, value, .. }
+                    if *variable == MAX_PENDING && value == bad),
+                "{error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bound_of_zero_names_the_field() {
+        let message = EngineConfig::default()
+            .max_pending(Some(0))
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("EngineConfig::max_pending"), "{message}");
+        assert!(
+            EngineConfig::default()
+                .max_pending(Some(1))
+                .validate()
+                .is_ok()
+        );
+        assert!(EngineConfig::default().max_pending(None).validate().is_ok());
     }
 
     #[test]

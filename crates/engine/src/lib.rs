@@ -149,8 +149,8 @@ mod loom_tests;
 
 pub use config::{
     CPU_PRIORITY_NTHREADS, CPU_WORKER_NTHREADS, ConfigError, ENGINE_TYPE, EngineConfig, EngineKind,
-    GPU_COPY_NTHREADS, GPU_WORKER_NTHREADS, PROFILER_AUTOSTART, PROFILER_MODE, PROFILER_OUTPUT,
-    STALL_WARNING_SECS,
+    GPU_COPY_NTHREADS, GPU_WORKER_NTHREADS, MAX_PENDING, PROFILER_AUTOSTART, PROFILER_MODE,
+    PROFILER_OUTPUT, STALL_WARNING_SECS,
 };
 pub use context::{Context, DeviceType, FnProperty, RunContext};
 pub use depengine_device::{BackendError, DeviceBackend, Executor, Task};

@@ -1,5 +1,6 @@
 //! Loom models of the facade's own synchronization: the completion counter that
-//! `wait_for_all` sleeps on and the latch `wait_for_var` blocks on, or abandons (`wait.rs`).
+//! `wait_for_all` and pushers held back by the pending bound sleep on, the latch
+//! `wait_for_var` blocks on, or abandons (`wait.rs`).
 //! Ready ops are queued in the CPU blocks' pools, whose hand-offs (the queues, a kept
 //! successor, a stand-in) are modelled in depengine-pool's `tests/loom_pool.rs` and
 //! `tests/loom_handoff.rs`.
@@ -15,7 +16,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 
-use crate::wait::idle::{IdleCounter, Latch};
+use crate::wait::idle::{Admission, IdleCounter, Latch, PendingBound};
 
 /// An op: its effect, then its completion.
 fn complete(counter: &IdleCounter, effect: &AtomicBool) {
@@ -27,7 +28,7 @@ fn complete(counter: &IdleCounter, effect: &AtomicBool) {
 fn one_pending_op() -> (Arc<IdleCounter>, Arc<AtomicBool>, thread::JoinHandle<()>) {
     let counter = Arc::new(IdleCounter::new());
     let effect = Arc::new(AtomicBool::new(false));
-    counter.add();
+    let _ = counter.add();
     let completer = {
         let counter = Arc::clone(&counter);
         let effect = Arc::clone(&effect);
@@ -46,8 +47,8 @@ fn wait_idle_never_misses_the_last_completion() {
     loom::model(|| {
         let counter = Arc::new(IdleCounter::new());
         let effects = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
-        counter.add();
-        counter.add();
+        let _ = counter.add();
+        let _ = counter.add();
         let completers: Vec<_> = (0..2)
             .map(|op| {
                 let counter = Arc::clone(&counter);
@@ -74,12 +75,12 @@ fn wait_idle_waits_for_ops_pushed_by_ops() {
     loom::model(|| {
         let counter = Arc::new(IdleCounter::new());
         let effects = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
-        counter.add();
+        let _ = counter.add();
         let parent = {
             let counter = Arc::clone(&counter);
             let effects = Arc::clone(&effects);
             thread::spawn(move || {
-                counter.add();
+                let _ = counter.add();
                 let child = {
                     let counter = Arc::clone(&counter);
                     let effects = Arc::clone(&effects);
@@ -118,7 +119,7 @@ fn wait_idle_is_not_fooled_by_a_concurrent_op() {
         let other = {
             let counter = Arc::clone(&counter);
             thread::spawn(move || {
-                counter.add();
+                let _ = counter.add();
                 counter.done();
             })
         };
@@ -191,12 +192,87 @@ fn pending_never_underflows() {
         let worker = {
             let counter = Arc::clone(&counter);
             thread::spawn(move || {
-                counter.add();
+                let _ = counter.add();
                 counter.done();
             })
         };
         assert!(counter.pending() <= 1);
         worker.join().unwrap();
+        assert_eq!(counter.pending(), 0);
+    });
+}
+
+/// A push over the bound (two ops pending, bound 2) is held back until at most one is, while
+/// the two complete on two threads: the held-back pusher always wakes, and then sees the
+/// effects of the ops it waited for.
+///
+/// Catches: the held-back pusher's acquire (`wait_below_for`'s `fetch_or` weakened to
+/// `Relaxed`: it goes on without seeing the effect of the op whose completion let it go), and
+/// a lost wake-up (a completion that notified without taking the mutex: loom reports the
+/// deadlock).
+#[test]
+fn a_held_back_push_waits_for_the_low_water_mark() {
+    loom::model(|| {
+        let counter = Arc::new(IdleCounter::with_bound(Some(PendingBound::new(2))));
+        let effects = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        assert_eq!(counter.add(), Admission::Admitted);
+        assert_eq!(counter.add(), Admission::Admitted);
+        let completers: Vec<_> = (0..2)
+            .map(|op| {
+                let counter = Arc::clone(&counter);
+                let effects = Arc::clone(&effects);
+                thread::spawn(move || complete(&counter, &effects[op]))
+            })
+            .collect();
+        // `throttle::admit`, without the thread context.
+        while counter.add() == Admission::OverBound {
+            counter.done();
+            assert!(counter.wait_below_for(None));
+        }
+        // Admitted with 3 ops added: at least one of the first two completed, and its effect
+        // happened-before the admission.
+        assert!(
+            effects.iter().any(|effect| effect.load(Ordering::Relaxed)),
+            "admitted over the bound"
+        );
+        for completer in completers {
+            completer.join().unwrap();
+        }
+        assert_eq!(counter.pending(), 1);
+    });
+}
+
+/// A held-back pusher while another thread adds and completes an op (a push from inside an
+/// op, which is never held back): the pusher's count of pending ops never underflows.
+///
+/// Catches: `wait_below_for`'s acquire (its `fetch_or` `Relaxed`): it counts the other op's
+/// completion without seeing its add (asserted under loom); and a lost wake-up (a completion
+/// that cleared `THROTTLED` and notified without taking the mutex: loom reports the deadlock).
+#[test]
+fn a_held_back_pusher_counts_every_add_it_saw_completed() {
+    loom::model(|| {
+        let counter = Arc::new(IdleCounter::with_bound(Some(PendingBound::new(1))));
+        let (effect, completer) = {
+            let effect = Arc::new(AtomicBool::new(false));
+            assert_eq!(counter.add(), Admission::Admitted);
+            let completer = {
+                let counter = Arc::clone(&counter);
+                let effect = Arc::clone(&effect);
+                thread::spawn(move || complete(&counter, &effect))
+            };
+            (effect, completer)
+        };
+        let child = {
+            let counter = Arc::clone(&counter);
+            thread::spawn(move || {
+                let _ = counter.add();
+                counter.done();
+            })
+        };
+        assert!(counter.wait_below_for(None));
+        assert!(effect.load(Ordering::Relaxed));
+        completer.join().unwrap();
+        child.join().unwrap();
         assert_eq!(counter.pending(), 0);
     });
 }

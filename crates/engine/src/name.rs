@@ -3,7 +3,7 @@
 //! Every op record carries its name, and the record crosses between cores with every op (in the
 //! ready queue and in the graph's op slot), a cache line at a time. A `Cow<'static, str>` takes 24
 //! bytes; this enum takes 16 (the static variant's pointer is never null, which leaves room for
-//! the tag), which is what brings the record to 64 bytes and the op slot to two lines. Names are
+//! the tag), which helps bring the record to 56 bytes and a parked op's slot to 112. Names are
 //! almost always string literals; an owned name is boxed once when the op (or operator) is
 //! built, and shared, not copied, by every push of an operator.
 

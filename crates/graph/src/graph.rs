@@ -8,17 +8,16 @@ use crate::error::GraphError;
 use crate::incoming::Incoming;
 use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp, VarKey};
 use crate::op_cell::OpSlot;
-use crate::slab::{NIL, Slab};
+use crate::slab::{NIL, Slab, Slot};
 use crate::stats::GraphStats;
 use crate::var::{Access, Var, VarStatus};
-use crate::var_queue::{Grant, NO_OP, VarQueue, Waiter};
+use crate::var_queue::{Grant, KEEP_SPILL, NO_OP, VarQueue, Waiter};
 
 /// The default failure type: any error, shared so it can be recorded on several vars.
 pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
 
-/// Spill capacity a reclaimed var slot keeps for its next var (entries are 4 bytes): enough that
-/// recycling a var does not reallocate its spill, small enough that idle slots stay cheap.
-const KEEP_QUEUE_CAPACITY: usize = 64;
+/// Op slab buckets `trim` keeps: 32 + 64 + ... + 512 = 992 slots.
+const KEEP_OP_BUCKETS: usize = 5;
 
 /// Vars a push sorts and locks with arrays on the stack (more than this: two small allocations).
 const SORT_INLINE: usize = 8;
@@ -95,6 +94,8 @@ struct VarSlot<E> {
     state: Mutex<VarState<E>>,
     incoming: Incoming,
 }
+
+impl<E> Slot for VarSlot<E> {}
 
 impl<E> Default for VarSlot<E> {
     fn default() -> Self {
@@ -403,8 +404,7 @@ impl<T, E> Graph<T, E> {
         debug_assert!(owned, "an unpublished op waits for no var but ours");
         let parked = op_slot.take();
         self.ops.free(index);
-        debug_assert!(parked.is_some());
-        parked
+        Some(parked)
     }
 
     /// Dispatches the ops threaded through the slots' links from `ready` (see `thread_ready`).
@@ -630,15 +630,13 @@ impl<T, E> Graph<T, E> {
     where
         D: Dispatch<T> + ?Sized,
     {
-        let parked = op_slot.take();
+        let Parked { payload, deps } = op_slot.take();
         self.ops.free(index);
-        if let Some(Parked { payload, deps }) = parked {
-            dispatch.dispatch(ReadyOp {
-                graph: self.id,
-                payload,
-                deps,
-            });
-        }
+        dispatch.dispatch(ReadyOp {
+            graph: self.id,
+            payload,
+            deps,
+        });
     }
 
     fn record_outcome(&self, state: &mut VarState<E>, failure: Option<&E>)
@@ -667,7 +665,7 @@ impl<T, E> Graph<T, E> {
         if state.take_failure().is_some() {
             self.failed_vars.fetch_sub(1, Ordering::Relaxed);
         }
-        state.queue.trim(KEEP_QUEUE_CAPACITY);
+        state.queue.trim(KEEP_SPILL);
         // A slot whose generation ran out is retired: it stays deleted forever, so no handle
         // can ever alias a later var.
         let reusable = state.generation != u32::MAX;
@@ -780,6 +778,8 @@ impl<T, E> Graph<T, E> {
     /// Calls `f` with the waiting op `id` (payload and dependency list); `None` if it is no
     /// longer waiting. As [`inspect_op`](Self::inspect_op), `f` must not call into this graph.
     pub(crate) fn inspect_parked<R>(&self, id: OpId, f: impl FnOnce(&Parked<T>) -> R) -> Option<R> {
+        // The op may have left the slot: no trim may free it under us meanwhile.
+        let _pin = self.ops.pin();
         self.ops.get(id.index)?.inspect(id.generation, f)
     }
 
@@ -851,17 +851,40 @@ impl<T, E> Graph<T, E> {
         }
     }
 
-    /// Counters for leak checks.
+    /// Counters for leak checks (exact while no other thread uses the graph).
     pub fn stats(&self) -> GraphStats {
         let op_slots = self.ops.slots();
-        let pooled = self.ops.free_count();
+        let live = self.ops.in_use().min(op_slots);
         GraphStats {
             live_vars: self.live_vars.load(Ordering::Relaxed),
             var_slots: self.vars.slots(),
-            live_op_blocks: op_slots.saturating_sub(pooled),
-            pooled_op_blocks: pooled,
+            live_op_blocks: live,
+            pooled_op_blocks: op_slots - live,
             failed_vars: self.failed_vars.load(Ordering::Relaxed),
         }
+    }
+
+    /// Gives back the op storage a burst of waiting ops grew: if no op waits now and no other
+    /// thread uses the op storage (a push, a completion or an [`inspect_op`](Self::inspect_op)
+    /// in progress), frees the op slots beyond the first 992 (about 110 KiB with the engine's
+    /// op record), then asks the allocator to return free memory to the system (on glibc,
+    /// `malloc_trim(0)`: the memory of the slots, and of the vars' queues, which give back a
+    /// burst's spill as they drain); whether it freed anything. Cheap when there is nothing to
+    /// give back (one load); a later burst grows the storage again, as the first one did.
+    ///
+    /// The engine calls it whenever `wait_for_all` finds it idle. Ids of ops that waited before
+    /// (see [`OpId`]) may name other ops once the storage grew back.
+    #[allow(unsafe_code, reason = "the slab's trim: see the SAFETY comment")]
+    pub fn trim(&self) -> bool {
+        // SAFETY: the graph touches an op slot only while the slot is allocated (from the push
+        // that parks an op in it to the `free` after the op is taken out: the pusher, the
+        // releasers, which grant before the owner takes, `pending_ops` under the lock of a var
+        // the op waits on) or under a pin (`inspect_parked`), as the slab's contract asks.
+        let trimmed = unsafe { self.ops.trim(KEEP_OP_BUCKETS) };
+        if trimmed {
+            crate::heap::release_free_pages();
+        }
+        trimmed
     }
 }
 
@@ -882,20 +905,20 @@ mod layout_tests {
         assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 128);
     }
 
-    /// An op slot whose payload is 64 bytes (the engine's op record) is two cache lines, link
-    /// included, and a ready op of it fits in 112 bytes.
+    /// An op slot whose payload is 56 bytes (the engine's op record) is 112 bytes, link
+    /// included (no line alignment: see `docs/graph.md`), and a ready op of it 104 bytes.
     #[test]
-    fn op_slot_of_a_64_byte_payload_is_two_cache_lines() {
-        type Payload = [u64; 8];
+    fn op_slot_of_a_56_byte_payload_is_112_bytes() {
+        type Payload = [u64; 7];
         assert_eq!(std::mem::size_of::<crate::op::DepList>(), 40);
         assert_eq!(
             std::mem::size_of::<crate::slab::Entry<OpSlot<Payload>>>(),
-            128
+            112
         );
-        assert_eq!(std::mem::size_of::<ReadyOp<Payload>>(), 112);
+        assert_eq!(std::mem::size_of::<ReadyOp<Payload>>(), 104);
     }
 
-    /// A var that once had a long FIFO keeps at most `KEEP_QUEUE_CAPACITY` of spill once it is
+    /// A var that once had a long FIFO keeps at most `KEEP_SPILL` of spill once it is
     /// reclaimed, and its slot is reused with the cold part still there.
     #[test]
     fn reclaim_trims_the_spill() {
@@ -918,7 +941,7 @@ mod layout_tests {
             done.push(graph.complete(op, Ok(()), &mut ready).unwrap());
         }
         assert_eq!(done, (0..500).collect::<Vec<_>>());
-        assert!(spill(var.index) <= KEEP_QUEUE_CAPACITY);
+        assert!(spill(var.index) <= KEEP_SPILL);
         let again = graph.new_var().unwrap();
         assert_eq!(again.index, var.index);
         assert!(graph.var_failure(again).unwrap().is_none());

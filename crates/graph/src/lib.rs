@@ -68,8 +68,9 @@
 //! # Ok::<(), depengine_graph::GraphError>(())
 //! ```
 
-// The only `unsafe` code is the parked-op cell in `op_cell` and the cache hints in
-// `prefetch`, which opt in below.
+// The only `unsafe` code is the parked-op cell in `op_cell`, the slab's buckets (which a trim
+// frees), the graph's one call of that trim, the call of glibc's `malloc_trim` in `heap` and
+// the cache hints in `prefetch`, which opt in below.
 #![deny(unsafe_code)]
 #![allow(
     clippy::doc_markdown,
@@ -79,6 +80,9 @@
 mod blocked;
 mod error;
 mod graph;
+// `malloc_trim`, a foreign function; see the module documentation.
+#[allow(unsafe_code)]
+mod heap;
 mod incoming;
 mod op;
 // The lock-free hand-over of parked ops; its module documentation has the ownership protocol.
@@ -87,6 +91,8 @@ mod op_cell;
 // Prefetch hints: an intrinsic that Rust marks unsafe, though it never faults.
 #[allow(unsafe_code)]
 mod prefetch;
+// Buckets behind atomic pointers, freed by a trim; its module documentation has the protocol.
+#[allow(unsafe_code)]
 mod slab;
 mod stats;
 mod var;

@@ -260,11 +260,13 @@ fn slab_free_list_never_hands_out_a_slot_twice() {
     use loom::cell::UnsafeCell;
     use loom::sync::atomic::{AtomicBool, Ordering};
 
-    use crate::slab::Slab;
+    use crate::slab::{Slab, Slot};
 
     /// A slot's value: written by whoever holds the slot.
     #[derive(Default)]
     struct Owned(UnsafeCell<u32>);
+
+    impl Slot for Owned {}
 
     loom::model(|| {
         let slab: Arc<Slab<Owned>> = Arc::new(Slab::new());
@@ -444,5 +446,194 @@ fn ring_push_races_with_delete_var() {
         assert_eq!(reclaimed.load(Ordering::SeqCst), 1);
         assert_eq!(graph.stats().live_vars, 0);
         assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}
+
+/// A slot's value in the trim models: written by whoever holds the slot.
+#[derive(Default)]
+struct Held(loom::cell::UnsafeCell<u32>);
+
+impl crate::slab::Slot for Held {}
+
+/// Writes `owner` into slot `index` of `slab`, which the caller holds (or has to itself).
+#[allow(unsafe_code)]
+fn write_held(slab: &crate::slab::Slab<Held>, index: u32, owner: u32) {
+    // SAFETY: the caller holds the slot (what the models check: loom reports a concurrent access).
+    slab.get(index)
+        .unwrap()
+        .0
+        .with_mut(|value| unsafe { *value = owner });
+}
+
+/// A slab grown past its first bucket (4 slots under loom) with every slot free but slot 0,
+/// which another thread holds: the burst's last slot.
+fn slab_after_a_burst() -> (Arc<crate::slab::Slab<Held>>, u32) {
+    let slab: Arc<crate::slab::Slab<Held>> = Arc::new(crate::slab::Slab::new());
+    let held: Vec<u32> = (0..5).map(|_| slab.alloc().unwrap()).collect();
+    assert_eq!(held[0], 0);
+    for &index in &held[1..] {
+        slab.free(index);
+    }
+    (slab, held[0])
+}
+
+/// The burst's last holder writes slot 0 and frees it, then says so through a `Relaxed` flag
+/// (which orders nothing); the trimmer waits for the flag, trims, and takes slot 0, the first a
+/// trim hands out: its write must not race the holder's.
+///
+/// Catches: `trim`'s `Acquire` load of `returned` (causality violation on the slot's value).
+#[test]
+#[allow(unsafe_code)]
+fn slab_trim_sees_the_last_free_of_a_burst() {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+
+    loom::model(|| {
+        let (slab, last) = slab_after_a_burst();
+        let freed = Arc::new(AtomicBool::new(false));
+        let holder = {
+            let (slab, freed) = (slab.clone(), freed.clone());
+            thread::spawn(move || {
+                write_held(&slab, last, 1);
+                slab.free(last);
+                freed.store(true, Ordering::Relaxed);
+            })
+        };
+        while !freed.load(Ordering::Relaxed) {
+            thread::yield_now();
+        }
+        // SAFETY: the holder touched only its slot, which it freed.
+        if unsafe { slab.trim(1) } {
+            assert_eq!(slab.slots(), 4);
+            let index = slab.alloc().unwrap();
+            assert_eq!(index, 0, "a trim hands out the lowest slot first");
+            write_held(&slab, index, 2);
+            slab.free(index);
+        }
+        holder.join().unwrap();
+        assert_eq!(
+            slab.free_count(),
+            slab.slots(),
+            "a slot lost or listed twice"
+        );
+    });
+}
+
+/// A trim (after the burst's last holder freed its slot) races a thread that allocates a slot,
+/// writes it and frees it: a trim goes through only if that thread has not entered, the thread
+/// waits while a trim runs, and its write of a slot the trim handed out never races the burst's.
+///
+/// Catches: the trim's `Release` clear of `TRIMMING`, and `enter`'s `Acquire` (its increment,
+/// for a user that comes after the trim, and its reload, for one that waited while it ran):
+/// causality violation on the slot's value.
+#[test]
+#[allow(unsafe_code)]
+fn slab_trim_races_a_user() {
+    loom::model(|| {
+        let (slab, last) = slab_after_a_burst();
+        let holder = {
+            let slab = slab.clone();
+            thread::spawn(move || {
+                write_held(&slab, last, 1);
+                slab.free(last);
+            })
+        };
+        let user = {
+            let slab = slab.clone();
+            thread::spawn(move || {
+                thread::yield_now();
+                let index = slab.alloc().unwrap();
+                write_held(&slab, index, 2);
+                slab.free(index);
+                index
+            })
+        };
+        holder.join().unwrap();
+        // SAFETY: the threads touch only the slots they hold.
+        let trimmed = unsafe { slab.trim(1) };
+        let index = user.join().unwrap();
+        assert_eq!(slab.in_use(), 0);
+        assert_eq!(
+            slab.free_count(),
+            slab.slots(),
+            "a slot lost or listed twice"
+        );
+        if trimmed {
+            assert!(slab.slots() <= 4, "{} slots after a trim", slab.slots());
+            assert!(index < 4 || slab.slots() <= 4);
+        }
+        // Nobody uses it now: a trim goes through, and what it keeps is handed out again.
+        // SAFETY: as above.
+        let _ = unsafe { slab.trim(1) };
+        assert_eq!(slab.slots(), 4);
+        let mut again: Vec<u32> = (0..4).map(|_| slab.alloc().unwrap()).collect();
+        again.sort_unstable();
+        assert_eq!(again, [0, 1, 2, 3]);
+    });
+}
+
+/// Two trims race each other and a thread that allocates and frees: at most one runs at a
+/// time, and the second sees what the first did.
+///
+/// Catches: `trim`'s `Acquire` on setting `TRIMMING` (the second trim rebuilds from a stale
+/// length, and lists a freed slot).
+#[test]
+#[allow(unsafe_code)]
+fn slab_trims_race_each_other() {
+    use crate::slab::Slab;
+
+    loom::model(|| {
+        let slab: Arc<Slab<Held>> = Arc::new(Slab::new());
+        let held: Vec<u32> = (0..6).map(|_| slab.alloc().unwrap()).collect();
+        for index in held {
+            slab.free(index);
+        }
+        let trimmers: Vec<_> = (0..2)
+            .map(|_| {
+                let slab = slab.clone();
+                // SAFETY: nobody holds a slot of this slab.
+                thread::spawn(move || unsafe { slab.trim(1) })
+            })
+            .collect();
+        let trims = trimmers
+            .into_iter()
+            .map(|trimmer| trimmer.join().unwrap())
+            .filter(|&trimmed| trimmed)
+            .count();
+        assert!(trims <= 1, "both trims freed the same buckets");
+        assert_eq!(slab.free_count(), slab.slots());
+        let again: Vec<u32> = (0..6).map(|_| slab.alloc().unwrap()).collect();
+        let mut distinct = again.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 6);
+    });
+}
+
+/// A thread grows the slab into a new bucket while another looks, pinned, at a slot of that
+/// bucket (as `inspect_op` does with any id): it finds no slot, or a fresh one, fully built.
+///
+/// Catches: the `Release` install of a bucket (`grow`) and the `Acquire` load of a bucket
+/// pointer (`entry`): the looker reads a slot whose construction it does not see.
+#[test]
+fn slab_bucket_is_built_before_it_is_seen() {
+    use loom::sync::atomic::Ordering;
+
+    use crate::slab::Slab;
+
+    loom::model(|| {
+        let slab: Arc<Slab<Held>> = Arc::new(Slab::new());
+        let held: Vec<u32> = (0..4).map(|_| slab.alloc().unwrap()).collect();
+        let grower = {
+            let slab = slab.clone();
+            thread::spawn(move || slab.alloc().unwrap())
+        };
+        {
+            let _pin = slab.pin();
+            if let Some(link) = slab.link(4) {
+                let _ = link.load(Ordering::Relaxed);
+            }
+        }
+        assert_eq!(grower.join().unwrap(), 4);
+        drop(held);
     });
 }

@@ -71,10 +71,13 @@ pub(crate) enum DepList {
 }
 
 impl DepList {
-    /// The list of `reads` then `writes`; `None` if it holds more than `u32::MAX` vars.
+    /// The list of `reads` then `writes`; `None` if it holds more than `2^31 - 1` vars (the
+    /// most an op slot's wait count can hold).
     pub(crate) fn new(reads: &[Var], writes: &[Var]) -> Option<Self> {
         let len = reads.len() + writes.len();
-        u32::try_from(len).ok()?;
+        if len > crate::op_cell::COUNT as usize {
+            return None;
+        }
         let all = reads.iter().chain(writes).map(|&v| VarKey::of(v));
         Some(if len <= INLINE_DEPS {
             let mut keys = [VarKey::PLACEHOLDER; INLINE_DEPS];

@@ -7,10 +7,11 @@
 //!
 //! # State
 //!
-//! `state` packs two fields: the low 32 bits count the vars still holding the op back (the
-//! *wait count*), bit 32 (`PINNED`) is set while [`Graph::inspect_op`](crate::Graph::inspect_op)
-//! reads the payload. `generation` is bumped each time the op leaves the slot and is part of
-//! [`OpId`](crate::OpId).
+//! `state` packs two fields: the low 31 bits count the vars still holding the op back (the
+//! *wait count*; an op lists fewer than 2^31 vars), bit 31 (`PINNED`) is set while
+//! [`Graph::inspect_op`](crate::Graph::inspect_op) reads the payload. `generation` is bumped
+//! each time the op leaves the slot and is part of [`OpId`](crate::OpId). Both are 32 bits, so
+//! that with the engine's op record a slot (link included) is 112 bytes: see `docs/graph.md`.
 //!
 //! # Ownership protocol
 //!
@@ -29,19 +30,21 @@
 //!    slot, and the pusher grants the op itself and takes it back.
 //! 2. **Releasers.** Each var that grants the op (a decision taken under that var's lock, when
 //!    the request leaves its queue) then calls [`OpSlot::grant`], under the lock or right after
-//!    releasing it: a `fetch_sub(1, Relaxed)`. Exactly `n` grants happen (each var grants a
+//!    releasing it: a `fetch_sub(1, Release)`. Exactly `n` grants happen (each var grants a
 //!    request once), so exactly one of them sees the count go from 1 to 0; that thread becomes
 //!    the owner. It cannot have run before the pusher's stores: it locked a var the pusher held
 //!    while parking, so the pusher's unlock (`Release`) happens-before its lock (`Acquire`),
 //!    which is sequenced before its grant (or, through the `Incoming` ring, the entry's
 //!    `Release`/`Acquire` pair). Until that last grant the op stays parked, so a releaser that
-//!    grants after unlocking still names a slot the op occupies. The grant itself publishes
-//!    nothing: the owner acquires the cell in `take` (role 3).
+//!    grants after unlocking still names a slot the op occupies. The grant publishes nothing
+//!    of the cell (the owner acquires it in `take`, role 3); its `Release` orders the grant's
+//!    own access to the slot before the owner's `take`, so before the slot is freed, and
+//!    possibly given back by a trim of the op slab (`slab.rs`).
 //! 3. **Owner.** After releasing its var lock, the owner calls [`OpSlot::take`]: it waits until
 //!    `state` is 0 (an inspector may still hold the pin, see below), loaded with `Acquire` (the
 //!    value it reads continues the release sequences of the pusher's `Release` store and of the
 //!    last unpin, since every other change of `state` is a read-modify-write), bumps
-//!    `generation`, moves the op out of the cell (leaving `None`), and returns the slot to the
+//!    `generation`, moves the op out of the cell (leaving it empty), and returns the slot to the
 //!    free list, whose `Release` push publishes these writes to the next pusher's `Acquire` pop.
 //! 4. **Inspectors** read the payload only while they hold the pin: a compare-exchange that sets
 //!    `PINNED` only if the wait count is non-zero and no other inspector holds it (`Acquire`:
@@ -58,32 +61,40 @@
 //! op cannot leave the slot while that lock is held, and the owner's last store to `generation`
 //! happens-before the pusher's append through the free list and the var lock.
 //!
-//! A slot dropped with an op still parked (the graph dropped while ops wait) drops the op with it:
-//! the cell holds an `Option`.
+//! The cell holds the op only while the wait count is non-zero, and between the grant that
+//! brings it to zero and the owner's `take`: a `MaybeUninit`, which also makes an all-zero slot
+//! a valid empty one (the slab allocates the op slots' buckets zeroed, so that the memory of
+//! slots never used is never touched). A slot dropped with an op still parked (the graph
+//! dropped while ops wait: no grant can be in flight, the graph is borrowed mutably) drops the
+//! op with it.
 //!
 //! The methods are safe to call but sound only under this protocol, which `graph.rs` follows:
 //! `park` only on a slot just allocated, `take` only by the thread whose `grant` returned `true`.
 //! The module is private to the crate.
 
 use std::fmt;
+use std::mem::MaybeUninit;
 
-use depengine_sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell, yield_now};
+use depengine_sync::{AtomicU32, Ordering, UnsafeCell, yield_now};
 
 use crate::op::Parked;
+#[cfg(not(loom))]
+use crate::slab::Entry;
+use crate::slab::Slot;
 
-/// The wait-count half of `state`.
-const COUNT: u64 = 0xFFFF_FFFF;
+/// The wait-count part of `state`, and the most vars an op may list.
+pub(crate) const COUNT: u32 = 0x7FFF_FFFF;
 /// Set while an inspector reads the parked payload.
-const PINNED: u64 = 1 << 32;
+const PINNED: u32 = 1 << 31;
 
 /// One op slot, used only by ops that had to wait. See the module documentation.
 pub(crate) struct OpSlot<T> {
-    /// Wait count (low 32 bits) and the inspector pin.
-    state: AtomicU64,
+    /// Wait count (low 31 bits) and the inspector pin.
+    state: AtomicU32,
     /// Bumped each time the slot is emptied; part of [`OpId`](crate::OpId).
     generation: AtomicU32,
-    /// The parked op: owned as the module documentation describes.
-    parked: UnsafeCell<Option<Parked<T>>>,
+    /// The parked op: present and owned as the module documentation describes.
+    parked: UnsafeCell<MaybeUninit<Parked<T>>>,
 }
 
 // SAFETY: the cell is only written by its single owner (pusher before the `Release` store of the
@@ -96,9 +107,34 @@ unsafe impl<T: Send> Sync for OpSlot<T> {}
 impl<T> Default for OpSlot<T> {
     fn default() -> Self {
         OpSlot {
-            state: AtomicU64::new(0),
+            state: AtomicU32::new(0),
             generation: AtomicU32::new(0),
-            parked: UnsafeCell::new(None),
+            parked: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+}
+
+impl<T> Slot for OpSlot<T> {
+    #[cfg(not(loom))]
+    fn bucket(len: usize) -> Box<[Entry<Self>]> {
+        let zeroed = Box::<[Entry<Self>]>::new_zeroed_slice(len);
+        // SAFETY: every field of an all-zero `Entry<OpSlot<T>>` holds a valid value, which is a
+        // fresh slot's: the link and `state` and `generation` at 0 (plain atomics of 32 bits:
+        // no wait count, no pin, generation 0; a fresh slot's link is written before it is read,
+        // see `slab.rs`), and the cell, a `MaybeUninit`, empty.
+        unsafe { zeroed.assume_init() }
+    }
+}
+
+impl<T> Drop for OpSlot<T> {
+    fn drop(&mut self) {
+        // Relaxed: we have the slot to ourselves (`&mut`).
+        if self.state.load(Ordering::Relaxed) & COUNT != 0 {
+            self.parked.with_mut(|cell| {
+                // SAFETY: a non-zero wait count means an op is parked (`park` wrote it before it
+                // stored the count, and only `take`, after the count reached zero, moves it out).
+                unsafe { (*cell).assume_init_drop() };
+            });
         }
     }
 }
@@ -114,7 +150,7 @@ impl<T> fmt::Debug for OpSlot<T> {
 
 /// Drops the inspector pin, also when the inspecting closure panics (a pin left behind would
 /// make the op's owner wait forever).
-struct Pin<'a>(&'a AtomicU64);
+struct Pin<'a>(&'a AtomicU32);
 
 impl Drop for Pin<'_> {
     fn drop(&mut self) {
@@ -130,36 +166,43 @@ impl<T> OpSlot<T> {
     /// in it since, and either holds the locks of the vars whose queues name it or has not
     /// published the slot index yet (the `Incoming` ring, see the module documentation).
     pub(crate) fn park(&self, parked: Parked<T>, waits: u32) {
-        debug_assert!(waits > 0, "a parked op waits for at least one var");
+        debug_assert!(
+            waits > 0 && waits <= COUNT,
+            "a parked op waits for 1 to COUNT vars"
+        );
         self.parked.with_mut(|cell| {
             // SAFETY: we own the slot (fresh from the free list): its wait count is 0, so no
             // inspector can pin it and no releaser can decrement it (none can find this slot in
             // a var's queue before we unlock the var or publish the ring entry naming it), and
             // the previous owner's writes were published by the free list's Release push / our
-            // Acquire pop.
-            unsafe { *cell = Some(parked) };
+            // Acquire pop. The cell is empty (the last owner took its op), so nothing is
+            // overwritten without being dropped.
+            unsafe { (*cell).write(parked) };
         });
         // Release: publishes the cell write to inspectors that pin the slot (releasers are
         // ordered by the var locks as well).
-        self.state.store(u64::from(waits), Ordering::Release);
+        self.state.store(waits, Ordering::Release);
     }
 
     /// One var granted the op (decided under that var's lock; called under it or after releasing
     /// it). `true` for exactly one caller, the one whose grant was the last: it now owns the slot
     /// and must [`take`](Self::take) it.
     pub(crate) fn grant(&self) -> bool {
-        // Relaxed: a grant publishes nothing (releasers do not touch the cell), and the owner's
-        // view of the cell comes from `take`'s Acquire wait, which reads the last value of this
-        // counter: a value in the release sequence of the pusher's Release store (every later
-        // change is a read-modify-write) and of any inspector's Release unpin.
-        let previous = self.state.fetch_sub(1, Ordering::Relaxed);
+        // The owner's view of the cell comes from `take`'s Acquire wait, which reads the last
+        // value of this counter: a value in the release sequence of the pusher's Release store
+        // (every later change is a read-modify-write) and of any inspector's Release unpin; a
+        // grant publishes nothing of the cell (releasers do not touch it). Release: the grant's
+        // own access to the slot then happens before the owner's `take` too, hence before the
+        // owner frees the slot, which a trim of the op slab may then give back to the allocator
+        // (`slab.rs`): a releaser that granted after unlocking must not race the deallocation.
+        let previous = self.state.fetch_sub(1, Ordering::Release);
         debug_assert!(previous & COUNT != 0, "more grants than the op waited for");
         previous & COUNT == 1
     }
 
     /// Takes the op out of the slot and bumps its generation. Only for the thread whose
     /// [`grant`](Self::grant) returned `true`; it frees the slot afterwards.
-    pub(crate) fn take(&self) -> Option<Parked<T>> {
+    pub(crate) fn take(&self) -> Parked<T> {
         // Acquire: an inspector may still hold the pin it took while the count was non-zero; its
         // Release unpin orders its reads before our writes. No new pin can be taken at count 0.
         while self.state.load(Ordering::Acquire) != 0 {
@@ -172,7 +215,10 @@ impl<T> OpSlot<T> {
         self.parked.with_mut(|cell| {
             // SAFETY: we own the slot: the wait count reached 0 with our grant (so no releaser and
             // no pusher touches it), and no inspector holds the pin (state is 0, acquired above).
-            unsafe { (*cell).take() }
+            // The op is there: it was parked before the count was stored, and only this take,
+            // the one of the thread whose grant reached zero, moves it out (the slot is then
+            // freed, and refilled only by a new `park`).
+            unsafe { (*cell).assume_init_read() }
         })
     }
 
@@ -212,11 +258,11 @@ impl<T> OpSlot<T> {
             return None;
         }
         self.parked.with(|cell| {
-            // SAFETY: we hold the exclusive pin on a slot whose wait count is non-zero: the
-            // pusher finished writing before its Release store that our Acquire pin read from,
-            // and the owner cannot write before we unpin.
-            let parked = unsafe { &*cell };
-            parked.as_ref().map(f)
+            // SAFETY: we hold the exclusive pin on a slot whose wait count is non-zero: the op is
+            // parked, the pusher finished writing it before its Release store that our Acquire
+            // pin read from, and the owner cannot write before we unpin.
+            let parked = unsafe { (*cell).assume_init_ref() };
+            Some(f(parked))
         })
     }
 }

@@ -1,36 +1,70 @@
-//! A growable array of slots with stable addresses and a lock-free free list.
+//! A growable array of slots with stable addresses and a lock-free free list, which gives its
+//! memory back after a burst.
 //!
 //! Vars and waiting ops live in slabs and are named by `u32` indices. A slab never moves a slot:
-//! slots live in buckets of doubling size (32, 64, 128, ...), each allocated once and published
-//! through a [`OnceLock`], so looking a slot up is two loads and never takes a lock, while the slab
-//! can still grow from `&self`. Buckets are never freed before the slab is dropped; freed slots
-//! are recycled through the free list instead, which is what keeps the steady state free of
-//! allocation.
+//! slots live in buckets of doubling size (32, 64, 128, ...), each allocated on first use and
+//! published through an [`AtomicPtr`], so looking a slot up is two loads and never takes a lock,
+//! while the slab can still grow from `&self`. Freed slots are recycled through the free list,
+//! which is what keeps the steady state free of allocation. A slot type chooses how its
+//! buckets are made ([`Slot`]): the op slots' are allocated zeroed, so that a bucket's memory
+//! is only resident once its slots are used.
 //!
 //! # Free list: two stacks
 //!
 //! Free slots sit on two Treiber stacks threaded through the slots' `next` fields, each head on
 //! a cache line of its own: [`free`](Slab::free) pushes onto `returned`, [`alloc`](Slab::alloc)
 //! pops from `free`, and an `alloc` that finds `free` empty takes the whole of `returned` at once
-//! (one swap), keeps its top slot and installs the rest as `free`. In the engine, ops are
-//! allocated by the pushing thread and freed by the workers; with one stack, both sides wrote
-//! its head for every op, so each alloc and each free missed on a line the other core had just
-//! written. With two, the pusher pulls `returned`'s line over once per batch of freed slots.
+//! (one read-modify-write), keeps its top slot and installs the rest as `free`. In the engine,
+//! ops are allocated by the pushing thread and freed by the workers; with one stack, both sides
+//! wrote its head for every op, so each alloc and each free missed on a line the other core had
+//! just written. With two, the pusher pulls `returned`'s line over once per batch of freed
+//! slots.
 //!
 //! `free`'s head packs a 32-bit tag next to the top index; every pop and install bumps the tag,
 //! so a pop that read a stale `next` (because the top was popped and pushed back meanwhile: ABA)
 //! fails its compare-exchange and retries. The tag would have to wrap around (2^32 operations)
 //! between a pop's load and its compare-exchange for ABA to slip through. `returned` needs no
-//! tag: it is only pushed onto and swapped out whole, never popped.
+//! tag: it is only pushed onto and taken whole, never popped.
 //!
-//! While an `alloc` holds the chain it swapped out (between the swap and the install), another
+//! While an `alloc` holds the chain it took (between the take and the install), another
 //! `alloc` can find both stacks empty and grow the slab by a slot: the slab may hold up to one
 //! slot more than its peak use per thread allocating at such a moment, never more.
 //!
 //! The `next` field of a slot in use is free for its owner; the graph threads the list of ops made
-//! ready by one completion through it.
+//! ready by one completion through it. A fresh slot's `next` is written before it is read.
+//!
+//! # Trimming: memory back after a burst
+//!
+//! [`trim`](Slab::trim) frees the buckets beyond the first few, and forgets their slots, when
+//! nobody uses the slab: every slot is free and no thread is inside `alloc`, `free` or a
+//! [`pin`](Slab::pin). Who is inside is counted on the two lines the slab already writes:
+//!
+//! - `entered` (beside `free`'s head, the allocators' line) counts the `alloc`s and pins
+//!   begun, ever. An `alloc` stays counted until its slot is freed: a slot in use is a user.
+//! - the high half of `returned` (the freers' line) counts the `free`s and unpins, ever. A
+//!   `free` bumps it in the compare-exchange that pushes the slot (no extra atomic).
+//!
+//! A trim sets `TRIMMING` in `entered` with a read-modify-write, then loads `returned`: if the
+//! counts are equal, every user it counted has left, and every later one (whose increment
+//! follows the trim's in `entered`'s modification order, so it sees `TRIMMING`) waits until the
+//! trim clears the bit. It cannot be fooled by a user counted in one number and not the other:
+//! a user leaves only after it entered, and one that entered after the trim's increment has not
+//! left (it waits), so the leaves the trim counts are of users it counted entering. Orderings:
+//! each leave is a `Release` read-modify-write of `returned` (publishing the user's last
+//! accesses to the slots), the trim's load is `Acquire`, so the users' accesses happen before
+//! the trim frees or rewrites anything; the trim clears the bit with `Release` and a waiting
+//! user reloads it with `Acquire`, so the trim's changes (buckets freed, the free list rebuilt)
+//! happen before that user's accesses. A slot is thus only ever touched by a user: the thread
+//! that holds it (allocated, not yet freed) or one that pins the slab. That is the contract of
+//! `trim`, an `unsafe fn`: [`get`](Slab::get) and its siblings hand out references that a trim
+//! would free under a thread that holds neither.
+//!
+//! Forgetting the slots of freed buckets restarts their contents when the slab grows back into
+//! them: fresh slots, as on first use.
 
-use depengine_sync::{AtomicU32, AtomicU64, CachePadded, OnceLock, Ordering};
+use std::ptr;
+
+use depengine_sync::{AtomicPtr, AtomicU32, AtomicU64, CachePadded, Ordering, yield_now};
 
 /// "No slot": the end of the free list (and of the graph's ready lists).
 pub(crate) const NIL: u32 = u32::MAX;
@@ -48,25 +82,54 @@ const MAX_SLOTS: u32 = (1 << 31) - 1;
 /// Buckets needed to cover `MAX_SLOTS` slots.
 const BUCKETS: usize = (32 - FIRST_SHIFT) as usize;
 
-/// One slot: its value and its link. Aligned to a cache line, so that a slot shares no line with
-/// its neighbours: the slab hands neighbouring slots to ops that different threads push and
-/// complete at the same time.
+/// Set in `entered` while a trim runs.
+const TRIMMING: u64 = 1 << 63;
+
+/// The index half of `returned`.
+const INDEX: u64 = 0xFFFF_FFFF;
+
+/// One leave in the high half of `returned`.
+const LEFT: u64 = 1 << 32;
+
+/// One slot: its value and its link.
 #[derive(Debug)]
-#[repr(align(64))]
 pub(crate) struct Entry<S> {
     next: AtomicU32,
     value: S,
 }
 
+/// What a slab holds: how a bucket of fresh slots is made.
+pub(crate) trait Slot: Default {
+    /// `len` fresh entries (by default each `S::default()`, with an unset link).
+    fn bucket(len: usize) -> Box<[Entry<Self>]> {
+        (0..len)
+            .map(|_| Entry {
+                next: AtomicU32::new(NIL),
+                value: Self::default(),
+            })
+            .collect()
+    }
+}
+
 /// See the module documentation.
 pub(crate) struct Slab<S> {
-    buckets: [OnceLock<Box<[Entry<S>]>>; BUCKETS],
+    /// Bucket `b` holds `32 << b` entries (`4 << b` under loom); null until first used.
+    buckets: [AtomicPtr<Entry<S>>; BUCKETS],
     /// Slots handed out so far (the next fresh index).
     len: AtomicU32,
+    /// The allocators' line.
+    free: CachePadded<FreeHead>,
+    /// Head of the stack `free` pushes onto: `leaves << 32 | index` (see the module
+    /// documentation for the count of leaves).
+    returned: CachePadded<AtomicU64>,
+}
+
+/// The allocators' side of the free list.
+struct FreeHead {
     /// Head of the stack `alloc` pops from: `tag << 32 | index`.
-    free: CachePadded<AtomicU64>,
-    /// Head of the stack `free` pushes onto (an index).
-    returned: CachePadded<AtomicU32>,
+    top: AtomicU64,
+    /// Allocs and pins begun, ever (the low 63 bits), and `TRIMMING`.
+    entered: AtomicU64,
 }
 
 /// Bucket and offset of `index`.
@@ -77,13 +140,27 @@ fn locate(index: u32) -> (usize, usize) {
     (bucket as usize, offset as usize)
 }
 
-impl<S: Default> Slab<S> {
+/// Entries in bucket `bucket`.
+fn bucket_len(bucket: usize) -> usize {
+    1 << (bucket as u32 + FIRST_SHIFT)
+}
+
+/// Slots in the first `buckets` buckets.
+fn capacity(buckets: usize) -> u32 {
+    ((1_u64 << (buckets as u32 + FIRST_SHIFT)) - (1 << FIRST_SHIFT)).min(u64::from(MAX_SLOTS))
+        as u32
+}
+
+impl<S: Slot> Slab<S> {
     pub(crate) fn new() -> Self {
         Slab {
-            buckets: std::array::from_fn(|_| OnceLock::new()),
+            buckets: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             len: AtomicU32::new(0),
-            free: CachePadded::new(AtomicU64::new(u64::from(NIL))),
-            returned: CachePadded::new(AtomicU32::new(NIL)),
+            free: CachePadded::new(FreeHead {
+                top: AtomicU64::new(u64::from(NIL)),
+                entered: AtomicU64::new(0),
+            }),
+            returned: CachePadded::new(AtomicU64::new(u64::from(NIL))),
         }
     }
 
@@ -92,16 +169,27 @@ impl<S: Default> Slab<S> {
             return None;
         }
         let (bucket, offset) = locate(index);
-        self.buckets[bucket].get().map(|b| &b[offset])
+        // Acquire: pairs with the Release install in `grow`, so the bucket's entries are
+        // initialized for us.
+        let first = self.buckets[bucket].load(Ordering::Acquire);
+        if first.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null bucket pointer points to the first of `bucket_len(bucket)` entries,
+        // installed by `grow` and freed only by `trim`, which the callers exclude by its contract
+        // (they hold the slot or pin the slab; see the module documentation); `offset` is below
+        // that length (`locate`).
+        Some(unsafe { &*first.add(offset) })
     }
 
-    /// The slot at `index`, if it was ever handed out.
+    /// The slot at `index`, if its bucket exists. For a thread that holds the slot (allocated
+    /// it and has not freed it) or pins the slab: see the module documentation.
     pub(crate) fn get(&self, index: u32) -> Option<&S> {
         self.entry(index).map(|e| &e.value)
     }
 
     /// A hint: starts moving every cache line of slot `index` into this core's caches (see
-    /// `prefetch.rs`).
+    /// `prefetch.rs`). As [`get`](Self::get): for a holder of the slot.
     pub(crate) fn prefetch(&self, index: u32) {
         if let Some(entry) = self.entry(index) {
             let start: *const Entry<S> = entry;
@@ -111,16 +199,26 @@ impl<S: Default> Slab<S> {
         }
     }
 
-    /// The link field of a slot in use (see the module documentation).
+    /// The link field of a slot in use (see the module documentation), for its holder.
     pub(crate) fn link(&self, index: u32) -> Option<&AtomicU32> {
         self.entry(index).map(|e| &e.next)
     }
 
     /// Takes a free slot, recycling one when possible. `None` when the slab is full.
     pub(crate) fn alloc(&self) -> Option<u32> {
+        self.enter();
+        let index = self.pop();
+        if index.is_none() {
+            self.leave();
+        }
+        index
+    }
+
+    /// `alloc`, counted as a user already.
+    fn pop(&self) -> Option<u32> {
         // Acquire: pairs with the Release of the install that put the top slot on the list, so
         // its `next` store below is visible.
-        let mut head = self.free.load(Ordering::Acquire);
+        let mut head = self.free.top.load(Ordering::Acquire);
         loop {
             let top = head as u32;
             if top == NIL {
@@ -134,10 +232,12 @@ impl<S: Default> Slab<S> {
             // Acquire failure below, already read, so the install that put the slot there (and
             // the last owner's writes, see `free`) is already ordered before us. Failure
             // Acquire: the retry reads the new top's `next`.
-            match self
-                .free
-                .compare_exchange_weak(head, new, Ordering::Relaxed, Ordering::Acquire)
-            {
+            match self.free.top.compare_exchange_weak(
+                head,
+                new,
+                Ordering::Relaxed,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => return Some(top),
                 Err(current) => head = current,
             }
@@ -147,12 +247,14 @@ impl<S: Default> Slab<S> {
     /// Takes every slot freed since the last take: keeps the top one for the caller and installs
     /// the rest as the `free` stack. `None` if nothing was freed.
     fn take_returned(&self) -> Option<u32> {
-        // Acquire: pairs with the Release pushes, so every `next` link of the chain is visible.
-        let top = self.returned.swap(NIL, Ordering::Acquire);
+        // Sets the index half to `NIL` and keeps the count of leaves. Acquire: pairs with the
+        // Release pushes, so every `next` link of the chain is visible.
+        let top = self.returned.fetch_or(INDEX, Ordering::Acquire) as u32;
         if top == NIL {
             return None;
         }
-        // Relaxed: ordered by the swap above; the chain is ours alone until installed.
+        // Relaxed: ordered by the read-modify-write above; the chain is ours alone until
+        // installed.
         let rest = self.entry(top)?.next.load(Ordering::Relaxed);
         if rest != NIL {
             self.install(rest);
@@ -164,7 +266,7 @@ impl<S: Default> Slab<S> {
     fn install(&self, chain: u32) {
         // Found only if `free` is not empty (another allocator installed meanwhile: rare).
         let mut tail = None;
-        let mut head = self.free.load(Ordering::Relaxed);
+        let mut head = self.free.top.load(Ordering::Relaxed);
         loop {
             let top = head as u32;
             if top != NIL || tail.is_some() {
@@ -173,9 +275,9 @@ impl<S: Default> Slab<S> {
                     entry.next.store(top, Ordering::Relaxed);
                 }
             }
-            // Release: publishes the chain's links (acquired by our swap, or written by us) to
+            // Release: publishes the chain's links (acquired by our take, or written by us) to
             // the Acquire pops.
-            match self.free.compare_exchange_weak(
+            match self.free.top.compare_exchange_weak(
                 head,
                 next_tag(head) | u64::from(chain),
                 Ordering::Release,
@@ -200,7 +302,7 @@ impl<S: Default> Slab<S> {
     /// Hands out a fresh index, allocating its bucket on first use.
     fn grow(&self) -> Option<u32> {
         // Relaxed: the counter only has to hand out distinct indices; the bucket is published by
-        // its OnceLock.
+        // its pointer.
         let index = self
             .len
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
@@ -208,15 +310,23 @@ impl<S: Default> Slab<S> {
             })
             .ok()?;
         let (bucket, _) = locate(index);
-        self.buckets[bucket].get_or_init(|| {
-            let size = 1usize << (bucket as u32 + FIRST_SHIFT);
-            (0..size)
-                .map(|_| Entry {
-                    next: AtomicU32::new(NIL),
-                    value: S::default(),
-                })
-                .collect()
-        });
+        // Acquire: as in `entry`.
+        if self.buckets[bucket].load(Ordering::Acquire).is_null() {
+            let fresh = Box::into_raw(S::bucket(bucket_len(bucket))).cast::<Entry<S>>();
+            // Release: publishes the entries to every `entry` that loads the pointer. Failure
+            // Relaxed: we only drop our own copy. Two threads growing into the same new bucket
+            // at once each make one; the second frees its own.
+            if self.buckets[bucket]
+                .compare_exchange(ptr::null_mut(), fresh, Ordering::Release, Ordering::Relaxed)
+                .is_err()
+            {
+                // SAFETY: `fresh` came from `Box::into_raw` of a slice of this length just
+                // above, and was never published.
+                drop(unsafe {
+                    Box::from_raw(ptr::slice_from_raw_parts_mut(fresh, bucket_len(bucket)))
+                });
+            }
+        }
         Some(index)
     }
 
@@ -228,12 +338,13 @@ impl<S: Default> Slab<S> {
         };
         let mut head = self.returned.load(Ordering::Relaxed);
         loop {
-            entry.next.store(head, Ordering::Relaxed);
-            // Release: publishes the `next` store (and the caller's last writes to the slot) to
-            // the allocator that swaps the stack out.
+            entry.next.store(head as u32, Ordering::Relaxed);
+            // Counts the leave (see the module documentation). Release: publishes the `next`
+            // store (and the caller's last writes to the slot) to the allocator that takes the
+            // stack, and to a trim that counts this leave.
             match self.returned.compare_exchange_weak(
                 head,
-                index,
+                (head & !INDEX).wrapping_add(LEFT) | u64::from(index),
                 Ordering::Release,
                 Ordering::Relaxed,
             ) {
@@ -243,18 +354,121 @@ impl<S: Default> Slab<S> {
         }
     }
 
+    /// Counts the calling thread as a user (see the module documentation); waits while a trim
+    /// runs.
+    fn enter(&self) {
+        // Acquire: if a trim ran before (its Release clear precedes this increment in
+        // `entered`'s modification order), what it changed happens before our accesses. A trim
+        // that has not begun yet needs nothing of this increment but its place in that order;
+        // one that has is waited for below.
+        let mut entered = self.free.entered.fetch_add(1, Ordering::Acquire);
+        while entered & TRIMMING != 0 {
+            yield_now();
+            // Acquire: pairs with the trim's Release clear, so what it changed happens before
+            // our accesses.
+            entered = self.free.entered.load(Ordering::Acquire);
+        }
+    }
+
+    /// Counts one user gone (see `free`, which counts its own).
+    fn leave(&self) {
+        // Release: as in `free`.
+        self.returned.fetch_add(LEFT, Ordering::Release);
+    }
+
+    /// Keeps trims away while alive: for a thread that looks at slots it does not hold
+    /// (`Graph::inspect_op`).
+    pub(crate) fn pin(&self) -> Pin<'_, S> {
+        self.enter();
+        Pin(self)
+    }
+
     /// Slots handed out so far (in use or free).
     pub(crate) fn slots(&self) -> usize {
         self.len.load(Ordering::Relaxed) as usize
     }
 
-    /// Slots on the two free stacks. Exact only while no other thread allocates or frees.
+    /// Slots in use (allocated and not freed), plus pins. Exact only while no other thread
+    /// allocates, frees or pins.
+    pub(crate) fn in_use(&self) -> usize {
+        let left = (self.returned.load(Ordering::Relaxed) >> 32) as u32;
+        let entered = self.free.entered.load(Ordering::Relaxed) as u32;
+        entered.wrapping_sub(left) as usize
+    }
+
+    /// Frees every bucket beyond the first `keep_buckets` and forgets their slots, if nobody
+    /// uses the slab (see the module documentation); whether it did. Cheap when there is
+    /// nothing to free (one load).
+    ///
+    /// # Safety
+    ///
+    /// Every thread that holds a reference from [`get`](Self::get), [`link`](Self::link) or
+    /// [`prefetch`](Self::prefetch) (or is about to use an index) holds that slot (allocated
+    /// and not freed) or a [`pin`](Self::pin).
+    pub(crate) unsafe fn trim(&self, keep_buckets: usize) -> bool {
+        let keep = capacity(keep_buckets);
+        if self.len.load(Ordering::Relaxed) <= keep {
+            return false;
+        }
+        // Acquire: a trim that ran before this one (its Release clear) happens before ours.
+        let entered = self.free.entered.fetch_or(TRIMMING, Ordering::Acquire);
+        if entered & TRIMMING != 0 {
+            // Another trim runs.
+            return false;
+        }
+        // Acquire: pairs with the Release leaves, so every access of a user counted here
+        // happens before what the trim does next.
+        let left = (self.returned.load(Ordering::Acquire) >> 32) as u32;
+        // Checked again now that it is ours: another trim may have run since the first look.
+        let trimmed = entered as u32 == left && self.len.load(Ordering::Relaxed) > keep;
+        if trimmed {
+            self.rebuild(keep);
+        }
+        // Release: publishes the rebuilt slab to the users that waited (their Acquire reload).
+        self.free.entered.fetch_and(!TRIMMING, Ordering::Release);
+        trimmed
+    }
+
+    /// `trim`'s work, with the slab to itself: every slot is free.
+    fn rebuild(&self, keep: u32) {
+        for (bucket, first) in self.buckets.iter().enumerate() {
+            if capacity(bucket) < keep {
+                continue;
+            }
+            let first = first.swap(ptr::null_mut(), Ordering::Relaxed);
+            if !first.is_null() {
+                // SAFETY: the bucket was installed by `grow` from a `Box` of this length, and no
+                // reference into it is left (the trim's contract and its count of users).
+                drop(unsafe {
+                    Box::from_raw(ptr::slice_from_raw_parts_mut(first, bucket_len(bucket)))
+                });
+            }
+        }
+        let len = self.len.load(Ordering::Relaxed).min(keep);
+        self.len.store(len, Ordering::Relaxed);
+        // Every slot left is free: chain them in index order, lowest on top.
+        for index in 0..len {
+            if let Some(entry) = self.entry(index) {
+                let next = if index + 1 < len { index + 1 } else { NIL };
+                entry.next.store(next, Ordering::Relaxed);
+            }
+        }
+        let top = if len == 0 { NIL } else { 0 };
+        let head = self.free.top.load(Ordering::Relaxed);
+        self.free
+            .top
+            .store(next_tag(head) | u64::from(top), Ordering::Relaxed);
+        self.returned.fetch_or(INDEX, Ordering::Relaxed);
+    }
+
+    /// Slots on the two free stacks. Exact only while no other thread uses the slab.
+    #[cfg(test)]
     pub(crate) fn free_count(&self) -> usize {
         let bound = self.slots();
         let mut count = 0;
         for top in [
-            self.free.load(Ordering::Acquire) as u32,
-            self.returned.load(Ordering::Acquire),
+            self.free.top.load(Ordering::Acquire) as u32,
+            self.returned.load(Ordering::Acquire) as u32,
         ] {
             let mut at = top;
             while at != NIL && count < bound {
@@ -263,6 +477,30 @@ impl<S: Default> Slab<S> {
             }
         }
         count
+    }
+}
+
+impl<S> Drop for Slab<S> {
+    fn drop(&mut self) {
+        for (bucket, first) in self.buckets.iter().enumerate() {
+            let first = first.load(Ordering::Relaxed);
+            if !first.is_null() {
+                // SAFETY: as in `rebuild`; we are the last user (`&mut self`).
+                drop(unsafe {
+                    Box::from_raw(ptr::slice_from_raw_parts_mut(first, bucket_len(bucket)))
+                });
+            }
+        }
+    }
+}
+
+/// A pin of a slab ([`Slab::pin`]): trims wait until it is dropped.
+pub(crate) struct Pin<'a, S>(&'a Slab<S>);
+
+impl<S> Drop for Pin<'_, S> {
+    fn drop(&mut self) {
+        // Release: as in `Slab::leave`.
+        self.0.returned.fetch_add(LEFT, Ordering::Release);
     }
 }
 
@@ -275,6 +513,8 @@ fn next_tag(head: u64) -> u64 {
 mod tests {
     use super::*;
 
+    impl Slot for u8 {}
+
     #[test]
     fn locate_covers_buckets_contiguously() {
         assert_eq!(locate(0), (0, 0));
@@ -284,6 +524,10 @@ mod tests {
         assert_eq!(locate(96), (2, 0));
         let (bucket, _) = locate(MAX_SLOTS - 1);
         assert!(bucket < BUCKETS);
+        assert_eq!(capacity(0), 0);
+        assert_eq!(capacity(1), 32);
+        assert_eq!(capacity(3), 32 + 64 + 128);
+        assert_eq!(locate(capacity(3)), (3, 0));
     }
 
     #[test]
@@ -292,8 +536,10 @@ mod tests {
         let a = slab.alloc().unwrap();
         let b = slab.alloc().unwrap();
         assert_ne!(a, b);
+        assert_eq!(slab.in_use(), 2);
         slab.free(a);
         assert_eq!(slab.free_count(), 1);
+        assert_eq!(slab.in_use(), 1);
         assert_eq!(slab.alloc(), Some(a));
         slab.free(b);
         slab.free(a);
@@ -315,5 +561,93 @@ mod tests {
             assert!(slab.get(i).is_some());
         }
         assert_eq!(slab.free_count(), 0);
+    }
+
+    /// A trim frees the buckets beyond the ones kept once every slot is free, and the slab
+    /// grows back into them; it does nothing while a slot is in use or a pin is held.
+    #[test]
+    fn trim_gives_back_what_a_burst_grew() {
+        let slab: Slab<u8> = Slab::new();
+        let n: u32 = if cfg!(miri) { 200 } else { 5000 };
+        let held: Vec<u32> = (0..n).map(|_| slab.alloc().unwrap()).collect();
+        // SAFETY: this thread alone uses the slab, and holds no reference into it.
+        assert!(!unsafe { slab.trim(2) }, "slots in use");
+        for &index in &held {
+            slab.free(index);
+        }
+        {
+            let _pin = slab.pin();
+            // SAFETY: as above.
+            assert!(!unsafe { slab.trim(2) }, "pinned");
+        }
+        // SAFETY: as above.
+        assert!(unsafe { slab.trim(2) });
+        assert_eq!(slab.slots(), capacity(2) as usize);
+        assert_eq!(slab.free_count(), capacity(2) as usize);
+        assert!(slab.get(capacity(2)).is_none(), "the bucket is gone");
+        // SAFETY: as above.
+        assert!(!unsafe { slab.trim(2) }, "nothing beyond what is kept");
+        // The kept slots come back lowest first, then the slab grows again.
+        let again: Vec<u32> = (0..n).map(|_| slab.alloc().unwrap()).collect();
+        assert_eq!(&again[..3], &[0, 1, 2]);
+        let mut sorted = again.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), n as usize, "a slot handed out twice");
+        assert_eq!(slab.in_use(), n as usize);
+    }
+
+    /// Threads allocate, pin and free while another trims: no slot is handed out twice, and
+    /// under Miri no freed bucket is touched.
+    #[test]
+    fn trims_race_with_users() {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+
+        let slab: Arc<Slab<u8>> = Arc::new(Slab::new());
+        let stop = Arc::new(AtomicBool::new(false));
+        let rounds = if cfg!(miri) { 20 } else { 2000 };
+        let users: Vec<_> = (0..2)
+            .map(|_| {
+                let (slab, stop) = (Arc::clone(&slab), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    let mut held = Vec::new();
+                    for round in 0..rounds {
+                        for _ in 0..(round % 7) * 10 {
+                            held.push(slab.alloc().unwrap());
+                        }
+                        for &index in &held {
+                            // The value is the holder's to write.
+                            assert!(slab.get(index).is_some());
+                        }
+                        {
+                            // A slot of a bucket a trim frees, looked at under a pin.
+                            let _pin = slab.pin();
+                            if let Some(link) = slab.link(100) {
+                                let _ = link.load(std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                        for index in held.drain(..) {
+                            slab.free(index);
+                        }
+                    }
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                })
+            })
+            .collect();
+        let mut trims = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // SAFETY: the users above hold or pin every slot they look at.
+            if unsafe { slab.trim(1) } {
+                trims += 1;
+            }
+            std::thread::yield_now();
+        }
+        for user in users {
+            user.join().unwrap();
+        }
+        assert_eq!(slab.in_use(), 0);
+        assert_eq!(slab.free_count(), slab.slots());
+        let _ = trims;
     }
 }

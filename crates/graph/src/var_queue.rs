@@ -59,8 +59,10 @@
 //! flag says whether the spill holds anything, so a var whose FIFO fits the ring never touches
 //! the cold part.
 //!
-//! Memory: the spill keeps its capacity, so in steady state appending and releasing allocate
-//! nothing.
+//! Memory: a spill of up to [`KEEP_SPILL`] entries of capacity keeps it when it drains, so in
+//! steady state appending and releasing allocate nothing; a spill that a burst grew beyond
+//! that is freed as soon as it drains (once per burst and var), so the burst's memory goes
+//! back once its ops were released.
 
 use std::collections::VecDeque;
 
@@ -71,6 +73,10 @@ pub(crate) const NO_OP: u32 = u32::MAX;
 
 /// Requests held inline (a power of two).
 pub(crate) const RING: usize = 8;
+
+/// Spill capacity (entries of 4 bytes) a drained spill keeps: enough that a queue that often
+/// spills a little does not reallocate, small enough that idle vars stay cheap.
+pub(crate) const KEEP_SPILL: usize = 64;
 
 /// The access bit of a packed entry.
 const WRITE_BIT: u32 = 1 << 31;
@@ -203,6 +209,12 @@ impl<C> VarQueue<C> {
                 self.len += 1;
             }
             self.spilled = !cold.spill.is_empty();
+            if !self.spilled && cold.spill.capacity() > KEEP_SPILL {
+                // A burst's spill, drained: give its memory back, all of it (a small buffer
+                // reallocated now would land among the burst's freed memory and keep a page of
+                // it resident; the next spill allocates afresh).
+                cold.spill = VecDeque::new();
+            }
         }
     }
 
@@ -496,6 +508,31 @@ mod tests {
         // The write waits: completing "it" is refused, the read still runs.
         assert!(!q.complete_write(|_| unreachable!()));
         assert_eq!(q.running_reads(), 1);
+    }
+
+    #[test]
+    fn a_drained_spill_gives_its_memory_back() {
+        let mut q = VarQueue::<()>::default();
+        q.append_write(0);
+        for op in 1..1000 {
+            q.append(op, Access::Write);
+        }
+        assert!(q.spill_capacity() >= 1000 - RING);
+        for _ in 0..1000 {
+            q.complete(Access::Write, |_| {});
+        }
+        assert!(q.is_idle());
+        assert!(q.spill_capacity() <= KEEP_SPILL);
+        // A small spill keeps its capacity: no reallocation in a steady state.
+        q.append_write(0);
+        for op in 1..40 {
+            q.append(op, Access::Write);
+        }
+        let capacity = q.spill_capacity();
+        for _ in 0..40 {
+            q.complete(Access::Write, |_| {});
+        }
+        assert_eq!(q.spill_capacity(), capacity);
     }
 
     #[test]

@@ -25,8 +25,8 @@
 //! real code, not a copy of it. The API is the common subset of `std` and loom, so code that
 //! compiles in one mode compiles in the other:
 //!
-//! - atomics ([`AtomicBool`], [`AtomicU8`], [`AtomicU32`], [`AtomicU64`], [`AtomicUsize`]),
-//!   [`Ordering`] and [`fence`];
+//! - atomics ([`AtomicBool`], [`AtomicU8`], [`AtomicU32`], [`AtomicU64`], [`AtomicUsize`],
+//!   [`AtomicPtr`]), [`Ordering`] and [`fence`];
 //! - [`Arc`], [`Mutex`], [`MutexGuard`], [`Condvar`], [`WaitTimeoutResult`];
 //! - the [`thread`] module, [`thread_local!`] and [`yield_now`];
 //! - [`UnsafeCell`] with loom's closure API (`with`, `with_mut`), so that loom checks every
@@ -39,8 +39,8 @@
 //! - [`OnceLock`], which this crate re-exports from `std` in both modes (loom has none). It is
 //!   sound under loom only where its initializer performs no loom operation (it only allocates
 //!   and constructs objects): loom can then never switch threads inside it, so the real
-//!   `OnceLock` behaves as one atomic step of the model. `depengine-graph` publishes its slab
-//!   buckets and a var's side-entrance entries with it.
+//!   `OnceLock` behaves as one atomic step of the model. `depengine-graph` publishes a var's
+//!   side-entrance entries with it.
 //! - State no model observes, such as `depengine-graph`'s process-wide counter of graph ids
 //!   (ids only need to differ): it uses `std` directly, with a comment saying so.
 //!
@@ -102,7 +102,9 @@ pub use spin::{Backoff, spin_hint};
 
 #[cfg(loom)]
 pub use loom::{
-    sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence},
+    sync::atomic::{
+        AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    },
     sync::{Arc, Condvar, Mutex, MutexGuard, WaitTimeoutResult},
     thread,
     thread::yield_now,
@@ -111,7 +113,9 @@ pub use loom::{
 
 #[cfg(not(loom))]
 pub use std::{
-    sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence},
+    sync::atomic::{
+        AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    },
     sync::{Arc, Condvar, Mutex, MutexGuard, WaitTimeoutResult},
     thread,
     thread::yield_now,

@@ -38,6 +38,41 @@ pub(crate) struct Options {
     quick: bool,
     runs: usize,
     threads: usize,
+    /// `--ops`: run the group once per size, each workload reported as `<workload>@<size>`.
+    ops: Option<Vec<OpCount>>,
+    /// `--workloads`: only these, for every system.
+    workloads: Option<String>,
+}
+
+/// One size of `--ops`, as the user wrote it (the label of its rows) and as a number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OpCount {
+    label: String,
+    count: u64,
+}
+
+impl OpCount {
+    /// `200000`, `1e6` or `2.5e5`: a whole positive number of ops.
+    fn parse(text: &str) -> Result<Self> {
+        let bad = || format!("--ops: `{text}` is not a positive whole number (200000, 1e6)");
+        let (mantissa, exponent) = text.split_once(['e', 'E']).unwrap_or((text, "0"));
+        let exponent: u32 = exponent.parse().map_err(|_| bad())?;
+        let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        let digits = format!("{whole}{fraction}");
+        let shift = exponent
+            .checked_sub(u32::try_from(fraction.len()).map_err(|_| bad())?)
+            .ok_or_else(bad)?;
+        let count = digits
+            .parse::<u64>()
+            .ok()
+            .and_then(|digits| digits.checked_mul(10_u64.checked_pow(shift)?))
+            .filter(|&count| count > 0)
+            .ok_or_else(bad)?;
+        Ok(OpCount {
+            label: text.to_owned(),
+            count,
+        })
+    }
 }
 
 impl Options {
@@ -48,12 +83,15 @@ impl Options {
             quick: true,
             runs: 1,
             threads: DEFAULT_THREADS,
+            ops: None,
+            workloads: None,
         }
     }
 
     fn parse(mut args: impl Iterator<Item = String>) -> Result<Self> {
         let mut group = None;
         let (mut quick, mut runs, mut threads) = (false, None, DEFAULT_THREADS);
+        let (mut ops, mut workloads) = (None, None);
         while let Some(arg) = args.next() {
             let mut count = |flag: &str| -> Result<usize> {
                 let text = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -66,6 +104,15 @@ impl Options {
                 "--quick" => quick = true,
                 "--runs" => runs = Some(count("--runs")?),
                 "--threads" => threads = count("--threads")?,
+                "--ops" => {
+                    let list = args.next().ok_or("--ops needs a value")?;
+                    let sizes: Vec<OpCount> =
+                        list.split(',').map(OpCount::parse).collect::<Result<_>>()?;
+                    ops = Some(sizes);
+                }
+                "--workloads" => {
+                    workloads = Some(args.next().ok_or("--workloads needs a value")?);
+                }
                 name if !name.starts_with('-') && group.is_none() => group = Some(arg),
                 other => return Err(format!("bench: unexpected argument `{other}`\n{USAGE}")),
             }
@@ -77,25 +124,56 @@ impl Options {
                     .ok_or_else(|| format!("bench: unknown group `{name}`\n{USAGE}"))?,
             ],
         };
+        if ops.is_some()
+            && let Some(group) = groups.iter().find(|g| !g.full_sizes.contains(&"--ops"))
+        {
+            return Err(format!(
+                "bench: --ops sizes the graph and engine groups, not `{}`\n{USAGE}",
+                group.name
+            ));
+        }
         let runs = runs.unwrap_or(if quick { QUICK_RUNS } else { DEFAULT_RUNS });
         Ok(Options {
             groups,
             quick,
             runs,
             threads,
+            ops,
+            workloads,
         })
     }
 
-    fn sizes(&self, group: &Group) -> &'static [&'static str] {
-        if self.quick {
+    /// The group's size flags, one set per run of the group: with `--ops`, one per size (with
+    /// its label), `--ops` replaced.
+    fn size_runs(&self, group: &Group) -> Vec<(Option<String>, Vec<String>)> {
+        let sizes = if self.quick {
             group.quick_sizes
         } else {
             group.full_sizes
-        }
+        };
+        let flags = || {
+            sizes
+                .iter()
+                .map(|&flag| flag.to_owned())
+                .collect::<Vec<_>>()
+        };
+        let Some(ops) = &self.ops else {
+            return vec![(None, flags())];
+        };
+        ops.iter()
+            .map(|size| {
+                let mut flags = flags();
+                if let Some(at) = flags.iter().position(|flag| flag == "--ops") {
+                    flags[at + 1] = size.count.to_string();
+                }
+                (Some(size.label.clone()), flags)
+            })
+            .collect()
     }
 }
 
-const USAGE: &str = "usage: cargo xtask bench [pool|graph|all] [--quick] [--runs N] [--threads N]";
+const USAGE: &str = "usage: cargo xtask bench [pool|graph|engine|all] [--quick] [--runs N] \
+                     [--threads N] [--ops N,N,..] [--workloads a,b]";
 
 /// `cargo xtask bench [args]`.
 pub(crate) fn main(args: impl Iterator<Item = String>) -> Result {
@@ -105,6 +183,10 @@ pub(crate) fn main(args: impl Iterator<Item = String>) -> Result {
         println!("  --quick      smaller sizes, {QUICK_RUNS} runs unless --runs");
         println!("  --runs N     rounds of invocations (default {DEFAULT_RUNS})");
         println!("  --threads N  worker threads of every system (default {DEFAULT_THREADS})");
+        println!(
+            "  --ops LIST   graph/engine: run once per size (200000, 1e6, ...), rows <workload>@<size>"
+        );
+        println!("  --workloads a,b  only these workloads");
         return Ok(());
     }
     let options = Options::parse(args.into_iter())?;
@@ -133,21 +215,27 @@ pub(crate) fn run(options: &Options) -> Result {
         let mut results = GroupResults::new(group, options, skipped);
         for round in 0..options.runs {
             println!("== {} round {}/{}", group.name, round + 1, options.runs);
-            for offset in 0..contenders.len() {
-                let contender = &contenders[(round + offset) % contenders.len()];
-                if !results.has_failed(contender.system.name) {
-                    results.record(contender.system.name, contender.invoke());
+            for sized in &contenders {
+                for offset in 0..sized.len() {
+                    let contender = &sized[(round + offset) % sized.len()];
+                    if !results.has_failed(contender.system.name) {
+                        let outcome = contender
+                            .invoke()
+                            .map(|measurements| contender.label_rows(measurements));
+                        results.record(contender.system.name, outcome);
+                    }
                 }
             }
         }
         report::print_table(&results);
         report::write_json(&results, &target.join("bench"))?;
         fatal.extend(
-            contenders
+            group
+                .systems
                 .iter()
-                .filter(|c| c.system.harness.failure_is_fatal())
-                .filter(|c| results.has_failed(c.system.name))
-                .map(|c| format!("{}/{}", group.name, c.system.name)),
+                .filter(|system| system.harness.failure_is_fatal())
+                .filter(|system| results.has_failed(system.name))
+                .map(|system| format!("{}/{}", group.name, system.name)),
         );
     }
     if fatal.is_empty() {
@@ -166,39 +254,74 @@ fn target_dir() -> PathBuf {
 struct Contender {
     system: &'static System,
     command: Cmd,
+    /// The size's label under `--ops` (appended to each workload's name).
+    label: Option<String>,
 }
 
-/// The group's runnable systems, and the C++ peers that could not be built, with the reason.
+/// The group's runnable systems, one list per size (see `Options::size_runs`), and the C++
+/// peers that could not be built, with the reason.
 fn prepare(
     group: &'static Group,
     options: &Options,
     rust_binary: &Path,
     bin_dir: &Path,
-) -> (Vec<Contender>, Vec<(&'static str, String)>) {
+) -> (Vec<Vec<Contender>>, Vec<(&'static str, String)>) {
     let threads = options.threads.to_string();
-    let mut contenders = Vec::new();
+    let mut binaries = Vec::new();
     let mut skipped = Vec::new();
     for system in group.systems {
-        let command = match system.harness {
-            Harness::Rust => Cmd::new(rust_binary).args([group.name, "--system", system.name]),
+        match system.harness {
+            Harness::Rust => binaries.push((system, None)),
             Harness::Cpp(harness) => match harness.build(bin_dir) {
-                Ok(binary) => Cmd::new(binary),
+                Ok(binary) => binaries.push((system, Some(binary))),
                 Err(reason) => {
                     println!("skipping {}: {reason}", system.name);
                     skipped.push((system.name, reason));
-                    continue;
                 }
             },
-        };
-        let command = command
-            .args(["--threads", &threads])
-            .args(options.sizes(group));
-        contenders.push(Contender { system, command });
+        }
     }
+    let contenders = options
+        .size_runs(group)
+        .into_iter()
+        .map(|(label, sizes)| {
+            binaries
+                .iter()
+                .map(|(system, binary)| {
+                    let command = match binary {
+                        None => Cmd::new(rust_binary).args([group.name, "--system", system.name]),
+                        Some(binary) => Cmd::new(binary),
+                    };
+                    let mut command = command.args(["--threads", &threads]).args(&sizes);
+                    if let Some(workloads) = &options.workloads {
+                        command = command.args(["--workloads", workloads]);
+                    }
+                    Contender {
+                        system,
+                        command,
+                        label: label.clone(),
+                    }
+                })
+                .collect()
+        })
+        .collect();
     (contenders, skipped)
 }
 
 impl Contender {
+    /// Names each measurement's row after the size it ran at (under `--ops`).
+    fn label_rows(
+        &self,
+        mut measurements: Vec<protocol::Measurement>,
+    ) -> Vec<protocol::Measurement> {
+        if let Some(label) = &self.label {
+            for measurement in &mut measurements {
+                measurement.workload = format!("{}@{label}", measurement.workload);
+            }
+        }
+        measurements
+    }
+
     /// Runs the system once: its measurements, or why it failed.
     fn invoke(&self) -> std::result::Result<Vec<protocol::Measurement>, String> {
         let captured = self.command.capture(INVOCATION_TIMEOUT)?;
@@ -251,6 +374,32 @@ mod tests {
         assert_eq!(options.groups[0].name, "pool");
         assert_eq!(options.runs, 3);
         assert_eq!(parse(&["--quick", "--runs", "7"]).unwrap().runs, 7);
+    }
+
+    #[test]
+    fn ops_lists_one_run_of_the_group_per_size() {
+        let options = parse(&["engine", "--ops", "1e3,20000,2.5e5"]).unwrap();
+        let engine = groups::find("engine").unwrap();
+        let runs = options.size_runs(engine);
+        let labels: Vec<_> = runs.iter().map(|(label, _)| label.clone()).collect();
+        assert_eq!(
+            labels,
+            [
+                Some("1e3".into()),
+                Some("20000".into()),
+                Some("2.5e5".into())
+            ]
+        );
+        assert_eq!(runs[0].1, ["--ops", "1000"]);
+        assert_eq!(runs[2].1, ["--ops", "250000"]);
+        assert_eq!(parse(&["engine"]).unwrap().size_runs(engine).len(), 1);
+        for bad in ["0", "1.5", "-3", "lots", "1e3,"] {
+            assert!(parse(&["engine", "--ops", bad]).is_err(), "{bad}");
+        }
+        assert!(
+            parse(&["pool", "--ops", "1e3"]).is_err(),
+            "pool has no --ops"
+        );
     }
 
     #[test]

@@ -341,6 +341,9 @@ impl Engine {
     /// [`wait_for_var`](Self::wait_for_var), and clears every var failure recorded since then
     /// (see the failure rules in the crate documentation).
     ///
+    /// Found idle, the engine also gives back the memory a burst of waiting ops grew (the op
+    /// slots beyond the first thousand; see `Graph::trim` in `depengine-graph`).
+    ///
     /// # Errors
     ///
     /// [`EngineError::OpFailed`]; [`EngineError::WaitAllInsideOp`] from inside an op.
@@ -350,6 +353,8 @@ impl Engine {
             return Err(EngineError::WaitAllInsideOp);
         }
         wait::wait_idle_watched(inner, "wait_for_all");
+        // Idle: the op storage a burst grew goes back (nothing to do, one load, otherwise).
+        inner.graph.trim();
         let taken = inner.failure_log().take();
         for var in taken.vars {
             // A var deleted meanwhile has dropped its failure already.

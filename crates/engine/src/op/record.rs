@@ -25,7 +25,8 @@ pub(crate) enum OpFn {
     Wait(Arc<WaitLatch>),
 }
 
-/// Where a ready op goes, resolved at push time (so a bad context is a push error).
+/// Where a ready op goes, resolved at push time (so a bad context is a push error). The device
+/// id is the op's context's (so a route is one byte, and the record 56: see `OpRecord`).
 #[derive(Clone, Copy)]
 pub(crate) enum Route {
     /// Run on the thread that made it ready (`Naive`).
@@ -34,14 +35,14 @@ pub(crate) enum Route {
     Pooled,
     /// `ThreadedPooled`'s copy block.
     PooledCopy,
-    /// `ThreadedPerDevice`'s block of CPU device `id`.
-    Cpu(u32),
+    /// `ThreadedPerDevice`'s block of the CPU device of the op's context.
+    Cpu,
     /// The CPU priority block.
     Priority,
-    /// A device backend's executor for GPU `gpu`: its copy executor if `copy`, else its
-    /// compute executor. The executor itself is looked up at dispatch (it was created when
-    /// the route was resolved), which keeps the route, and every queued op, small.
-    Device { gpu: u32, copy: bool },
+    /// A device backend's executor for the GPU of the op's context: its copy executor if
+    /// `copy`, else its compute executor. The executor itself is looked up at dispatch (it was
+    /// created when the route was resolved), which keeps the route, and every queued op, small.
+    Device { copy: bool },
     /// Handled at dispatch (`wait_for_var`).
     Wait,
 }
@@ -55,21 +56,8 @@ pub(crate) enum BlockKey {
     Cpu(u32),
 }
 
-impl Route {
-    /// The worker block of this route, if it is one whose workers run ops in any order
-    /// (not the priority block, not a device executor, not inline).
-    #[inline]
-    pub(crate) fn block_key(self) -> Option<BlockKey> {
-        match self {
-            Route::Pooled => Some(BlockKey::Pooled),
-            Route::PooledCopy => Some(BlockKey::PooledCopy),
-            Route::Cpu(id) => Some(BlockKey::Cpu(id)),
-            _ => None,
-        }
-    }
-}
-
-/// The graph payload of one op.
+/// The graph payload of one op: 56 bytes, so that with the graph's dependency list a parked
+/// op's slot is 112 bytes (see `docs/graph.md`).
 pub(crate) struct OpRecord {
     pub(crate) name: OpName,
     pub(crate) func: Option<OpFn>,
@@ -82,6 +70,18 @@ pub(crate) struct OpRecord {
 }
 
 impl OpRecord {
+    /// The worker block of the op's route, if it is one whose workers run ops in any order
+    /// (not the priority block, not a device executor, not inline).
+    #[inline]
+    pub(crate) fn block_key(&self) -> Option<BlockKey> {
+        match self.route {
+            Route::Pooled => Some(BlockKey::Pooled),
+            Route::PooledCopy => Some(BlockKey::PooledCopy),
+            Route::Cpu => Some(BlockKey::Cpu(self.context.device_id())),
+            _ => None,
+        }
+    }
+
     /// The latch of a `wait_for_var` op.
     pub(crate) fn wait_latch(&self) -> Option<&Arc<WaitLatch>> {
         match &self.func {
@@ -118,11 +118,13 @@ impl OpRecord {
 mod tests {
     use super::*;
 
-    /// The record crosses between cores with every op: it is kept to one cache line (with the
-    /// graph's 40-byte dependency list, a ready op is 112 bytes and a parked op's slot two lines).
+    /// The record crosses between cores with every op and is stored in every parked op's
+    /// slot: 56 bytes (with the graph's 40-byte dependency list, a ready op is 104 bytes and a
+    /// parked op's slot 112, link included).
     #[test]
-    fn op_record_is_one_cache_line() {
-        assert_eq!(size_of::<OpRecord>(), 64);
-        assert_eq!(size_of::<depengine_graph::ReadyOp<OpRecord>>(), 112);
+    fn op_record_is_56_bytes() {
+        assert_eq!(size_of::<Route>(), 1);
+        assert_eq!(size_of::<OpRecord>(), 56);
+        assert_eq!(size_of::<depengine_graph::ReadyOp<OpRecord>>(), 104);
     }
 }

@@ -62,7 +62,7 @@ impl GpuExecutors {
             }
             .map_err(|source| EngineError::Backend { context, source })
         })?;
-        Ok(Route::Device { gpu: id, copy })
+        Ok(Route::Device { copy })
     }
 
     /// The executor of a resolved [`Route::Device`] (created when the route was resolved).

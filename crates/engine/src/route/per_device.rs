@@ -80,6 +80,6 @@ impl PerDevice {
                 runner(),
             )
         })?;
-        Ok(Route::Cpu(id))
+        Ok(Route::Cpu)
     }
 }

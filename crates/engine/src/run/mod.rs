@@ -37,8 +37,9 @@ use crate::thread::serving::{BlockRunner, Served, Serving, StandingIn};
 use crate::thread::task::TaskMarker;
 use crate::thread::{self, RunQueuedOp};
 use crate::wait::deadlock::BlockedWaits;
-use crate::wait::idle::IdleCounter;
+use crate::wait::idle::{IdleCounter, PendingBound};
 use crate::wait::stand_in::StandIns;
+use crate::wait::throttle;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -125,7 +126,7 @@ impl Dispatch<OpRecord> for Dispatcher<'_> {
     #[inline]
     fn dispatch(&mut self, op: ReadyOp<OpRecord>) {
         if let Some(key) = self.keep_for
-            && op.payload().route.block_key() == Some(key)
+            && op.payload().block_key() == Some(key)
             && let Some(block) = self.inner.block(key)
         {
             let op = BlockOp { op, key };
@@ -164,7 +165,12 @@ impl Inner {
                 config.gpu_worker_threads,
                 config.gpu_copy_threads,
             ),
-            idle: IdleCounter::new(),
+            // The naive engine runs every op on the thread that makes it ready: nothing to
+            // hold back (see `wait/throttle.rs`).
+            idle: IdleCounter::with_bound(match config.kind {
+                EngineKind::Naive => None,
+                _ => config.max_pending.map(PendingBound::new),
+            }),
             shut_down: AtomicBool::new(false),
             failures: Mutex::new(FailureLog::default()),
             profiler: ProfilerState::new(
@@ -231,7 +237,7 @@ impl Inner {
         writes: &[Var],
         record: OpRecord,
     ) -> Result<()> {
-        self.idle.add();
+        throttle::admit(&self.idle, self.stall_warning);
         if self.shut_down.load(Ordering::Relaxed) {
             self.idle.done();
             return Err(EngineError::ShutDown);
@@ -257,8 +263,8 @@ impl Inner {
         match record.route {
             Route::Inline => naive::run(self, op, |op| self.execute(op, None)),
             Route::Wait => self.release_waiter(op),
-            Route::Pooled | Route::PooledCopy | Route::Cpu(_) => {
-                let key = record.route.block_key();
+            Route::Pooled | Route::PooledCopy | Route::Cpu => {
+                let key = record.block_key();
                 match key.and_then(|key| self.block(key).map(|block| (key, block))) {
                     // The op is queued once, unboxed, in the block's pool; the worker that
                     // runs it has the engine (`thread/serving.rs`).
@@ -276,7 +282,7 @@ impl Inner {
                 }
                 _ => self.execute(op, None),
             },
-            Route::Device { gpu, copy } => match self.gpus.executor(gpu, copy) {
+            Route::Device { copy } => match self.gpus.executor(record.context.device_id(), copy) {
                 Some(executor) => {
                     let priority = record.priority;
                     let inner = Arc::clone(self);

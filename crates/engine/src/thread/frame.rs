@@ -49,6 +49,11 @@ impl Frames {
         }
     }
 
+    /// Whether no op's function runs on this thread.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
     /// Calls `f` with each frame of engine `engine` whose op has not completed: its flag (async
     /// frames) and its vars.
     fn for_each_live(&self, engine: u64, mut f: impl FnMut(Option<&Arc<AtomicBool>>, &[Var])) {

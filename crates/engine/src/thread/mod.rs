@@ -90,6 +90,20 @@ pub(crate) fn try_with<R>(f: impl FnOnce(&ThreadContext) -> R) -> Option<R> {
     CONTEXT.try_with(f).ok()
 }
 
+/// Whether this thread runs engine work now: an op's function (of any engine), a task of a
+/// worker block or device executor, naive ops, or a CPU block's worker or stand-in at all
+/// (see `wait/throttle.rs`: the pending bound never holds such a thread back). `true` while
+/// the thread's locals are being destroyed.
+pub(crate) fn runs_engine_work() -> bool {
+    try_with(|cx| {
+        !cx.frames.borrow().is_empty()
+            || !cx.tasks.borrow().is_empty()
+            || cx.naive.borrow().is_some()
+            || cx.runner.borrow().is_some()
+    })
+    .unwrap_or(true)
+}
+
 /// Hands out thread indices for profiles (process-wide, so two engines agree).
 static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
 

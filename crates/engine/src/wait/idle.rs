@@ -1,5 +1,6 @@
-//! The facade's own synchronization: counting pending ops for `wait_for_all` ([`IdleCounter`])
-//! and the one-shot [`Latch`] a `wait_for_var` blocks on.
+//! The facade's own synchronization: counting pending ops ([`IdleCounter`]) for `wait_for_all`
+//! and for the pending bound that holds back a pusher running too far ahead, and the one-shot
+//! [`Latch`] a `wait_for_var` blocks on.
 //!
 //! # `IdleCounter` protocol
 //!
@@ -57,92 +58,250 @@
 //! more (a push that finds the engine shut down adds and completes at once). The loom
 //! models in `loom_tests.rs` check this (an earlier version with two atomics and a `SeqCst`
 //! handshake failed them: loom does not model `SeqCst` as a total order).
+//!
+//! # The pending bound (backpressure)
+//!
+//! With a bound (`EngineConfig::max_pending`), a push that would make more than `max` ops
+//! pending is held back (`wait/throttle.rs`): it withdraws its op (a `done()` of the op it
+//! added, which was never published) and waits until at most `low = max / 2` ops are pending,
+//! then adds it again. The pusher may then run ahead by `max - low` ops before it can be held
+//! back again, so a pusher that runs ahead sleeps and is woken once per `max - low` ops, not
+//! once per op; and a held-back push does not count itself, so a bound of 1 works too.
+//!
+//! - **The check costs the push nothing it did not pay before.** Beside `pushed`, on the
+//!   pusher's line, `limit` is the push count up to which pushes need not look at the
+//!   completions: the completions last seen plus `max` (`usize::MAX` without a bound). A push
+//!   whose count is at most `limit` is admitted: at least that many ops had completed, so at
+//!   most `max` are pending. Only past it does the push read `completed` (the completers'
+//!   line) and either move `limit` on or report the bound reached. Every value `limit` ever
+//!   holds was right when it was computed and completions only grow, so any value a push
+//!   reads is safe; a stale one only sends a push to the slow path early. Concurrent pushers
+//!   can each be admitted at once, so the bound holds up to one op per pushing thread (and
+//!   the ops that running ops push, which are never held back).
+//! - `wait_below_for()`: as `wait_idle_for`, with the `THROTTLED` bit and its own condvar, and
+//!   "at most `low` pending" for "none pending". A completion that finds `THROTTLED` set loads
+//!   `pushed`; if the ops pending are now at most `low`, it clears `THROTTLED` and notifies
+//!   under the mutex, so a crossing costs one notification, not one per completion until the
+//!   pusher runs. No wake-up is lost, by the argument above: the completion `F` after which
+//!   at most `low` ops are pending either precedes the waiter's `fetch_or` (the waiter then
+//!   reads a count that includes `F`, and a `pushed` that is at most the true one: it finds
+//!   at most `low` and returns) or follows it and sees `THROTTLED` (cleared only by a
+//!   notification, which woke the waiter, or by the last throttled waiter leaving): `F`'s
+//!   `pushed` is at most the true one too, so it finds at most `low` and notifies, after the
+//!   waiter sleeps (the mutex). A stale `pushed` errs only towards waking the pusher early;
+//!   it then checks again, and sleeps with `THROTTLED` set again if need be. A notification
+//!   that came because of a stale `pushed` wakes a waiter that finds more than `low` ops
+//!   pending: one is still to complete, and its completion checks again.
 
 use depengine_sync::{
     AtomicUsize, CachePadded, Condvar, Mutex, Ordering, lock, wait, wait_timeout,
 };
 
-/// The waiter bit of `IdleCounter::completed`.
+/// The idle-waiter bit of `IdleCounter::completed`.
 const WAITER: usize = 1;
+/// The throttled-pusher bit of `IdleCounter::completed`.
+const THROTTLED: usize = 2;
 /// One completed op in `IdleCounter::completed`.
-const ONE: usize = 2;
+const ONE: usize = 4;
 
-/// Counts pending ops; lets threads wait until none is left.
+/// How many ops may be pending before a push is held back, and how few must be left before it
+/// goes on (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PendingBound {
+    max: usize,
+    low: usize,
+}
+
+impl PendingBound {
+    /// At most `max` ops pending (`max > 0`); a held-back push goes on once at most `max / 2`
+    /// are.
+    pub(crate) fn new(max: usize) -> Self {
+        debug_assert!(max > 0, "a bound of 0 would hold back every push");
+        PendingBound { max, low: max / 2 }
+    }
+}
+
+/// Whether a push may go ahead (see [`IdleCounter::add`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Admission {
+    Admitted,
+    /// More ops than the bound are pending: the pusher should wait (`wait_below_for`) unless
+    /// it must not block.
+    OverBound,
+}
+
+/// Counts pending ops; lets threads wait until none is left, and pushers until few are.
 pub(crate) struct IdleCounter {
-    /// Ops added, ever (wrapping is out of reach of a `usize` of 64 bits). Written only by
-    /// `add`: the pusher's line.
-    pushed: CachePadded<AtomicUsize>,
+    /// Written only by `add` (and, past `limit`, by the push that moves it on): the pusher's
+    /// line.
+    pushed: CachePadded<Pushes>,
     /// The completers' line: written by every `done`, and by waiters registering or leaving
-    /// (rare). Keeping the mutex and condvar here, not on a third pair of lines, keeps the
+    /// (rare). Keeping the mutex and condvars here, not on a third pair of lines, keeps the
     /// counter as large as the single word it replaced (two pairs of lines).
     completed: CachePadded<Completions>,
+    bound: Option<PendingBound>,
+}
+
+/// `IdleCounter`'s push side.
+struct Pushes {
+    /// Ops added, ever (wrapping is out of reach of a `usize` of 64 bits).
+    count: AtomicUsize,
+    /// The push count up to which a push is admitted without looking at `completed`
+    /// (`usize::MAX` without a bound; see the module documentation).
+    limit: AtomicUsize,
 }
 
 /// `IdleCounter`'s completion side.
 struct Completions {
-    /// `ops completed, ever * ONE | WAITER?`.
+    /// `ops completed, ever * ONE | THROTTLED? | WAITER?`.
     count: AtomicUsize,
-    /// Threads inside `wait_idle`.
-    waiters: Mutex<usize>,
+    /// Threads inside `wait_idle_for` and `wait_below_for`.
+    waiters: Mutex<Waiters>,
     idle: Condvar,
+    /// Where held-back pushers sleep.
+    below: Condvar,
+}
+
+/// The threads waiting on an `IdleCounter`, by what they wait for.
+#[derive(Default)]
+struct Waiters {
+    idle: usize,
+    throttled: usize,
 }
 
 impl IdleCounter {
+    /// A counter without a bound.
+    #[cfg(all(test, loom))]
     pub(crate) fn new() -> Self {
+        Self::with_bound(None)
+    }
+
+    /// A counter whose pushes are held back past `bound` (none: never).
+    pub(crate) fn with_bound(bound: Option<PendingBound>) -> Self {
         IdleCounter {
-            pushed: CachePadded::new(AtomicUsize::new(0)),
+            pushed: CachePadded::new(Pushes {
+                count: AtomicUsize::new(0),
+                limit: AtomicUsize::new(bound.map_or(usize::MAX, |bound| bound.max)),
+            }),
             completed: CachePadded::new(Completions {
                 count: AtomicUsize::new(0),
-                waiters: Mutex::new(0),
+                waiters: Mutex::new(Waiters::default()),
                 idle: Condvar::new(),
+                below: Condvar::new(),
             }),
+            bound,
         }
     }
 
-    /// One more pending op.
+    /// One more pending op; [`Admission::OverBound`] if more than the bound are pending now.
+    /// The op counts as pending either way: the caller goes on with its push, or withdraws the
+    /// op (`done`) before it waits (`wait_below_for`) and adds it again.
     #[inline]
-    pub(crate) fn add(&self) {
+    pub(crate) fn add(&self) -> Admission {
         // Relaxed: whoever counts this op's `done()` sees this add through the op's own
         // release/acquire chain (add, publish, run, `done`), and a later reader of `pushed` on
         // this thread sees it by coherence.
-        self.pushed.fetch_add(1, Ordering::Relaxed);
+        let pushed = self.pushed.count.fetch_add(1, Ordering::Relaxed) + 1;
+        // Relaxed: `limit` is a hint that only decides when to look at the completions; every
+        // value it ever holds is safe to act on (see the module documentation).
+        if pushed <= self.pushed.limit.load(Ordering::Relaxed) {
+            Admission::Admitted
+        } else {
+            self.admit()
+        }
     }
 
-    /// One pending op completed; wakes the waiters if the engine is now idle.
+    /// `add` past `limit`: looks at the completions, and moves `limit` on if the bound allows.
+    #[cold]
+    fn admit(&self) -> Admission {
+        let Some(bound) = self.bound else {
+            return Admission::Admitted;
+        };
+        let (pushed, completed) = self.counts();
+        if pushed - completed <= bound.max {
+            self.raise_limit(completed, bound);
+            Admission::Admitted
+        } else {
+            Admission::OverBound
+        }
+    }
+
+    /// Lets pushes through without a look until `completed + max` (Relaxed: see `add`).
+    fn raise_limit(&self, completed: usize, bound: PendingBound) {
+        self.pushed
+            .limit
+            .fetch_max(completed.saturating_add(bound.max), Ordering::Relaxed);
+    }
+
+    /// One pending op completed; wakes the waiters if the engine is now idle, and held-back
+    /// pushers if few enough ops are pending.
     #[inline]
     pub(crate) fn done(&self) {
         // Release: the op's effects (and the adds of the ops it pushed) happen-before whoever
         // reads this count or a later one (a waiter, or a later completer that checks
         // `pushed`). Acquire: if `WAITER` is set, the adds counted by every earlier `done`
-        // happen-before the `pushed` load below.
+        // happen-before the `pushed` load in `wake`.
         let old = self.completed.count.fetch_add(ONE, Ordering::AcqRel);
-        if old & WAITER != 0 {
-            // Relaxed: the acquire above makes every add this comparison depends on
-            // happen-before this load (see the module docs); a stale value only means "not
-            // idle yet", and then a later completion is the one that finds it idle.
-            let pushed = self.pushed.load(Ordering::Relaxed);
-            if pushed == old / ONE + 1 {
-                // Taking the mutex waits until a waiter that registered is asleep on the
-                // condvar, so the notification cannot fall between its check and its sleep.
-                drop(lock(&self.completed.waiters));
-                self.completed.idle.notify_all();
-            }
+        if old & (WAITER | THROTTLED) != 0 {
+            self.wake(old);
         }
+    }
+
+    /// `done` found waiters registered (`old`: the count before it).
+    #[cold]
+    fn wake(&self, old: usize) {
+        // Relaxed: the acquire in `done` makes every add this comparison depends on
+        // happen-before this load (see the module docs); a stale value only means "not
+        // idle yet", and then a later completion is the one that finds it idle (for the
+        // held-back pushers, a stale value errs towards waking them, see the module docs).
+        let pending = self
+            .pushed
+            .count
+            .load(Ordering::Relaxed)
+            .saturating_sub(old / ONE + 1);
+        if old & WAITER != 0 && pending == 0 {
+            // Taking the mutex waits until a waiter that registered is asleep on the
+            // condvar, so the notification cannot fall between its check and its sleep.
+            drop(lock(&self.completed.waiters));
+            self.completed.idle.notify_all();
+        }
+        if old & THROTTLED != 0 && self.bound.is_some_and(|bound| pending <= bound.low) {
+            // Under the mutex, as above; clearing the bit leaves this crossing to this one
+            // notification (a pusher that sleeps again sets it again first). Relaxed: the
+            // bit only asks completions to look; the mutex orders the rest.
+            let waiters = lock(&self.completed.waiters);
+            self.completed
+                .count
+                .fetch_and(!THROTTLED, Ordering::Relaxed);
+            drop(waiters);
+            self.completed.below.notify_all();
+        }
+    }
+
+    /// `(pushed, completed)` for a comparison: `completed` first, with acquire, so that the
+    /// adds of the ops it counts happen-before the `pushed` load, which is therefore at least
+    /// as large.
+    fn counts(&self) -> (usize, usize) {
+        let completed = self.completed.count.load(Ordering::Acquire) / ONE;
+        let pushed = self.pushed.count.load(Ordering::Relaxed);
+        // The models check the claim itself, which the callers' arithmetic relies on.
+        #[cfg(loom)]
+        assert!(pushed >= completed, "more completions seen than adds");
+        (pushed.max(completed), completed)
     }
 
     /// Ops pushed and not completed: exact when quiescent. While ops are pushed or complete
     /// concurrently it may over-count (ops pushed, or completed, between the two loads) but
     /// never underflows.
     pub(crate) fn pending(&self) -> usize {
-        // `completed` first, with acquire: the adds of the ops it counts happen-before the
-        // `pushed` load, which therefore is at least as large (no underflow; `saturating_sub`
-        // is only a belt for the reasoning, which the loom build checks instead).
-        let completed = self.completed.count.load(Ordering::Acquire) / ONE;
-        let pushed = self.pushed.load(Ordering::Relaxed);
-        // The models check the claim itself, which the belt would hide.
-        #[cfg(loom)]
-        assert!(pushed >= completed, "more completions seen than adds");
-        pushed.saturating_sub(completed)
+        let (pushed, completed) = self.counts();
+        pushed - completed
+    }
+
+    /// The bound pushes are held back at, if any.
+    pub(crate) fn bound(&self) -> Option<usize> {
+        self.bound.map(|bound| bound.max)
     }
 
     /// Blocks until every op added so far has completed (see the module docs for the exact
@@ -158,7 +317,7 @@ impl IdleCounter {
     pub(crate) fn wait_idle_for(&self, timeout: Option<std::time::Duration>) -> bool {
         let deadline = timeout.map(|timeout| std::time::Instant::now() + timeout);
         let mut waiters = lock(&self.completed.waiters);
-        *waiters += 1;
+        waiters.idle += 1;
         let idle = loop {
             // An RMW, not a load: it is ordered with every completion's `fetch_add` (the
             // handshake). Acquire: the adds of the counted ops, and the ops' effects,
@@ -168,7 +327,7 @@ impl IdleCounter {
             // Loaded after the RMW (see the module docs for why not before). Relaxed: the
             // adds it must see happen-before it, either because they happened-before the call
             // or through the acquire above (the adds of the ops it counted).
-            if self.pushed.load(Ordering::Relaxed) == completed {
+            if self.pushed.count.load(Ordering::Relaxed) == completed {
                 break true;
             }
             match deadline {
@@ -182,14 +341,57 @@ impl IdleCounter {
                 }
             }
         };
-        *waiters -= 1;
-        if *waiters == 0 {
+        waiters.idle -= 1;
+        if waiters.idle == 0 {
             // Under the mutex, so no waiter registers in between. Relaxed: it only stops
             // completions from checking `pushed`; a completion that still sees the bit
             // notifies nobody in particular.
             self.completed.count.fetch_and(!WAITER, Ordering::Relaxed);
         }
         idle
+    }
+
+    /// For a push that `add` found over the bound, and that withdrew its op: blocks until at
+    /// most the bound's low-water mark of ops are pending, giving up after about `timeout` (`None`: never); whether it got
+    /// there. Without a bound, returns `true` at once.
+    pub(crate) fn wait_below_for(&self, timeout: Option<std::time::Duration>) -> bool {
+        let Some(bound) = self.bound else {
+            return true;
+        };
+        let deadline = timeout.map(|timeout| std::time::Instant::now() + timeout);
+        let mut waiters = lock(&self.completed.waiters);
+        waiters.throttled += 1;
+        let below = loop {
+            // As in `wait_idle_for`: an RMW ordered with every completion's `fetch_add`.
+            // Acquire: the adds of the ops it counts happen-before the `pushed` load, which
+            // therefore does not fall below the count (checked under loom).
+            let completed = self.completed.count.fetch_or(THROTTLED, Ordering::Acquire) / ONE;
+            let pushed = self.pushed.count.load(Ordering::Relaxed);
+            #[cfg(loom)]
+            assert!(pushed >= completed, "more completions seen than adds");
+            if pushed.saturating_sub(completed) <= bound.low {
+                self.raise_limit(completed, bound);
+                break true;
+            }
+            match deadline {
+                None => waiters = wait(&self.completed.below, waiters),
+                Some(deadline) => {
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
+                        break false;
+                    }
+                    waiters = wait_timeout(&self.completed.below, waiters, deadline - now).0;
+                }
+            }
+        };
+        waiters.throttled -= 1;
+        if waiters.throttled == 0 {
+            // As for `WAITER`: under the mutex, Relaxed.
+            self.completed
+                .count
+                .fetch_and(!THROTTLED, Ordering::Relaxed);
+        }
+        below
     }
 }
 

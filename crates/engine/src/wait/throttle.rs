@@ -1,0 +1,72 @@
+//! Backpressure: a pusher that runs too far ahead of the workers waits (`admit`).
+//!
+//! Without it, a thread that pushes faster than the workers run parks every op it pushes: the
+//! parked ops (and their vars' queues) grow without bound, and a burst of `10^7` ops holds
+//! gigabytes. With `EngineConfig::max_pending`, a push that finds more than that many ops
+//! pending waits until at most half of them are (the counter and its wake-ups are the pending
+//! count of `idle.rs`, which `wait_for_all` waits on too; OpenMP runtimes throttle task
+//! creation in the same spirit).
+//!
+//! The held-back push waits rather than running ready ops itself: the workers already run
+//! them, and on a machine with as many workers as cores a pusher that joined in would take a
+//! core from one of them; waiting leaves the pusher's core to the workers, and a pusher that
+//! sleeps is woken once per `max / 2` ops.
+//!
+//! # Who is never held back
+//!
+//! A thread that runs engine work: inside an op's function (of any engine), a task of a worker
+//! block or of a device executor (an async op's completion run there included), or naive ops.
+//! Holding it back would wait for ops that may need it to return first (its own op's
+//! completion, or the worker it occupies): a deadlock. Its pushes are admitted over the bound
+//! (the bound holds up to the ops that running ops push). The naive engine has no bound at all:
+//! it runs each op on the thread that makes it ready, so its pusher does the work itself.
+//!
+//! # A pusher that holds what its ops need
+//!
+//! A pusher held back waits for pending ops to complete; if it holds something they wait for
+//! (a lock their functions take, the `Completion` of an async op they depend on, a gate it
+//! opens only after pushing), they never complete and it never returns. The engine cannot see
+//! such a dependency, so it says so instead: after [`EngineConfig::stall_warning`] the wait
+//! emits a `WARN` event (target `depengine::stall`, again after each further period) naming
+//! the held-back push, the pending count and the bound, and how to lift it.
+//!
+//! [`EngineConfig::stall_warning`]: crate::EngineConfig::stall_warning
+
+use std::time::Duration;
+
+use crate::config::MAX_PENDING;
+use crate::thread;
+use crate::wait::idle::{Admission, IdleCounter};
+use crate::wait::stall::StallClock;
+
+/// Counts one more pending op for a push; first waits, if more than the bound are pending and
+/// this thread may block (see the module documentation). `stall_warning`: the engine's period
+/// for stall warnings.
+#[inline]
+pub(crate) fn admit(pending: &IdleCounter, stall_warning: Option<Duration>) {
+    while pending.add() == Admission::OverBound && !thread::runs_engine_work() {
+        // Withdrawn while it waits: a held-back push does not count itself.
+        pending.done();
+        wait_below(pending, stall_warning);
+    }
+}
+
+/// Waits until few enough ops are pending, warning while it blocks.
+#[cold]
+fn wait_below(pending: &IdleCounter, stall_warning: Option<Duration>) {
+    let mut clock = StallClock::start(stall_warning);
+    while !pending.wait_below_for(clock.timeout(None)) {
+        if let Some(waited) = clock.due() {
+            tracing::warn!(
+                target: "depengine::stall",
+                "a push has been throttled for {:.2} s: {} op(s) pending, over the bound of {} \
+                 (EngineConfig::max_pending, {MAX_PENDING}); if the pushing thread holds \
+                 something those ops wait for (a lock their functions take, a Completion, a \
+                 var it writes later), it waits forever: raise the bound or turn it off",
+                waited.as_secs_f64(),
+                pending.pending(),
+                pending.bound().unwrap_or(0),
+            );
+        }
+    }
+}
