@@ -3,33 +3,13 @@
 //! on its worker, and shutdown still completes.
 #![cfg(loom)]
 
+mod common;
+
+use common::{model, only_handle};
 use depengine_pool::ThreadPool;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
-
-/// As `loom_pool.rs`: a pool runs many atomic steps, so each model bounds its preemptions
-/// (`LOOM_POOL_PREEMPTIONS` overrides the bound).
-fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.max_branches = 100_000;
-    builder.preemption_bound = Some(
-        std::env::var("LOOM_POOL_PREEMPTIONS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(preemptions),
-    );
-    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = executions.clone();
-    builder.check(move || {
-        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        f();
-    });
-    eprintln!(
-        "Completed in {} iterations",
-        executions.load(std::sync::atomic::Ordering::Relaxed)
-    );
-}
 
 /// A task keeps a successor for its worker while an outside spawn races with it; the other
 /// worker may sleep, steal or exit meanwhile. The kept task runs on the worker that kept it,
@@ -57,20 +37,6 @@ fn a_kept_task_runs_on_its_worker_before_shutdown() {
         drop(only_handle(pool));
         assert_eq!(ran.load(Ordering::Relaxed), 2);
     });
-}
-
-/// The pool, once the tasks that hold clones of it have dropped them (so that this thread's
-/// drop joins the workers).
-fn only_handle(mut pool: Arc<ThreadPool>) -> ThreadPool {
-    loop {
-        match Arc::try_unwrap(pool) {
-            Ok(pool) => return pool,
-            Err(shared) => {
-                pool = shared;
-                thread::yield_now();
-            }
-        }
-    }
 }
 
 /// A thread stands in (`help`) while the pool's only worker runs: each queued task runs once,
@@ -145,17 +111,7 @@ fn kept_items_are_taken_back_by_their_worker() {
                 left: 1,
             });
         }
-        let mut pool = pool;
-        let pool = loop {
-            match Arc::try_unwrap(pool) {
-                Ok(pool) => break pool,
-                Err(shared) => {
-                    pool = shared;
-                    thread::yield_now();
-                }
-            }
-        };
-        drop(pool);
+        drop(only_handle(pool));
         assert_eq!(ran.load(Ordering::Relaxed), 4);
     });
 }

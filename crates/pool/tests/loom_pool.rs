@@ -26,6 +26,9 @@
 //! latch and the worker parked in the event count, which loom reports as a deadlock.
 #![cfg(loom)]
 
+mod common;
+
+use common::model;
 use depengine_pool::ThreadPool;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
@@ -38,34 +41,6 @@ struct Plain(UnsafeCell<u32>);
 // SAFETY: the models only access it in the order that the pool promises (and loom checks
 // that order on every access).
 unsafe impl Sync for Plain {}
-
-/// A whole pool runs many more atomic steps than loom's default branch budget allows,
-/// and its state space is large, so each pool model sets its own preemption bound (the
-/// largest that finishes in seconds; `LOOM_POOL_PREEMPTIONS` overrides it), on top of
-/// every switch at a blocking point (park, condvar, mutex, join), which loom always
-/// explores.
-fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.max_branches = 100_000;
-    builder.preemption_bound = Some(
-        std::env::var("LOOM_POOL_PREEMPTIONS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(preemptions),
-    );
-    // `Builder::check` does not log loom's "Completed in N iterations" (only
-    // `loom::model` installs its log subscriber), so count the executions here.
-    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = executions.clone();
-    builder.check(move || {
-        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        f();
-    });
-    eprintln!(
-        "Completed in {} iterations",
-        executions.load(std::sync::atomic::Ordering::Relaxed)
-    );
-}
 
 #[test]
 fn spawn_from_outside_then_shutdown() {
