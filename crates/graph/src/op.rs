@@ -26,6 +26,10 @@ use crate::var::{Access, Var};
 /// op, a cache line at a time.
 pub(crate) const INLINE_DEPS: usize = 4;
 
+/// The most vars one op may name: `2^31 - 1`, what an op slot's wait count holds
+/// (`op_cell::COUNT`).
+pub(crate) const MAX_DEPS: u32 = 0x7FFF_FFFF;
+
 /// A var of this graph without the graph id (which the graph checked at push): 8 bytes, so the
 /// inline dependency list stays small and cheap to move.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -75,7 +79,7 @@ impl DepList {
     /// most an op slot's wait count can hold).
     pub(crate) fn new(reads: &[Var], writes: &[Var]) -> Option<Self> {
         let len = reads.len() + writes.len();
-        if len > crate::op_cell::COUNT as usize {
+        if len > MAX_DEPS as usize {
             return None;
         }
         let all = reads.iter().chain(writes).map(|&v| VarKey::of(v));

@@ -83,7 +83,7 @@ use crate::slab::Entry;
 use crate::slab::Slot;
 
 /// The wait-count part of `state`, and the most vars an op may list.
-pub(crate) const COUNT: u32 = 0x7FFF_FFFF;
+pub(crate) const COUNT: u32 = crate::op::MAX_DEPS;
 /// Set while an inspector reads the parked payload.
 const PINNED: u32 = 1 << 31;
 

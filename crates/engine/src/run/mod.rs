@@ -18,7 +18,7 @@ use std::time::Duration;
 use depengine_graph::{Dispatch, Graph, ReadyOp, Var};
 
 use crate::config::{EngineConfig, EngineKind};
-use crate::context::{Context, FnProperty};
+use crate::context::{Context, FnProperty, RunContext};
 use crate::error::{EngineError, Result};
 use crate::failure::log::FailureLog;
 use crate::failure::{FailureCause, OpFailure, panic_message};
@@ -237,7 +237,7 @@ impl Inner {
         writes: &[Var],
         record: OpRecord,
     ) -> Result<()> {
-        throttle::admit(&self.idle, self.stall_warning);
+        throttle::admit(&self.idle, self.stall_warning, thread::runs_engine_work);
         if self.shut_down.load(Ordering::Relaxed) {
             self.idle.done();
             return Err(EngineError::ShutDown);
@@ -389,39 +389,14 @@ impl Inner {
         // `catch_unwind`: a panicking subscriber fails the op instead of unwinding a worker.
         match func {
             OpFn::Sync(func) => {
-                let outcome = {
-                    let _frame = OpFrame::enter(self.id, &op);
-                    let name = op.payload().name.as_str();
-                    catch_unwind(AssertUnwindSafe(move || {
-                        op_span(name).in_scope(|| func(run))
-                    }))
-                };
-                let outcome = Self::outcome(&op, outcome);
+                let outcome = self.call_sync(&op, run, func);
                 self.profile(&op, started, &outcome);
                 self.finish(op, outcome, true, keep_for);
             }
-            OpFn::Async(func) => {
-                let released = Arc::new(AtomicBool::new(false));
-                let frame = OpFrame::enter_async(self.id, &op, Arc::clone(&released));
-                let span = async_op_span(&op);
-                let done = Completion::new(
-                    Arc::clone(self) as Arc<dyn FinishAsync>,
-                    op,
-                    started,
-                    released,
-                );
-                // A panic drops `done` while unwinding, which completes the op as panicked.
-                let _ = catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
-                drop(frame);
-            }
+            OpFn::Async(func) => self.call_async(op, started, run, func),
             OpFn::Operator(operator) => match &operator.func {
                 OperatorFn::Sync(func) => {
-                    let outcome = {
-                        let _frame = OpFrame::enter(self.id, &op);
-                        let name = op.payload().name.as_str();
-                        catch_unwind(AssertUnwindSafe(|| op_span(name).in_scope(|| func(run))))
-                    };
-                    let outcome = Self::outcome(&op, outcome);
+                    let outcome = self.call_sync(&op, run, func);
                     // The last reference to a deleted operator drops its function (and what
                     // it captured), which may panic.
                     let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
@@ -429,18 +404,7 @@ impl Inner {
                     self.finish(op, outcome, true, keep_for);
                 }
                 OperatorFn::Async(func) => {
-                    let released = Arc::new(AtomicBool::new(false));
-                    let frame = OpFrame::enter_async(self.id, &op, Arc::clone(&released));
-                    let span = async_op_span(&op);
-                    let done = Completion::new(
-                        Arc::clone(self) as Arc<dyn FinishAsync>,
-                        op,
-                        started,
-                        released,
-                    );
-                    let _ =
-                        catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
-                    drop(frame);
+                    self.call_async(op, started, run, func);
                     let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
                 }
             },
@@ -450,6 +414,46 @@ impl Inner {
                 self.release_waiter(op);
             }
         }
+    }
+
+    /// Calls a sync op's function inside its frame and `tracing` span, catching a panic, and
+    /// turns what it returned into the op's outcome.
+    fn call_sync(
+        &self,
+        op: &ReadyOp<OpRecord>,
+        run: RunContext,
+        func: impl FnOnce(RunContext) -> Result<(), crate::failure::BoxError>,
+    ) -> Result<(), OpFailure> {
+        let outcome = {
+            let _frame = OpFrame::enter(self.id, op);
+            let name = op.payload().name.as_str();
+            catch_unwind(AssertUnwindSafe(move || {
+                op_span(name).in_scope(|| func(run))
+            }))
+        };
+        Self::outcome(op, outcome)
+    }
+
+    /// Calls an async op's function with its `Completion`, inside its frame and span. A panic
+    /// drops the `Completion` while unwinding, which completes the op as panicked.
+    fn call_async(
+        self: &Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        started: Option<Started>,
+        run: RunContext,
+        func: impl FnOnce(RunContext, Completion),
+    ) {
+        let released = Arc::new(AtomicBool::new(false));
+        let frame = OpFrame::enter_async(self.id, &op, Arc::clone(&released));
+        let span = async_op_span(&op);
+        let done = Completion::new(
+            Arc::clone(self) as Arc<dyn FinishAsync>,
+            op,
+            started,
+            released,
+        );
+        let _ = catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
+        drop(frame);
     }
 
     /// Records a profiled op (`started` is `Some`) that ends with `outcome` now.

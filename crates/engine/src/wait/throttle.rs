@@ -35,16 +35,19 @@
 use std::time::Duration;
 
 use crate::config::MAX_PENDING;
-use crate::thread;
 use crate::wait::idle::{Admission, IdleCounter};
 use crate::wait::stall::StallClock;
 
 /// Counts one more pending op for a push; first waits, if more than the bound are pending and
-/// this thread may block (see the module documentation). `stall_warning`: the engine's period
-/// for stall warnings.
+/// this thread may block (`runs_engine_work` says it may not: see the module documentation;
+/// asked only over the bound). `stall_warning`: the engine's period for stall warnings.
 #[inline]
-pub(crate) fn admit(pending: &IdleCounter, stall_warning: Option<Duration>) {
-    while pending.add() == Admission::OverBound && !thread::runs_engine_work() {
+pub(crate) fn admit(
+    pending: &IdleCounter,
+    stall_warning: Option<Duration>,
+    runs_engine_work: impl Fn() -> bool,
+) {
+    while pending.add() == Admission::OverBound && !runs_engine_work() {
         // Withdrawn while it waits: a held-back push does not count itself.
         pending.done();
         wait_below(pending, stall_warning);
