@@ -195,6 +195,28 @@ impl EventCount {
         self.notify_fenced(all);
     }
 
+    /// Whether a waiter is seen between `prewait` and its return: a hint for a notifier
+    /// that can do without a wake-up (a waiter that has just announced itself may be
+    /// missed; `notify` never misses one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine_pool::EventCount;
+    ///
+    /// let event = EventCount::new(1);
+    /// assert!(!event.has_waiters());
+    /// event.prewait(0);
+    /// assert!(event.has_waiters());
+    /// event.cancel_wait(0);
+    /// assert!(!event.has_waiters());
+    /// ```
+    #[inline]
+    pub fn has_waiters(&self) -> bool {
+        // Relaxed: a hint (see above); nothing is read because of it.
+        self.waiters.load(Relaxed) != 0
+    }
+
     /// [`notify`](Self::notify) for a caller that has already issued a `SeqCst` fence
     /// between publishing its work and this call (a pool that checks other state under
     /// the same fence saves the second one).

@@ -50,14 +50,18 @@ where
     let queue = &shared.queues[index];
     // SAFETY: `job_b` stays in this frame until it is popped back below (then run
     // inline, the reference never used again) or its latch is set by the thief that
-    // popped it; this function returns or unwinds only after one of the two.
-    if let Err(_unqueued) = queue.push_front(Work::Job(unsafe { job_b.as_job_ref() })) {
+    // popped it; this function returns or unwinds only after one of the two. The push:
+    // the caller found this thread to be worker `index` (`current_index`), the owner of
+    // `queue`.
+    let pushed = unsafe { queue.push_front(Work::Job(job_b.as_job_ref())) };
+    if let Err(_unqueued) = pushed {
         // Our queue is full: no reference escaped; run both here.
         let ra = panic::catch_unwind(AssertUnwindSafe(a));
         let rb = job_b.run_inline();
         return (resume_or(ra), rb);
     }
-    shared.wake_one();
+    // A hint, not a handshake: this worker runs `b` itself if nobody steals it.
+    shared.wake_one_for_own_work();
 
     let ra = panic::catch_unwind(AssertUnwindSafe(a));
 

@@ -4,26 +4,37 @@
 //!
 //! The queue is a power-of-two ring of slots. The *front* belongs to the owning worker:
 //! it pushes and pops there without locks, so a worker's own spawns run LIFO (hot in
-//! cache). The *back* is shared: any other thread may push there (submissions from
-//! outside the pool) or pop there (stealing the oldest work), and those operations are
-//! serialized among themselves by `back_lock`. The owner never takes the lock.
+//! cache). The *back* belongs to thieves: any other thread may pop there (stealing the
+//! oldest work), and those pops are serialized among themselves by `back_lock`. The
+//! owner never takes the lock. Nobody but the owner pushes: work from outside the pool
+//! goes to the pool's injector, not here.
 //!
 //! Each slot carries a small state machine that arbitrates every race between the two
 //! ends:
 //!
 //! ```text
-//!            claim (CAS, Acquire)          publish (store, Release)
-//!   EMPTY ───────────────────────► BUSY ───────────────────────────► READY
-//!     ▲                                                                │
-//!     └─────────── release (store, Release) ◄── BUSY ◄─────────────────┘
-//!                                              take (CAS, Acquire)
+//!            owner's push (load Acquire, then store Release)
+//!   EMPTY ───────────────────────────────────────────────────► READY
+//!     ▲                                                          │
+//!     └──── release (store, Release) ◄── BUSY ◄──────────────────┘
+//!                                        take (CAS, Acquire)
 //! ```
 //!
-//! A thread touches a slot's value only while it holds the slot in `BUSY`, which it can
-//! enter only by a successful compare-exchange. So whichever end wins the CAS owns the
-//! value, and a loser simply reports "full" (push) or "empty" (pop). The Acquire on the
-//! claiming CAS pairs with the Release of the previous transition, which makes the
-//! previous owner's write (or read) of the value happen-before ours.
+//! Only the owner's push moves a slot out of `EMPTY`, so it needs no read-modify-write:
+//! it checks that the slot at the front is `EMPTY` (else the ring is full), writes the
+//! value and publishes it. Its `Acquire` load pairs with the `Release` that emptied the
+//! slot, so the previous taker's read of the old value happens-before the new write. A
+//! slot that a thief still holds (`BUSY`) or that holds an item (`READY`) reads as full.
+//!
+//! Both ends pop, and may race for the last item: a pop takes a slot with a
+//! compare-exchange from `READY` to `BUSY`, so whichever end wins owns the value, and
+//! the loser reports "empty". The winner reads the value while it holds the slot, then
+//! empties it (or, a thief whose own queue refused the item, publishes it again). The
+//! Acquire on the taking CAS pairs with the Release of the publication, which makes the
+//! pusher's write of the value happen-before the read.
+//!
+//! One read-modify-write per push-and-pop pair, the pop's: a `join` pays for one locked
+//! instruction in its queue, not two (`tree_join` in the pool bench, `docs/pool.md`).
 //!
 //! # The two indices
 //!
@@ -71,11 +82,11 @@ struct Slot<T> {
 
 /// A bounded work queue: lock-free at the owner's front, mutex-serialized at the back.
 ///
-/// *The owner* is the one thread allowed to call [`push_front`](Self::push_front) and
-/// [`pop_front`](Self::pop_front); any thread may call the back operations. Calling the
-/// front operations from two threads at once is memory-safe (every slot access is
-/// arbitrated by the slot's state) but breaks the queue's ordering and may make items
-/// unreachable until the queue is dropped, so don't.
+/// *The owner* is the one thread that calls [`push_front`](Self::push_front) (an `unsafe
+/// fn`: two pushers at once would write one slot's value together) and
+/// [`pop_front`](Self::pop_front); any thread may call the back operations. Popping the
+/// front from another thread is memory-safe (every pop takes its slot with a
+/// compare-exchange) but breaks the queue's order, so don't.
 ///
 /// # Examples
 ///
@@ -83,11 +94,16 @@ struct Slot<T> {
 /// use depengine_pool::RunQueue;
 ///
 /// let queue = RunQueue::with_capacity(4);
-/// queue.push_front(1).unwrap();
-/// queue.push_back(0).unwrap();
-/// assert_eq!(queue.len(), 2);
-/// assert_eq!(queue.pop_front(), Some(1)); // the owner's end: newest first
-/// assert_eq!(queue.pop_back(), Some(0)); // the other end: oldest first
+/// // SAFETY: this thread is the only one that pushes (it owns the queue).
+/// unsafe {
+///     queue.push_front(0).unwrap();
+///     queue.push_front(1).unwrap();
+///     queue.push_front(2).unwrap();
+/// }
+/// assert_eq!(queue.len(), 3);
+/// assert_eq!(queue.pop_front(), Some(2)); // the owner's end: newest first
+/// assert_eq!(queue.pop_back(), Some(0)); // the thieves' end: oldest first
+/// assert_eq!(queue.pop_front(), Some(1));
 /// assert!(queue.is_empty());
 /// ```
 pub struct RunQueue<T> {
@@ -142,10 +158,17 @@ impl<T> RunQueue<T> {
     /// # Errors
     ///
     /// Hands `item` back if the queue is full.
-    pub fn push_front(&self, item: T) -> Result<(), T> {
+    ///
+    /// # Safety
+    ///
+    /// No other thread calls `push_front` on this queue at the same time: one thread, the
+    /// owner, pushes (a pool's worker onto its own queue). The push claims its slot with a
+    /// load, not a read-modify-write (see the module documentation), so two concurrent
+    /// pushes could both write the slot's value.
+    pub unsafe fn push_front(&self, item: T) -> Result<(), T> {
         let front = self.front.load(Relaxed);
         let slot = self.slot(front);
-        if !slot.claim(EMPTY) {
+        if !slot.claim_empty() {
             return Err(item);
         }
         self.front
@@ -159,30 +182,12 @@ impl<T> RunQueue<T> {
         let front = self.front.load(Relaxed);
         let previous = self.step(front, Step::Backward, false);
         let slot = self.slot(previous);
-        if !slot.claim(READY) {
+        if !slot.claim_ready() {
             return None;
         }
         let item = slot.take();
         self.front.store(previous, Relaxed);
         Some(item)
-    }
-
-    /// Pushes at the shared end (behind the oldest item).
-    ///
-    /// # Errors
-    ///
-    /// Hands `item` back if the queue is full.
-    pub fn push_back(&self, item: T) -> Result<(), T> {
-        let _guard = lock(&self.back_lock);
-        let back = self.back.load(Relaxed);
-        let previous = self.step(back, Step::Backward, false);
-        let slot = self.slot(previous);
-        if !slot.claim(EMPTY) {
-            return Err(item);
-        }
-        self.back.store(previous, Relaxed);
-        slot.publish(item);
-        Ok(())
     }
 
     /// Pops the oldest item, at the shared end.
@@ -213,7 +218,7 @@ impl<T> RunQueue<T> {
         while taken < wanted {
             let back = self.back.load(Relaxed);
             let slot = self.slot(back);
-            if !slot.claim(READY) {
+            if !slot.claim_ready() {
                 break;
             }
             match sink(slot.take_keeping_claim()) {
@@ -265,7 +270,7 @@ impl<T> RunQueue<T> {
     fn pop_back_locked(&self) -> Option<T> {
         let back = self.back.load(Relaxed);
         let slot = self.slot(back);
-        if !slot.claim(READY) {
+        if !slot.claim_ready() {
             return None;
         }
         let item = slot.take();
@@ -309,20 +314,36 @@ enum Step {
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 impl<T> Slot<T> {
-    /// Moves the slot from `from` to `BUSY`; on success the caller owns the value cell.
-    fn claim(&self, from: u8) -> bool {
-        // Cheap pre-check avoids a failing read-modify-write on contended lines.
-        self.state.load(Relaxed) == from
+    /// The owner's claim of the slot at the front: whether it is `EMPTY`, in which case
+    /// the caller owns the value cell until it publishes. Nobody else moves a slot out
+    /// of `EMPTY` (only the owner pushes), so a load decides it; it stays `EMPTY` (and
+    /// no thief touches an `EMPTY` slot) until the owner's `publish`.
+    fn claim_empty(&self) -> bool {
+        // Acquire: pairs with the Release of `take` that emptied the slot, so the last
+        // taker's read of the old value happens-before our write of the new one
+        // (`owner_push_front_reuses_the_slot_a_thief_pops` in tests/loom_run_queue.rs
+        // fails with Relaxed here).
+        self.state.load(Acquire) == EMPTY
+    }
+
+    /// A pop's claim: moves the slot from `READY` to `BUSY`; on success the caller owns
+    /// the value cell (the item in it). Both ends pop, so this takes a compare-exchange.
+    fn claim_ready(&self) -> bool {
+        // Cheap pre-check avoids a failing read-modify-write on contended lines. Acquire on
+        // success: pairs with `publish`'s Release, so the pusher's write of the value
+        // happens-before our read.
+        self.state.load(Relaxed) == READY
             && self
                 .state
-                .compare_exchange(from, BUSY, Acquire, Relaxed)
+                .compare_exchange(READY, BUSY, Acquire, Relaxed)
                 .is_ok()
     }
 
     /// Writes `item` into a claimed slot and makes it `READY`.
     fn publish(&self, item: T) {
-        // SAFETY: the caller holds the slot in BUSY (it won the claiming CAS), so no
-        // other thread accesses the cell until the Release store below.
+        // SAFETY: the caller owns the cell: it holds the slot in `BUSY` (it won the
+        // taking CAS) or is the owner and found it `EMPTY` (`claim_empty`), so no other
+        // thread accesses the cell until the Release store below.
         self.value.with_mut(|cell| unsafe { (*cell).write(item) });
         self.state.store(READY, Release);
     }

@@ -264,7 +264,9 @@ impl<T: Item> Shared<T> {
     fn inject_with(&self, work: Work<T>, inline_when_full: bool) {
         match self.current_index() {
             Some(index) => {
-                if let Err(work) = self.queues[index].push_front(work) {
+                // SAFETY: `current_index` is `Some(index)` only on worker `index` of this
+                // pool (`run_worker` sets it on that thread alone): the queue's owner.
+                if let Err(work) = unsafe { self.queues[index].push_front(work) } {
                     if !inline_when_full || context::overflowing() {
                         self.injector.push(work);
                     } else {
@@ -372,6 +374,23 @@ impl<T: Item> Shared<T> {
         self.event.notify_fenced(false);
     }
 
+    /// `wake_one` for work that the pushing worker runs itself if nobody takes it: a
+    /// join's second half, which the joining worker pops back or waits for while helping
+    /// (`join.rs`). Wakes a sleeper only if one is seen waiting, and skips the fence that
+    /// `wake_one` needs when none is.
+    ///
+    /// The fence is what makes a waiter and a push see each other (see `wake_one`); here
+    /// it would buy parallelism, never progress: a worker that goes to sleep at the very
+    /// moment of the push, unseen, leaves the half to the joiner (or to the next push that
+    /// sees it waiting, such as the next join inside the first half). Without it a join
+    /// pays for one locked instruction (its pop), as rayon's does.
+    #[inline]
+    pub(crate) fn wake_one_for_own_work(&self) {
+        if self.event.has_waiters() {
+            self.wake_one();
+        }
+    }
+
     /// Runs a job, routing a panic that escapes it (only detached tasks let one
     /// escape) to the panic handler. The worker survives either way.
     #[inline]
@@ -424,7 +443,9 @@ impl<T: Item> Shared<T> {
                         first = Some(job);
                         Ok(())
                     } else {
-                        own.push_front(job)
+                        // SAFETY: `steal` runs on worker `index` (its callers are that
+                        // worker's search for work), the owner of `own`.
+                        unsafe { own.push_front(job) }
                     }
                 });
                 if first.is_some() {

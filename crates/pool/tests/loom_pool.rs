@@ -168,3 +168,38 @@ fn a_pool_dropped_by_its_own_task_runs_what_that_task_spawned() {
         }
     });
 }
+
+/// A join inside the pool: its second half is pushed onto the joining worker's queue
+/// with a wake-up hint only (no fence, `Shared::wake_one_for_own_work`), so the other
+/// worker, asleep or about to be, may never hear of it. Whether it steals the half or
+/// the joiner pops it back, both halves run once and their writes are ordered before
+/// the join's return (the stack job's latch when stolen, program order when not): loom
+/// reports a deadlock if the joiner could wait for a thief that never comes, and a
+/// causality violation if a stolen half's write were not ordered before the read.
+#[test]
+fn a_join_completes_whether_or_not_a_sleeper_hears_of_it() {
+    model(1, || {
+        let pool = ThreadPool::new(2).unwrap();
+        let (first, second) = (Plain(UnsafeCell::new(0)), Plain(UnsafeCell::new(0)));
+        let (a, b) = pool.install(|| {
+            let (first, second) = (&first, &second);
+            pool.join(
+                move || {
+                    // SAFETY: only this half writes the cell; it is read after the join.
+                    first.0.with_mut(|value| unsafe { *value = 1 });
+                    1
+                },
+                move || {
+                    // SAFETY: as above, for the second half's cell.
+                    second.0.with_mut(|value| unsafe { *value = 2 });
+                    2
+                },
+            )
+        });
+        assert_eq!((a, b), (1, 2));
+        // SAFETY: both halves are done (the join returned), and nothing else writes.
+        let written = unsafe { (first.0.with(|v| *v), second.0.with(|v| *v)) };
+        assert_eq!(written, (1, 2));
+        drop(pool);
+    });
+}
