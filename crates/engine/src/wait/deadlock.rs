@@ -57,6 +57,10 @@ use crate::wait::idle::Latch;
 pub(crate) type WaitLatch = Latch<Option<OpFailure>>;
 
 /// The waits inside ops of one engine that are blocked now, with the vars they keep held.
+///
+/// Threads: only threads that call `wait_for_var` from inside an op of the engine (workers,
+/// stand-ins, device executors' threads, pushers running naive ops) register, walk and
+/// unregister, each under the registry's lock (briefly: a walk works on a snapshot).
 #[derive(Default)]
 pub(crate) struct BlockedWaits {
     waits: Mutex<Vec<BlockedWait>>,
