@@ -99,3 +99,75 @@ impl GpuExecutors {
         })
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use depengine_device::{BackendError, Task};
+
+    use super::*;
+
+    /// Runs tasks at once.
+    struct Inline;
+
+    impl Executor for Inline {
+        fn execute(&self, _priority: i32, task: Task) {
+            task();
+        }
+    }
+
+    /// A backend that fails the first request for an executor it gets.
+    #[derive(Default)]
+    struct FailsFirst {
+        asked: AtomicUsize,
+    }
+
+    impl DeviceBackend for FailsFirst {
+        fn name(&self) -> &'static str {
+            "fails-first"
+        }
+        fn compute(&self, device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+            if self.asked.fetch_add(1, Ordering::Relaxed) == 0 {
+                return Err(BackendError::NoSuchDevice {
+                    backend: self.name().to_owned(),
+                    device,
+                });
+            }
+            Ok(Arc::new(Inline))
+        }
+        fn copy(&self, device: u32, threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+            self.compute(device, threads)
+        }
+    }
+
+    /// The lookup a dispatch makes creates the executor if need be, fails with the backend's
+    /// error (and tries again next time) if it cannot, and then finds it without asking.
+    #[test]
+    fn executor_is_created_once_or_fails_with_the_backends_error() {
+        let backend = Arc::new(FailsFirst::default());
+        let gpus = GpuExecutors::new(Some(backend.clone()), 1, 1);
+        let gpu = Context::gpu(3);
+        assert!(matches!(
+            gpus.executor(gpu, false),
+            Err(EngineError::Backend { .. })
+        ));
+        let first = Arc::clone(gpus.executor(gpu, false).unwrap());
+        let again = gpus.executor(gpu, false).unwrap();
+        assert!(Arc::ptr_eq(&first, again), "created once");
+        assert_eq!(backend.asked.load(Ordering::Relaxed), 2);
+        assert!(matches!(
+            gpus.executor(Context::gpu(MAX_GPUS), true),
+            Err(EngineError::DeviceIdOutOfRange { .. })
+        ));
+        let none = GpuExecutors::new(None, 1, 1);
+        assert!(matches!(
+            none.executor(gpu, true),
+            Err(EngineError::NoDeviceBackend { .. })
+        ));
+        assert!(matches!(
+            none.route(gpu, FnProperty::Normal),
+            Err(EngineError::NoDeviceBackend { .. })
+        ));
+    }
+}
