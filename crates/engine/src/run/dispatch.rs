@@ -16,7 +16,7 @@ use crate::thread::task::TaskMarker;
 use crate::wait::deadlock::WaitLatch;
 
 /// The graph's dispatcher: routes each ready op.
-pub(crate) struct Dispatcher<'a> {
+pub(super) struct Dispatcher<'a> {
     state: &'a Arc<EngineState>,
     /// Called from `push` on the pushing thread (ready `Async` ops may run right here).
     from_push: bool,
@@ -33,7 +33,7 @@ pub(crate) struct Dispatcher<'a> {
 
 impl<'a> Dispatcher<'a> {
     #[inline]
-    pub(crate) fn new(
+    pub(super) fn new(
         state: &'a Arc<EngineState>,
         from_push: bool,
         keep_for: Option<BlockKey>,

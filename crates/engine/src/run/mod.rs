@@ -2,32 +2,39 @@
 //! through them.
 //!
 //! ```text
-//! push ──► Graph::push ──► (ready) dispatch ──► route: inline | worker block | priority | device
-//!             │                  │                                   │
-//!             │         a wait: released here              execute: skip if a var failed,
-//!             │                                                      else run the fn
-//!             │                                                      │
-//!             └─── dispatch ◄── released ◄── finish: Graph::complete, pending -= 1
+//! push ──► Graph::push ──► (ready) dispatch ─┬─► a wait: released, its latch set
+//!                                            └─► route: inline | worker block | priority | device
+//!                                                         │
+//!                                   execute: skip if a var failed, else run the function
+//!                                                         │
+//!                     dispatch ◄── released ◄── finish: Graph::complete, pending -= 1
 //! ```
 //!
 //! The state is a set of parts, each owning its fields privately, with its methods in the
 //! module of its concept; the state owns the parts, and this module (with `dispatch.rs` and
-//! `execute.rs`) is the one place that joins them:
+//! `execute.rs`) is the one place that joins them. The threads that touch each part:
 //!
-//! | part | type (module) | threads that touch it |
-//! |---|---|---|
-//! | `graph` | `Graph` (depengine-graph) | pushers push; the thread that completes an op releases its dependents; waits and stall warnings inspect it |
-//! | `workers` | [`Workers`] (`route/workers.rs`) | pushers resolve routes (starting blocks); dispatching threads look blocks and executors up; a worker waiting inside an op and its stand-in; the teardown stops it |
-//! | `pending` | [`PendingOps`] (`wait/pending.rs`) | pushers count in (and are held back); completers count out; `wait_for_all` and the teardown wait on it; the shutdown sets its flag |
-//! | `failures` | [`FailureLog`] (`failure/log.rs`) | completers of failed ops add; `wait_for_all` takes; `stats` counts |
-//! | `profiler` | [`ProfilerState`] (`profile/recorder.rs`) | every executing thread reads its flag and records; the `Profiler` handle's callers start, stop and take |
-//! | `blocked_waits` | [`BlockedWaits`] (`wait/deadlock.rs`) | threads waiting inside ops register and walk |
-//! | `stand_ins` | [`StandIns`] (`wait/stand_in.rs`) | workers waiting inside ops start stand-ins; stand-ins leave; the state's drop joins them |
+//! - `graph`, a `Graph` (depengine-graph): pushers push; the thread that completes an op
+//!   releases its dependents; waits and stall warnings inspect it.
+//! - `workers`, [`Workers`] (`route/workers.rs`): pushers resolve routes (starting blocks);
+//!   dispatching threads look blocks and executors up; a worker waiting inside an op asks for
+//!   queued work, and its stand-in runs it; the teardown stops the blocks.
+//! - `pending`, [`PendingOps`] (`wait/pending.rs`): pushers count in (and may be held back);
+//!   completers count out; `wait_for_all` and the teardown wait on it; the shutdown sets its
+//!   flag.
+//! - `failures`, [`FailureLog`] (`failure/log.rs`): completers of failed ops add;
+//!   `wait_for_all` takes; `stats` counts.
+//! - `profiler`, [`ProfilerState`] (`profile/recorder.rs`): every executing thread reads its
+//!   flag and records; the `Profiler` handle's callers start, stop and take.
+//! - `blocked_waits`, [`BlockedWaits`] (`wait/deadlock.rs`): threads waiting inside ops
+//!   register and walk.
+//! - `stand_ins`, [`StandIns`] (`wait/stand_in.rs`): workers waiting inside ops start
+//!   stand-ins; stand-ins leave; the state's drop joins them.
 //!
-//! A pusher touches `pending`, `graph` and `workers` (and `graph` again when its op is ready
-//! at once); a worker touches `profiler`, `graph`, `failures` (only for a failed op),
-//! `workers` (to queue what it released) and `pending`. The cold parts, `blocked_waits` and
-//! `stand_ins`, are boxed, off the lines of the parts every op reads.
+//! A pusher touches `pending`, `graph` and `workers`; a worker `profiler`, `graph`,
+//! `failures` (only for a failed op), `workers` (to queue what it released) and `pending`. The
+//! cold parts, `blocked_waits` and `stand_ins`, are boxed, off the lines of the parts every op
+//! reads. Each part documents its own fields' threads.
 
 mod dispatch;
 mod execute;
@@ -52,13 +59,13 @@ use crate::wait::idle::PendingBound;
 use crate::wait::pending::PendingOps;
 use crate::wait::stand_in::StandIns;
 
-pub(crate) use dispatch::Dispatcher;
+use dispatch::Dispatcher;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The state of one engine, shared by its handles, the workers of its CPU blocks (through
 /// their runners), its tasks on the priority block and device executors, its async ops'
-/// `Completion`s and its stand-ins: the parts in the module documentation's table.
+/// `Completion`s and its stand-ins: the parts listed in the module documentation.
 pub(crate) struct EngineState {
     /// Which engine this is: the threads' markers (`thread/`) and operators name it.
     id: u64,

@@ -36,7 +36,8 @@
 //! registration). Both may report it; either report breaks the cycle.
 //!
 //! An abandoned wait op stays queued and completes, doing nothing, once the ops ahead of it
-//! have: `release_waiter` finds the latch abandoned and leaves the var's failure in place.
+//! have: `EngineState::release_wait` finds the latch abandoned and leaves the var's failure in
+//! place.
 //!
 //! Not detected: a cycle through a thread that waits outside any op of this engine (a plain
 //! thread holds no var), through another engine, or through an async op's vars (see
