@@ -817,8 +817,9 @@ impl<T, E> Graph<T, E> {
     /// op and pass the failure on.
     ///
     /// Stable while the op is ready: no other write can run on its vars until it completes. Costs
-    /// one atomic load when no var of the graph holds a failure.
-    pub fn op_failure(&self, op: &ReadyOp<T>) -> Option<E>
+    /// one atomic load when no var of the graph holds a failure. The op's payload may have been
+    /// converted ([`ReadyOp::map`]): only its vars are read.
+    pub fn op_failure<U>(&self, op: &ReadyOp<U>) -> Option<E>
     where
         E: Clone,
     {
@@ -837,8 +838,9 @@ impl<T, E> Graph<T, E> {
 
     /// A hint for the thread about to run `op`: starts moving the lines of the op's vars into
     /// its caches, so that completing the op finds them there (see `prefetch.rs`). Changes
-    /// nothing but timing.
-    pub fn prefetch_vars(&self, op: &ReadyOp<T>) {
+    /// nothing but timing. As with [`op_failure`](Self::op_failure), the payload may have been
+    /// converted.
+    pub fn prefetch_vars<U>(&self, op: &ReadyOp<U>) {
         self.prefetch_var_states(op.deps.all());
     }
 

@@ -166,6 +166,92 @@ impl<T> ReadyOp<T> {
     pub fn writes(&self) -> impl ExactSizeIterator<Item = Var> + '_ {
         self.deps.writes().iter().map(|key| key.var(self.graph))
     }
+
+    /// The same op with its payload converted by `f`: its vars stay as they are, and
+    /// [`Graph::complete`](crate::Graph::complete) takes it back once converted to the graph's
+    /// payload type again.
+    ///
+    /// ```
+    /// use depengine_graph::{Graph, ReadyOp};
+    ///
+    /// let graph: Graph<u32> = Graph::new();
+    /// let var = graph.new_var()?;
+    /// let mut ready: Vec<ReadyOp<u32>> = Vec::new();
+    /// graph.push(&[], &[var], 7, &mut ready)?;
+    /// let op: ReadyOp<String> = ready.pop().unwrap().map(|n| n.to_string());
+    /// assert_eq!(op.payload(), "7");
+    /// let payload = graph.complete(op.map(|text| text.len() as u32), Ok(()), &mut ready)?;
+    /// assert_eq!(payload, 1);
+    /// # Ok::<(), depengine_graph::GraphError>(())
+    /// ```
+    #[inline]
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> ReadyOp<U> {
+        let ReadyOp {
+            graph,
+            payload,
+            deps,
+        } = self;
+        ReadyOp {
+            graph,
+            payload: f(payload),
+            deps,
+        }
+    }
+
+    /// The same op with its payload sorted by `f` into one of two types: `Ok(ReadyOp<U>)` if
+    /// `f` returns `Ok`, `Err(ReadyOp<V>)` if it returns `Err`. A dispatcher whose payloads
+    /// are of two kinds (ops to run, and markers it handles itself) hands each kind on as a
+    /// type that holds only that kind.
+    ///
+    /// # Errors
+    ///
+    /// `Err` holds the op when `f` sorts its payload into the second type: not a failure, the
+    /// other kind of op.
+    ///
+    /// ```
+    /// use depengine_graph::{Graph, ReadyOp};
+    ///
+    /// enum Payload {
+    ///     Run(&'static str),
+    ///     Marker(u32),
+    /// }
+    ///
+    /// let graph: Graph<Payload> = Graph::new();
+    /// let var = graph.new_var()?;
+    /// let mut ready: Vec<ReadyOp<Payload>> = Vec::new();
+    /// graph.push(&[], &[var], Payload::Marker(3), &mut ready)?;
+    /// let sorted = ready.pop().unwrap().try_map(|payload| match payload {
+    ///     Payload::Run(name) => Ok(name),
+    ///     Payload::Marker(marker) => Err(marker),
+    /// });
+    /// let marker: ReadyOp<u32> = sorted.err().expect("a marker was pushed");
+    /// assert_eq!(*marker.payload(), 3);
+    /// graph.complete(marker.map(Payload::Marker), Ok(()), &mut ready)?;
+    /// # Ok::<(), depengine_graph::GraphError>(())
+    /// ```
+    #[inline]
+    pub fn try_map<U, V>(
+        self,
+        f: impl FnOnce(T) -> Result<U, V>,
+    ) -> Result<ReadyOp<U>, ReadyOp<V>> {
+        let ReadyOp {
+            graph,
+            payload,
+            deps,
+        } = self;
+        match f(payload) {
+            Ok(payload) => Ok(ReadyOp {
+                graph,
+                payload,
+                deps,
+            }),
+            Err(payload) => Err(ReadyOp {
+                graph,
+                payload,
+                deps,
+            }),
+        }
+    }
 }
 
 impl<T: fmt::Debug> fmt::Debug for ReadyOp<T> {

@@ -30,7 +30,8 @@ use std::fmt;
 ///   is a `SeqCst` read-modify-write and the checks use `SeqCst` loads).
 ///
 /// Under `--cfg loom` this type is a model of crossbeam's synchronization that holds
-/// at most [`Injector::MODEL_CAPACITY`] pushes in its lifetime.
+/// at most `Injector::MODEL_CAPACITY` pushes in its lifetime (a constant that only the
+/// loom build has, hence no link).
 ///
 /// # Examples
 ///

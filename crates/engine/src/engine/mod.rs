@@ -20,9 +20,8 @@ use crate::engine::operator::{Operator, OperatorBuilder};
 use crate::engine::profiler::Profiler;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
-use crate::name::OpName;
-use crate::op::record::{OpFn, OpRecord, Route};
-use crate::run::Inner;
+use crate::op::record::{OpFn, OpRecord, Payload};
+use crate::run::EngineState;
 use crate::thread::frame::{running_op_of, running_op_uses, sync_ops_hold};
 use crate::thread::serving::Served;
 use crate::thread::task::TaskMarker;
@@ -53,25 +52,24 @@ pub struct EngineStats {
 /// the state lives until the blocks are shut down, which the teardown does once every op has
 /// completed. Where the teardown cannot wait (see below), a thread of its own does it.
 struct Handle {
-    inner: Arc<Inner>,
+    state: Arc<EngineState>,
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        // Relaxed: see `Inner::shut_down`.
-        self.inner.shut_down.store(true, Ordering::Relaxed);
-        let naive = self.inner.kind == EngineKind::Naive;
-        if TaskMarker::active(self.inner.id) || (naive && crate::route::naive::is_running()) {
+        self.state.pending().shut_down();
+        let naive = self.state.kind() == EngineKind::Naive;
+        if TaskMarker::active(self.state.id()) || (naive && crate::route::naive::is_running()) {
             // Dropped by a task of this engine (an op's closure held the last handle), or on a
             // thread that has naive ops queued (possibly this engine's): waiting here would
             // wait for this very thread. (Inside a task of another engine only, the teardown
             // goes on here: this engine's ops do not wait for that task.)
             if !naive {
                 // Another thread waits for the work to finish, then stops the blocks.
-                let inner = Arc::clone(&self.inner);
+                let state = Arc::clone(&self.state);
                 let started = std::thread::Builder::new()
                     .name("depengine-teardown".to_owned())
-                    .spawn(move || tear_down(&inner));
+                    .spawn(move || tear_down(&state));
                 if let Err(error) = started {
                     // Without a thread, the blocks' workers keep the engine's state (and
                     // themselves) alive, idle, until the process ends.
@@ -84,21 +82,21 @@ impl Drop for Handle {
             }
             return;
         }
-        tear_down(&self.inner);
+        tear_down(&self.state);
     }
 }
 
 /// Waits for every op, shuts the CPU blocks down (their workers drop their references to the
 /// engine as they exit), waits for the other references to go, and writes the profile.
-fn tear_down(inner: &Arc<Inner>) {
-    wait::wait_idle_watched(inner, "the engine's shutdown");
-    inner.stop_blocks();
+fn tear_down(state: &Arc<EngineState>) {
+    state.pending().wait_idle("the engine's shutdown");
+    state.workers().stop_blocks();
     // Stand-ins, task epilogues and async completions drop their references right after their
     // op completed; once only the caller's is left, dropping it drops the engine's state.
-    while Arc::strong_count(inner) > 1 {
+    while Arc::strong_count(state) > 1 {
         std::thread::yield_now();
     }
-    inner.profiler.write_output();
+    state.profiler().write_output();
 }
 
 /// A dependency engine: push ops that read and write vars; each runs once its dependencies
@@ -120,12 +118,12 @@ impl Engine {
     ///
     /// [`MAX_THREADS`]: crate::MAX_THREADS
     pub fn new(config: EngineConfig) -> Result<Self> {
-        let inner = Arc::new(Inner::new(config)?);
-        // Before the handle exists: if a thread cannot start, the state drops with `inner`
+        let state = Arc::new(EngineState::new(config)?);
+        // Before the handle exists: if a thread cannot start, the state drops with `state`
         // (the block that failed has joined the threads it started).
-        inner.start()?;
+        state.start()?;
         Ok(Engine {
-            handle: Arc::new(Handle { inner }),
+            handle: Arc::new(Handle { state }),
         })
     }
 
@@ -140,17 +138,17 @@ impl Engine {
     }
 
     #[inline]
-    pub(crate) fn inner(&self) -> &Arc<Inner> {
-        &self.handle.inner
+    pub(crate) fn state(&self) -> &Arc<EngineState> {
+        &self.handle.state
     }
 
     pub(crate) fn id(&self) -> u64 {
-        self.inner().id
+        self.state().id()
     }
 
     /// The engine kind.
     pub fn kind(&self) -> EngineKind {
-        self.inner().kind
+        self.state().kind()
     }
 
     /// Creates a var.
@@ -159,7 +157,7 @@ impl Engine {
     ///
     /// [`EngineError::CapacityExhausted`] when 2^31 vars are live.
     pub fn new_var(&self) -> Result<Var> {
-        Ok(self.inner().graph.new_var()?)
+        Ok(self.state().graph().new_var()?)
     }
 
     /// Deletes `var` once every op already pushed on it completed, then calls `on_deleted`
@@ -179,18 +177,20 @@ impl Engine {
         // Weak: the callback lives in the graph, which the engine state owns. Whoever runs it
         // (a completion, a wait, this call) holds the state, so an upgrade never takes the
         // last reference.
-        let engine = Arc::downgrade(self.inner());
+        let engine = Arc::downgrade(self.state());
         let on_deleted = move || {
             // It runs inside the graph's completion of the var's last op: unwinding from
             // there would leave the op's other vars unreleased.
             if let Err(payload) = catch_unwind(AssertUnwindSafe(on_deleted))
-                && let Some(inner) = engine.upgrade()
+                && let Some(state) = engine.upgrade()
             {
+                // A failure that belongs to no op's vars, for `wait_for_all` to report.
                 let cause = FailureCause::Panic(panic_message(&*payload));
-                inner.log_failure(OpFailure::new(Cow::Borrowed("delete_var"), cause));
+                let failure = OpFailure::new(Cow::Borrowed("delete_var"), cause);
+                state.failures().add_root(failure);
             }
         };
-        Ok(self.inner().graph.delete_var(var, on_deleted)?)
+        Ok(self.state().graph().delete_var(var, on_deleted)?)
     }
 
     /// Starts describing an op to push: `engine.op("name").reads(..).writes(..).push_sync(f)`.
@@ -205,7 +205,7 @@ impl Engine {
 
     /// The engine's profiler: start it, stop it, take what it recorded (see [`Profiler`]).
     pub fn profiler(&self) -> Profiler<'_> {
-        Profiler::new(&self.inner().profiler)
+        Profiler::new(self.state().profiler())
     }
 
     /// Pushes one run of `operator` (MXNet's `Push`).
@@ -226,17 +226,17 @@ impl Engine {
                 name: op.name.to_string(),
             });
         }
-        let inner = self.inner();
+        let state = self.state();
         let record = OpRecord {
             name: op.name.clone(),
             func: Some(OpFn::Operator(Arc::clone(op))),
             context,
             property: op.property,
             priority,
-            route: inner.route(context, op.property)?,
+            route: state.route(context, op.property)?,
             profiled: op.profiled,
         };
-        inner.push_record(&op.reads, &op.writes, record)
+        state.push_record(&op.reads, &op.writes, record)
     }
 
     /// Deletes `operator`: later pushes of it (through any clone) fail with
@@ -276,41 +276,29 @@ impl Engine {
     /// before depends on that op's vars; [`EngineError::DeletedVar`],
     /// [`EngineError::ForeignVar`].
     pub fn wait_for_var(&self, var: Var) -> Result<()> {
-        let inner = self.inner();
-        if running_op_uses(inner.id, var) {
+        let state = self.state();
+        if running_op_uses(state.id(), var) {
             return Err(EngineError::WaitOnOwnVar { var });
         }
         let latch = Arc::new(Latch::new());
         // Inside an op of this engine, the wait may close a cycle: register it before pushing
         // (see `deadlock.rs`). A thread outside every op holds no var, so it cannot.
-        let held = sync_ops_hold(inner.id);
+        let held = sync_ops_hold(state.id());
         let mut registration =
-            (!held.is_empty()).then(|| inner.blocked_waits.register(&latch, held.clone()));
-        let record = OpRecord {
-            name: OpName::Static("wait_for_var"),
-            func: Some(OpFn::Wait(Arc::clone(&latch))),
-            context: Context::cpu(0),
-            property: crate::FnProperty::Normal,
-            priority: 0,
-            route: Route::Wait,
-            profiled: false,
-        };
-        let mut dispatcher = crate::run::Dispatcher::new(inner, false, None);
-        // A write: it waits for every op pushed on `var` before it (reads included) and runs
-        // alone, so taking the failure there races with nothing.
-        inner.graph.push(&[], &[var], record, &mut dispatcher)?;
-        if inner.kind == EngineKind::Naive {
+            (!held.is_empty()).then(|| state.blocked_waits().register(&latch, held.clone()));
+        state.push_wait(var, &latch)?;
+        if state.kind() == EngineKind::Naive {
             // Inside a naive op, the ops waited for may be queued behind it on this thread.
             crate::route::naive::run_queued_until(|| latch.is_set());
         }
         if registration.is_some()
             && !latch.is_set()
             && closes_cycle(
-                &inner.graph,
-                &inner.blocked_waits,
+                state.graph(),
+                state.blocked_waits(),
                 &latch,
                 &held,
-                OpRecord::wait_latch,
+                Payload::wait_latch,
             )
         {
             // Unregistered first: our vars are about to be released, so other walks must not
@@ -321,10 +309,10 @@ impl Engine {
             }
             // Claimed meanwhile: the wait op is being released after all.
         }
-        let outcome = match Served::by_this_thread(inner.id) {
+        let outcome = match Served::by_this_thread(state.id()) {
             // On a worker of this engine: a thread stands in for it if its block starves.
-            Some(block) => wait::wait_on_worker(inner, &latch, block, var),
-            None => wait::wait_watched(inner, &latch, var),
+            Some(block) => wait::wait_on_worker(state, &latch, block, var),
+            None => wait::wait_watched(state, &latch, var),
         };
         drop(registration);
         match outcome {
@@ -348,17 +336,17 @@ impl Engine {
     ///
     /// [`EngineError::OpFailed`]; [`EngineError::WaitAllInsideOp`] from inside an op.
     pub fn wait_for_all(&self) -> Result<()> {
-        let inner = self.inner();
-        if running_op_of(inner.id) {
+        let state = self.state();
+        if running_op_of(state.id()) {
             return Err(EngineError::WaitAllInsideOp);
         }
-        wait::wait_idle_watched(inner, "wait_for_all");
+        state.pending().wait_idle("wait_for_all");
         // Idle: the op storage a burst grew goes back (nothing to do, one load, otherwise).
-        inner.graph.trim();
-        let taken = inner.failure_log().take();
+        state.graph().trim();
+        let taken = state.failures().take();
         for var in taken.vars {
             // A var deleted meanwhile has dropped its failure already.
-            let _ = inner.graph.clear_failure(var);
+            let _ = state.graph().clear_failure(var);
         }
         match taken.unreported {
             Some(failure) => {
@@ -378,27 +366,25 @@ impl Engine {
     ///
     /// As [`wait_for_all`](Self::wait_for_all).
     pub fn shutdown(self) -> Result<()> {
-        // Relaxed: see `Inner::shut_down`.
-        self.inner().shut_down.store(true, Ordering::Relaxed);
+        self.state().pending().shut_down();
         self.wait_for_all()
     }
 
     /// Whether the engine was shut down.
     pub fn is_shut_down(&self) -> bool {
-        // Relaxed: see `Inner::shut_down`.
-        self.inner().shut_down.load(Ordering::Relaxed)
+        self.state().pending().is_shut_down()
     }
 
     /// Counters for leak checks.
     pub fn stats(&self) -> EngineStats {
-        let inner = self.inner();
-        let graph = inner.graph.stats();
+        let state = self.state();
+        let graph = state.graph().stats();
         EngineStats {
-            pending_ops: inner.idle.pending(),
+            pending_ops: state.pending().count(),
             live_vars: graph.live_vars,
             waiting_ops: graph.live_op_blocks,
             failed_vars: graph.failed_vars,
-            logged_failures: inner.failure_log().len(),
+            logged_failures: state.failures().len(),
         }
     }
 }

@@ -108,8 +108,8 @@ impl<'e, 'v> OpBuilder<'e, 'v> {
     }
 
     fn push(self, func: OpFn) -> Result<()> {
-        let inner = self.engine.inner();
-        let route = inner.route(self.context, self.property)?;
+        let state = self.engine.state();
+        let route = state.route(self.context, self.property)?;
         let record = OpRecord {
             name: self.name.into(),
             func: Some(func),
@@ -119,7 +119,7 @@ impl<'e, 'v> OpBuilder<'e, 'v> {
             route,
             profiled: self.profiled,
         };
-        inner.push_record(self.reads, self.writes, record)
+        state.push_record(self.reads, self.writes, record)
     }
 }
 

@@ -20,6 +20,7 @@
 use std::collections::HashSet;
 
 use depengine_graph::Var;
+use depengine_sync::{Mutex, MutexGuard, lock};
 
 use crate::failure::OpFailure;
 
@@ -29,8 +30,20 @@ pub(crate) const MAX_UNREPORTED: usize = 1024;
 /// Entries a list may hold before it is pruned the first time.
 const FIRST_PRUNE: usize = 64;
 
-/// Failures recorded since the last `wait_for_all`.
+/// Failures recorded since the last `wait_for_all`, behind the log's lock.
+///
+/// Threads: any thread that completes a failed or skipped op (a worker, a device executor's
+/// thread, the thread that completes an async op, a pusher running ops inline) adds to it, and
+/// so does the thread that runs a panicking `delete_var` callback; `wait_for_all`'s caller
+/// empties it, and `Engine::stats`'s caller counts it. Every method locks it once, briefly (the
+/// lock ignores poisoning, and nothing that runs under it leaves the log half changed).
+#[derive(Default)]
 pub(crate) struct FailureLog {
+    entries: Mutex<Entries>,
+}
+
+/// What the log holds.
+struct Entries {
     /// Original failures (not propagated ones), in completion order.
     roots: Vec<OpFailure>,
     /// The newest root failure that did not fit in `roots`.
@@ -50,9 +63,9 @@ pub(crate) struct Taken {
     pub(crate) vars: Vec<Var>,
 }
 
-impl Default for FailureLog {
+impl Default for Entries {
     fn default() -> Self {
-        FailureLog {
+        Entries {
             roots: Vec::new(),
             overflow: None,
             vars: Vec::new(),
@@ -63,8 +76,40 @@ impl Default for FailureLog {
 }
 
 impl FailureLog {
+    /// The entries, locked.
+    fn lock(&self) -> MutexGuard<'_, Entries> {
+        lock(&self.entries)
+    }
+
     /// Records an op's own failure.
-    pub(crate) fn add_root(&mut self, failure: OpFailure) {
+    pub(crate) fn add_root(&self, failure: OpFailure) {
+        self.lock().add_root(failure);
+    }
+
+    /// Records the vars a failed or skipped op wrote (after the failure was stored on them);
+    /// `holds_failure` tells whether a var still holds one, for pruning (called under the
+    /// log's lock).
+    pub(crate) fn add_vars(
+        &self,
+        vars: impl IntoIterator<Item = Var>,
+        holds_failure: impl Fn(Var) -> bool,
+    ) {
+        self.lock().add_vars(vars, holds_failure);
+    }
+
+    /// Empties the log.
+    pub(crate) fn take(&self) -> Taken {
+        self.lock().take()
+    }
+
+    /// Entries held: root failures and vars.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+impl Entries {
+    fn add_root(&mut self, failure: OpFailure) {
         if self.roots.len() >= self.prune_roots_at {
             self.roots.retain(|root| !root.is_reported());
             self.prune_roots_at = (2 * self.roots.len()).max(FIRST_PRUNE);
@@ -76,9 +121,7 @@ impl FailureLog {
         }
     }
 
-    /// Records the vars a failed or skipped op wrote (after the failure was stored on them);
-    /// `holds_failure` tells whether a var still holds one, for pruning.
-    pub(crate) fn add_vars(
+    fn add_vars(
         &mut self,
         vars: impl IntoIterator<Item = Var>,
         holds_failure: impl Fn(Var) -> bool,
@@ -92,8 +135,7 @@ impl FailureLog {
         }
     }
 
-    /// Empties the log.
-    pub(crate) fn take(&mut self) -> Taken {
+    fn take(&mut self) -> Taken {
         let log = std::mem::take(self);
         let unreported = log
             .roots
@@ -106,8 +148,7 @@ impl FailureLog {
         }
     }
 
-    /// Entries held: root failures and vars.
-    pub(crate) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.roots.len() + usize::from(self.overflow.is_some()) + self.vars.len()
     }
 }
@@ -127,7 +168,7 @@ mod tests {
 
     #[test]
     fn reported_roots_are_forgotten_and_the_first_unreported_is_taken() {
-        let mut log = FailureLog::default();
+        let log = FailureLog::default();
         let rounds = if cfg!(miri) { 200 } else { 100_000 };
         for _ in 0..rounds {
             let reported = failure("reported");
@@ -147,7 +188,7 @@ mod tests {
 
     #[test]
     fn unreported_roots_are_capped_and_the_newest_extra_one_is_kept() {
-        let mut log = FailureLog::default();
+        let log = FailureLog::default();
         let kept: Vec<_> = (0..MAX_UNREPORTED).map(|_| failure("kept")).collect();
         for root in &kept {
             log.add_root(root.clone());
@@ -176,7 +217,7 @@ mod tests {
         let op = ready.pop().unwrap();
         graph.complete(op, Err(()), &mut ready).unwrap();
         let holds = |var| graph.var_failure(var).ok().flatten().is_some();
-        let mut log = FailureLog::default();
+        let log = FailureLog::default();
         let rounds = if cfg!(miri) { 100 } else { 10_000 };
         for _ in 0..rounds {
             log.add_vars([failed, cleared, failed], holds);

@@ -1,4 +1,7 @@
-//! What the engine stores with each op in the dependency graph.
+//! What the engine stores with each op in the dependency graph: a [`Payload`], the record of an
+//! op to run ([`OpRecord`]) or the latch of a `wait_for_var` (released at dispatch, never run).
+//! The dispatcher sorts a ready op by its payload (`ReadyOp::try_map`), so that what executes
+//! an op takes a `ReadyOp<OpRecord>`, which cannot be a wait.
 
 use std::sync::Arc;
 
@@ -21,8 +24,6 @@ pub(crate) enum OpFn {
     Async(AsyncFn),
     /// A push of a reusable operator.
     Operator(Arc<OperatorDef>),
-    /// `wait_for_var`'s write: never executed, handled at dispatch.
-    Wait(Arc<WaitLatch>),
 }
 
 /// Where a ready op goes, resolved at push time (so a bad context is a push error). The device
@@ -43,12 +44,10 @@ pub(crate) enum Route {
     /// `copy`, else its compute executor. The executor itself is looked up at dispatch (it was
     /// created when the route was resolved), which keeps the route, and every queued op, small.
     Device { copy: bool },
-    /// Handled at dispatch (`wait_for_var`).
-    Wait,
 }
 
 /// A worker block an op runs on, for keeping a released successor on the worker that
-/// released it (see `Inner::execute_task`).
+/// released it (see `EngineState::execute`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BlockKey {
     Pooled,
@@ -56,8 +55,44 @@ pub(crate) enum BlockKey {
     Cpu(u32),
 }
 
-/// The graph payload of one op: 56 bytes, so that with the graph's dependency list a parked
-/// op's slot is 112 bytes (see `docs/graph.md`).
+/// What the graph stores with one op: 56 bytes (the wait's latch fits beside the record's
+/// fields, in a value the record's own fields never take), so that with the graph's dependency
+/// list a parked op's slot is 112 bytes (see `docs/graph.md`).
+pub(crate) enum Payload {
+    /// An op to run.
+    Op(OpRecord),
+    /// `wait_for_var`'s write of the var: released when it becomes ready, never run.
+    Wait(Arc<WaitLatch>),
+}
+
+impl Payload {
+    /// The record of an op to run, or the latch of a wait (for `ReadyOp::try_map`).
+    #[inline]
+    pub(crate) fn into_op(self) -> Result<OpRecord, Arc<WaitLatch>> {
+        match self {
+            Payload::Op(record) => Ok(record),
+            Payload::Wait(latch) => Err(latch),
+        }
+    }
+
+    /// The latch of a `wait_for_var` op.
+    pub(crate) fn wait_latch(&self) -> Option<&Arc<WaitLatch>> {
+        match self {
+            Payload::Wait(latch) => Some(latch),
+            Payload::Op(_) => None,
+        }
+    }
+
+    /// The op's name, for stall warnings.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Payload::Op(record) => record.name.as_str(),
+            Payload::Wait(_) => "wait_for_var",
+        }
+    }
+}
+
+/// The record of an op to run: 56 bytes (see [`Payload`]).
 pub(crate) struct OpRecord {
     pub(crate) name: OpName,
     pub(crate) func: Option<OpFn>,
@@ -78,14 +113,6 @@ impl OpRecord {
             Route::Pooled => Some(BlockKey::Pooled),
             Route::PooledCopy => Some(BlockKey::PooledCopy),
             Route::Cpu => Some(BlockKey::Cpu(self.context.device_id())),
-            _ => None,
-        }
-    }
-
-    /// The latch of a `wait_for_var` op.
-    pub(crate) fn wait_latch(&self) -> Option<&Arc<WaitLatch>> {
-        match &self.func {
-            Some(OpFn::Wait(latch)) => Some(latch),
             _ => None,
         }
     }
@@ -118,13 +145,16 @@ impl OpRecord {
 mod tests {
     use super::*;
 
-    /// The record crosses between cores with every op and is stored in every parked op's
-    /// slot: 56 bytes (with the graph's 40-byte dependency list, a ready op is 104 bytes and a
-    /// parked op's slot 112, link included).
+    /// The record crosses between cores with every op and, as the payload, is stored in every
+    /// parked op's slot: 56 bytes (with the graph's 40-byte dependency list, a ready op is 104
+    /// bytes and a parked op's slot 112, link included: depengine-graph's
+    /// `op_slot_of_a_56_byte_payload_is_112_bytes`). A wait's latch takes no room of its own.
     #[test]
     fn op_record_is_56_bytes() {
         assert_eq!(size_of::<Route>(), 1);
         assert_eq!(size_of::<OpRecord>(), 56);
+        assert_eq!(size_of::<Payload>(), 56);
         assert_eq!(size_of::<depengine_graph::ReadyOp<OpRecord>>(), 104);
+        assert_eq!(size_of::<depengine_graph::ReadyOp<Payload>>(), 104);
     }
 }

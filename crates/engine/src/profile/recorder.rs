@@ -57,6 +57,11 @@ impl ProfileMode {
 }
 
 /// The profiler's state, one per engine.
+///
+/// Threads: every thread that executes an op reads `running` (and, for a profiled op, reads
+/// the clock and appends to `records` when the op completes, under their lock); the callers of
+/// the `Profiler` handle start, stop, set the mode and take the records; the last handle's
+/// teardown writes what is left.
 pub(crate) struct ProfilerState {
     /// Read (relaxed) by every executed op; written by `start` / `stop`. An op that starts
     /// while another thread starts or stops the profiler may be recorded or not (at most one

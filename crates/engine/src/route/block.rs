@@ -1,7 +1,7 @@
 //! Starting a CPU worker block whose threads run the engine's ops.
 //!
 //! A block's ops are queued in its pool once, unboxed, as [`BlockOp`] items: the op and the
-//! block's key (`Inner::dispatch`); each worker runs them with the [`BlockRunner`] its start hook
+//! block's key (`EngineState::dispatch`); each worker runs them with the [`BlockRunner`] its start hook
 //! gave it (see `thread/serving.rs`). The pool does the rest: per-worker queues, the injector for ops
 //! from other threads, stealing, one spinning worker, sleeping on its event count, and the
 //! released successor kept for the worker that released it (`ThreadPool::spawn_next`).

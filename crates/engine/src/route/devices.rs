@@ -13,6 +13,11 @@ use crate::route::lazy::Lazy;
 /// GPU ids the engine supports.
 pub(crate) const MAX_GPUS: u32 = 64;
 
+/// The device backend's executors, per GPU id one for compute and one for copies.
+///
+/// Threads: a pusher of a GPU op creates its executor (under the cell's lock, on first use);
+/// the thread that dispatches a ready GPU op (a pusher, or the thread that completed what the
+/// op waited for) reads it, lock-free.
 pub(crate) struct GpuExecutors {
     backend: Option<Arc<dyn DeviceBackend>>,
     compute: Box<[Lazy<Arc<dyn Executor>>]>,
@@ -37,23 +42,53 @@ impl GpuExecutors {
         }
     }
 
-    /// The route of a GPU op: the copy executor for copies, the compute executor otherwise.
+    /// The route of a GPU op: the copy executor for copies, the compute executor otherwise
+    /// (created here on first use, so that a context the backend cannot serve is a push error).
     pub(crate) fn route(&self, context: Context, property: FnProperty) -> Result<Route> {
-        let Some(backend) = &self.backend else {
+        if self.backend.is_none() {
             return Err(EngineError::NoDeviceBackend { context });
-        };
+        }
+        let copy = property.is_copy();
+        self.executor(context, copy)?;
+        Ok(Route::Device { copy })
+    }
+
+    /// The executor of GPU ops of `context` (its copy executor if `copy`), created if this is
+    /// the first use. The dispatch of an op routed to it finds it created, by the op's
+    /// [`route`](Self::route).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::NoDeviceBackend`], [`EngineError::DeviceIdOutOfRange`],
+    /// [`EngineError::Backend`] (the backend could not create it).
+    #[inline]
+    pub(crate) fn executor(&self, context: Context, copy: bool) -> Result<&Arc<dyn Executor>> {
         let id = context.device_id();
-        let (cells, copy) = if property.is_copy() {
-            (&self.copy, true)
-        } else {
-            (&self.compute, false)
-        };
+        let cells = if copy { &self.copy } else { &self.compute };
         let cell = cells
             .get(id as usize)
             .ok_or(EngineError::DeviceIdOutOfRange {
                 context,
                 limit: MAX_GPUS,
             })?;
+        match cell.get() {
+            Some(executor) => Ok(executor),
+            None => self.create(cell, context, copy),
+        }
+    }
+
+    /// Creates the executor of `cell` (see `executor`).
+    #[cold]
+    fn create<'a>(
+        &'a self,
+        cell: &'a Lazy<Arc<dyn Executor>>,
+        context: Context,
+        copy: bool,
+    ) -> Result<&'a Arc<dyn Executor>> {
+        let Some(backend) = &self.backend else {
+            return Err(EngineError::NoDeviceBackend { context });
+        };
+        let id = context.device_id();
         cell.get_or_try_init(|| {
             if copy {
                 backend.copy(id, self.copy_threads)
@@ -61,14 +96,78 @@ impl GpuExecutors {
                 backend.compute(id, self.compute_threads)
             }
             .map_err(|source| EngineError::Backend { context, source })
-        })?;
-        Ok(Route::Device { copy })
+        })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use depengine_device::{BackendError, Task};
+
+    use super::*;
+
+    /// Runs tasks at once.
+    struct Inline;
+
+    impl Executor for Inline {
+        fn execute(&self, _priority: i32, task: Task) {
+            task();
+        }
     }
 
-    /// The executor of a resolved [`Route::Device`] (created when the route was resolved).
-    #[inline]
-    pub(crate) fn executor(&self, gpu: u32, copy: bool) -> Option<&Arc<dyn Executor>> {
-        let cells = if copy { &self.copy } else { &self.compute };
-        cells.get(gpu as usize).and_then(Lazy::get)
+    /// A backend that fails the first request for an executor it gets.
+    #[derive(Default)]
+    struct FailsFirst {
+        asked: AtomicUsize,
+    }
+
+    impl DeviceBackend for FailsFirst {
+        fn name(&self) -> &'static str {
+            "fails-first"
+        }
+        fn compute(&self, device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+            if self.asked.fetch_add(1, Ordering::Relaxed) == 0 {
+                return Err(BackendError::NoSuchDevice {
+                    backend: self.name().to_owned(),
+                    device,
+                });
+            }
+            Ok(Arc::new(Inline))
+        }
+        fn copy(&self, device: u32, threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+            self.compute(device, threads)
+        }
+    }
+
+    /// The lookup a dispatch makes creates the executor if need be, fails with the backend's
+    /// error (and tries again next time) if it cannot, and then finds it without asking.
+    #[test]
+    fn executor_is_created_once_or_fails_with_the_backends_error() {
+        let backend = Arc::new(FailsFirst::default());
+        let gpus = GpuExecutors::new(Some(backend.clone()), 1, 1);
+        let gpu = Context::gpu(3);
+        assert!(matches!(
+            gpus.executor(gpu, false),
+            Err(EngineError::Backend { .. })
+        ));
+        let first = Arc::clone(gpus.executor(gpu, false).unwrap());
+        let again = gpus.executor(gpu, false).unwrap();
+        assert!(Arc::ptr_eq(&first, again), "created once");
+        assert_eq!(backend.asked.load(Ordering::Relaxed), 2);
+        assert!(matches!(
+            gpus.executor(Context::gpu(MAX_GPUS), true),
+            Err(EngineError::DeviceIdOutOfRange { .. })
+        ));
+        let none = GpuExecutors::new(None, 1, 1);
+        assert!(matches!(
+            none.executor(gpu, true),
+            Err(EngineError::NoDeviceBackend { .. })
+        ));
+        assert!(matches!(
+            none.route(gpu, FnProperty::Normal),
+            Err(EngineError::NoDeviceBackend { .. })
+        ));
     }
 }

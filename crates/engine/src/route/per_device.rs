@@ -1,7 +1,7 @@
 //! `ThreadedPerDevice` (the default): a lazily started worker block per CPU device id, one CPU
 //! priority block shared by all devices for `CpuPrioritized` ops (highest priority first), and
 //! the device backend's GPU compute and copy executors. Ready `Async` ops run on the pusher
-//! (see `Inner::dispatch`).
+//! (see `EngineState::dispatch`).
 
 use std::sync::Arc;
 
@@ -19,7 +19,7 @@ pub(crate) const MAX_CPU_DEVICES: u32 = 64;
 
 pub(crate) struct PerDevice {
     cpu: Box<[Lazy<CpuBlock>]>,
-    pub(crate) priority: Lazy<PriorityBlock>,
+    priority: Lazy<PriorityBlock>,
     cpu_threads: usize,
     priority_threads: usize,
 }
@@ -38,6 +38,12 @@ impl PerDevice {
     #[inline]
     pub(crate) fn cpu_block(&self, id: u32) -> Option<&CpuBlock> {
         self.cpu.get(id as usize).and_then(Lazy::get)
+    }
+
+    /// The priority block, if it was started.
+    #[inline]
+    pub(crate) fn priority_block(&self) -> Option<&PriorityBlock> {
+        self.priority.get()
     }
 
     /// The started CPU blocks.

@@ -11,7 +11,7 @@ use crate::route::lazy::Lazy;
 use crate::thread::serving::BlockRunner;
 
 pub(crate) struct Pooled {
-    /// Started with the engine (`Inner::start`).
+    /// Started with the engine (`Workers::start`).
     normal: Lazy<CpuBlock>,
     /// Started on the first copy op.
     copy: Lazy<CpuBlock>,

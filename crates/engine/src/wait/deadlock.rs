@@ -36,7 +36,8 @@
 //! registration). Both may report it; either report breaks the cycle.
 //!
 //! An abandoned wait op stays queued and completes, doing nothing, once the ops ahead of it
-//! have: `release_waiter` finds the latch abandoned and leaves the var's failure in place.
+//! have: `EngineState::release_wait` finds the latch abandoned and leaves the var's failure in
+//! place.
 //!
 //! Not detected: a cycle through a thread that waits outside any op of this engine (a plain
 //! thread holds no var), through another engine, or through an async op's vars (see
@@ -57,6 +58,10 @@ use crate::wait::idle::Latch;
 pub(crate) type WaitLatch = Latch<Option<OpFailure>>;
 
 /// The waits inside ops of one engine that are blocked now, with the vars they keep held.
+///
+/// Threads: only threads that call `wait_for_var` from inside an op of the engine (workers,
+/// stand-ins, device executors' threads, pushers running naive ops) register, walk and
+/// unregister, each under the registry's lock (briefly: a walk works on a snapshot).
 #[derive(Default)]
 pub(crate) struct BlockedWaits {
     waits: Mutex<Vec<BlockedWait>>,

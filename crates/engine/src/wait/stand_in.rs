@@ -6,7 +6,7 @@
 //! worker that waits (`wait_on_worker` (`engine/wait.rs`)) does not just sleep: it sleeps in slices of
 //! [`WAIT_SLICE`], and after each, if ops are queued on its block and it has no stand-in
 //! running, it starts a *stand-in*: a thread that runs the block's queued ops as a worker would
-//! (`Inner::stand_in`, through the pool's `help`) until none is queued, then exits. The engine
+//! (`Workers::stand_in`, through the pool's `help`) until none is queued, then exits. The engine
 //! cannot tell whether the queued ops are the ones the wait needs, so it assumes they may be.
 //!
 //! - **Not a second way in.** A stand-in takes ops from the block's pool like a thief (the
@@ -53,6 +53,9 @@ pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(1);
 pub(crate) const MAX_STAND_INS: usize = 64;
 
 /// The stand-in threads of one engine.
+///
+/// Threads: a worker waiting inside an op reserves a slot and keeps its stand-in's handle; the
+/// stand-in frees its slot as it leaves; the thread that drops the engine's state joins them.
 #[derive(Default)]
 pub(crate) struct StandIns {
     /// Started and not yet joined (finished ones are joined as new ones are kept).

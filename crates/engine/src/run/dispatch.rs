@@ -1,0 +1,161 @@
+//! Dispatch: the graph hands each ready op to a [`Dispatcher`], which releases a wait at once
+//! and sends an op to run along its route (inline, a CPU block's pool, the priority block, a
+//! device executor).
+
+use std::sync::Arc;
+
+use depengine_graph::{Dispatch, ReadyOp};
+
+use crate::failure::FailureCause;
+use crate::op::record::{BlockKey, OpRecord, Payload, Route};
+use crate::route::block::BlockOp;
+use crate::route::naive;
+use crate::run::EngineState;
+use crate::thread::serving::{Served, Serving};
+use crate::thread::task::TaskMarker;
+use crate::wait::deadlock::WaitLatch;
+
+/// The graph's dispatcher: routes each ready op.
+pub(super) struct Dispatcher<'a> {
+    state: &'a Arc<EngineState>,
+    /// Called from `push` on the pushing thread (ready `Async` ops may run right here).
+    from_push: bool,
+    /// Set when completing a sync op on a worker of this block, after its function returned
+    /// (so no lock of the op's is held): the first released op routed to the same block is
+    /// kept for this worker, which runs it next (`CpuBlock::submit_next`: the pool's slot for
+    /// the worker's next task); when the completion releases more ops onto the block than the
+    /// worker's queue holds, the rest run here at once (`CpuBlock::submit_or_run`) instead of
+    /// piling up in the injector.
+    keep_for: Option<BlockKey>,
+    /// Whether an op was kept for this worker.
+    kept: bool,
+}
+
+impl<'a> Dispatcher<'a> {
+    #[inline]
+    pub(super) fn new(
+        state: &'a Arc<EngineState>,
+        from_push: bool,
+        keep_for: Option<BlockKey>,
+    ) -> Self {
+        Dispatcher {
+            state,
+            from_push,
+            keep_for,
+            kept: false,
+        }
+    }
+}
+
+impl Dispatch<Payload> for Dispatcher<'_> {
+    #[inline]
+    fn dispatch(&mut self, op: ReadyOp<Payload>) {
+        let op = match op.try_map(Payload::into_op) {
+            Ok(op) => op,
+            Err(wait) => return self.state.release_wait(wait),
+        };
+        if let Some(key) = self.keep_for
+            && op.payload().block_key() == Some(key)
+            && let Some(block) = self.state.workers.block(key)
+        {
+            let op = BlockOp { op, key };
+            if std::mem::replace(&mut self.kept, true) {
+                block.submit_or_run(op);
+            } else {
+                block.submit_next(op);
+            }
+            return;
+        }
+        self.state.dispatch(op, self.from_push);
+    }
+}
+
+impl EngineState {
+    /// Sends a ready op where it runs.
+    fn dispatch(self: &Arc<Self>, op: ReadyOp<OpRecord>, from_push: bool) {
+        let record = op.payload();
+        if from_push
+            && record.property.runs_on_pusher()
+            && self.workers.runs_ready_async_on_pusher()
+        {
+            self.execute(op, None);
+            return;
+        }
+        match record.route {
+            Route::Inline => naive::run(self, op, |op| self.execute(op, None)),
+            Route::Pooled | Route::PooledCopy | Route::Cpu => {
+                let key = record.block_key();
+                match key.and_then(|key| self.workers.block(key).map(|block| (key, block))) {
+                    // The op is queued once, unboxed, in the block's pool; the worker that
+                    // runs it has the engine (`thread/serving.rs`).
+                    Some((key, block)) => block.submit(BlockOp { op, key }),
+                    None => self.execute(op, None),
+                }
+            }
+            Route::Priority => match self.workers.priority_block() {
+                Some(block) => {
+                    let priority = record.priority;
+                    let state = Arc::clone(self);
+                    block.push(priority, Box::new(move || state.execute_priority_task(op)));
+                }
+                None => self.execute(op, None),
+            },
+            Route::Device { copy } => match self.workers.executor(record.context, copy) {
+                Ok(executor) => {
+                    let priority = record.priority;
+                    let state = Arc::clone(self);
+                    executor.execute(priority, Box::new(move || state.execute_task(op)));
+                }
+                // Resolving the route created the executor, so it is found; were it created
+                // here and the backend failed, the op would fail with the backend's error.
+                Err(error) => {
+                    let failure = record.failure(FailureCause::Error(Box::new(error)));
+                    self.fail_unrun(op, failure);
+                }
+            },
+        }
+    }
+
+    /// A task of the priority block or a device executor: executes the op, and drops this
+    /// reference to the engine while still marked as an engine task (see `Engine`'s shutdown).
+    fn execute_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
+        let marker = TaskMarker::enter(self.id);
+        self.execute(op, None);
+        drop(self);
+        drop(marker);
+    }
+
+    /// A task of the priority block: as `execute_task`, marked as serving that block (for a
+    /// wait inside the op, see `stand_in.rs`).
+    fn execute_priority_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
+        let serving = Serving::enter(self.id, Served::Priority);
+        self.execute_task(op);
+        drop(serving);
+    }
+
+    /// `wait_for_var`'s wait op became ready: every op pushed on the var before it completed.
+    /// Takes (clears) the var's failure while the write still holds the var alone, so every op
+    /// pushed before the wait saw the failure and every op pushed after sees the var cleared.
+    /// A wait its waiter abandoned (`deadlock.rs`) takes nothing: the var keeps its failure.
+    fn release_wait(self: &Arc<Self>, op: ReadyOp<Arc<WaitLatch>>) {
+        // The payload goes back to the graph with the op; waits are rare enough that a count
+        // update is the simplest way to keep the latch.
+        let latch = Arc::clone(op.payload());
+        let var = op.writes().next();
+        let (failure, outcome) = if latch.claim() {
+            // Completing the write with `Ok` leaves the var clear.
+            let failure = var.and_then(|var| self.graph.clear_failure(var).ok().flatten());
+            (failure, Ok(()))
+        } else {
+            // Completing it with the var's own failure (if any) leaves that in place.
+            let kept = var.and_then(|var| self.graph.var_failure(var).ok().flatten());
+            (None, kept.map_or(Ok(()), Err))
+        };
+        let mut dispatcher = Dispatcher::new(self, false, None);
+        // Our own op, so `complete` cannot fail.
+        let _ = self
+            .graph
+            .complete(op.map(Payload::Wait), outcome, &mut dispatcher);
+        latch.set(failure);
+    }
+}

@@ -1,0 +1,245 @@
+//! Execute and finish: a ready op runs its function (or is skipped, passing on the failure of
+//! one of its vars) and completes, releasing its dependents; and the ways the engine's threads
+//! reach these steps (a CPU block's runner, a naive op queued on a thread, an async op's
+//! `Completion`).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use depengine_graph::{ReadyOp, Var};
+
+use crate::context::RunContext;
+use crate::failure::{BoxError, FailureCause, OpFailure, panic_message};
+use crate::op::completion::{Completion, FinishAsync};
+use crate::op::operator::OperatorFn;
+use crate::op::record::{BlockKey, OpFn, OpRecord, Payload};
+use crate::profile::recorder::Started;
+use crate::profile::report::ProfiledOutcome;
+use crate::run::{Dispatcher, EngineState};
+use crate::thread::frame::OpFrame;
+use crate::thread::serving::BlockRunner;
+use crate::thread::task::TaskMarker;
+use crate::thread::{self, RunQueuedOp};
+
+/// The `tracing` span an op's function runs in: `Span::none()` (a level check) unless a
+/// subscriber wants `TRACE` from `depengine::op`.
+#[inline]
+fn op_span(name: &str) -> tracing::Span {
+    tracing::trace_span!(target: "depengine::op", "op", name)
+}
+
+/// Drops an op's function unrun: a panic in a captured value's `Drop` must not keep the op
+/// from completing.
+fn drop_unrun(op: &mut ReadyOp<OpRecord>) {
+    let func = op.payload_mut().func.take();
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(func)));
+}
+
+/// `op_span` for an async op, created before the op moves into its `Completion`; a panic in
+/// the subscriber leaves the op without a span.
+fn async_op_span(op: &ReadyOp<OpRecord>) -> tracing::Span {
+    let name = op.payload().name.as_str();
+    catch_unwind(AssertUnwindSafe(|| op_span(name))).unwrap_or_else(|_| tracing::Span::none())
+}
+
+impl EngineState {
+    /// Runs a ready op (or skips it, passing on the failure of one of its vars) and completes
+    /// it. With `keep_for` (the calling thread is a worker of that block), the first op that
+    /// the completion of a sync (or skipped) op releases onto the same block is kept for this
+    /// worker, which runs it next. Async ops complete through their `Completion`, on any
+    /// thread: nothing is kept for them.
+    pub(super) fn execute(self: &Arc<Self>, mut op: ReadyOp<OpRecord>, keep_for: Option<BlockKey>) {
+        let _marker = TaskMarker::enter(self.id);
+        let profiled = self.profiler.wants(op.payload().profiled);
+        if let Some(failure) = self.graph.op_failure(&op) {
+            // Rule 2: a dependent of a failed var does not run; it passes the failure on.
+            drop_unrun(&mut op);
+            if profiled {
+                self.profiler
+                    .record_skipped(&op.payload().profiled_op(), thread::profiled());
+            }
+            return self.finish(op, Err(failure), false, keep_for);
+        }
+        self.graph.prefetch_vars(&op);
+        let run = op.payload().run_context();
+        let Some(func) = op.payload_mut().func.take() else {
+            return self.finish(op, Ok(()), false, keep_for);
+        };
+        let started = profiled.then(|| self.profiler.start(thread::profiled()));
+        // The op's `tracing` span is created, entered, left and closed inside the op's
+        // `catch_unwind`: a panicking subscriber fails the op instead of unwinding a worker.
+        match func {
+            OpFn::Sync(func) => {
+                let outcome = self.call_sync(&op, run, func);
+                self.profile(&op, started, &outcome);
+                self.finish(op, outcome, true, keep_for);
+            }
+            OpFn::Async(func) => self.call_async(op, started, run, func),
+            OpFn::Operator(operator) => match &operator.func {
+                OperatorFn::Sync(func) => {
+                    let outcome = self.call_sync(&op, run, func);
+                    // The last reference to a deleted operator drops its function (and what
+                    // it captured), which may panic.
+                    let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
+                    self.profile(&op, started, &outcome);
+                    self.finish(op, outcome, true, keep_for);
+                }
+                OperatorFn::Async(func) => {
+                    self.call_async(op, started, run, func);
+                    let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
+                }
+            },
+        }
+    }
+
+    /// Completes an op that does not run, with its own `failure` (its function dropped
+    /// unrun).
+    pub(super) fn fail_unrun(self: &Arc<Self>, mut op: ReadyOp<OpRecord>, failure: OpFailure) {
+        drop_unrun(&mut op);
+        self.finish(op, Err(failure), true, None);
+    }
+
+    /// Calls a sync op's function inside its frame and `tracing` span, catching a panic, and
+    /// turns what it returned into the op's outcome.
+    fn call_sync(
+        &self,
+        op: &ReadyOp<OpRecord>,
+        run: RunContext,
+        func: impl FnOnce(RunContext) -> Result<(), BoxError>,
+    ) -> Result<(), OpFailure> {
+        let outcome = {
+            let _frame = OpFrame::enter(self.id, op);
+            let name = op.payload().name.as_str();
+            catch_unwind(AssertUnwindSafe(move || {
+                op_span(name).in_scope(|| func(run))
+            }))
+        };
+        Self::outcome(op, outcome)
+    }
+
+    /// Calls an async op's function with its `Completion`, inside its frame and span. A panic
+    /// drops the `Completion` while unwinding, which completes the op as panicked.
+    fn call_async(
+        self: &Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        started: Option<Started>,
+        run: RunContext,
+        func: impl FnOnce(RunContext, Completion),
+    ) {
+        let released = Arc::new(AtomicBool::new(false));
+        let frame = OpFrame::enter_async(self.id, &op, Arc::clone(&released));
+        let span = async_op_span(&op);
+        let done = Completion::new(
+            Arc::clone(self) as Arc<dyn FinishAsync>,
+            op,
+            started,
+            released,
+        );
+        let _ = catch_unwind(AssertUnwindSafe(move || span.in_scope(|| func(run, done))));
+        drop(frame);
+    }
+
+    /// Records a profiled op (`started` is `Some`) that ends with `outcome` now.
+    fn profile(
+        &self,
+        op: &ReadyOp<OpRecord>,
+        started: Option<Started>,
+        outcome: &Result<(), OpFailure>,
+    ) {
+        if let Some(started) = started {
+            let outcome = match outcome {
+                Ok(()) => ProfiledOutcome::Completed,
+                Err(_) => ProfiledOutcome::Failed,
+            };
+            self.profiler
+                .record(&op.payload().profiled_op(), started, outcome);
+        }
+    }
+
+    /// Turns what a sync op function returned (or its panic) into an outcome.
+    fn outcome(
+        op: &ReadyOp<OpRecord>,
+        result: std::thread::Result<Result<(), BoxError>>,
+    ) -> Result<(), OpFailure> {
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(op.payload().failure(FailureCause::Error(error))),
+            Err(payload) => Err(op
+                .payload()
+                .failure(FailureCause::Panic(panic_message(&*payload)))),
+        }
+    }
+
+    /// Completes an op with `outcome` (rule 1: a failure is stored on its written vars),
+    /// dispatches what it released (keeping the first op released onto block `keep_for` for
+    /// the calling worker, see `execute`), and counts it done. `root`: the failure is the op's
+    /// own (not passed on from a var).
+    pub(super) fn finish(
+        self: &Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        outcome: Result<(), OpFailure>,
+        root: bool,
+        keep_for: Option<BlockKey>,
+    ) {
+        // A failed op's written vars go to the failure log once the failure is stored on them
+        // (see `failure/log.rs`); on this path only, so the copy costs nothing otherwise.
+        let failed_writes: Option<Vec<Var>> = outcome.is_err().then(|| op.writes().collect());
+        if let Err(failure) = &outcome
+            && root
+        {
+            // Subscriber code and the op's error's `Display` run here: not under the failure
+            // log's lock, and a panic in them must not keep the op from completing.
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                tracing::debug!(target: "depengine::failure", %failure, "op failed");
+            }));
+            self.failures.add_root(failure.clone());
+        }
+        let mut dispatcher = Dispatcher::new(self, false, keep_for);
+        // The op came from this graph, so `complete` cannot fail; the payload (the op's record,
+        // its function already consumed) is dropped here.
+        let _ = self
+            .graph
+            .complete(op.map(Payload::Op), outcome, &mut dispatcher);
+        if let Some(vars) = failed_writes {
+            let holds_failure = |var| matches!(self.graph.var_failure(var), Ok(Some(_)));
+            self.failures.add_vars(vars, holds_failure);
+        }
+        self.pending.done();
+    }
+}
+
+impl FinishAsync for EngineState {
+    fn finish_async(
+        self: Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        started: Option<Started>,
+        outcome: Result<(), OpFailure>,
+    ) {
+        self.profile(&op, started, &outcome);
+        self.finish(op, outcome, true, None);
+    }
+}
+
+impl RunQueuedOp for EngineState {
+    fn run_queued_op(self: Arc<Self>, op: ReadyOp<OpRecord>) {
+        self.execute(op, None);
+    }
+}
+
+/// The engine as its CPU blocks' threads hold it (see `thread/serving.rs`).
+pub(super) struct BlockOps(pub(super) Arc<EngineState>);
+
+impl BlockRunner for BlockOps {
+    #[inline]
+    fn run_block_op(&self, op: ReadyOp<OpRecord>, key: BlockKey) {
+        let state = &self.0;
+        state.execute(op, Some(key));
+        // The successors each completion keeps for this worker, run here one after another.
+        if let Some(block) = state.workers.block(key) {
+            while let Some(next) = block.take_kept() {
+                state.execute(next.op, Some(next.key));
+            }
+        }
+    }
+}
