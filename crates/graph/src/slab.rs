@@ -35,9 +35,12 @@
 //!
 //! # Trimming: memory back after a burst
 //!
-//! [`trim`](Slab::trim) frees the buckets beyond the first few, and forgets their slots, when
-//! nobody uses the slab: every slot is free and no thread is inside `alloc`, `free` or a
-//! [`pin`](Slab::pin). Who is inside is counted on the two lines the slab already writes:
+//! [`trim`](Slab::trim) detaches the buckets beyond the first few, and forgets their slots,
+//! when nobody uses the slab: every slot is free and no thread is inside `alloc`, `free` or a
+//! [`pin`](Slab::pin). The caller drops the detached buckets ([`Detached`]) once the trim is
+//! over, so that threads waiting to allocate wait for the rebuild of the free list only, not
+//! for the memory to go back to the system. Who is inside is counted on the two lines the slab
+//! already writes:
 //!
 //! - `entered` (beside `free`'s head, the allocators' line) counts the `alloc`s and pins
 //!   begun, ever. An `alloc` stays counted until its slot is freed: a slot in use is a user.
@@ -81,6 +84,9 @@ const MAX_SLOTS: u32 = (1 << 31) - 1;
 
 /// Buckets needed to cover `MAX_SLOTS` slots.
 const BUCKETS: usize = (32 - FIRST_SHIFT) as usize;
+
+/// The cache-line size the prefetch hints assume.
+const LINE: usize = 64;
 
 /// Set in `entered` while a trim runs.
 const TRIMMING: u64 = 1 << 63;
@@ -192,9 +198,15 @@ impl<S: Slot> Slab<S> {
     /// `prefetch.rs`). As [`get`](Self::get): for a holder of the slot.
     pub(crate) fn prefetch(&self, index: u32) {
         if let Some(entry) = self.entry(index) {
-            let start: *const Entry<S> = entry;
-            for offset in (0..size_of::<Entry<S>>()).step_by(64) {
-                crate::prefetch::prefetch_line(start.cast::<u8>().wrapping_add(offset));
+            // Entries are not line-aligned: a 112-byte entry spans two or three lines, from
+            // the line of its first byte to that of its last.
+            let start = std::ptr::from_ref(entry).cast::<u8>();
+            let first_line = start.wrapping_sub(start.addr() % LINE);
+            let end = start.addr() + size_of::<Entry<S>>();
+            let mut line = first_line;
+            while line.addr() < end {
+                crate::prefetch::prefetch_line(line);
+                line = line.wrapping_add(LINE);
             }
         }
     }
@@ -396,41 +408,42 @@ impl<S: Slot> Slab<S> {
         entered.wrapping_sub(left) as usize
     }
 
-    /// Frees every bucket beyond the first `keep_buckets` and forgets their slots, if nobody
-    /// uses the slab (see the module documentation); whether it did. Cheap when there is
-    /// nothing to free (one load).
+    /// Detaches every bucket beyond the first `keep_buckets` and forgets their slots, if nobody
+    /// uses the slab (see the module documentation). Dropping what it returns frees them.
+    /// Cheap when there is nothing to free (one load).
     ///
     /// # Safety
     ///
     /// Every thread that holds a reference from [`get`](Self::get), [`link`](Self::link) or
     /// [`prefetch`](Self::prefetch) (or is about to use an index) holds that slot (allocated
     /// and not freed) or a [`pin`](Self::pin).
-    pub(crate) unsafe fn trim(&self, keep_buckets: usize) -> bool {
+    pub(crate) unsafe fn trim(&self, keep_buckets: usize) -> Detached<S> {
+        let mut detached = Detached(Vec::new());
         let keep = capacity(keep_buckets);
         if self.len.load(Ordering::Relaxed) <= keep {
-            return false;
+            return detached;
         }
         // Acquire: a trim that ran before this one (its Release clear) happens before ours.
         let entered = self.free.entered.fetch_or(TRIMMING, Ordering::Acquire);
         if entered & TRIMMING != 0 {
             // Another trim runs.
-            return false;
+            return detached;
         }
         // Acquire: pairs with the Release leaves, so every access of a user counted here
         // happens before what the trim does next.
         let left = (self.returned.load(Ordering::Acquire) >> 32) as u32;
         // Checked again now that it is ours: another trim may have run since the first look.
-        let trimmed = entered as u32 == left && self.len.load(Ordering::Relaxed) > keep;
-        if trimmed {
-            self.rebuild(keep);
+        if entered as u32 == left && self.len.load(Ordering::Relaxed) > keep {
+            self.rebuild(keep, &mut detached);
         }
         // Release: publishes the rebuilt slab to the users that waited (their Acquire reload).
         self.free.entered.fetch_and(!TRIMMING, Ordering::Release);
-        trimmed
+        detached
     }
 
-    /// `trim`'s work, with the slab to itself: every slot is free.
-    fn rebuild(&self, keep: u32) {
+    /// `trim`'s work, with the slab to itself: every slot is free. Keeps the first `keep`
+    /// slots (a bucket boundary), moves the buckets beyond into `detached`.
+    fn rebuild(&self, keep: u32, detached: &mut Detached<S>) {
         for (bucket, first) in self.buckets.iter().enumerate() {
             if capacity(bucket) < keep {
                 continue;
@@ -439,7 +452,7 @@ impl<S: Slot> Slab<S> {
             if !first.is_null() {
                 // SAFETY: the bucket was installed by `grow` from a `Box` of this length, and no
                 // reference into it is left (the trim's contract and its count of users).
-                drop(unsafe {
+                detached.0.push(unsafe {
                     Box::from_raw(ptr::slice_from_raw_parts_mut(first, bucket_len(bucket)))
                 });
             }
@@ -491,6 +504,17 @@ impl<S> Drop for Slab<S> {
                 });
             }
         }
+    }
+}
+
+/// Buckets a trim detached: dropping this frees them.
+#[must_use = "dropping it frees the memory a trim detached"]
+pub(crate) struct Detached<S>(Vec<Box<[Entry<S>]>>);
+
+impl<S> Detached<S> {
+    /// Whether the trim detached anything.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -570,23 +594,23 @@ mod tests {
         let slab: Slab<u8> = Slab::new();
         let n: u32 = if cfg!(miri) { 200 } else { 5000 };
         let held: Vec<u32> = (0..n).map(|_| slab.alloc().unwrap()).collect();
-        // SAFETY: this thread alone uses the slab, and holds no reference into it.
-        assert!(!unsafe { slab.trim(2) }, "slots in use");
+        let trim = |slab: &Slab<u8>| {
+            // SAFETY: this thread alone uses the slab, and holds no reference into it.
+            !unsafe { slab.trim(2) }.is_empty()
+        };
+        assert!(!trim(&slab), "slots in use");
         for &index in &held {
             slab.free(index);
         }
         {
             let _pin = slab.pin();
-            // SAFETY: as above.
-            assert!(!unsafe { slab.trim(2) }, "pinned");
+            assert!(!trim(&slab), "pinned");
         }
-        // SAFETY: as above.
-        assert!(unsafe { slab.trim(2) });
+        assert!(trim(&slab));
         assert_eq!(slab.slots(), capacity(2) as usize);
         assert_eq!(slab.free_count(), capacity(2) as usize);
         assert!(slab.get(capacity(2)).is_none(), "the bucket is gone");
-        // SAFETY: as above.
-        assert!(!unsafe { slab.trim(2) }, "nothing beyond what is kept");
+        assert!(!trim(&slab), "nothing beyond what is kept");
         // The kept slots come back lowest first, then the slab grows again.
         let again: Vec<u32> = (0..n).map(|_| slab.alloc().unwrap()).collect();
         assert_eq!(&again[..3], &[0, 1, 2]);
@@ -638,7 +662,7 @@ mod tests {
         let mut trims = 0;
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             // SAFETY: the users above hold or pin every slot they look at.
-            if unsafe { slab.trim(1) } {
+            if !unsafe { slab.trim(1) }.is_empty() {
                 trims += 1;
             }
             std::thread::yield_now();
