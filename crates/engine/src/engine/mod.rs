@@ -330,7 +330,8 @@ impl Engine {
     /// (see the failure rules in the crate documentation).
     ///
     /// Found idle, the engine also gives back the memory a burst of waiting ops grew (the op
-    /// slots beyond the first thousand; see `Graph::trim` in `depengine-graph`).
+    /// slots beyond the first thousand; see `Graph::trim` in `depengine-graph`): the worker
+    /// whose completion ends the wait does it after waking it, or else the waiting thread.
     ///
     /// # Errors
     ///
@@ -341,7 +342,8 @@ impl Engine {
             return Err(EngineError::WaitAllInsideOp);
         }
         state.pending().wait_idle("wait_for_all");
-        // Idle: the op storage a burst grew goes back (nothing to do, one load, otherwise).
+        // Idle: the op storage a burst grew goes back, if the completion that woke this wait
+        // did not give it back already (then this is one load).
         state.graph().trim();
         let taken = state.failures().take();
         for var in taken.vars {

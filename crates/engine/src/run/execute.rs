@@ -205,7 +205,12 @@ impl EngineState {
             let holds_failure = |var| matches!(self.graph.var_failure(var), Ok(Some(_)));
             self.failures.add_vars(vars, holds_failure);
         }
-        self.pending.done();
+        if self.pending.done() {
+            // This completion woke a `wait_for_all` (or the teardown): the engine is idle, so
+            // the op storage a burst grew goes back here, after the waiter was woken, rather
+            // than on the waiter, which has no need to wait for it (see `Graph::trim`).
+            self.graph.trim();
+        }
     }
 }
 

@@ -184,7 +184,7 @@ impl EngineState {
             .graph
             .push(reads, writes, Payload::Op(record), &mut dispatcher)
         {
-            self.pending.done();
+            let _ = self.pending.done();
             return Err(error.into());
         }
         Ok(())

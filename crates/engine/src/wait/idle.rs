@@ -235,22 +235,22 @@ impl IdleCounter {
     }
 
     /// One pending op completed; wakes the waiters if the engine is now idle, and held-back
-    /// pushers if few enough ops are pending.
+    /// pushers if few enough ops are pending. Whether it woke threads waiting for the engine
+    /// to be idle (the engine was idle then).
     #[inline]
-    pub(crate) fn done(&self) {
+    pub(crate) fn done(&self) -> bool {
         // Release: the op's effects (and the adds of the ops it pushed) happen-before whoever
         // reads this count or a later one (a waiter, or a later completer that checks
         // `pushed`). Acquire: if `WAITER` is set, the adds counted by every earlier `done`
         // happen-before the `pushed` load in `wake`.
         let old = self.completed.count.fetch_add(ONE, Ordering::AcqRel);
-        if old & (WAITER | THROTTLED) != 0 {
-            self.wake(old);
-        }
+        old & (WAITER | THROTTLED) != 0 && self.wake(old)
     }
 
-    /// `done` found waiters registered (`old`: the count before it).
+    /// `done` found waiters registered (`old`: the count before it); whether it woke idle
+    /// waiters.
     #[cold]
-    fn wake(&self, old: usize) {
+    fn wake(&self, old: usize) -> bool {
         // Relaxed: the acquire in `done` makes every add this comparison depends on
         // happen-before this load (see the module docs); a stale value only means "not
         // idle yet", and then a later completion is the one that finds it idle (for the
@@ -260,7 +260,8 @@ impl IdleCounter {
             .count
             .load(Ordering::Relaxed)
             .saturating_sub(old / ONE + 1);
-        if old & WAITER != 0 && pending == 0 {
+        let idle = old & WAITER != 0 && pending == 0;
+        if idle {
             // Taking the mutex waits until a waiter that registered is asleep on the
             // condvar, so the notification cannot fall between its check and its sleep.
             drop(lock(&self.completed.waiters));
@@ -277,6 +278,7 @@ impl IdleCounter {
             drop(waiters);
             self.completed.below.notify_all();
         }
+        idle
     }
 
     /// `(pushed, completed)` for a comparison: `completed` first, with acquire, so that the

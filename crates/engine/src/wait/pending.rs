@@ -59,16 +59,17 @@ impl PendingOps {
         throttle::admit(&self.counter, self.stall_warning, runs_engine_work);
         // Relaxed: see `shut_down`.
         if self.shut_down.load(Ordering::Relaxed) {
-            self.counter.done();
+            let _ = self.counter.done();
             return Err(EngineError::ShutDown);
         }
         Ok(())
     }
 
-    /// An admitted op completed, or was not pushed after all.
+    /// An admitted op completed, or was not pushed after all. Whether this woke threads
+    /// waiting for the engine to be idle (`wait_idle`): the engine was idle then.
     #[inline]
-    pub(crate) fn done(&self) {
-        self.counter.done();
+    pub(crate) fn done(&self) -> bool {
+        self.counter.done()
     }
 
     /// Ops pushed and not completed (see `IdleCounter::pending`).

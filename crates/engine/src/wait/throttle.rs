@@ -49,7 +49,7 @@ pub(crate) fn admit(
 ) {
     while pending.add() == Admission::OverBound && !runs_engine_work() {
         // Withdrawn while it waits: a held-back push does not count itself.
-        pending.done();
+        let _ = pending.done();
         wait_below(pending, stall_warning);
     }
 }
