@@ -21,8 +21,9 @@
 //!   ahead of the workers) on an engine of their own with the default configuration, after a
 //!   warm-up burst of N/100 ops; `burst_peak` is the RSS growth at the burst's peak (sampled
 //!   every 4096 pushes, `MB`), `burst_retained` the RSS once the burst completed
-//!   (`wait_for_all` returned), relative to the RSS before it (`%`: 0 means all of it was
-//!   given back). Linux only.
+//!   (`wait_for_all` returned, and the RSS stopped falling: the engine gives the memory back
+//!   on the worker that completed the last op), relative to the RSS before it (`%`: 0 means
+//!   all of it was given back). Linux only.
 //!
 //! Systems: `depengine-perdevice` (`ThreadedPerDevice`), `depengine-pooled` (`ThreadedPooled`),
 //! `naive` (Naive), `serial` (a plain loop; no engine), `rayon` (independent only). The engines
@@ -75,6 +76,7 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         }
     }
     let engine = new_engine(kind, args.threads)?;
+    warm_up(&engine)?;
     for deps in [0, 1, 2, 4] {
         let name = format!("push_deps{deps}");
         if args.wants(&name) {
@@ -84,6 +86,7 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     if args.wants("drain") {
         // Every op parks behind the gate this thread opens: no pending bound.
         let one = unbounded_engine(kind, 1)?;
+        warm_up(&one)?;
         report("drain", drain(&one, n)?, "ns/op");
     }
     if args.wants("independent") {
@@ -128,6 +131,16 @@ fn config(kind: EngineKind, threads: usize) -> Result<EngineConfig, String> {
         .map_err(err)?
         .kind(kind)
         .cpu_worker_threads(threads))
+}
+
+/// Starts the engine's CPU block (its threads start with the first op routed to it), so that
+/// no workload's time includes starting threads, whichever runs first.
+fn warm_up(engine: &Engine) -> Result<(), String> {
+    engine
+        .op("warm-up")
+        .push_sync(|_| -> Res { Ok(()) })
+        .map_err(err)?;
+    engine.wait_for_all().map_err(err)
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -379,6 +392,24 @@ fn resident_bytes() -> Option<u64> {
     Some(pages * u64::try_from(page).ok()?)
 }
 
+/// `resident_bytes` once it has stopped falling for 50 ms: the worker that completed a
+/// burst's last op gives its memory back after waking `wait_for_all` (sampled every 5 ms, for
+/// at most 5 s).
+fn settled_resident_bytes() -> Option<u64> {
+    let mut last = resident_bytes()?;
+    let mut steady = 0;
+    for _ in 0..1000 {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = resident_bytes()?;
+        steady = if now < last { 0 } else { steady + 1 };
+        last = now.min(last);
+        if steady == 10 {
+            break;
+        }
+    }
+    Some(last)
+}
+
 /// The `parked_bytes` workload (see the module documentation); `None` without `/proc`.
 fn parked_bytes(kind: EngineKind, threads: usize, n: usize) -> Result<Option<f64>, String> {
     if resident_bytes().is_none() || kind == EngineKind::Naive {
@@ -439,10 +470,10 @@ fn burst(kind: EngineKind, threads: usize, n: usize) -> Result<Option<Burst>, St
     };
     let mut ignored = 0;
     push((n / 100).max(1), &mut ignored)?;
-    let before = resident_bytes().ok_or("no /proc/self/statm")?;
+    let before = settled_resident_bytes().ok_or("no /proc/self/statm")?;
     let mut peak = before;
     push(n, &mut peak)?;
-    let after = resident_bytes().ok_or("no /proc/self/statm")?;
+    let after = settled_resident_bytes().ok_or("no /proc/self/statm")?;
 
     release(&engine, pool)?;
     let mb = |bytes: u64| bytes as f64 / f64::from(1 << 20);
