@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `pool`, `index` | `Shared::run_worker`, at start and exit | which pool's worker this thread is |
 //! | `overflowing` | `Shared::inject` | a task runs inline because the worker's queue was full |
+//! | `random` | `next_random` | the thread's pseudo-random sequence (`rng.rs`), for the order in which a thief visits its victims |
 //!
 //! # The next-task slot
 //!
@@ -33,6 +34,8 @@ pub(crate) struct WorkerContext {
     index: Cell<usize>,
     /// Whether the task running now was run inline because the worker's queue was full.
     overflowing: Cell<bool>,
+    /// The state of the thread's pseudo-random sequence (0: not seeded yet).
+    random: Cell<u64>,
 }
 
 impl WorkerContext {
@@ -41,6 +44,7 @@ impl WorkerContext {
             pool: Cell::new(0),
             index: Cell::new(0),
             overflowing: Cell::new(false),
+            random: Cell::new(0),
         }
     }
 }
@@ -80,4 +84,9 @@ pub(crate) fn overflowing() -> bool {
 /// Marks the current thread as running a task inline because its queue was full, or not.
 pub(crate) fn set_overflowing(overflowing: bool) {
     CONTEXT.with(|cx| cx.overflowing.set(overflowing));
+}
+
+/// The next number of the current thread's pseudo-random sequence (see `rng.rs`).
+pub(crate) fn next_random() -> u64 {
+    CONTEXT.with(|cx| crate::rng::next_u64(&cx.random))
 }

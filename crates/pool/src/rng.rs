@@ -1,33 +1,25 @@
-//! A per-thread pseudo-random sequence (xorshift64*) and coprime strides, for the
-//! order in which a thief visits its victims.
+//! A pseudo-random sequence (xorshift64*), whose state each thread keeps in its `WorkerContext`,
+//! and coprime strides, for the order in which a thief visits its victims.
 //! Quality needs are low; speed and no shared state are what matter.
 
-use depengine_sync::thread_local;
 use std::cell::Cell;
 
-thread_local! {
-    // Not `const`-initialized: loom's `thread_local!` does not accept it.
-    #[allow(clippy::missing_const_for_thread_local)]
-    static STATE: Cell<u64> = Cell::new(0);
+/// The next pseudo-random number of the sequence kept in `state` (a thread's own, in its
+/// `WorkerContext`: see `context.rs`); a zero state is seeded first.
+pub(crate) fn next_u64(state: &Cell<u64>) -> u64 {
+    let mut x = state.get();
+    if x == 0 {
+        x = seed(state);
+    }
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    state.set(x);
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
 }
 
-/// The next pseudo-random number of the calling thread's sequence.
-pub(crate) fn next_u64() -> u64 {
-    STATE.with(|state| {
-        let mut x = state.get();
-        if x == 0 {
-            x = seed(state);
-        }
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        state.set(x);
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    })
-}
-
-/// Seeds from the address of this thread's state: distinct per thread, no syscall,
-/// never zero.
+/// Seeds from the address of the state (a thread-local's field): distinct per thread, no
+/// syscall, never zero.
 #[cfg(not(loom))]
 fn seed(state: &Cell<u64>) -> u64 {
     (std::ptr::from_ref(state) as u64) | 1

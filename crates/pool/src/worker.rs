@@ -431,7 +431,7 @@ impl<T: Item> Shared<T> {
         if n < 2 {
             return None;
         }
-        let random = rng::next_u64() as usize;
+        let random = context::next_random() as usize;
         let stride = self.strides[(random >> 16) % self.strides.len()];
         let mut victim = random % n;
         let own = &self.queues[index];
