@@ -227,18 +227,29 @@ impl<T: Item> ThreadPool<T> {
     ///
     /// ```
     /// use depengine_pool::ThreadPool;
-    /// use std::sync::mpsc;
+    /// use std::sync::{Arc, mpsc};
     ///
-    /// let pool = std::sync::Arc::new(ThreadPool::new(2).expect("threads start"));
+    /// let mut pool = Arc::new(ThreadPool::new(2).expect("threads start"));
     /// let (tx, rx) = mpsc::channel();
-    /// let inner = std::sync::Arc::clone(&pool);
+    /// let inner = Arc::clone(&pool);
     /// pool.spawn(move || {
     ///     let me = inner.current_thread_index();
-    ///     let tx = tx.clone();
-    ///     let pool = std::sync::Arc::clone(&inner);
-    ///     inner.spawn_next(move || tx.send(me == pool.current_thread_index()).unwrap());
+    ///     let check = Arc::clone(&inner);
+    ///     inner.spawn_next(move || tx.send(me == check.current_thread_index()).unwrap());
     /// });
     /// assert!(rx.recv().unwrap(), "a kept task runs on the worker that kept it");
+    /// // The tasks drop their handles as they finish; the last one, dropped here, joins the
+    /// // workers (a pool dropped by its own worker could not).
+    /// let pool = loop {
+    ///     match Arc::try_unwrap(pool) {
+    ///         Ok(pool) => break pool,
+    ///         Err(shared) => {
+    ///             pool = shared;
+    ///             std::thread::yield_now();
+    ///         }
+    ///     }
+    /// };
+    /// drop(pool);
     /// ```
     pub fn spawn_next<F>(&self, task: F)
     where
