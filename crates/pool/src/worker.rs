@@ -17,7 +17,12 @@
 //!    taken went straight to sleep, and a stream of pushes about one worker's pace woke it
 //!    once per push (on the engine's `independent` workload, 38 400 futex calls and 25 700
 //!    context switches for 2·10^6 ops, against 4 400 and 2 900 with every idle worker
-//!    spinning). A push that sees a spinner wakes nobody, counting on it; so a worker that
+//!    spinning). Only the first spinner spins hot, though (spin-loop hints between looks);
+//!    the others yield the CPU between looks (`sched_yield`), so that on a machine with as
+//!    many workers as cores, idle workers do not take the core of the thread that feeds
+//!    them (the engine's pusher, a thread outside the pool) for whole scheduler slices,
+//!    while a yield returns at once when nothing else wants the core. A push that sees a
+//!    spinner wakes nobody, counting on it; so a worker that
 //!    leaves the idle path (spinning or sleeping) with a job and still sees work queued
 //!    wakes a sleeper for that work, which does the same in turn (otherwise a second job
 //!    pushed while one worker spun would wait for the first one to finish while the other
@@ -129,7 +134,9 @@ use crate::latch::Latch;
 use crate::rng;
 use crate::run_queue::RunQueue;
 use crate::unwind::PanicHandler;
-use depengine_sync::{AtomicU8, AtomicUsize, Backoff, CachePadded, UnsafeCell, fence, spin_hint};
+use depengine_sync::{
+    AtomicU8, AtomicUsize, Backoff, CachePadded, UnsafeCell, fence, spin_hint, yield_now,
+};
 use std::convert::Infallible;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
@@ -461,7 +468,7 @@ impl<T: Item> Shared<T> {
     fn spin_for_work(&self, index: usize) -> Option<Work<T>> {
         // Relaxed: the count publishes nothing; a push that reads it is answered by the
         // Dekker pair below (the decrement, then a fence, then a look at every queue).
-        self.spinners.fetch_add(1, Relaxed);
+        let hot = self.spinners.fetch_add(1, Relaxed) == 0;
         let mut found = None;
         let mut pauses = 1;
         let started = (!cfg!(loom)).then(std::time::Instant::now);
@@ -472,8 +479,14 @@ impl<T: Item> Shared<T> {
             if found.is_some() {
                 break;
             }
-            for _ in 0..pauses {
-                spin_hint();
+            if hot {
+                for _ in 0..pauses {
+                    spin_hint();
+                }
+            } else {
+                // Not the first spinner: leave the core to any thread that wants it (step 4
+                // of the module documentation).
+                yield_now();
             }
             pauses = (pauses * 2).min(MAX_PAUSES_PER_LOOK);
             // The clock is read once every 8 looks: a look is a few loads.
