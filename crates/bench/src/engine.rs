@@ -41,7 +41,6 @@ const RANDOM_VARS: usize = 1024;
 const SPIN: Duration = Duration::from_micros(1);
 const LATENCY_SAMPLES: usize = 101;
 
-type Res = Result<(), std::convert::Infallible>;
 
 pub(crate) fn run(args: &Args) -> Result<(), String> {
     let kind = match args.system.as_str() {
@@ -138,7 +137,7 @@ fn config(kind: EngineKind, threads: usize) -> Result<EngineConfig, String> {
 fn warm_up(engine: &Engine) -> Result<(), String> {
     engine
         .op("warm-up")
-        .push_sync(|_| -> Res { Ok(()) })
+        .push_sync(|_| Ok(()))
         .map_err(err)?;
     engine.wait_for_all().map_err(err)
 }
@@ -169,7 +168,7 @@ fn push_deps(engine: &Engine, n: usize, deps: usize) -> Result<f64, String> {
         engine
             .op("push")
             .reads(&lists[i % 64])
-            .push_sync(|_| -> Res { Ok(()) })
+            .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
     let elapsed = start.elapsed();
@@ -184,7 +183,7 @@ fn drain(engine: &Engine, n: usize) -> Result<f64, String> {
         engine
             .op("drain")
             .reads(&[gate])
-            .push_sync(|_| -> Res { Ok(()) })
+            .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
     let start = open()?;
@@ -225,7 +224,7 @@ fn push_gate(engine: &Engine, gate: Var) -> Result<OpenGate, String> {
     engine
         .op("gate")
         .writes(&[gate])
-        .push_sync(move |_| -> Res {
+        .push_sync(move |_| {
             let _ = open_rx.recv();
             let _ = started_tx.send(Instant::now());
             Ok(())
@@ -242,7 +241,7 @@ fn independent(engine: &Engine, n: usize) -> Result<f64, String> {
     for _ in 0..n {
         engine
             .op("independent")
-            .push_sync(|_| -> Res { Ok(()) })
+            .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
     engine.wait_for_all().map_err(err)?;
@@ -256,7 +255,7 @@ fn chain(engine: &Engine, n: usize) -> Result<f64, String> {
         engine
             .op("chain")
             .writes(&[var])
-            .push_sync(|_| -> Res { Ok(()) })
+            .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
     engine.wait_for_all().map_err(err)?;
@@ -368,12 +367,12 @@ fn random(engine: &Engine, graph: &RandomGraph, spin: bool) -> Result<f64, Strin
         let (reads, writes) = ([pool[r0], pool[r1]], [pool[w]]);
         let builder = engine.op("random").reads(&reads).writes(&writes);
         if spin {
-            builder.push_sync(|_| -> Res {
+            builder.push_sync(|_| {
                 spin_1us();
                 Ok(())
             })
         } else {
-            builder.push_sync(|_| -> Res { Ok(()) })
+            builder.push_sync(|_| Ok(()))
         }
         .map_err(err)?;
     }
@@ -426,7 +425,7 @@ fn parked_bytes(kind: EngineKind, threads: usize, n: usize) -> Result<Option<f64
             .op("parked")
             .reads(&[gate])
             .writes(&[pool[i % RANDOM_VARS]])
-            .push_sync(|_| -> Res { Ok(()) })
+            .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
     let after = resident_bytes().ok_or("no /proc/self/statm")?;
@@ -457,7 +456,7 @@ fn burst(kind: EngineKind, threads: usize, n: usize) -> Result<Option<Burst>, St
                 .op("burst")
                 .reads(&[pool[r0], pool[r1]])
                 .writes(&[pool[w]])
-                .push_sync(|_| -> Res {
+                .push_sync(|_| {
                     spin_1us();
                     Ok(())
                 })
@@ -497,7 +496,7 @@ fn latency(engine: &Engine) -> Result<f64, String> {
         let pushed = Instant::now();
         engine
             .op("latency")
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 let _ = tx.send(Instant::now());
                 Ok(())
             })

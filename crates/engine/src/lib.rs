@@ -28,7 +28,6 @@
 //! let d = Arc::clone(&data);
 //! engine.op("init a").writes(&[a]).push_sync(move |_| {
 //!     d.lock().unwrap().0 = 20;
-//!     Ok::<_, std::convert::Infallible>(())
 //! })?;
 //! let d = Arc::clone(&data);
 //! engine.op("b = a + 22").reads(&[a]).writes(&[b]).push_async(move |_, done| {
@@ -43,12 +42,15 @@
 //! assert_eq!(data.lock().unwrap().1, 42);
 //!
 //! // A failure travels to dependents and is reported by the waits.
-//! engine.op("fails").writes(&[a]).push_sync(|_| Err("out of memory"))?;
-//! engine.op("skipped").reads(&[a]).writes(&[b]).push_sync(|_| -> Result<(), String> {
+//! engine.op("fails").writes(&[a]).push_sync(|_| {
+//!     std::fs::read("/no/such/file")?; // `?` takes an error of any type
+//!     Ok(())
+//! })?;
+//! engine.op("skipped").reads(&[a]).writes(&[b]).push_sync(|_| {
 //!     unreachable!("a dependent of a failed var does not run")
 //! })?;
 //! let error = engine.wait_for_var(b).unwrap_err();
-//! assert!(error.to_string().contains("out of memory"));
+//! assert!(error.to_string().contains("op `fails` failed"), "{error}");
 //! # Ok::<(), depengine::EngineError>(())
 //! ```
 //!
@@ -165,5 +167,6 @@ pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
 pub use failure::{BoxError, FailureCause, OpFailure};
 pub use op::completion::Completion;
+pub use op::result::IntoOpResult;
 pub use profile::recorder::ProfileMode;
 pub use profile::report::{OpProfile, OpSummary, Profile, ProfiledOutcome};

@@ -19,7 +19,6 @@ use depengine::{
 };
 use depengine_cpu::WorkerBlock;
 
-type Res = Result<(), String>;
 
 #[test]
 fn ops_on_one_var_run_in_push_order() {
@@ -33,7 +32,7 @@ fn ops_on_one_var_run_in_push_order() {
             engine
                 .op("append")
                 .writes(&[v])
-                .push_sync(move |_| -> Res {
+                .push_sync(move |_| {
                     log.lock().unwrap().push(i);
                     Ok(())
                 })
@@ -57,7 +56,7 @@ fn reads_see_the_write_before_them() {
             engine
                 .op("write")
                 .writes(&[v])
-                .push_sync(move |_| -> Res {
+                .push_sync(move |_| {
                     value2.store(round, Ordering::Relaxed);
                     Ok(())
                 })
@@ -67,7 +66,7 @@ fn reads_see_the_write_before_them() {
                 engine
                     .op("read")
                     .reads(&[v])
-                    .push_sync(move |_| -> Res {
+                    .push_sync(move |_| {
                         seen.lock()
                             .unwrap()
                             .push((round, value.load(Ordering::Relaxed)));
@@ -138,14 +137,14 @@ fn rule_1_and_2_failures_land_on_writes_and_propagate() {
             .op("bad")
             .reads(&[d])
             .writes(&[a])
-            .push_sync(|_| Err("boom"))
+            .push_sync(|_| Err("boom".into()))
             .unwrap();
         let r = Arc::clone(&ran);
         engine
             .op("dependent")
             .reads(&[a])
             .writes(&[b])
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 r.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             })
@@ -155,7 +154,7 @@ fn rule_1_and_2_failures_land_on_writes_and_propagate() {
             .op("transitive")
             .reads(&[b])
             .writes(&[c])
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 r.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             })
@@ -164,7 +163,7 @@ fn rule_1_and_2_failures_land_on_writes_and_propagate() {
         engine
             .op("unrelated")
             .reads(&[d])
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 r.fetch_add(100, Ordering::Relaxed);
                 Ok(())
             })
@@ -200,7 +199,7 @@ fn rule_3_a_cleared_var_is_usable_again() {
         engine
             .op("bad")
             .writes(&[v])
-            .push_sync(|_| Err("first"))
+            .push_sync(|_| Err("first".into()))
             .unwrap();
         assert!(matches!(
             engine.wait_for_var(v),
@@ -211,7 +210,7 @@ fn rule_3_a_cleared_var_is_usable_again() {
         engine
             .op("good")
             .writes(&[v])
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 r.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             })
@@ -231,19 +230,19 @@ fn rule_4_wait_for_all_reports_the_first_failure_once_and_clears_vars() {
         engine
             .op("first")
             .writes(&[a])
-            .push_sync(|_| Err("one"))
+            .push_sync(|_| Err("one".into()))
             .unwrap();
         engine.wait_for_var(a).unwrap_err();
         engine
             .op("second")
             .writes(&[a])
-            .push_sync(|_| Err("two"))
+            .push_sync(|_| Err("two".into()))
             .unwrap();
         engine
             .op("third")
             .reads(&[a])
             .writes(&[b])
-            .push_sync(|_| Err("never runs"))
+            .push_sync(|_| Err("never runs".into()))
             .unwrap();
         match engine.wait_for_all() {
             Err(EngineError::OpFailed(failure)) => assert_eq!(failure.op_name(), "second"),
@@ -265,7 +264,7 @@ fn panics_and_dropped_completions_are_failures() {
         engine
             .op("panics")
             .writes(&[a])
-            .push_sync(|_| -> Res { panic!("op panic (expected in this test)") })
+            .push_sync(|_| panic!("op panic (expected in this test)"))
             .unwrap();
         engine
             .op("drops")
@@ -298,7 +297,7 @@ fn misuse_is_a_typed_error_and_pushes_nothing() {
     for kind in KINDS {
         let engine = engine(kind, 1);
         let [a, b] = [(); 2].map(|()| engine.new_var().unwrap());
-        let ok = |_| -> Res { Ok(()) };
+        let ok = |_| Ok(());
         assert!(matches!(
             engine.op("x").reads(&[a, a]).push_sync(ok),
             Err(EngineError::DuplicateVar { .. })
@@ -349,7 +348,7 @@ fn waiting_inside_an_op_on_its_own_vars_is_an_error() {
             .op("waits")
             .reads(&[b])
             .writes(&[a])
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 let own_write = inside.wait_for_var(a);
                 let own_read = inside.wait_for_var(b);
                 let all = inside.wait_for_all();
@@ -384,7 +383,7 @@ fn shutdown_completes_everything_and_refuses_pushes() {
             engine
                 .op("work")
                 .writes(&[v])
-                .push_sync(move |_| -> Res {
+                .push_sync(move |_| {
                     ran.fetch_add(1, Ordering::Relaxed);
                     Ok(())
                 })
@@ -398,7 +397,7 @@ fn shutdown_completes_everything_and_refuses_pushes() {
             clone
                 .op("late")
                 .writes(&[v])
-                .push_sync(|_| -> Res { Ok(()) }),
+                .push_sync(|_| Ok(())),
             Err(EngineError::ShutDown)
         ));
     }
@@ -421,7 +420,7 @@ fn dropping_the_engine_runs_every_op_and_leaks_nothing() {
                     .op("work")
                     .reads(reads)
                     .writes(&[w])
-                    .push_sync(move |_| -> Res {
+                    .push_sync(move |_| {
                         drop(token);
                         ran.fetch_add(1, Ordering::Relaxed);
                         Ok(())
@@ -458,7 +457,7 @@ fn reusable_operators() {
         let op = engine
             .operator("incr")
             .writes(&[v])
-            .build_sync(move |_| -> Res {
+            .build_sync(move |_| {
                 c.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             })
@@ -479,7 +478,7 @@ fn reusable_operators() {
                 .operator("bad")
                 .reads(&[v])
                 .writes(&[v])
-                .build_sync(|_| -> Res { Ok(()) }),
+                .build_sync(|_| Ok(())),
             Err(EngineError::ReadWriteConflict { .. })
         ));
         let async_op = engine
@@ -509,7 +508,7 @@ fn cpu_prioritized_ops_run_in_priority_order() {
         .writes(&[gate_var])
         .prop(FnProperty::CpuPrioritized)
         .priority(1000)
-        .push_sync(move |_| -> Res {
+        .push_sync(move |_| {
             hold_rx.recv().unwrap();
             Ok(())
         })
@@ -523,7 +522,7 @@ fn cpu_prioritized_ops_run_in_priority_order() {
             .writes(&[var])
             .prop(FnProperty::CpuPrioritized)
             .priority(p)
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 order.lock().unwrap().push(p);
                 Ok(())
             })
@@ -586,7 +585,7 @@ fn gpu_ops_go_to_the_device_backend() {
                 .writes(&[v])
                 .on(Context::gpu(0))
                 .prop(prop)
-                .push_sync(move |_| -> Res {
+                .push_sync(move |_| {
                     tx.send(std::thread::current().name().map(str::to_owned))
                         .unwrap();
                     Ok(())
@@ -601,7 +600,7 @@ fn gpu_ops_go_to_the_device_backend() {
             engine
                 .op("gpu1")
                 .on(Context::gpu(1))
-                .push_sync(|_| -> Res { Ok(()) }),
+                .push_sync(|_| Ok(())),
             Err(EngineError::Backend { .. })
         ));
     }
@@ -624,7 +623,7 @@ fn meet(engine: &Engine, property: FnProperty, n: usize, stagger: bool) -> depen
         engine
             .op("meet")
             .prop(property)
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 let _ = started_tx.send(());
                 let (count, changed) = &*met;
                 let mut count = count.lock().unwrap();
@@ -635,7 +634,7 @@ fn meet(engine: &Engine, property: FnProperty, n: usize, stagger: bool) -> depen
                     .wait_timeout_while(count, timeout, |count| *count < n)
                     .unwrap();
                 if wait.timed_out() {
-                    Err("the other ops never ran alongside this one".to_owned())
+                    Err("the other ops never ran alongside this one".into())
                 } else {
                     Ok(())
                 }
@@ -667,7 +666,7 @@ fn independent_ops_run_in_parallel() {
                 // before already run.
                 if round % 3 == 1 {
                     for _ in 0..50 {
-                        engine.op("small").push_sync(|_| -> Res { Ok(()) }).unwrap();
+                        engine.op("small").push_sync(|_| Ok(())).unwrap();
                     }
                 }
                 let stagger = round % 3 == 2;

@@ -15,7 +15,6 @@ use std::time::Duration;
 use common::{KINDS, engine, held_async_op, within};
 use depengine::{Engine, EngineConfig, EngineError, EngineKind, FnProperty, Var};
 
-type Res = Result<(), String>;
 
 const THREADED: [EngineKind; 2] = [EngineKind::ThreadedPooled, EngineKind::ThreadedPerDevice];
 
@@ -26,7 +25,7 @@ fn push_copy(engine: &Engine, from: Var, to: Var, out: &Arc<AtomicU64>, value: u
         .op("copy")
         .reads(&[from])
         .writes(&[to])
-        .push_sync(move |_| -> Res {
+        .push_sync(move |_| {
             out.store(value, Ordering::SeqCst);
             Ok(())
         })
@@ -47,7 +46,7 @@ fn inside_op<T: Send + 'static>(
         .op("waits inside")
         .reads(reads)
         .writes(writes)
-        .push_sync(move |_| -> Res {
+        .push_sync(move |_| {
             tx.send(body(&inner)).unwrap();
             Ok(())
         })
@@ -100,7 +99,7 @@ fn a_cycle_through_ops_pushed_before_the_wait_is_an_error() {
                 engine
                     .op("waits for c")
                     .writes(&[a])
-                    .push_sync(move |_| -> Res {
+                    .push_sync(move |_| {
                         wait.recv().unwrap();
                         tx.send(inner.wait_for_var(c)).unwrap();
                         Ok(())
@@ -139,7 +138,7 @@ fn a_cycle_through_two_blocked_waits_is_an_error() {
                 engine
                     .op("waits")
                     .writes(&[holds])
-                    .push_sync(move |_| -> Res {
+                    .push_sync(move |_| {
                         both_run.wait();
                         // Until both copies below are pushed.
                         both_run.wait();
@@ -223,7 +222,7 @@ fn an_async_op_that_completed_can_wait_for_ops_that_needed_its_vars() {
             engine
                 .op("slow write")
                 .writes(&[a])
-                .push_sync(|_| -> Res {
+                .push_sync(|_| {
                     thread::sleep(Duration::from_millis(50));
                     Ok(())
                 })
@@ -285,7 +284,7 @@ fn a_withdrawn_wait_leaves_the_vars_failure_in_place() {
                     .op("fails")
                     .reads(&[a])
                     .writes(&[b])
-                    .push_sync(|_| -> Res { Err("child failed".into()) })
+                    .push_sync(|_| Err("child failed".into()))
                     .unwrap();
                 inner.wait_for_var(b)
             });
@@ -325,7 +324,7 @@ fn push_nested_as(
         .op("nested")
         .writes(&[var])
         .prop(prop)
-        .push_sync(move |_| -> Result<(), EngineError> {
+        .push_sync(move |_| {
             if depth > 1 {
                 let child = inner.new_var()?;
                 push_nested_as(&inner, prop, child, depth - 1, &deepest);
@@ -415,9 +414,10 @@ fn stand_ins_are_bounded() {
                 let (inner, threads) = (engine.clone(), Arc::clone(&threads));
                 engine
                     .op("waits for the gate")
-                    .push_sync(move |_| -> Result<(), EngineError> {
+                    .push_sync(move |_| {
                         threads.lock().unwrap().insert(thread::current().id());
-                        inner.wait_for_var(gate)
+                        inner.wait_for_var(gate)?;
+                        Ok(())
                     })
                     .unwrap();
             }
@@ -460,7 +460,7 @@ fn concurrent_waits_get_exactly_the_cycles_there_are() {
                         .op("first")
                         .reads(reads)
                         .writes(&[w])
-                        .push_sync(|_| -> Res {
+                        .push_sync(|_| {
                             // Long enough that the waits below find these ops pending.
                             let start = std::time::Instant::now();
                             while start.elapsed() < Duration::from_micros(20) {
@@ -478,14 +478,14 @@ fn concurrent_waits_get_exactly_the_cycles_there_are() {
                     engine
                         .op("second")
                         .writes(&[own])
-                        .push_sync(move |_| -> Res {
+                        .push_sync(move |_| {
                             let waited = if cycle {
                                 let child = inner.new_var().unwrap();
                                 inner
                                     .op("child")
                                     .reads(&[own])
                                     .writes(&[child])
-                                    .push_sync(|_| -> Res { Ok(()) })
+                                    .push_sync(|_| Ok(()))
                                     .unwrap();
                                 let waited = inner.wait_for_var(child);
                                 inner.delete_var(child, || ()).unwrap();

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use common::held_async_op;
 use depengine::{Engine, EngineConfig, EngineKind, Var};
 
-type Res = Result<(), std::convert::Infallible>;
 
 /// Parked ops in the burst: 10^6 in release (about 120 MB), 10^5 in debug builds.
 const BURST: usize = if cfg!(debug_assertions) {
@@ -82,7 +81,7 @@ fn push_random(engine: &Engine, vars: &[Var], ops: usize, work: Duration) -> f64
             .op("random")
             .reads(&[vars[r0], vars[r1]])
             .writes(&[vars[w]])
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 let start = Instant::now();
                 while start.elapsed() < work {
                     std::hint::spin_loop();
@@ -115,7 +114,7 @@ fn a_burst_costs_little_and_gives_its_memory_back() {
             .op("parked")
             .reads(&[gate])
             .writes(&[vars[i % VARS]])
-            .push_sync(|_| -> Res { Ok(()) })
+            .push_sync(|_| Ok(()))
             .unwrap();
     }
     let peak = resident();

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use common::{Buffer, held_async_op, within};
 use depengine::{Engine, EngineConfig, EngineKind};
 
-type Res = Result<(), std::convert::Infallible>;
 
 fn engine(kind: EngineKind, max_pending: Option<usize>) -> Engine {
     Engine::new(
@@ -47,7 +46,7 @@ fn most_pending_seen(engine: &Engine, ops: usize) -> usize {
             .op("work")
             .reads(&[vars[(i + 5) % 16]])
             .writes(&[vars[i % 16]])
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 spin(Duration::from_micros(3));
                 Ok(())
             })
@@ -93,7 +92,7 @@ fn a_bound_of_one_lets_every_op_through() {
             engine
                 .op("count")
                 .writes(&[var])
-                .push_sync(move |_| -> Res {
+                .push_sync(move |_| {
                     count.fetch_add(1, Ordering::Relaxed);
                     Ok(())
                 })
@@ -118,14 +117,14 @@ fn pushes_from_inside_an_op_are_never_held_back() {
             engine
                 .op("parent")
                 .writes(&[var])
-                .push_sync(move |_| -> Res {
+                .push_sync(move |_| {
                     for _ in 0..1000 {
                         let counted = Arc::clone(&counted);
                         // All behind this op's own write: none can run before it returns.
                         inner
                             .op("child")
                             .reads(&[var])
-                            .push_sync(move |_| -> Res {
+                            .push_sync(move |_| {
                                 counted.fetch_add(1, Ordering::Relaxed);
                                 Ok(())
                             })
@@ -152,7 +151,7 @@ fn the_naive_engine_has_no_bound() {
             engine
                 .op("behind")
                 .reads(&[gate])
-                .push_sync(|_| -> Res { Ok(()) })
+                .push_sync(|_| Ok(()))
                 .unwrap();
         }
         assert_eq!(engine.stats().pending_ops, 101);
@@ -198,7 +197,7 @@ fn a_held_back_pusher_that_waits_long_warns() {
                 engine
                     .op("behind the gate")
                     .reads(&[gate])
-                    .push_sync(|_| -> Res { Ok(()) })
+                    .push_sync(|_| Ok(()))
                     .unwrap();
             }
         });

@@ -10,12 +10,8 @@ use std::time::Duration;
 use common::{Buffer, KINDS, engine};
 use depengine::{Engine, EngineConfig, EngineKind, ProfileMode, ProfiledOutcome};
 
-type Res = Result<(), String>;
 
-#[allow(clippy::unnecessary_wraps, reason = "an op function's signature")]
-fn ok(_: depengine::RunContext) -> Res {
-    Ok(())
-}
+fn ok(_: depengine::RunContext) {}
 
 #[test]
 fn every_kind_records_each_op_once_with_its_name() {
@@ -61,7 +57,7 @@ fn writes_to_one_var_never_overlap_in_the_profile() {
         engine
             .op("write")
             .writes(&[var])
-            .push_sync(|_| -> Res {
+            .push_sync(|_| {
                 std::thread::sleep(Duration::from_micros(50));
                 Ok(())
             })
@@ -169,7 +165,7 @@ fn failed_skipped_and_async_ops_are_recorded_with_their_outcome() {
     engine
         .op("fails")
         .writes(&[a])
-        .push_sync(|_| Err("broken"))
+        .push_sync(|_| Err("broken".into()))
         .unwrap();
     engine
         .op("skipped")
@@ -225,7 +221,7 @@ fn panics_async_operators_and_late_completions_are_recorded() {
         engine
             .op("panics")
             .writes(&[a])
-            .push_sync(|_| -> Res { panic!("boom") })
+            .push_sync(|_| panic!("boom"))
             .unwrap();
         assert!(
             engine.wait_for_var(a).is_err(),
@@ -269,7 +265,7 @@ fn marked_mode_records_a_marked_op_that_is_skipped() {
     engine
         .op("fails")
         .writes(&[a])
-        .push_sync(|_| Err("x"))
+        .push_sync(|_| Err("x".into()))
         .unwrap();
     engine
         .op("marked dependent")
@@ -386,13 +382,13 @@ fn ops_run_in_tracing_spans_and_failures_are_logged() {
             .writes(&[var])
             .push_sync(|_| {
                 tracing::info!("inside the op");
-                Ok::<(), String>(())
+                Ok(())
             })
             .unwrap();
         engine
             .op("failing op")
             .writes(&[var])
-            .push_sync(|_| Err("no luck"))
+            .push_sync(|_| Err("no luck".into()))
             .unwrap();
         assert!(engine.wait_for_all().is_err());
     });

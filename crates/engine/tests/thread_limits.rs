@@ -186,7 +186,7 @@ fn an_engine_of_many_workers_shuts_down_quickly() {
         engine
             .op("touch")
             .writes(&[*var])
-            .push_sync(|_| Ok::<_, std::io::Error>(()))
+            .push_sync(|_| Ok(()))
             .expect("the op is pushed");
     }
     engine.wait_for_all().expect("the ops succeed");

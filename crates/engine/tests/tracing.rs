@@ -24,7 +24,7 @@ fn a_global_subscriber_sees_the_spans_of_every_kind() {
             .writes(&[var])
             .push_sync(|_| {
                 tracing::info!("inside");
-                Ok::<(), String>(())
+                Ok(())
             })
             .unwrap();
         engine

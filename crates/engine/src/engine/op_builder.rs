@@ -8,9 +8,9 @@ use depengine_graph::Var;
 use crate::context::{Context, FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::failure::BoxError;
 use crate::op::completion::Completion;
 use crate::op::record::{OpFn, OpRecord};
+use crate::op::result::IntoOpResult;
 
 /// Describes one op to push; from [`Engine::op`]. Nothing happens until a `push_*` method.
 #[must_use = "an op builder pushes nothing until push_sync or push_async"]
@@ -79,18 +79,20 @@ impl<'e, 'v> OpBuilder<'e, 'v> {
         self
     }
 
-    /// Pushes an op that is done when `func` returns. `Err` or a panic fails the op.
+    /// Pushes an op that is done when `func` returns. `func` returns `()` or
+    /// `Result<(), BoxError>` ([`IntoOpResult`], [`BoxError`](crate::BoxError)): `|_| {}`, `|_| Ok(())`, or
+    /// `|_| { fallible()?; Ok(()) }` with any error type. `Err` or a panic fails the op.
     ///
     /// # Errors
     ///
     /// Misuse (bad var lists, deleted or foreign vars, a GPU context without a backend, a shut
     /// down engine): nothing is pushed and `func` is dropped.
-    pub fn push_sync<F, E>(self, func: F) -> Result<()>
+    pub fn push_sync<F, R>(self, func: F) -> Result<()>
     where
-        F: FnOnce(RunContext) -> Result<(), E> + Send + 'static,
-        E: Into<BoxError>,
+        F: FnOnce(RunContext) -> R + Send + 'static,
+        R: IntoOpResult,
     {
-        let func = OpFn::Sync(Box::new(move |run| func(run).map_err(Into::into)));
+        let func = OpFn::Sync(Box::new(move |run| func(run).into_op_result()));
         self.push(func)
     }
 

@@ -11,9 +11,9 @@ use depengine_graph::Var;
 use crate::context::{FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
-use crate::failure::BoxError;
 use crate::op::completion::Completion;
 use crate::op::operator::{OperatorDef, OperatorFn};
+use crate::op::result::IntoOpResult;
 
 /// A reusable operator, from [`Engine::operator`]. Cloning shares it; pushes hold it alive until
 /// they complete, so [`Engine::delete_operator`] never frees it under a pending push.
@@ -105,18 +105,19 @@ impl<'e> OperatorBuilder<'e> {
         self
     }
 
-    /// An operator running `func` synchronously on each push.
+    /// An operator running `func` synchronously on each push. `func` returns `()` or
+    /// `Result<(), BoxError>`, as an op's function does ([`IntoOpResult`]).
     ///
     /// # Errors
     ///
     /// [`EngineError::DuplicateVar`] or [`EngineError::ReadWriteConflict`] for bad var lists.
-    pub fn build_sync<F, E>(self, func: F) -> Result<Operator>
+    pub fn build_sync<F, R>(self, func: F) -> Result<Operator>
     where
-        F: Fn(RunContext) -> Result<(), E> + Send + Sync + 'static,
-        E: Into<BoxError>,
+        F: Fn(RunContext) -> R + Send + Sync + 'static,
+        R: IntoOpResult,
     {
         self.build(OperatorFn::Sync(Box::new(move |run| {
-            func(run).map_err(Into::into)
+            func(run).into_op_result()
         })))
     }
 

@@ -14,7 +14,6 @@ use crate::profile::report::Profile;
 /// for step in 0..3 {
 ///     engine.op("step").writes(&[var]).push_sync(move |_| {
 ///         std::thread::sleep(std::time::Duration::from_millis(step));
-///         Ok::<_, std::convert::Infallible>(())
 ///     })?;
 /// }
 /// engine.wait_for_all()?;
