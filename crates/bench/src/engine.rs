@@ -41,7 +41,6 @@ const RANDOM_VARS: usize = 1024;
 const SPIN: Duration = Duration::from_micros(1);
 const LATENCY_SAMPLES: usize = 101;
 
-
 pub(crate) fn run(args: &Args) -> Result<(), String> {
     let kind = match args.system.as_str() {
         "depengine-perdevice" => Some(EngineKind::ThreadedPerDevice),
@@ -135,10 +134,7 @@ fn config(kind: EngineKind, threads: usize) -> Result<EngineConfig, String> {
 /// Starts the engine's CPU block (its threads start with the first op routed to it), so that
 /// no workload's time includes starting threads, whichever runs first.
 fn warm_up(engine: &Engine) -> Result<(), String> {
-    engine
-        .op("warm-up")
-        .push_sync(|_| Ok(()))
-        .map_err(err)?;
+    engine.op("warm-up").push_sync(|_| Ok(())).map_err(err)?;
     engine.wait_for_all().map_err(err)
 }
 
@@ -182,7 +178,7 @@ fn drain(engine: &Engine, n: usize) -> Result<f64, String> {
     for _ in 0..n {
         engine
             .op("drain")
-            .reads(&[gate])
+            .reads([gate])
             .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
@@ -205,7 +201,7 @@ fn push_gate(engine: &Engine, gate: Var) -> Result<OpenGate, String> {
         let (tx, rx) = mpsc::channel::<Completion>();
         engine
             .op("gate")
-            .writes(&[gate])
+            .writes([gate])
             .push_async(move |_, done| {
                 let _ = tx.send(done);
             })
@@ -223,7 +219,7 @@ fn push_gate(engine: &Engine, gate: Var) -> Result<OpenGate, String> {
     let (started_tx, started_rx) = mpsc::channel::<Instant>();
     engine
         .op("gate")
-        .writes(&[gate])
+        .writes([gate])
         .push_sync(move |_| {
             let _ = open_rx.recv();
             let _ = started_tx.send(Instant::now());
@@ -254,7 +250,7 @@ fn chain(engine: &Engine, n: usize) -> Result<f64, String> {
     for _ in 0..n {
         engine
             .op("chain")
-            .writes(&[var])
+            .writes([var])
             .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
@@ -365,7 +361,7 @@ fn random(engine: &Engine, graph: &RandomGraph, spin: bool) -> Result<f64, Strin
     let start = Instant::now();
     for ([r0, r1], w) in graph.iter() {
         let (reads, writes) = ([pool[r0], pool[r1]], [pool[w]]);
-        let builder = engine.op("random").reads(&reads).writes(&writes);
+        let builder = engine.op("random").reads(reads).writes(writes);
         if spin {
             builder.push_sync(|_| {
                 spin_1us();
@@ -423,8 +419,8 @@ fn parked_bytes(kind: EngineKind, threads: usize, n: usize) -> Result<Option<f64
     for i in 0..n {
         engine
             .op("parked")
-            .reads(&[gate])
-            .writes(&[pool[i % RANDOM_VARS]])
+            .reads([gate])
+            .writes([pool[i % RANDOM_VARS]])
             .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
@@ -454,8 +450,8 @@ fn burst(kind: EngineKind, threads: usize, n: usize) -> Result<Option<Burst>, St
         for (i, ([r0, r1], w)) in RandomOps::new().take(ops).enumerate() {
             engine
                 .op("burst")
-                .reads(&[pool[r0], pool[r1]])
-                .writes(&[pool[w]])
+                .reads([pool[r0], pool[r1]])
+                .writes([pool[w]])
                 .push_sync(|_| {
                     spin_1us();
                     Ok(())

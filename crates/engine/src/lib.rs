@@ -26,11 +26,11 @@
 //! let data = Arc::new(Mutex::new((0u64, 0u64)));
 //!
 //! let d = Arc::clone(&data);
-//! engine.op("init a").writes(&[a]).push_sync(move |_| {
+//! engine.op("init a").writes([a]).push_sync(move |_| {
 //!     d.lock().unwrap().0 = 20;
 //! })?;
 //! let d = Arc::clone(&data);
-//! engine.op("b = a + 22").reads(&[a]).writes(&[b]).push_async(move |_, done| {
+//! engine.op("b = a + 22").reads([a]).writes([b]).push_async(move |_, done| {
 //!     // An async op may complete from another thread.
 //!     std::thread::spawn(move || {
 //!         let mut d = d.lock().unwrap();
@@ -42,11 +42,11 @@
 //! assert_eq!(data.lock().unwrap().1, 42);
 //!
 //! // A failure travels to dependents and is reported by the waits.
-//! engine.op("fails").writes(&[a]).push_sync(|_| {
+//! engine.op("fails").writes([a]).push_sync(|_| {
 //!     std::fs::read("/no/such/file")?; // `?` takes an error of any type
 //!     Ok(())
 //! })?;
-//! engine.op("skipped").reads(&[a]).writes(&[b]).push_sync(|_| {
+//! engine.op("skipped").reads([a]).writes([b]).push_sync(|_| {
 //!     unreachable!("a dependent of a failed var does not run")
 //! })?;
 //! let error = engine.wait_for_var(b).unwrap_err();

@@ -19,7 +19,6 @@ use depengine::{
 };
 use depengine_cpu::WorkerBlock;
 
-
 #[test]
 fn ops_on_one_var_run_in_push_order() {
     for kind in KINDS {
@@ -31,7 +30,7 @@ fn ops_on_one_var_run_in_push_order() {
             let log = Arc::clone(&log);
             engine
                 .op("append")
-                .writes(&[v])
+                .writes([v])
                 .push_sync(move |_| {
                     log.lock().unwrap().push(i);
                     Ok(())
@@ -55,7 +54,7 @@ fn reads_see_the_write_before_them() {
             let value2 = Arc::clone(&value);
             engine
                 .op("write")
-                .writes(&[v])
+                .writes([v])
                 .push_sync(move |_| {
                     value2.store(round, Ordering::Relaxed);
                     Ok(())
@@ -65,7 +64,7 @@ fn reads_see_the_write_before_them() {
                 let (value, seen) = (Arc::clone(&value), Arc::clone(&seen));
                 engine
                     .op("read")
-                    .reads(&[v])
+                    .reads([v])
                     .push_sync(move |_| {
                         seen.lock()
                             .unwrap()
@@ -93,7 +92,7 @@ fn async_ops_complete_from_other_threads() {
             let count = Arc::clone(&count);
             engine
                 .op("async")
-                .writes(&[v])
+                .writes([v])
                 .prop(FnProperty::Async)
                 .push_async(move |_, done| {
                     std::thread::spawn(move || {
@@ -116,7 +115,7 @@ fn ready_async_ops_run_on_the_pusher_in_per_device() {
     let (tx, rx) = mpsc::channel();
     engine
         .op("async")
-        .writes(&[v])
+        .writes([v])
         .prop(FnProperty::Async)
         .push_async(move |_, done| {
             tx.send(std::thread::current().id()).unwrap();
@@ -135,15 +134,15 @@ fn rule_1_and_2_failures_land_on_writes_and_propagate() {
         let ran = Arc::new(AtomicUsize::new(0));
         engine
             .op("bad")
-            .reads(&[d])
-            .writes(&[a])
+            .reads([d])
+            .writes([a])
             .push_sync(|_| Err("boom".into()))
             .unwrap();
         let r = Arc::clone(&ran);
         engine
             .op("dependent")
-            .reads(&[a])
-            .writes(&[b])
+            .reads([a])
+            .writes([b])
             .push_sync(move |_| {
                 r.fetch_add(1, Ordering::Relaxed);
                 Ok(())
@@ -152,8 +151,8 @@ fn rule_1_and_2_failures_land_on_writes_and_propagate() {
         let r = Arc::clone(&ran);
         engine
             .op("transitive")
-            .reads(&[b])
-            .writes(&[c])
+            .reads([b])
+            .writes([c])
             .push_sync(move |_| {
                 r.fetch_add(1, Ordering::Relaxed);
                 Ok(())
@@ -162,7 +161,7 @@ fn rule_1_and_2_failures_land_on_writes_and_propagate() {
         let r = Arc::clone(&ran);
         engine
             .op("unrelated")
-            .reads(&[d])
+            .reads([d])
             .push_sync(move |_| {
                 r.fetch_add(100, Ordering::Relaxed);
                 Ok(())
@@ -198,7 +197,7 @@ fn rule_3_a_cleared_var_is_usable_again() {
         let v = engine.new_var().unwrap();
         engine
             .op("bad")
-            .writes(&[v])
+            .writes([v])
             .push_sync(|_| Err("first".into()))
             .unwrap();
         assert!(matches!(
@@ -209,7 +208,7 @@ fn rule_3_a_cleared_var_is_usable_again() {
         let r = Arc::clone(&ran);
         engine
             .op("good")
-            .writes(&[v])
+            .writes([v])
             .push_sync(move |_| {
                 r.fetch_add(1, Ordering::Relaxed);
                 Ok(())
@@ -229,19 +228,19 @@ fn rule_4_wait_for_all_reports_the_first_failure_once_and_clears_vars() {
         let [a, b] = [(); 2].map(|()| engine.new_var().unwrap());
         engine
             .op("first")
-            .writes(&[a])
+            .writes([a])
             .push_sync(|_| Err("one".into()))
             .unwrap();
         engine.wait_for_var(a).unwrap_err();
         engine
             .op("second")
-            .writes(&[a])
+            .writes([a])
             .push_sync(|_| Err("two".into()))
             .unwrap();
         engine
             .op("third")
-            .reads(&[a])
-            .writes(&[b])
+            .reads([a])
+            .writes([b])
             .push_sync(|_| Err("never runs".into()))
             .unwrap();
         match engine.wait_for_all() {
@@ -263,17 +262,17 @@ fn panics_and_dropped_completions_are_failures() {
         let [a, b, c] = [(); 3].map(|()| engine.new_var().unwrap());
         engine
             .op("panics")
-            .writes(&[a])
+            .writes([a])
             .push_sync(|_| panic!("op panic (expected in this test)"))
             .unwrap();
         engine
             .op("drops")
-            .writes(&[b])
+            .writes([b])
             .push_async(|_, done| drop(done))
             .unwrap();
         engine
             .op("panics async")
-            .writes(&[c])
+            .writes([c])
             .push_async(|_, _done| panic!("async op panic (expected in this test)"))
             .unwrap();
         let cause = |var| match engine.wait_for_var(var) {
@@ -299,17 +298,17 @@ fn misuse_is_a_typed_error_and_pushes_nothing() {
         let [a, b] = [(); 2].map(|()| engine.new_var().unwrap());
         let ok = |_| Ok(());
         assert!(matches!(
-            engine.op("x").reads(&[a, a]).push_sync(ok),
+            engine.op("x").reads([a, a]).push_sync(ok),
             Err(EngineError::DuplicateVar { .. })
         ));
         assert!(matches!(
-            engine.op("x").reads(&[a]).writes(&[a]).push_sync(ok),
+            engine.op("x").reads([a]).writes([a]).push_sync(ok),
             Err(EngineError::ReadWriteConflict { .. })
         ));
         let other = common::engine(kind, 1);
         let foreign = other.new_var().unwrap();
         assert!(matches!(
-            engine.op("x").writes(&[foreign]).push_sync(ok),
+            engine.op("x").writes([foreign]).push_sync(ok),
             Err(EngineError::ForeignVar { .. })
         ));
         let deleted = Arc::new(AtomicUsize::new(0));
@@ -320,7 +319,7 @@ fn misuse_is_a_typed_error_and_pushes_nothing() {
             })
             .unwrap();
         assert!(matches!(
-            engine.op("x").writes(&[b]).push_sync(ok),
+            engine.op("x").writes([b]).push_sync(ok),
             Err(EngineError::DeletedVar { .. })
         ));
         assert!(matches!(
@@ -346,8 +345,8 @@ fn waiting_inside_an_op_on_its_own_vars_is_an_error() {
         let inside = engine.clone();
         engine
             .op("waits")
-            .reads(&[b])
-            .writes(&[a])
+            .reads([b])
+            .writes([a])
             .push_sync(move |_| {
                 let own_write = inside.wait_for_var(a);
                 let own_read = inside.wait_for_var(b);
@@ -382,7 +381,7 @@ fn shutdown_completes_everything_and_refuses_pushes() {
             let ran = Arc::clone(&ran);
             engine
                 .op("work")
-                .writes(&[v])
+                .writes([v])
                 .push_sync(move |_| {
                     ran.fetch_add(1, Ordering::Relaxed);
                     Ok(())
@@ -394,10 +393,7 @@ fn shutdown_completes_everything_and_refuses_pushes() {
         assert_eq!(ran.load(Ordering::Relaxed), 100, "{kind}");
         assert!(clone.is_shut_down());
         assert!(matches!(
-            clone
-                .op("late")
-                .writes(&[v])
-                .push_sync(|_| Ok(())),
+            clone.op("late").writes([v]).push_sync(|_| Ok(())),
             Err(EngineError::ShutDown)
         ));
     }
@@ -419,7 +415,7 @@ fn dropping_the_engine_runs_every_op_and_leaks_nothing() {
                 engine
                     .op("work")
                     .reads(reads)
-                    .writes(&[w])
+                    .writes([w])
                     .push_sync(move |_| {
                         drop(token);
                         ran.fetch_add(1, Ordering::Relaxed);
@@ -456,7 +452,7 @@ fn reusable_operators() {
         let c = Arc::clone(&count);
         let op = engine
             .operator("incr")
-            .writes(&[v])
+            .writes([v])
             .build_sync(move |_| {
                 c.fetch_add(1, Ordering::Relaxed);
                 Ok(())
@@ -476,14 +472,14 @@ fn reusable_operators() {
         assert!(matches!(
             engine
                 .operator("bad")
-                .reads(&[v])
-                .writes(&[v])
+                .reads([v])
+                .writes([v])
                 .build_sync(|_| Ok(())),
             Err(EngineError::ReadWriteConflict { .. })
         ));
         let async_op = engine
             .operator("async")
-            .writes(&[v])
+            .writes([v])
             .build_async(|_, done| done.fail("async operator failed"))
             .unwrap();
         engine.push(&async_op, Context::cpu(0), 0).unwrap();
@@ -505,7 +501,7 @@ fn cpu_prioritized_ops_run_in_priority_order() {
     // Occupy the only priority worker until every op is queued.
     engine
         .op("hold")
-        .writes(&[gate_var])
+        .writes([gate_var])
         .prop(FnProperty::CpuPrioritized)
         .priority(1000)
         .push_sync(move |_| {
@@ -519,7 +515,7 @@ fn cpu_prioritized_ops_run_in_priority_order() {
         let order = Arc::clone(&order);
         engine
             .op("prio")
-            .writes(&[var])
+            .writes([var])
             .prop(FnProperty::CpuPrioritized)
             .priority(p)
             .push_sync(move |_| {
@@ -582,7 +578,7 @@ fn gpu_ops_go_to_the_device_backend() {
             let tx = tx.clone();
             engine
                 .op("gpu")
-                .writes(&[v])
+                .writes([v])
                 .on(Context::gpu(0))
                 .prop(prop)
                 .push_sync(move |_| {
@@ -597,10 +593,7 @@ fn gpu_ops_go_to_the_device_backend() {
         assert!(names[0].starts_with("fake-gpu-compute"), "{names:?}");
         assert!(names[1].starts_with("fake-gpu-copy"), "{names:?}");
         assert!(matches!(
-            engine
-                .op("gpu1")
-                .on(Context::gpu(1))
-                .push_sync(|_| Ok(())),
+            engine.op("gpu1").on(Context::gpu(1)).push_sync(|_| Ok(())),
             Err(EngineError::Backend { .. })
         ));
     }
@@ -620,25 +613,22 @@ fn meet(engine: &Engine, property: FnProperty, n: usize, stagger: bool) -> depen
     for _ in 0..n {
         let met = Arc::clone(&met);
         let started_tx = started_tx.clone();
-        engine
-            .op("meet")
-            .prop(property)
-            .push_sync(move |_| {
-                let _ = started_tx.send(());
-                let (count, changed) = &*met;
-                let mut count = count.lock().unwrap();
-                *count += 1;
-                changed.notify_all();
-                let timeout = std::time::Duration::from_secs(10);
-                let (_count, wait) = changed
-                    .wait_timeout_while(count, timeout, |count| *count < n)
-                    .unwrap();
-                if wait.timed_out() {
-                    Err("the other ops never ran alongside this one".into())
-                } else {
-                    Ok(())
-                }
-            })?;
+        engine.op("meet").prop(property).push_sync(move |_| {
+            let _ = started_tx.send(());
+            let (count, changed) = &*met;
+            let mut count = count.lock().unwrap();
+            *count += 1;
+            changed.notify_all();
+            let timeout = std::time::Duration::from_secs(10);
+            let (_count, wait) = changed
+                .wait_timeout_while(count, timeout, |count| *count < n)
+                .unwrap();
+            if wait.timed_out() {
+                Err("the other ops never ran alongside this one".into())
+            } else {
+                Ok(())
+            }
+        })?;
         if stagger {
             started.recv().unwrap();
         }

@@ -15,7 +15,6 @@ use std::time::Duration;
 use common::{KINDS, engine, held_async_op, within};
 use depengine::{Engine, EngineConfig, EngineError, EngineKind, FnProperty, Var};
 
-
 const THREADED: [EngineKind; 2] = [EngineKind::ThreadedPooled, EngineKind::ThreadedPerDevice];
 
 /// Pushes an op reading `from` and writing `to`, which stores `value` into `out`.
@@ -23,8 +22,8 @@ fn push_copy(engine: &Engine, from: Var, to: Var, out: &Arc<AtomicU64>, value: u
     let out = Arc::clone(out);
     engine
         .op("copy")
-        .reads(&[from])
-        .writes(&[to])
+        .reads([from])
+        .writes([to])
         .push_sync(move |_| {
             out.store(value, Ordering::SeqCst);
             Ok(())
@@ -98,7 +97,7 @@ fn a_cycle_through_ops_pushed_before_the_wait_is_an_error() {
                 let inner = engine.clone();
                 engine
                     .op("waits for c")
-                    .writes(&[a])
+                    .writes([a])
                     .push_sync(move |_| {
                         wait.recv().unwrap();
                         tx.send(inner.wait_for_var(c)).unwrap();
@@ -137,7 +136,7 @@ fn a_cycle_through_two_blocked_waits_is_an_error() {
                 let (inner, both_run, tx) = (engine.clone(), Arc::clone(&both_run), tx.clone());
                 engine
                     .op("waits")
-                    .writes(&[holds])
+                    .writes([holds])
                     .push_sync(move |_| {
                         both_run.wait();
                         // Until both copies below are pushed.
@@ -205,7 +204,7 @@ fn an_async_op_that_completed_can_wait_for_ops_that_needed_its_vars() {
                 let (inner, out) = (engine.clone(), Arc::clone(&out));
                 engine
                     .op("completes, then waits")
-                    .writes(&[a])
+                    .writes([a])
                     .push_async(move |_, done| {
                         wait.recv().unwrap();
                         // Lets the slow write below run, on the other worker.
@@ -221,7 +220,7 @@ fn an_async_op_that_completed_can_wait_for_ops_that_needed_its_vars() {
             }
             engine
                 .op("slow write")
-                .writes(&[a])
+                .writes([a])
                 .push_sync(|_| {
                     thread::sleep(Duration::from_millis(50));
                     Ok(())
@@ -251,7 +250,7 @@ fn an_async_op_that_handed_its_completion_away_can_wait_for_ops_that_need_its_va
                 let (inner, out) = (engine.clone(), Arc::clone(&out));
                 engine
                     .op("hands its completion away, then waits")
-                    .writes(&[a])
+                    .writes([a])
                     .push_async(move |_, done| {
                         push_copy(&inner, a, b, &out, 1);
                         let completer = thread::spawn(move || {
@@ -282,8 +281,8 @@ fn a_withdrawn_wait_leaves_the_vars_failure_in_place() {
             let waited = inside_op(&engine, &[], &[a], move |inner| {
                 inner
                     .op("fails")
-                    .reads(&[a])
-                    .writes(&[b])
+                    .reads([a])
+                    .writes([b])
                     .push_sync(|_| Err("child failed".into()))
                     .unwrap();
                 inner.wait_for_var(b)
@@ -322,7 +321,7 @@ fn push_nested_as(
     let (inner, deepest) = (engine.clone(), Arc::clone(deepest));
     engine
         .op("nested")
-        .writes(&[var])
+        .writes([var])
         .prop(prop)
         .push_sync(move |_| {
             if depth > 1 {
@@ -459,7 +458,7 @@ fn concurrent_waits_get_exactly_the_cycles_there_are() {
                     engine
                         .op("first")
                         .reads(reads)
-                        .writes(&[w])
+                        .writes([w])
                         .push_sync(|_| {
                             // Long enough that the waits below find these ops pending.
                             let start = std::time::Instant::now();
@@ -477,14 +476,14 @@ fn concurrent_waits_get_exactly_the_cycles_there_are() {
                     let (inner, wrong) = (engine.clone(), Arc::clone(&wrong));
                     engine
                         .op("second")
-                        .writes(&[own])
+                        .writes([own])
                         .push_sync(move |_| {
                             let waited = if cycle {
                                 let child = inner.new_var().unwrap();
                                 inner
                                     .op("child")
-                                    .reads(&[own])
-                                    .writes(&[child])
+                                    .reads([own])
+                                    .writes([child])
                                     .push_sync(|_| Ok(()))
                                     .unwrap();
                                 let waited = inner.wait_for_var(child);

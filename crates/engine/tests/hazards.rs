@@ -14,7 +14,6 @@ use std::time::Duration;
 use common::{KINDS, engine, held_async_op, within};
 use depengine::{EngineError, EngineKind, FailureCause};
 
-
 const THREADED: [EngineKind; 2] = [EngineKind::ThreadedPooled, EngineKind::ThreadedPerDevice];
 
 /// Spins for `micros` microseconds.
@@ -92,7 +91,7 @@ fn ops_released_inside_an_op_function_never_run_nested_in_it() {
                 let lock = Arc::clone(&lock);
                 engine
                     .op("behind the gate")
-                    .reads(&[gate])
+                    .reads([gate])
                     .push_sync(move |_| {
                         *lock.lock().map_err(|_| "poisoned")? += 1;
                         Ok(())
@@ -148,7 +147,7 @@ fn a_panicking_delete_callback_is_reported_and_hangs_nothing() {
                 let after = Arc::clone(&after);
                 engine
                     .op("after")
-                    .writes(&[w])
+                    .writes([w])
                     .push_sync(move |_| {
                         after.store(true, Ordering::Relaxed);
                         Ok(())
@@ -175,11 +174,7 @@ fn a_panicking_delete_callback_is_reported_and_hangs_nothing() {
                 kind,
             );
             // The engine goes on.
-            engine
-                .op("next")
-                .writes(&[w])
-                .push_sync(|_| Ok(()))
-                .unwrap();
+            engine.op("next").writes([w]).push_sync(|_| Ok(())).unwrap();
             engine.wait_for_all().unwrap();
             assert_eq!(engine.stats().pending_ops, 0, "{kind}");
         });
@@ -203,14 +198,14 @@ fn a_panicking_drop_of_a_skipped_ops_closure_hangs_nothing() {
             let (v, w) = (engine.new_var().unwrap(), engine.new_var().unwrap());
             engine
                 .op("fails")
-                .writes(&[v])
+                .writes([v])
                 .push_sync(|_| Err("first".into()))
                 .unwrap();
             let captured = PanicsOnDrop;
             engine
                 .op("skipped")
-                .reads(&[v])
-                .writes(&[w])
+                .reads([v])
+                .writes([w])
                 .push_sync(move |_| {
                     let _keep = &captured;
                     Ok(())
@@ -241,7 +236,7 @@ fn failures_never_collected_by_wait_for_all_do_not_accumulate() {
         for round in 0..rounds {
             engine
                 .op("fails")
-                .writes(&[v])
+                .writes([v])
                 .push_sync(|_| Err("again".into()))
                 .unwrap();
             assert!(engine.wait_for_var(v).is_err(), "{kind} round {round}");
@@ -312,16 +307,13 @@ fn an_op_can_wait_for_a_child_it_pushed() {
                 let (inner, value, seen) = (engine.clone(), Arc::clone(&value), Arc::clone(&seen));
                 engine
                     .op("parent")
-                    .writes(&[parent])
+                    .writes([parent])
                     .push_sync(move |_| {
                         let set = Arc::clone(&value);
-                        inner
-                            .op("child")
-                            .writes(&[child])
-                            .push_sync(move |_| {
-                                set.store(7, Ordering::Relaxed);
-                                Ok(())
-                            })?;
+                        inner.op("child").writes([child]).push_sync(move |_| {
+                            set.store(7, Ordering::Relaxed);
+                            Ok(())
+                        })?;
                         inner.wait_for_var(child)?;
                         seen.store(value.load(Ordering::Relaxed), Ordering::Relaxed);
                         Ok(())

@@ -46,12 +46,12 @@ fn sync_ops_return_unit_ok_or_any_error_through_question_mark() {
     for kind in KINDS {
         let engine = engine(kind, 2);
         let var = engine.new_var().unwrap();
-        engine.op("unit").writes(&[var]).push_sync(|_| ()).unwrap();
-        engine.op("block").writes(&[var]).push_sync(|_| {}).unwrap();
-        engine.op("ok").writes(&[var]).push_sync(|_| Ok(())).unwrap();
+        engine.op("unit").writes([var]).push_sync(|_| ()).unwrap();
+        engine.op("block").writes([var]).push_sync(|_| {}).unwrap();
+        engine.op("ok").writes([var]).push_sync(|_| Ok(())).unwrap();
         engine
             .op("small")
-            .writes(&[var])
+            .writes([var])
             .push_sync(|_| {
                 allocate(16)?;
                 Ok(())
@@ -61,7 +61,7 @@ fn sync_ops_return_unit_ok_or_any_error_through_question_mark() {
 
         engine
             .op("large")
-            .writes(&[var])
+            .writes([var])
             .push_sync(|_| {
                 allocate(1 << 30)?;
                 Ok(())
@@ -72,7 +72,7 @@ fn sync_ops_return_unit_ok_or_any_error_through_question_mark() {
 
         engine
             .op("message")
-            .writes(&[var])
+            .writes([var])
             .push_sync(|_| Err("no luck".into()))
             .unwrap();
         let error = engine.wait_for_var(var).unwrap_err();
@@ -80,7 +80,7 @@ fn sync_ops_return_unit_ok_or_any_error_through_question_mark() {
 
         engine
             .op("typed")
-            .writes(&[var])
+            .writes([var])
             .push_sync(|_| allocate(1 << 21).map(drop).map_err(Into::into))
             .unwrap();
         let error = engine.wait_for_var(var).unwrap_err();
@@ -94,11 +94,14 @@ fn a_function_that_only_panics_needs_no_annotation() {
     let var = engine.new_var().unwrap();
     engine
         .op("panics")
-        .writes(&[var])
+        .writes([var])
         .push_sync(|_| panic!("expected in this test"))
         .unwrap();
     let error = engine.wait_for_var(var).unwrap_err();
-    assert!(error.to_string().contains("expected in this test"), "{error}");
+    assert!(
+        error.to_string().contains("expected in this test"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -108,17 +111,17 @@ fn operators_take_the_same_functions() {
         let var = engine.new_var().unwrap();
         let ok = engine
             .operator("ok")
-            .writes(&[var])
+            .writes([var])
             .build_sync(|_| Ok(()))
             .unwrap();
         let unit = engine
             .operator("unit")
-            .writes(&[var])
+            .writes([var])
             .build_sync(|_| {})
             .unwrap();
         let fails = engine
             .operator("fails")
-            .writes(&[var])
+            .writes([var])
             .build_sync(|_| {
                 allocate(1 << 22)?;
                 Ok(())
@@ -141,13 +144,13 @@ fn async_ops_complete_with_ok_or_a_typed_result() {
         let var = engine.new_var().unwrap();
         engine
             .op("ok")
-            .writes(&[var])
+            .writes([var])
             .push_async(|_, done| done.ok())
             .unwrap();
         assert!(engine.wait_for_var(var).is_ok(), "{kind}");
         engine
             .op("typed")
-            .writes(&[var])
+            .writes([var])
             .push_async(|_, done| done.complete(allocate(1 << 23).map(drop)))
             .unwrap();
         let error = engine.wait_for_var(var).unwrap_err();

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use common::{Buffer, held_async_op, within};
 use depengine::{Engine, EngineConfig, EngineKind};
 
-
 fn engine(kind: EngineKind, max_pending: Option<usize>) -> Engine {
     Engine::new(
         EngineConfig::default()
@@ -44,8 +43,8 @@ fn most_pending_seen(engine: &Engine, ops: usize) -> usize {
     for i in 0..ops {
         engine
             .op("work")
-            .reads(&[vars[(i + 5) % 16]])
-            .writes(&[vars[i % 16]])
+            .reads([vars[(i + 5) % 16]])
+            .writes([vars[i % 16]])
             .push_sync(move |_| {
                 spin(Duration::from_micros(3));
                 Ok(())
@@ -91,7 +90,7 @@ fn a_bound_of_one_lets_every_op_through() {
             let count = Arc::clone(&count);
             engine
                 .op("count")
-                .writes(&[var])
+                .writes([var])
                 .push_sync(move |_| {
                     count.fetch_add(1, Ordering::Relaxed);
                     Ok(())
@@ -116,14 +115,14 @@ fn pushes_from_inside_an_op_are_never_held_back() {
             let (inner, counted) = (engine.clone(), Arc::clone(&children));
             engine
                 .op("parent")
-                .writes(&[var])
+                .writes([var])
                 .push_sync(move |_| {
                     for _ in 0..1000 {
                         let counted = Arc::clone(&counted);
                         // All behind this op's own write: none can run before it returns.
                         inner
                             .op("child")
-                            .reads(&[var])
+                            .reads([var])
                             .push_sync(move |_| {
                                 counted.fetch_add(1, Ordering::Relaxed);
                                 Ok(())
@@ -150,7 +149,7 @@ fn the_naive_engine_has_no_bound() {
         for _ in 0..100 {
             engine
                 .op("behind")
-                .reads(&[gate])
+                .reads([gate])
                 .push_sync(|_| Ok(()))
                 .unwrap();
         }
@@ -196,7 +195,7 @@ fn a_held_back_pusher_that_waits_long_warns() {
             for _ in 0..10 {
                 engine
                     .op("behind the gate")
-                    .reads(&[gate])
+                    .reads([gate])
                     .push_sync(|_| Ok(()))
                     .unwrap();
             }

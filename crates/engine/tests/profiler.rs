@@ -10,7 +10,6 @@ use std::time::Duration;
 use common::{Buffer, KINDS, engine};
 use depengine::{Engine, EngineConfig, EngineKind, ProfileMode, ProfiledOutcome};
 
-
 fn ok(_: depengine::RunContext) {}
 
 #[test]
@@ -20,13 +19,13 @@ fn every_kind_records_each_op_once_with_its_name() {
         let (x, y) = (engine.new_var().unwrap(), engine.new_var().unwrap());
         engine.profiler().start();
         for _ in 0..5 {
-            engine.op("write x").writes(&[x]).push_sync(ok).unwrap();
+            engine.op("write x").writes([x]).push_sync(ok).unwrap();
         }
         for _ in 0..3 {
             engine
                 .op("read x")
-                .reads(&[x])
-                .writes(&[y])
+                .reads([x])
+                .writes([y])
                 .push_sync(ok)
                 .unwrap();
         }
@@ -56,7 +55,7 @@ fn writes_to_one_var_never_overlap_in_the_profile() {
     for _ in 0..50 {
         engine
             .op("write")
-            .writes(&[var])
+            .writes([var])
             .push_sync(|_| {
                 std::thread::sleep(Duration::from_micros(50));
                 Ok(())
@@ -82,7 +81,7 @@ fn writes_to_one_var_never_overlap_in_the_profile() {
 fn a_stopped_profiler_records_nothing() {
     let engine = engine(EngineKind::ThreadedPerDevice, 2);
     let var = engine.new_var().unwrap();
-    let push = |name: &'static str| engine.op(name).writes(&[var]).push_sync(ok).unwrap();
+    let push = |name: &'static str| engine.op(name).writes([var]).push_sync(ok).unwrap();
     push("before start");
     engine.wait_for_all().unwrap();
     assert!(!engine.profiler().is_running());
@@ -118,22 +117,22 @@ fn marked_mode_records_only_marked_ops() {
     assert!(engine.profiler().is_running());
     assert_eq!(engine.profiler().mode(), ProfileMode::Marked);
     let var = engine.new_var().unwrap();
-    engine.op("plain").writes(&[var]).push_sync(ok).unwrap();
+    engine.op("plain").writes([var]).push_sync(ok).unwrap();
     engine
         .op("marked")
-        .writes(&[var])
+        .writes([var])
         .profiled()
         .push_sync(ok)
         .unwrap();
     let marked = engine
         .operator("marked operator")
-        .writes(&[var])
+        .writes([var])
         .profiled()
         .build_sync(ok)
         .unwrap();
     let plain = engine
         .operator("plain operator")
-        .writes(&[var])
+        .writes([var])
         .build_sync(ok)
         .unwrap();
     engine.push(&marked, depengine::Context::cpu(0), 0).unwrap();
@@ -148,7 +147,7 @@ fn marked_mode_records_only_marked_ops() {
     assert_eq!(names, ["marked", "marked operator"]);
 
     engine.profiler().set_mode(ProfileMode::All);
-    engine.op("plain").writes(&[var]).push_sync(ok).unwrap();
+    engine.op("plain").writes([var]).push_sync(ok).unwrap();
     engine.wait_for_all().unwrap();
     assert_eq!(engine.profiler().take().len(), 1);
 }
@@ -164,18 +163,18 @@ fn failed_skipped_and_async_ops_are_recorded_with_their_outcome() {
     engine.profiler().start();
     engine
         .op("fails")
-        .writes(&[a])
+        .writes([a])
         .push_sync(|_| Err("broken".into()))
         .unwrap();
     engine
         .op("skipped")
-        .reads(&[a])
-        .writes(&[b])
+        .reads([a])
+        .writes([b])
         .push_sync(ok)
         .unwrap();
     engine
         .op("async")
-        .writes(&[c])
+        .writes([c])
         .push_async(|_, done| {
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(5));
@@ -185,7 +184,7 @@ fn failed_skipped_and_async_ops_are_recorded_with_their_outcome() {
         .unwrap();
     engine
         .op("dropped")
-        .reads(&[c])
+        .reads([c])
         .push_async(|_, done| drop(done))
         .unwrap();
     assert!(engine.wait_for_all().is_err(), "the failure is reported");
@@ -220,7 +219,7 @@ fn panics_async_operators_and_late_completions_are_recorded() {
         engine.profiler().start();
         engine
             .op("panics")
-            .writes(&[a])
+            .writes([a])
             .push_sync(|_| panic!("boom"))
             .unwrap();
         assert!(
@@ -231,7 +230,7 @@ fn panics_async_operators_and_late_completions_are_recorded() {
         let started_tx = Mutex::new(started_tx);
         let operator = engine
             .operator("async operator")
-            .writes(&[b])
+            .writes([b])
             .build_async(move |_, done| {
                 let _ = started_tx.lock().unwrap().send(());
                 std::thread::spawn(move || {
@@ -264,13 +263,13 @@ fn marked_mode_records_a_marked_op_that_is_skipped() {
     let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
     engine
         .op("fails")
-        .writes(&[a])
+        .writes([a])
         .push_sync(|_| Err("x".into()))
         .unwrap();
     engine
         .op("marked dependent")
-        .reads(&[a])
-        .writes(&[b])
+        .reads([a])
+        .writes([b])
         .profiled()
         .push_sync(ok)
         .unwrap();
@@ -297,11 +296,11 @@ fn the_last_drop_writes_what_nobody_took_to_the_output() {
     )
     .unwrap();
     let var = engine.new_var().unwrap();
-    engine.op("taken").writes(&[var]).push_sync(ok).unwrap();
+    engine.op("taken").writes([var]).push_sync(ok).unwrap();
     engine.wait_for_all().unwrap();
     assert_eq!(engine.profiler().take().len(), 1);
     for _ in 0..3 {
-        engine.op("left").writes(&[var]).push_sync(ok).unwrap();
+        engine.op("left").writes([var]).push_sync(ok).unwrap();
     }
     let clone = engine.clone();
     drop(engine);
@@ -326,7 +325,7 @@ fn the_chrome_trace_is_json_with_one_event_per_op() {
     let var = engine.new_var().unwrap();
     engine.profiler().start();
     for name in ["first", "quote \" and \\ backslash", "third"] {
-        engine.op(name).writes(&[var]).push_sync(ok).unwrap();
+        engine.op(name).writes([var]).push_sync(ok).unwrap();
     }
     engine.wait_for_all().unwrap();
     let profile = engine.profiler().take();
@@ -379,7 +378,7 @@ fn ops_run_in_tracing_spans_and_failures_are_logged() {
         let var = engine.new_var().unwrap();
         engine
             .op("traced op")
-            .writes(&[var])
+            .writes([var])
             .push_sync(|_| {
                 tracing::info!("inside the op");
                 Ok(())
@@ -387,7 +386,7 @@ fn ops_run_in_tracing_spans_and_failures_are_logged() {
             .unwrap();
         engine
             .op("failing op")
-            .writes(&[var])
+            .writes([var])
             .push_sync(|_| Err("no luck".into()))
             .unwrap();
         assert!(engine.wait_for_all().is_err());

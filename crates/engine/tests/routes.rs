@@ -9,7 +9,6 @@ use std::sync::mpsc;
 use common::engine;
 use depengine::{Context, Engine, EngineError, EngineKind, FnProperty};
 
-
 /// The name of the thread that ran one op pushed with `context` and `property`.
 fn runs_on(engine: &Engine, context: Context, property: FnProperty) -> String {
     let (tx, rx) = mpsc::channel();

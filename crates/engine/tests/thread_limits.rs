@@ -185,7 +185,7 @@ fn an_engine_of_many_workers_shuts_down_quickly() {
     for var in &vars {
         engine
             .op("touch")
-            .writes(&[*var])
+            .writes([*var])
             .push_sync(|_| Ok(()))
             .expect("the op is pushed");
     }

@@ -194,7 +194,7 @@ impl Engine {
     }
 
     /// Starts describing an op to push: `engine.op("name").reads(..).writes(..).push_sync(f)`.
-    pub fn op(&self, name: impl Into<Cow<'static, str>>) -> OpBuilder<'_, '_> {
+    pub fn op(&self, name: impl Into<Cow<'static, str>>) -> OpBuilder<'_> {
         OpBuilder::new(self, name.into())
     }
 

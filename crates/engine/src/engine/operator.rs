@@ -1,7 +1,7 @@
 //! Reusable operators: an op function with its vars and property, created once and pushed many
 //! times (MXNet's `NewOperator` / `Push` / `DeleteOperator`).
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,15 +79,25 @@ impl<'e> OperatorBuilder<'e> {
         }
     }
 
-    /// The vars every push reads.
-    pub fn reads(mut self, vars: &[Var]) -> Self {
-        self.reads = vars.to_vec();
+    /// The vars every push reads, replacing any given before (as [`OpBuilder::reads`]).
+    ///
+    /// [`OpBuilder::reads`]: crate::OpBuilder::reads
+    pub fn reads<I>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Var>,
+    {
+        self.reads = vars.into_iter().map(|var| *var.borrow()).collect();
         self
     }
 
-    /// The vars every push writes.
-    pub fn writes(mut self, vars: &[Var]) -> Self {
-        self.writes = vars.to_vec();
+    /// The vars every push writes, replacing any given before.
+    pub fn writes<I>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Var>,
+    {
+        self.writes = vars.into_iter().map(|var| *var.borrow()).collect();
         self
     }
 

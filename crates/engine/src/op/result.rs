@@ -40,14 +40,14 @@ use crate::failure::BoxError;
 ///
 /// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
 /// let var = engine.new_var()?;
-/// engine.op("cannot fail").writes(&[var]).push_sync(|_| {})?;
-/// engine.op("succeeds").writes(&[var]).push_sync(|_| Ok(()))?;
-/// engine.op("may fail").writes(&[var]).push_sync(|_| {
+/// engine.op("cannot fail").writes([var]).push_sync(|_| {})?;
+/// engine.op("succeeds").writes([var]).push_sync(|_| Ok(()))?;
+/// engine.op("may fail").writes([var]).push_sync(|_| {
 ///     let buffer = allocate(1 << 30)?; // any error type converts
 ///     drop(buffer);
 ///     Ok(())
 /// })?;
-/// engine.op("typed result").writes(&[var]).push_sync(|_| {
+/// engine.op("typed result").writes([var]).push_sync(|_| {
 ///     allocate(16).map(drop).map_err(Into::into)
 /// })?;
 /// let error = engine.wait_for_var(var).unwrap_err();
@@ -61,7 +61,11 @@ use crate::failure::BoxError;
             type into `depengine::BoxError`, and so does `.map_err(Into::into)`"
 )]
 pub trait IntoOpResult: sealed::Sealed {
-    /// The op's outcome: `Err` fails the op.
+    /// The op's outcome.
+    ///
+    /// # Errors
+    ///
+    /// The error that fails the op.
     fn into_op_result(self) -> Result<(), BoxError>;
 }
 
