@@ -47,7 +47,7 @@ pub enum EngineError {
     /// Any other error of the dependency graph.
     #[error("dependency graph: {0}")]
     Graph(GraphError),
-    /// The engine was shut down: it takes no new ops.
+    /// The engine was shut down: it takes no new ops, and creates no new vars.
     #[error("the engine was shut down")]
     ShutDown,
     /// `wait_for_var` from inside an op on a var that op reads or writes: it would wait for the

@@ -399,6 +399,25 @@ fn shutdown_completes_everything_and_refuses_pushes() {
     }
 }
 
+/// A var of a shut-down engine could never be used: creating one is refused too (through any
+/// clone), while the vars made before can still be waited for and deleted.
+#[test]
+fn a_shut_down_engine_creates_no_vars() {
+    for kind in KINDS {
+        let engine = engine(kind, 1);
+        let v = engine.new_var().unwrap();
+        let clone = engine.clone();
+        engine.shutdown().unwrap();
+        assert!(
+            matches!(clone.new_var(), Err(EngineError::ShutDown)),
+            "{kind}"
+        );
+        clone.wait_for_var(v).unwrap();
+        clone.delete_var(v, || {}).unwrap();
+        assert_eq!(clone.stats().live_vars, 0, "{kind}");
+    }
+}
+
 #[test]
 fn dropping_the_engine_runs_every_op_and_leaks_nothing() {
     for kind in KINDS {

@@ -155,9 +155,14 @@ impl Engine {
     ///
     /// # Errors
     ///
-    /// [`EngineError::CapacityExhausted`] when 2^31 vars are live.
+    /// [`EngineError::ShutDown`] once the engine was shut down (nothing could be pushed on the
+    /// var); [`EngineError::CapacityExhausted`] when 2^31 vars are live.
     pub fn new_var(&self) -> Result<Var> {
-        Ok(self.state().graph().new_var()?)
+        let state = self.state();
+        if state.pending().is_shut_down() {
+            return Err(EngineError::ShutDown);
+        }
+        Ok(state.graph().new_var()?)
     }
 
     /// Deletes `var` once every op already pushed on it completed, then calls `on_deleted`
