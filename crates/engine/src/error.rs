@@ -1,11 +1,15 @@
 //! [`EngineError`]: every way a call into the engine can fail.
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
 use depengine_device::BackendError;
 use depengine_graph::{GraphError, Var};
 
 use crate::config::ConfigError;
 use crate::context::Context;
 use crate::failure::OpFailure;
+use crate::profile::recorder::OutputFailure;
 
 /// `Result` with [`EngineError`].
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
@@ -118,6 +122,31 @@ pub enum EngineError {
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The profiler's output file cannot be written: [`Engine::new`] could not create or
+    /// open it, or (from the last clone's [`Engine::shutdown`]) writing the profile failed.
+    ///
+    /// [`Engine::new`]: crate::Engine::new
+    /// [`Engine::shutdown`]: crate::Engine::shutdown
+    #[error("cannot write the profile to \"{}\" ({setting}): {source}", .path.display())]
+    ProfilerOutput {
+        /// What set the path: [`PROFILER_OUTPUT`](crate::PROFILER_OUTPUT) or
+        /// `EngineConfig::profiler_output`.
+        setting: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Why it cannot be written.
+        source: Arc<std::io::Error>,
+    },
+}
+
+impl From<OutputFailure> for EngineError {
+    fn from(failure: OutputFailure) -> Self {
+        EngineError::ProfilerOutput {
+            setting: failure.setting,
+            path: failure.path,
+            source: Arc::new(failure.error),
+        }
+    }
 }
 
 impl From<GraphError> for EngineError {

@@ -108,8 +108,9 @@
 //! engine or through an async op that has not completed (whoever holds its [`Completion`] may
 //! complete it), waits inside ops on a device executor that occupy all of its threads, and
 //! more than 64 nested or concurrent waits inside ops on the CPU blocks. A wait blocked for
-//! [`EngineConfig::stall_warning`] (10 s by default) emits a `WARN` event (target
-//! `depengine::stall`) naming what it waits for, so that no hang is silent.
+//! [`EngineConfig::stall_warning`] (10 s by default) warns, naming what it waits for: a `WARN`
+//! event (target `depengine::stall`) if a `tracing` subscriber wants it, else a line on
+//! stderr, so that no hang is silent.
 //!
 //! # Profiling
 //!
@@ -145,6 +146,7 @@ mod route;
 mod run;
 mod thread;
 mod wait;
+mod warn;
 
 #[cfg(all(test, loom))]
 mod loom_tests;

@@ -8,7 +8,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{Buffer, KINDS, engine};
-use depengine::{Engine, EngineConfig, EngineKind, ProfileMode, ProfiledOutcome};
+use depengine::{
+    Engine, EngineConfig, EngineError, EngineKind, PROFILER_OUTPUT, ProfileMode, ProfiledOutcome,
+};
 
 fn ok(_: depengine::RunContext) {}
 
@@ -304,7 +306,10 @@ fn the_last_drop_writes_what_nobody_took_to_the_output() {
     }
     let clone = engine.clone();
     drop(engine);
-    assert!(!path.exists(), "only the last clone writes");
+    let written = std::fs::metadata(&path)
+        .expect("created when the engine started")
+        .len();
+    assert_eq!(written, 0, "only the last clone writes");
     drop(clone);
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("valid JSON");
@@ -317,6 +322,111 @@ fn the_last_drop_writes_what_nobody_took_to_the_output() {
         .collect();
     assert_eq!(names, ["left", "left", "left"]);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A path the engine cannot write fails `Engine::new`, naming the path and what set it (the
+/// field, or the environment variable), instead of a profile silently lost at the end.
+#[test]
+fn an_output_that_cannot_be_written_fails_the_engine_start() {
+    let dir = std::env::temp_dir().join(format!("depengine-unwritable-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("no such directory").join("trace.json");
+    for (path, what) in [(&missing, "a missing directory"), (&dir, "a directory")] {
+        let error = Engine::new(EngineConfig::default().profiler_output(path))
+            .expect_err("the output cannot be created");
+        assert!(
+            matches!(&error, EngineError::ProfilerOutput { setting, path: named, .. }
+                if *setting == "EngineConfig::profiler_output" && named == path),
+            "{what}: {error:?}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains("EngineConfig::profiler_output")
+                && message.contains(&format!("\"{}\"", path.display())),
+            "{what}: {message}"
+        );
+    }
+    let from_env = EngineConfig::from_lookup(|name| {
+        (name == PROFILER_OUTPUT).then(|| missing.to_string_lossy().into_owned())
+    })
+    .unwrap();
+    let error = Engine::new(from_env.clone()).expect_err("the output cannot be created");
+    assert!(
+        matches!(
+            &error,
+            EngineError::ProfilerOutput {
+                setting: PROFILER_OUTPUT,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    // Set again in code: the error names the field.
+    let error = Engine::new(from_env.profiler_output(dir.join("elsewhere").join("t.json")))
+        .expect_err("the output cannot be created");
+    assert!(
+        error.to_string().contains("EngineConfig::profiler_output"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A write that fails at the end (`/dev/full`: opening works, writing does not) is the error of
+/// the last clone's `shutdown`; an earlier clone's shutdown does not write.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_last_shutdown_returns_a_profile_it_could_not_write() {
+    let engine = Engine::new(
+        EngineConfig::default()
+            .cpu_worker_threads(1)
+            .profiler_autostart(true)
+            .profiler_output("/dev/full"),
+    )
+    .unwrap();
+    let var = engine.new_var().unwrap();
+    engine.op("recorded").writes([var]).push_sync(ok).unwrap();
+    let clone = engine.clone();
+    engine
+        .shutdown()
+        .expect("not the last clone: nothing written yet");
+    let error = clone.shutdown().expect_err("the profile cannot be written");
+    assert!(
+        matches!(&error, EngineError::ProfilerOutput { setting: "EngineConfig::profiler_output", path, .. }
+            if path.as_os_str() == "/dev/full"),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("/dev/full"), "{error}");
+}
+
+/// From a drop, which has no caller, the failure is a warning (here to the thread's
+/// subscriber; without one, to stderr: `tests/warnings.rs`).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_drop_that_cannot_write_the_profile_warns() {
+    let buffer = Buffer::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(buffer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let engine = Engine::new(
+            EngineConfig::default()
+                .kind(EngineKind::Naive)
+                .profiler_autostart(true)
+                .profiler_output("/dev/full"),
+        )
+        .unwrap();
+        let var = engine.new_var().unwrap();
+        engine.op("recorded").writes([var]).push_sync(ok).unwrap();
+        drop(engine);
+    });
+    let log = buffer.log();
+    assert!(
+        log.contains("depengine::profiler")
+            && log.contains("cannot write the profile to \"/dev/full\""),
+        "{log}"
+    );
 }
 
 #[test]

@@ -14,6 +14,7 @@ use crate::run::EngineState;
 use crate::thread::serving::Served;
 use crate::wait::deadlock::WaitLatch;
 use crate::wait::stand_in::WAIT_SLICE;
+use crate::warn::{Topic, warn};
 
 /// Ops waiting on a var that a warning names, at most.
 const NAMED_OPS: usize = 8;
@@ -60,10 +61,12 @@ fn warn_stalled_var(state: &EngineState, var: Var, waited: Duration) {
             .collect();
         let _ = write!(report, " (first: {})", names.join(", "));
     }
-    tracing::warn!(
-        target: "depengine::stall",
-        "wait_for_var({var}) has been blocked for {:.2} s: on the var, {report}",
-        waited.as_secs_f64(),
+    warn(
+        Topic::Stall,
+        format_args!(
+            "wait_for_var({var}) has been blocked for {:.2} s: on the var, {report}",
+            waited.as_secs_f64(),
+        ),
     );
 }
 

@@ -50,7 +50,7 @@ use crate::error::Result;
 use crate::failure::OpFailure;
 use crate::failure::log::FailureLog;
 use crate::op::record::{OpRecord, Payload, Route};
-use crate::profile::recorder::ProfilerState;
+use crate::profile::recorder::{ProfileOutput, ProfilerState};
 use crate::route::workers::Workers;
 use crate::thread;
 use crate::thread::serving::{BlockRunner, Served};
@@ -80,8 +80,15 @@ pub(crate) struct EngineState {
 }
 
 impl EngineState {
-    pub(crate) fn new(config: EngineConfig) -> Result<Self> {
+    pub(crate) fn new(mut config: EngineConfig) -> Result<Self> {
         config.validate()?;
+        // Opened now, so that a path that cannot be written fails here, not at the end.
+        let setting = config.profiler_output_setting();
+        let output = config
+            .profiler_output
+            .take()
+            .map(|path| ProfileOutput::open(path, setting))
+            .transpose()?;
         let id = NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed);
         Ok(EngineState {
             id,
@@ -97,11 +104,7 @@ impl EngineState {
                 config.stall_warning,
             ),
             failures: FailureLog::default(),
-            profiler: ProfilerState::new(
-                config.profiler_autostart,
-                config.profiler_mode,
-                config.profiler_output,
-            ),
+            profiler: ProfilerState::new(config.profiler_autostart, config.profiler_mode, output),
             blocked_waits: Box::default(),
             stand_ins: Box::default(),
         })
