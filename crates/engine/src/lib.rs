@@ -91,8 +91,11 @@
 //! # Misuse
 //!
 //! Typed errors ([`EngineError`]), nothing pushed: a var twice or in both lists, a deleted or
-//! foreign var, a push after shutdown, a GPU op without a backend, `wait_for_var` from inside an
-//! op on a var that op reads or writes, `wait_for_all` from inside an op.
+//! foreign var, a push (or a new var) after shutdown, a GPU op without a backend,
+//! `wait_for_var` from inside an op on a var that op reads or writes, `wait_for_all` from
+//! inside an op. Errors name the op being pushed and each var by the name it was created with
+//! ([`Engine::new_var_named`]): `` op `update`: var "weights" (#0.1) is both read and
+//! written by one op ``.
 //!
 //! A `wait_for_var` inside an op that would never return gets
 //! [`EngineError::WaitDeadlock`]: an op pushed on the var before the wait depends, through any

@@ -70,7 +70,7 @@ fn waiting_for_a_child_that_depends_on_the_op_is_an_error() {
                 (waited, ran.load(Ordering::SeqCst))
             });
             assert!(
-                matches!(waited, Err(EngineError::WaitDeadlock { var }) if var == b),
+                matches!(waited, Err(EngineError::WaitDeadlock { var, .. }) if var == b),
                 "{kind}: {waited:?}"
             );
             assert_eq!(before, 0, "{kind}");
@@ -111,7 +111,7 @@ fn a_cycle_through_ops_pushed_before_the_wait_is_an_error() {
             go.send(()).unwrap();
             let waited = rx.recv().unwrap();
             assert!(
-                matches!(waited, Err(EngineError::WaitDeadlock { var }) if var == c),
+                matches!(waited, Err(EngineError::WaitDeadlock { var, .. }) if var == c),
                 "{kind}: {waited:?}"
             );
             engine.wait_for_all().unwrap();

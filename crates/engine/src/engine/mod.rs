@@ -11,7 +11,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use depengine_graph::Var;
+use depengine_graph::{GraphError, Var};
 
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::Context;
@@ -191,6 +191,49 @@ impl Engine {
         Ok(state.graph().new_var()?)
     }
 
+    /// Creates a var named `name`: errors and stall warnings show it as `var "name" (#0.1)`
+    /// (slot and generation) instead of `var #0.1`. The name is stored once, beside the graph,
+    /// and read only to describe the var: ops on it cost the same as on an unnamed var.
+    ///
+    /// ```
+    /// use depengine::{Engine, EngineConfig, EngineError};
+    ///
+    /// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+    /// let weights = engine.new_var_named("weights")?;
+    /// assert_eq!(engine.var_name(weights).as_deref(), Some("weights"));
+    /// let error = engine.op("update").reads([weights]).writes([weights]).push_sync(|_| {});
+    /// assert_eq!(
+    ///     error.unwrap_err().to_string(),
+    ///     format!(
+    ///         "op `update`: var \"weights\" (#{}.{}) is both read and written by one op \
+    ///          (list it only as a write)",
+    ///         weights.index(),
+    ///         weights.generation()
+    ///     )
+    /// );
+    /// # Ok::<(), EngineError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new_var`](Self::new_var).
+    pub fn new_var_named(&self, name: impl Into<Arc<str>>) -> Result<Var> {
+        let var = self.new_var()?;
+        self.state().var_names().insert(var, name.into());
+        Ok(var)
+    }
+
+    /// The name `var` was created with ([`new_var_named`](Self::new_var_named)), also once it
+    /// was deleted (until a named var takes its slot); `None` for a var created without one, or
+    /// of another engine.
+    pub fn var_name(&self, var: Var) -> Option<Arc<str>> {
+        let state = self.state();
+        if let Err(GraphError::ForeignVar { .. }) = state.graph().var_status(var) {
+            return None;
+        }
+        state.var_names().get(var)
+    }
+
     /// Deletes `var` once every op already pushed on it completed, then calls `on_deleted`
     /// (on the thread that completes the last of those ops, or on this one if there is none).
     /// Later pushes naming `var` fail with [`EngineError::DeletedVar`].
@@ -221,7 +264,11 @@ impl Engine {
                 state.failures().add_root(failure);
             }
         };
-        Ok(self.state().graph().delete_var(var, on_deleted)?)
+        let state = self.state();
+        state
+            .graph()
+            .delete_var(var, on_deleted)
+            .map_err(|error| state.named(error.into(), None))
     }
 
     /// Starts describing an op to push: `engine.op("name").reads(..).writes(..).push_sync(f)`.
@@ -258,16 +305,19 @@ impl Engine {
             });
         }
         let state = self.state();
+        let named = |error| state.named(error, Some(op.name.as_str()));
         let record = OpRecord {
             name: op.name.clone(),
             func: Some(OpFn::Operator(Arc::clone(op))),
             context,
             property: op.property,
             priority,
-            route: state.route(context, op.property)?,
+            route: state.route(context, op.property).map_err(named)?,
             profiled: op.profiled,
         };
-        state.push_record(&op.reads, &op.writes, record)
+        state
+            .push_record(&op.reads, &op.writes, record)
+            .map_err(named)
     }
 
     /// Deletes `operator`: later pushes of it (through any clone) fail with
@@ -309,7 +359,7 @@ impl Engine {
     pub fn wait_for_var(&self, var: Var) -> Result<()> {
         let state = self.state();
         if running_op_uses(state.id(), var) {
-            return Err(EngineError::WaitOnOwnVar { var });
+            return Err(state.named(EngineError::wait_on_own_var(var), None));
         }
         let latch = Arc::new(Latch::new());
         // Inside an op of this engine, the wait may close a cycle: register it before pushing
@@ -317,7 +367,9 @@ impl Engine {
         let held = sync_ops_hold(state.id());
         let mut registration =
             (!held.is_empty()).then(|| state.blocked_waits().register(&latch, held.clone()));
-        state.push_wait(var, &latch)?;
+        state
+            .push_wait(var, &latch)
+            .map_err(|error| state.named(error, None))?;
         if state.kind() == EngineKind::Naive {
             // Inside a naive op, the ops waited for may be queued behind it on this thread.
             crate::route::naive::run_queued_until(|| latch.is_set());
@@ -336,7 +388,7 @@ impl Engine {
             // go on through them.
             drop(registration.take());
             if latch.abandon() {
-                return Err(EngineError::WaitDeadlock { var });
+                return Err(state.named(EngineError::wait_deadlock(var), None));
             }
             // Claimed meanwhile: the wait op is being released after all.
         }

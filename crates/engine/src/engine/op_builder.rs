@@ -14,6 +14,7 @@ use smallvec::SmallVec;
 use crate::context::{Context, FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::name::OpName;
 use crate::op::completion::Completion;
 use crate::op::record::{OpFn, OpRecord};
 use crate::op::result::IntoOpResult;
@@ -149,9 +150,13 @@ impl<'e> OpBuilder<'e> {
 
     fn push(self, func: OpFn) -> Result<()> {
         let state = self.engine.state();
-        let route = state.route(self.context, self.property)?;
+        // Kept for a push's errors (a literal is copied; an owned name costs a reference count
+        // update): the graph drops the record of an op it refuses.
+        let name = OpName::from(self.name);
+        let named = |error| state.named(error, Some(name.as_str()));
+        let route = state.route(self.context, self.property).map_err(named)?;
         let record = OpRecord {
-            name: self.name.into(),
+            name: name.clone(),
             func: Some(func),
             context: self.context,
             property: self.property,
@@ -159,7 +164,9 @@ impl<'e> OpBuilder<'e> {
             route,
             profiled: self.profiled,
         };
-        state.push_record(&self.reads, &self.writes, record)
+        state
+            .push_record(&self.reads, &self.writes, record)
+            .map_err(named)
     }
 }
 

@@ -145,7 +145,9 @@ impl<'e> OperatorBuilder<'e> {
     }
 
     fn build(self, func: OperatorFn) -> Result<Operator> {
-        check_lists(&self.reads, &self.writes)?;
+        let state = self.engine.state();
+        check_lists(&self.reads, &self.writes)
+            .map_err(|error| state.named(error, Some(&self.name)))?;
         Ok(Operator {
             def: Arc::new(OperatorDef {
                 engine: self.engine.id(),
@@ -165,15 +167,15 @@ impl<'e> OperatorBuilder<'e> {
 fn check_lists(reads: &[Var], writes: &[Var]) -> Result<()> {
     for (i, &var) in reads.iter().enumerate() {
         if reads[..i].contains(&var) {
-            return Err(EngineError::DuplicateVar { var });
+            return Err(EngineError::duplicate_var(var));
         }
         if writes.contains(&var) {
-            return Err(EngineError::ReadWriteConflict { var });
+            return Err(EngineError::read_write_conflict(var));
         }
     }
     for (i, &var) in writes.iter().enumerate() {
         if writes[..i].contains(&var) {
-            return Err(EngineError::DuplicateVar { var });
+            return Err(EngineError::duplicate_var(var));
         }
     }
     Ok(())
