@@ -46,8 +46,9 @@ fn a_stalled_wait_warns_on_stderr_without_a_subscriber() {
                 .stall_warning(Some(Duration::from_millis(20))),
         )
         .unwrap();
-        let var = engine.new_var().unwrap();
+        let var = engine.new_var_named("weights").unwrap();
         let done = held_async_op(&engine, var);
+        engine.op("update").writes([var]).push_sync(|_| {}).unwrap();
         let completer = thread::spawn(move || {
             thread::sleep(Duration::from_millis(150));
             done.ok();
@@ -61,7 +62,10 @@ fn a_stalled_wait_warns_on_stderr_without_a_subscriber() {
         "stall",
     );
     assert!(
-        stderr.contains("depengine: warning: wait_for_var(") && stderr.contains("blocked for"),
+        stderr.contains("depengine: warning: wait_for_var(var \"weights\" (#0.")
+            && stderr.contains("has been blocked for")
+            && stderr.contains("it is held by a running write")
+            && stderr.contains("queued ahead of this wait: `update` (write)"),
         "{stderr}"
     );
 }

@@ -366,7 +366,7 @@ impl Engine {
         // (see `deadlock.rs`). A thread outside every op holds no var, so it cannot.
         let held = sync_ops_hold(state.id());
         let mut registration =
-            (!held.is_empty()).then(|| state.blocked_waits().register(&latch, held.clone()));
+            (!held.is_empty()).then(|| state.blocked_waits().register(&latch, held.clone(), var));
         state
             .push_wait(var, &latch)
             .map_err(|error| state.named(error, None))?;
