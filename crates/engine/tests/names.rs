@@ -1,5 +1,6 @@
 //! Named vars, and errors that name what the user knows: `var "weights" (#0.1)` for a named
 //! var, `var #0.1` for another, and the op whose push failed.
+#![cfg(not(loom))]
 
 mod common;
 

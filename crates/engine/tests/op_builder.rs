@@ -1,5 +1,6 @@
 //! The op builder owns its var lists: it can be kept in a variable, changed in steps, and given
 //! vars in any collection.
+#![cfg(not(loom))]
 #![allow(
     clippy::needless_borrows_for_generic_args,
     reason = "the borrowed forms (`&[a]`, `&vec`) are what users write and what these tests check"

@@ -2,6 +2,7 @@
 //!
 //! This file only compiles where `|_| Ok(())` and friends infer their types (`IntoOpResult`);
 //! the tests then check what each form makes of the op.
+#![cfg(not(loom))]
 
 mod common;
 
