@@ -41,8 +41,6 @@ const RANDOM_VARS: usize = 1024;
 const SPIN: Duration = Duration::from_micros(1);
 const LATENCY_SAMPLES: usize = 101;
 
-type Res = Result<(), std::convert::Infallible>;
-
 pub(crate) fn run(args: &Args) -> Result<(), String> {
     let kind = match args.system.as_str() {
         "depengine-perdevice" => Some(EngineKind::ThreadedPerDevice),
@@ -136,10 +134,7 @@ fn config(kind: EngineKind, threads: usize) -> Result<EngineConfig, String> {
 /// Starts the engine's CPU block (its threads start with the first op routed to it), so that
 /// no workload's time includes starting threads, whichever runs first.
 fn warm_up(engine: &Engine) -> Result<(), String> {
-    engine
-        .op("warm-up")
-        .push_sync(|_| -> Res { Ok(()) })
-        .map_err(err)?;
+    engine.op("warm-up").push_sync(|_| Ok(())).map_err(err)?;
     engine.wait_for_all().map_err(err)
 }
 
@@ -169,7 +164,7 @@ fn push_deps(engine: &Engine, n: usize, deps: usize) -> Result<f64, String> {
         engine
             .op("push")
             .reads(&lists[i % 64])
-            .push_sync(|_| -> Res { Ok(()) })
+            .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
     let elapsed = start.elapsed();
@@ -183,8 +178,8 @@ fn drain(engine: &Engine, n: usize) -> Result<f64, String> {
     for _ in 0..n {
         engine
             .op("drain")
-            .reads(&[gate])
-            .push_sync(|_| -> Res { Ok(()) })
+            .reads([gate])
+            .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
     let start = open()?;
@@ -206,7 +201,7 @@ fn push_gate(engine: &Engine, gate: Var) -> Result<OpenGate, String> {
         let (tx, rx) = mpsc::channel::<Completion>();
         engine
             .op("gate")
-            .writes(&[gate])
+            .writes([gate])
             .push_async(move |_, done| {
                 let _ = tx.send(done);
             })
@@ -224,8 +219,8 @@ fn push_gate(engine: &Engine, gate: Var) -> Result<OpenGate, String> {
     let (started_tx, started_rx) = mpsc::channel::<Instant>();
     engine
         .op("gate")
-        .writes(&[gate])
-        .push_sync(move |_| -> Res {
+        .writes([gate])
+        .push_sync(move |_| {
             let _ = open_rx.recv();
             let _ = started_tx.send(Instant::now());
             Ok(())
@@ -242,7 +237,7 @@ fn independent(engine: &Engine, n: usize) -> Result<f64, String> {
     for _ in 0..n {
         engine
             .op("independent")
-            .push_sync(|_| -> Res { Ok(()) })
+            .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
     engine.wait_for_all().map_err(err)?;
@@ -255,8 +250,8 @@ fn chain(engine: &Engine, n: usize) -> Result<f64, String> {
     for _ in 0..n {
         engine
             .op("chain")
-            .writes(&[var])
-            .push_sync(|_| -> Res { Ok(()) })
+            .writes([var])
+            .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
     engine.wait_for_all().map_err(err)?;
@@ -366,14 +361,14 @@ fn random(engine: &Engine, graph: &RandomGraph, spin: bool) -> Result<f64, Strin
     let start = Instant::now();
     for ([r0, r1], w) in graph.iter() {
         let (reads, writes) = ([pool[r0], pool[r1]], [pool[w]]);
-        let builder = engine.op("random").reads(&reads).writes(&writes);
+        let builder = engine.op("random").reads(reads).writes(writes);
         if spin {
-            builder.push_sync(|_| -> Res {
+            builder.push_sync(|_| {
                 spin_1us();
                 Ok(())
             })
         } else {
-            builder.push_sync(|_| -> Res { Ok(()) })
+            builder.push_sync(|_| Ok(()))
         }
         .map_err(err)?;
     }
@@ -424,9 +419,9 @@ fn parked_bytes(kind: EngineKind, threads: usize, n: usize) -> Result<Option<f64
     for i in 0..n {
         engine
             .op("parked")
-            .reads(&[gate])
-            .writes(&[pool[i % RANDOM_VARS]])
-            .push_sync(|_| -> Res { Ok(()) })
+            .reads([gate])
+            .writes([pool[i % RANDOM_VARS]])
+            .push_sync(|_| Ok(()))
             .map_err(err)?;
     }
     let after = resident_bytes().ok_or("no /proc/self/statm")?;
@@ -455,9 +450,9 @@ fn burst(kind: EngineKind, threads: usize, n: usize) -> Result<Option<Burst>, St
         for (i, ([r0, r1], w)) in RandomOps::new().take(ops).enumerate() {
             engine
                 .op("burst")
-                .reads(&[pool[r0], pool[r1]])
-                .writes(&[pool[w]])
-                .push_sync(|_| -> Res {
+                .reads([pool[r0], pool[r1]])
+                .writes([pool[w]])
+                .push_sync(|_| {
                     spin_1us();
                     Ok(())
                 })
@@ -497,7 +492,7 @@ fn latency(engine: &Engine) -> Result<f64, String> {
         let pushed = Instant::now();
         engine
             .op("latency")
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 let _ = tx.send(Instant::now());
                 Ok(())
             })

@@ -121,6 +121,8 @@ pub const MAX_PENDING: &str = "DEPENGINE_MAX_PENDING";
 
 /// The name [`EngineConfig::validate`] gives `max_pending` in its errors.
 const MAX_PENDING_FIELD: &str = "EngineConfig::max_pending";
+/// The name errors about a profiler output set in code give it.
+const PROFILER_OUTPUT_FIELD: &str = "EngineConfig::profiler_output";
 
 const POSITIVE: &str = "a positive integer";
 const BOUND: &str = "a positive integer, or `0` / `off` for no bound";
@@ -160,12 +162,22 @@ pub struct EngineConfig {
     /// Which ops the profiler records (default [`ProfileMode::All`]).
     pub profiler_mode: ProfileMode,
     /// Where the engine writes the recorded ops nobody took, as a Chrome trace, when its last
-    /// clone is dropped (default: nowhere).
+    /// clone is dropped or shut down (default: nowhere). [`Engine::new`] creates (or opens) the
+    /// file, so that a path that cannot be written is an error there
+    /// ([`EngineError::ProfilerOutput`]), not a profile lost at the end.
+    ///
+    /// [`Engine::new`]: crate::Engine::new
+    /// [`EngineError::ProfilerOutput`]: crate::EngineError::ProfilerOutput
     pub profiler_output: Option<PathBuf>,
     /// How long a wait (`wait_for_var`, `wait_for_all`, the last clone's shutdown, a push
-    /// held back by [`max_pending`](Self::max_pending)) blocks before the engine emits a
-    /// `WARN` event about it (target `depengine::stall`, again after each further period),
-    /// naming what it waits for; `None`: never (default 10 s).
+    /// held back by [`max_pending`](Self::max_pending)) blocks before the engine warns about
+    /// it, and again after each further period, naming what it waits for; `None`: never
+    /// (default 10 s).
+    ///
+    /// Warnings (these, and a profile that the last clone's drop cannot write) are `WARN`
+    /// events (targets `depengine::stall`, `depengine::profiler`) when the current `tracing`
+    /// subscriber wants them, and lines on stderr (`depengine: warning: ...`) otherwise, as
+    /// with no subscriber installed: a hang is never silent.
     pub stall_warning: Option<Duration>,
     /// The most ops that may be pending (pushed and not completed) before a push waits for
     /// some to complete: a thread that pushes faster than the workers run then waits, once
@@ -178,6 +190,9 @@ pub struct EngineConfig {
     /// writes only after pushing them) must not be held back: with a bound, it waits forever
     /// once that many ops are pending, and the stall warning names the held-back push.
     pub max_pending: Option<usize>,
+    /// The `profiler_output` that `from_lookup` read from [`PROFILER_OUTPUT`]: while the field
+    /// still holds it, errors about the path name the variable, not the field.
+    profiler_output_from_env: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -196,6 +211,7 @@ impl Default for EngineConfig {
             profiler_output: None,
             stall_warning: Some(Duration::from_secs(10)),
             max_pending: None,
+            profiler_output_from_env: None,
         }
     }
 }
@@ -236,6 +252,9 @@ impl EngineConfig {
                 });
             }
             config.profiler_output = Some(PathBuf::from(value));
+            config
+                .profiler_output_from_env
+                .clone_from(&config.profiler_output);
         }
         if let Some(value) = lookup(PROFILER_MODE) {
             config.profiler_mode = match value.trim().to_ascii_lowercase().as_str() {
@@ -352,6 +371,16 @@ impl EngineConfig {
         self
     }
 
+    /// What set the profiler's output path, for errors: [`PROFILER_OUTPUT`] while the field
+    /// holds the path `from_lookup` read, else the field.
+    pub(crate) fn profiler_output_setting(&self) -> &'static str {
+        if self.profiler_output.is_some() && self.profiler_output == self.profiler_output_from_env {
+            PROFILER_OUTPUT
+        } else {
+            PROFILER_OUTPUT_FIELD
+        }
+    }
+
     /// Checks every thread count is between 1 and [`MAX_THREADS`], and that a pending bound is
     /// positive. An error names the field:
     /// a count read from the environment was checked by [`from_lookup`](Self::from_lookup),
@@ -455,7 +484,7 @@ impl fmt::Debug for EngineConfig {
             .field("profiler_output", &self.profiler_output)
             .field("stall_warning", &self.stall_warning)
             .field("max_pending", &self.max_pending)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 

@@ -26,12 +26,11 @@
 //! let data = Arc::new(Mutex::new((0u64, 0u64)));
 //!
 //! let d = Arc::clone(&data);
-//! engine.op("init a").writes(&[a]).push_sync(move |_| {
+//! engine.op("init a").writes([a]).push_sync(move |_| {
 //!     d.lock().unwrap().0 = 20;
-//!     Ok::<_, std::convert::Infallible>(())
 //! })?;
 //! let d = Arc::clone(&data);
-//! engine.op("b = a + 22").reads(&[a]).writes(&[b]).push_async(move |_, done| {
+//! engine.op("b = a + 22").reads([a]).writes([b]).push_async(move |_, done| {
 //!     // An async op may complete from another thread.
 //!     std::thread::spawn(move || {
 //!         let mut d = d.lock().unwrap();
@@ -43,12 +42,15 @@
 //! assert_eq!(data.lock().unwrap().1, 42);
 //!
 //! // A failure travels to dependents and is reported by the waits.
-//! engine.op("fails").writes(&[a]).push_sync(|_| Err("out of memory"))?;
-//! engine.op("skipped").reads(&[a]).writes(&[b]).push_sync(|_| -> Result<(), String> {
+//! engine.op("fails").writes([a]).push_sync(|_| {
+//!     std::fs::read("/no/such/file")?; // `?` takes an error of any type
+//!     Ok(())
+//! })?;
+//! engine.op("skipped").reads([a]).writes([b]).push_sync(|_| {
 //!     unreachable!("a dependent of a failed var does not run")
 //! })?;
 //! let error = engine.wait_for_var(b).unwrap_err();
-//! assert!(error.to_string().contains("out of memory"));
+//! assert!(error.to_string().contains("op `fails` failed"), "{error}");
 //! # Ok::<(), depengine::EngineError>(())
 //! ```
 //!
@@ -89,8 +91,11 @@
 //! # Misuse
 //!
 //! Typed errors ([`EngineError`]), nothing pushed: a var twice or in both lists, a deleted or
-//! foreign var, a push after shutdown, a GPU op without a backend, `wait_for_var` from inside an
-//! op on a var that op reads or writes, `wait_for_all` from inside an op.
+//! foreign var, a push (or a new var) after shutdown, a GPU op without a backend,
+//! `wait_for_var` from inside an op on a var that op reads or writes, `wait_for_all` from
+//! inside an op. Errors name the op being pushed and each var by the name it was created with
+//! ([`Engine::new_var_named`]): `` op `update`: var "weights" (#0.1) is both read and
+//! written by one op ``.
 //!
 //! A `wait_for_var` inside an op that would never return gets
 //! [`EngineError::WaitDeadlock`]: an op pushed on the var before the wait depends, through any
@@ -106,8 +111,9 @@
 //! engine or through an async op that has not completed (whoever holds its [`Completion`] may
 //! complete it), waits inside ops on a device executor that occupy all of its threads, and
 //! more than 64 nested or concurrent waits inside ops on the CPU blocks. A wait blocked for
-//! [`EngineConfig::stall_warning`] (10 s by default) emits a `WARN` event (target
-//! `depengine::stall`) naming what it waits for, so that no hang is silent.
+//! [`EngineConfig::stall_warning`] (10 s by default) warns, naming what it waits for: a `WARN`
+//! event (target `depengine::stall`) if a `tracing` subscriber wants it, else a line on
+//! stderr, so that no hang is silent.
 //!
 //! # Profiling
 //!
@@ -143,6 +149,7 @@ mod route;
 mod run;
 mod thread;
 mod wait;
+mod warn;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
@@ -165,5 +172,6 @@ pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
 pub use failure::{BoxError, FailureCause, OpFailure};
 pub use op::completion::Completion;
+pub use op::result::IntoOpResult;
 pub use profile::recorder::ProfileMode;
 pub use profile::report::{OpProfile, OpSummary, Profile, ProfiledOutcome};

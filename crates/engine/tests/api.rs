@@ -19,8 +19,6 @@ use depengine::{
 };
 use depengine_cpu::WorkerBlock;
 
-type Res = Result<(), String>;
-
 #[test]
 fn ops_on_one_var_run_in_push_order() {
     for kind in KINDS {
@@ -32,8 +30,8 @@ fn ops_on_one_var_run_in_push_order() {
             let log = Arc::clone(&log);
             engine
                 .op("append")
-                .writes(&[v])
-                .push_sync(move |_| -> Res {
+                .writes([v])
+                .push_sync(move |_| {
                     log.lock().unwrap().push(i);
                     Ok(())
                 })
@@ -56,8 +54,8 @@ fn reads_see_the_write_before_them() {
             let value2 = Arc::clone(&value);
             engine
                 .op("write")
-                .writes(&[v])
-                .push_sync(move |_| -> Res {
+                .writes([v])
+                .push_sync(move |_| {
                     value2.store(round, Ordering::Relaxed);
                     Ok(())
                 })
@@ -66,8 +64,8 @@ fn reads_see_the_write_before_them() {
                 let (value, seen) = (Arc::clone(&value), Arc::clone(&seen));
                 engine
                     .op("read")
-                    .reads(&[v])
-                    .push_sync(move |_| -> Res {
+                    .reads([v])
+                    .push_sync(move |_| {
                         seen.lock()
                             .unwrap()
                             .push((round, value.load(Ordering::Relaxed)));
@@ -94,7 +92,7 @@ fn async_ops_complete_from_other_threads() {
             let count = Arc::clone(&count);
             engine
                 .op("async")
-                .writes(&[v])
+                .writes([v])
                 .prop(FnProperty::Async)
                 .push_async(move |_, done| {
                     std::thread::spawn(move || {
@@ -117,7 +115,7 @@ fn ready_async_ops_run_on_the_pusher_in_per_device() {
     let (tx, rx) = mpsc::channel();
     engine
         .op("async")
-        .writes(&[v])
+        .writes([v])
         .prop(FnProperty::Async)
         .push_async(move |_, done| {
             tx.send(std::thread::current().id()).unwrap();
@@ -136,16 +134,16 @@ fn rule_1_and_2_failures_land_on_writes_and_propagate() {
         let ran = Arc::new(AtomicUsize::new(0));
         engine
             .op("bad")
-            .reads(&[d])
-            .writes(&[a])
-            .push_sync(|_| Err("boom"))
+            .reads([d])
+            .writes([a])
+            .push_sync(|_| Err("boom".into()))
             .unwrap();
         let r = Arc::clone(&ran);
         engine
             .op("dependent")
-            .reads(&[a])
-            .writes(&[b])
-            .push_sync(move |_| -> Res {
+            .reads([a])
+            .writes([b])
+            .push_sync(move |_| {
                 r.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             })
@@ -153,9 +151,9 @@ fn rule_1_and_2_failures_land_on_writes_and_propagate() {
         let r = Arc::clone(&ran);
         engine
             .op("transitive")
-            .reads(&[b])
-            .writes(&[c])
-            .push_sync(move |_| -> Res {
+            .reads([b])
+            .writes([c])
+            .push_sync(move |_| {
                 r.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             })
@@ -163,8 +161,8 @@ fn rule_1_and_2_failures_land_on_writes_and_propagate() {
         let r = Arc::clone(&ran);
         engine
             .op("unrelated")
-            .reads(&[d])
-            .push_sync(move |_| -> Res {
+            .reads([d])
+            .push_sync(move |_| {
                 r.fetch_add(100, Ordering::Relaxed);
                 Ok(())
             })
@@ -199,8 +197,8 @@ fn rule_3_a_cleared_var_is_usable_again() {
         let v = engine.new_var().unwrap();
         engine
             .op("bad")
-            .writes(&[v])
-            .push_sync(|_| Err("first"))
+            .writes([v])
+            .push_sync(|_| Err("first".into()))
             .unwrap();
         assert!(matches!(
             engine.wait_for_var(v),
@@ -210,8 +208,8 @@ fn rule_3_a_cleared_var_is_usable_again() {
         let r = Arc::clone(&ran);
         engine
             .op("good")
-            .writes(&[v])
-            .push_sync(move |_| -> Res {
+            .writes([v])
+            .push_sync(move |_| {
                 r.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             })
@@ -230,20 +228,20 @@ fn rule_4_wait_for_all_reports_the_first_failure_once_and_clears_vars() {
         let [a, b] = [(); 2].map(|()| engine.new_var().unwrap());
         engine
             .op("first")
-            .writes(&[a])
-            .push_sync(|_| Err("one"))
+            .writes([a])
+            .push_sync(|_| Err("one".into()))
             .unwrap();
         engine.wait_for_var(a).unwrap_err();
         engine
             .op("second")
-            .writes(&[a])
-            .push_sync(|_| Err("two"))
+            .writes([a])
+            .push_sync(|_| Err("two".into()))
             .unwrap();
         engine
             .op("third")
-            .reads(&[a])
-            .writes(&[b])
-            .push_sync(|_| Err("never runs"))
+            .reads([a])
+            .writes([b])
+            .push_sync(|_| Err("never runs".into()))
             .unwrap();
         match engine.wait_for_all() {
             Err(EngineError::OpFailed(failure)) => assert_eq!(failure.op_name(), "second"),
@@ -264,17 +262,17 @@ fn panics_and_dropped_completions_are_failures() {
         let [a, b, c] = [(); 3].map(|()| engine.new_var().unwrap());
         engine
             .op("panics")
-            .writes(&[a])
-            .push_sync(|_| -> Res { panic!("op panic (expected in this test)") })
+            .writes([a])
+            .push_sync(|_| panic!("op panic (expected in this test)"))
             .unwrap();
         engine
             .op("drops")
-            .writes(&[b])
+            .writes([b])
             .push_async(|_, done| drop(done))
             .unwrap();
         engine
             .op("panics async")
-            .writes(&[c])
+            .writes([c])
             .push_async(|_, _done| panic!("async op panic (expected in this test)"))
             .unwrap();
         let cause = |var| match engine.wait_for_var(var) {
@@ -298,19 +296,19 @@ fn misuse_is_a_typed_error_and_pushes_nothing() {
     for kind in KINDS {
         let engine = engine(kind, 1);
         let [a, b] = [(); 2].map(|()| engine.new_var().unwrap());
-        let ok = |_| -> Res { Ok(()) };
+        let ok = |_| Ok(());
         assert!(matches!(
-            engine.op("x").reads(&[a, a]).push_sync(ok),
+            engine.op("x").reads([a, a]).push_sync(ok),
             Err(EngineError::DuplicateVar { .. })
         ));
         assert!(matches!(
-            engine.op("x").reads(&[a]).writes(&[a]).push_sync(ok),
+            engine.op("x").reads([a]).writes([a]).push_sync(ok),
             Err(EngineError::ReadWriteConflict { .. })
         ));
         let other = common::engine(kind, 1);
         let foreign = other.new_var().unwrap();
         assert!(matches!(
-            engine.op("x").writes(&[foreign]).push_sync(ok),
+            engine.op("x").writes([foreign]).push_sync(ok),
             Err(EngineError::ForeignVar { .. })
         ));
         let deleted = Arc::new(AtomicUsize::new(0));
@@ -321,7 +319,7 @@ fn misuse_is_a_typed_error_and_pushes_nothing() {
             })
             .unwrap();
         assert!(matches!(
-            engine.op("x").writes(&[b]).push_sync(ok),
+            engine.op("x").writes([b]).push_sync(ok),
             Err(EngineError::DeletedVar { .. })
         ));
         assert!(matches!(
@@ -347,9 +345,9 @@ fn waiting_inside_an_op_on_its_own_vars_is_an_error() {
         let inside = engine.clone();
         engine
             .op("waits")
-            .reads(&[b])
-            .writes(&[a])
-            .push_sync(move |_| -> Res {
+            .reads([b])
+            .writes([a])
+            .push_sync(move |_| {
                 let own_write = inside.wait_for_var(a);
                 let own_read = inside.wait_for_var(b);
                 let all = inside.wait_for_all();
@@ -383,8 +381,8 @@ fn shutdown_completes_everything_and_refuses_pushes() {
             let ran = Arc::clone(&ran);
             engine
                 .op("work")
-                .writes(&[v])
-                .push_sync(move |_| -> Res {
+                .writes([v])
+                .push_sync(move |_| {
                     ran.fetch_add(1, Ordering::Relaxed);
                     Ok(())
                 })
@@ -395,12 +393,28 @@ fn shutdown_completes_everything_and_refuses_pushes() {
         assert_eq!(ran.load(Ordering::Relaxed), 100, "{kind}");
         assert!(clone.is_shut_down());
         assert!(matches!(
-            clone
-                .op("late")
-                .writes(&[v])
-                .push_sync(|_| -> Res { Ok(()) }),
+            clone.op("late").writes([v]).push_sync(|_| Ok(())),
             Err(EngineError::ShutDown)
         ));
+    }
+}
+
+/// A var of a shut-down engine could never be used: creating one is refused too (through any
+/// clone), while the vars made before can still be waited for and deleted.
+#[test]
+fn a_shut_down_engine_creates_no_vars() {
+    for kind in KINDS {
+        let engine = engine(kind, 1);
+        let v = engine.new_var().unwrap();
+        let clone = engine.clone();
+        engine.shutdown().unwrap();
+        assert!(
+            matches!(clone.new_var(), Err(EngineError::ShutDown)),
+            "{kind}"
+        );
+        clone.wait_for_var(v).unwrap();
+        clone.delete_var(v, || {}).unwrap();
+        assert_eq!(clone.stats().live_vars, 0, "{kind}");
     }
 }
 
@@ -420,8 +434,8 @@ fn dropping_the_engine_runs_every_op_and_leaks_nothing() {
                 engine
                     .op("work")
                     .reads(reads)
-                    .writes(&[w])
-                    .push_sync(move |_| -> Res {
+                    .writes([w])
+                    .push_sync(move |_| {
                         drop(token);
                         ran.fetch_add(1, Ordering::Relaxed);
                         Ok(())
@@ -457,8 +471,8 @@ fn reusable_operators() {
         let c = Arc::clone(&count);
         let op = engine
             .operator("incr")
-            .writes(&[v])
-            .build_sync(move |_| -> Res {
+            .writes([v])
+            .build_sync(move |_| {
                 c.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             })
@@ -477,14 +491,14 @@ fn reusable_operators() {
         assert!(matches!(
             engine
                 .operator("bad")
-                .reads(&[v])
-                .writes(&[v])
-                .build_sync(|_| -> Res { Ok(()) }),
+                .reads([v])
+                .writes([v])
+                .build_sync(|_| Ok(())),
             Err(EngineError::ReadWriteConflict { .. })
         ));
         let async_op = engine
             .operator("async")
-            .writes(&[v])
+            .writes([v])
             .build_async(|_, done| done.fail("async operator failed"))
             .unwrap();
         engine.push(&async_op, Context::cpu(0), 0).unwrap();
@@ -506,10 +520,10 @@ fn cpu_prioritized_ops_run_in_priority_order() {
     // Occupy the only priority worker until every op is queued.
     engine
         .op("hold")
-        .writes(&[gate_var])
+        .writes([gate_var])
         .prop(FnProperty::CpuPrioritized)
         .priority(1000)
-        .push_sync(move |_| -> Res {
+        .push_sync(move |_| {
             hold_rx.recv().unwrap();
             Ok(())
         })
@@ -520,10 +534,10 @@ fn cpu_prioritized_ops_run_in_priority_order() {
         let order = Arc::clone(&order);
         engine
             .op("prio")
-            .writes(&[var])
+            .writes([var])
             .prop(FnProperty::CpuPrioritized)
             .priority(p)
-            .push_sync(move |_| -> Res {
+            .push_sync(move |_| {
                 order.lock().unwrap().push(p);
                 Ok(())
             })
@@ -583,10 +597,10 @@ fn gpu_ops_go_to_the_device_backend() {
             let tx = tx.clone();
             engine
                 .op("gpu")
-                .writes(&[v])
+                .writes([v])
                 .on(Context::gpu(0))
                 .prop(prop)
-                .push_sync(move |_| -> Res {
+                .push_sync(move |_| {
                     tx.send(std::thread::current().name().map(str::to_owned))
                         .unwrap();
                     Ok(())
@@ -598,10 +612,7 @@ fn gpu_ops_go_to_the_device_backend() {
         assert!(names[0].starts_with("fake-gpu-compute"), "{names:?}");
         assert!(names[1].starts_with("fake-gpu-copy"), "{names:?}");
         assert!(matches!(
-            engine
-                .op("gpu1")
-                .on(Context::gpu(1))
-                .push_sync(|_| -> Res { Ok(()) }),
+            engine.op("gpu1").on(Context::gpu(1)).push_sync(|_| Ok(())),
             Err(EngineError::Backend { .. })
         ));
     }
@@ -621,25 +632,22 @@ fn meet(engine: &Engine, property: FnProperty, n: usize, stagger: bool) -> depen
     for _ in 0..n {
         let met = Arc::clone(&met);
         let started_tx = started_tx.clone();
-        engine
-            .op("meet")
-            .prop(property)
-            .push_sync(move |_| -> Res {
-                let _ = started_tx.send(());
-                let (count, changed) = &*met;
-                let mut count = count.lock().unwrap();
-                *count += 1;
-                changed.notify_all();
-                let timeout = std::time::Duration::from_secs(10);
-                let (_count, wait) = changed
-                    .wait_timeout_while(count, timeout, |count| *count < n)
-                    .unwrap();
-                if wait.timed_out() {
-                    Err("the other ops never ran alongside this one".to_owned())
-                } else {
-                    Ok(())
-                }
-            })?;
+        engine.op("meet").prop(property).push_sync(move |_| {
+            let _ = started_tx.send(());
+            let (count, changed) = &*met;
+            let mut count = count.lock().unwrap();
+            *count += 1;
+            changed.notify_all();
+            let timeout = std::time::Duration::from_secs(10);
+            let (_count, wait) = changed
+                .wait_timeout_while(count, timeout, |count| *count < n)
+                .unwrap();
+            if wait.timed_out() {
+                Err("the other ops never ran alongside this one".into())
+            } else {
+                Ok(())
+            }
+        })?;
         if stagger {
             started.recv().unwrap();
         }
@@ -667,7 +675,7 @@ fn independent_ops_run_in_parallel() {
                 // before already run.
                 if round % 3 == 1 {
                     for _ in 0..50 {
-                        engine.op("small").push_sync(|_| -> Res { Ok(()) }).unwrap();
+                        engine.op("small").push_sync(|_| Ok(())).unwrap();
                     }
                 }
                 let stagger = round % 3 == 2;

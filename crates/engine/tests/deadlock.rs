@@ -15,8 +15,6 @@ use std::time::Duration;
 use common::{KINDS, engine, held_async_op, within};
 use depengine::{Engine, EngineConfig, EngineError, EngineKind, FnProperty, Var};
 
-type Res = Result<(), String>;
-
 const THREADED: [EngineKind; 2] = [EngineKind::ThreadedPooled, EngineKind::ThreadedPerDevice];
 
 /// Pushes an op reading `from` and writing `to`, which stores `value` into `out`.
@@ -24,9 +22,9 @@ fn push_copy(engine: &Engine, from: Var, to: Var, out: &Arc<AtomicU64>, value: u
     let out = Arc::clone(out);
     engine
         .op("copy")
-        .reads(&[from])
-        .writes(&[to])
-        .push_sync(move |_| -> Res {
+        .reads([from])
+        .writes([to])
+        .push_sync(move |_| {
             out.store(value, Ordering::SeqCst);
             Ok(())
         })
@@ -47,7 +45,7 @@ fn inside_op<T: Send + 'static>(
         .op("waits inside")
         .reads(reads)
         .writes(writes)
-        .push_sync(move |_| -> Res {
+        .push_sync(move |_| {
             tx.send(body(&inner)).unwrap();
             Ok(())
         })
@@ -72,7 +70,7 @@ fn waiting_for_a_child_that_depends_on_the_op_is_an_error() {
                 (waited, ran.load(Ordering::SeqCst))
             });
             assert!(
-                matches!(waited, Err(EngineError::WaitDeadlock { var }) if var == b),
+                matches!(waited, Err(EngineError::WaitDeadlock { var, .. }) if var == b),
                 "{kind}: {waited:?}"
             );
             assert_eq!(before, 0, "{kind}");
@@ -99,8 +97,8 @@ fn a_cycle_through_ops_pushed_before_the_wait_is_an_error() {
                 let inner = engine.clone();
                 engine
                     .op("waits for c")
-                    .writes(&[a])
-                    .push_sync(move |_| -> Res {
+                    .writes([a])
+                    .push_sync(move |_| {
                         wait.recv().unwrap();
                         tx.send(inner.wait_for_var(c)).unwrap();
                         Ok(())
@@ -113,7 +111,7 @@ fn a_cycle_through_ops_pushed_before_the_wait_is_an_error() {
             go.send(()).unwrap();
             let waited = rx.recv().unwrap();
             assert!(
-                matches!(waited, Err(EngineError::WaitDeadlock { var }) if var == c),
+                matches!(waited, Err(EngineError::WaitDeadlock { var, .. }) if var == c),
                 "{kind}: {waited:?}"
             );
             engine.wait_for_all().unwrap();
@@ -138,8 +136,8 @@ fn a_cycle_through_two_blocked_waits_is_an_error() {
                 let (inner, both_run, tx) = (engine.clone(), Arc::clone(&both_run), tx.clone());
                 engine
                     .op("waits")
-                    .writes(&[holds])
-                    .push_sync(move |_| -> Res {
+                    .writes([holds])
+                    .push_sync(move |_| {
                         both_run.wait();
                         // Until both copies below are pushed.
                         both_run.wait();
@@ -206,7 +204,7 @@ fn an_async_op_that_completed_can_wait_for_ops_that_needed_its_vars() {
                 let (inner, out) = (engine.clone(), Arc::clone(&out));
                 engine
                     .op("completes, then waits")
-                    .writes(&[a])
+                    .writes([a])
                     .push_async(move |_, done| {
                         wait.recv().unwrap();
                         // Lets the slow write below run, on the other worker.
@@ -222,8 +220,8 @@ fn an_async_op_that_completed_can_wait_for_ops_that_needed_its_vars() {
             }
             engine
                 .op("slow write")
-                .writes(&[a])
-                .push_sync(|_| -> Res {
+                .writes([a])
+                .push_sync(|_| {
                     thread::sleep(Duration::from_millis(50));
                     Ok(())
                 })
@@ -252,7 +250,7 @@ fn an_async_op_that_handed_its_completion_away_can_wait_for_ops_that_need_its_va
                 let (inner, out) = (engine.clone(), Arc::clone(&out));
                 engine
                     .op("hands its completion away, then waits")
-                    .writes(&[a])
+                    .writes([a])
                     .push_async(move |_, done| {
                         push_copy(&inner, a, b, &out, 1);
                         let completer = thread::spawn(move || {
@@ -283,9 +281,9 @@ fn a_withdrawn_wait_leaves_the_vars_failure_in_place() {
             let waited = inside_op(&engine, &[], &[a], move |inner| {
                 inner
                     .op("fails")
-                    .reads(&[a])
-                    .writes(&[b])
-                    .push_sync(|_| -> Res { Err("child failed".into()) })
+                    .reads([a])
+                    .writes([b])
+                    .push_sync(|_| Err("child failed".into()))
                     .unwrap();
                 inner.wait_for_var(b)
             });
@@ -323,9 +321,9 @@ fn push_nested_as(
     let (inner, deepest) = (engine.clone(), Arc::clone(deepest));
     engine
         .op("nested")
-        .writes(&[var])
+        .writes([var])
         .prop(prop)
-        .push_sync(move |_| -> Result<(), EngineError> {
+        .push_sync(move |_| {
             if depth > 1 {
                 let child = inner.new_var()?;
                 push_nested_as(&inner, prop, child, depth - 1, &deepest);
@@ -415,9 +413,10 @@ fn stand_ins_are_bounded() {
                 let (inner, threads) = (engine.clone(), Arc::clone(&threads));
                 engine
                     .op("waits for the gate")
-                    .push_sync(move |_| -> Result<(), EngineError> {
+                    .push_sync(move |_| {
                         threads.lock().unwrap().insert(thread::current().id());
-                        inner.wait_for_var(gate)
+                        inner.wait_for_var(gate)?;
+                        Ok(())
                     })
                     .unwrap();
             }
@@ -459,8 +458,8 @@ fn concurrent_waits_get_exactly_the_cycles_there_are() {
                     engine
                         .op("first")
                         .reads(reads)
-                        .writes(&[w])
-                        .push_sync(|_| -> Res {
+                        .writes([w])
+                        .push_sync(|_| {
                             // Long enough that the waits below find these ops pending.
                             let start = std::time::Instant::now();
                             while start.elapsed() < Duration::from_micros(20) {
@@ -477,15 +476,15 @@ fn concurrent_waits_get_exactly_the_cycles_there_are() {
                     let (inner, wrong) = (engine.clone(), Arc::clone(&wrong));
                     engine
                         .op("second")
-                        .writes(&[own])
-                        .push_sync(move |_| -> Res {
+                        .writes([own])
+                        .push_sync(move |_| {
                             let waited = if cycle {
                                 let child = inner.new_var().unwrap();
                                 inner
                                     .op("child")
-                                    .reads(&[own])
-                                    .writes(&[child])
-                                    .push_sync(|_| -> Res { Ok(()) })
+                                    .reads([own])
+                                    .writes([child])
+                                    .push_sync(|_| Ok(()))
                                     .unwrap();
                                 let waited = inner.wait_for_var(child);
                                 inner.delete_var(child, || ()).unwrap();

@@ -14,8 +14,6 @@ use std::time::Duration;
 use common::{KINDS, engine, held_async_op, within};
 use depengine::{EngineError, EngineKind, FailureCause};
 
-type Res = Result<(), String>;
-
 const THREADED: [EngineKind; 2] = [EngineKind::ThreadedPooled, EngineKind::ThreadedPerDevice];
 
 /// Spins for `micros` microseconds.
@@ -38,7 +36,7 @@ fn sync_ops_never_run_on_the_pushing_thread() {
             let on_pusher = Arc::clone(&on_pusher);
             engine
                 .op("slow")
-                .push_sync(move |_| -> Res {
+                .push_sync(move |_| {
                     if thread::current().id() == pusher {
                         on_pusher.fetch_add(1, Ordering::Relaxed);
                     }
@@ -65,7 +63,7 @@ fn a_pusher_holding_a_lock_its_ops_take_does_not_deadlock() {
                 let lock = Arc::clone(&lock);
                 engine
                     .op("locks")
-                    .push_sync(move |_| -> Res {
+                    .push_sync(move |_| {
                         *lock.lock().unwrap() += 1;
                         Ok(())
                     })
@@ -93,8 +91,8 @@ fn ops_released_inside_an_op_function_never_run_nested_in_it() {
                 let lock = Arc::clone(&lock);
                 engine
                     .op("behind the gate")
-                    .reads(&[gate])
-                    .push_sync(move |_| -> Res {
+                    .reads([gate])
+                    .push_sync(move |_| {
                         *lock.lock().map_err(|_| "poisoned")? += 1;
                         Ok(())
                     })
@@ -104,7 +102,7 @@ fn ops_released_inside_an_op_function_never_run_nested_in_it() {
                 let lock = Arc::clone(&lock);
                 engine
                     .op("opens the gate")
-                    .push_sync(move |_| -> Res {
+                    .push_sync(move |_| {
                         let held = lock.lock().map_err(|_| "poisoned")?;
                         token.ok();
                         drop(held);
@@ -149,8 +147,8 @@ fn a_panicking_delete_callback_is_reported_and_hangs_nothing() {
                 let after = Arc::clone(&after);
                 engine
                     .op("after")
-                    .writes(&[w])
-                    .push_sync(move |_| -> Res {
+                    .writes([w])
+                    .push_sync(move |_| {
                         after.store(true, Ordering::Relaxed);
                         Ok(())
                     })
@@ -176,11 +174,7 @@ fn a_panicking_delete_callback_is_reported_and_hangs_nothing() {
                 kind,
             );
             // The engine goes on.
-            engine
-                .op("next")
-                .writes(&[w])
-                .push_sync(|_| -> Res { Ok(()) })
-                .unwrap();
+            engine.op("next").writes([w]).push_sync(|_| Ok(())).unwrap();
             engine.wait_for_all().unwrap();
             assert_eq!(engine.stats().pending_ops, 0, "{kind}");
         });
@@ -204,15 +198,15 @@ fn a_panicking_drop_of_a_skipped_ops_closure_hangs_nothing() {
             let (v, w) = (engine.new_var().unwrap(), engine.new_var().unwrap());
             engine
                 .op("fails")
-                .writes(&[v])
-                .push_sync(|_| -> Res { Err("first".to_owned()) })
+                .writes([v])
+                .push_sync(|_| Err("first".into()))
                 .unwrap();
             let captured = PanicsOnDrop;
             engine
                 .op("skipped")
-                .reads(&[v])
-                .writes(&[w])
-                .push_sync(move |_| -> Res {
+                .reads([v])
+                .writes([w])
+                .push_sync(move |_| {
                     let _keep = &captured;
                     Ok(())
                 })
@@ -242,8 +236,8 @@ fn failures_never_collected_by_wait_for_all_do_not_accumulate() {
         for round in 0..rounds {
             engine
                 .op("fails")
-                .writes(&[v])
-                .push_sync(|_| -> Res { Err("again".to_owned()) })
+                .writes([v])
+                .push_sync(|_| Err("again".into()))
                 .unwrap();
             assert!(engine.wait_for_var(v).is_err(), "{kind} round {round}");
         }
@@ -271,7 +265,7 @@ fn dropping_an_engine_inside_another_engines_op_shuts_it_down() {
                 {
                     let ran = Arc::clone(&ran);
                     b.op("slow")
-                        .push_sync(move |_| -> Res {
+                        .push_sync(move |_| {
                             thread::sleep(Duration::from_millis(50));
                             ran.store(true, Ordering::Relaxed);
                             Ok(())
@@ -282,7 +276,7 @@ fn dropping_an_engine_inside_another_engines_op_shuts_it_down() {
                 {
                     let (ran, seen) = (Arc::clone(&ran), Arc::clone(&seen));
                     a.op("drops b")
-                        .push_sync(move |_| -> Res {
+                        .push_sync(move |_| {
                             drop(b);
                             seen.store(ran.load(Ordering::Relaxed), Ordering::Relaxed);
                             Ok(())
@@ -313,16 +307,13 @@ fn an_op_can_wait_for_a_child_it_pushed() {
                 let (inner, value, seen) = (engine.clone(), Arc::clone(&value), Arc::clone(&seen));
                 engine
                     .op("parent")
-                    .writes(&[parent])
-                    .push_sync(move |_| -> Result<(), EngineError> {
+                    .writes([parent])
+                    .push_sync(move |_| {
                         let set = Arc::clone(&value);
-                        inner
-                            .op("child")
-                            .writes(&[child])
-                            .push_sync(move |_| -> Res {
-                                set.store(7, Ordering::Relaxed);
-                                Ok(())
-                            })?;
+                        inner.op("child").writes([child]).push_sync(move |_| {
+                            set.store(7, Ordering::Relaxed);
+                            Ok(())
+                        })?;
                         inner.wait_for_var(child)?;
                         seen.store(value.load(Ordering::Relaxed), Ordering::Relaxed);
                         Ok(())

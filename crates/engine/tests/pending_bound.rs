@@ -14,8 +14,6 @@ use std::time::{Duration, Instant};
 use common::{Buffer, held_async_op, within};
 use depengine::{Engine, EngineConfig, EngineKind};
 
-type Res = Result<(), std::convert::Infallible>;
-
 fn engine(kind: EngineKind, max_pending: Option<usize>) -> Engine {
     Engine::new(
         EngineConfig::default()
@@ -45,9 +43,9 @@ fn most_pending_seen(engine: &Engine, ops: usize) -> usize {
     for i in 0..ops {
         engine
             .op("work")
-            .reads(&[vars[(i + 5) % 16]])
-            .writes(&[vars[i % 16]])
-            .push_sync(move |_| -> Res {
+            .reads([vars[(i + 5) % 16]])
+            .writes([vars[i % 16]])
+            .push_sync(move |_| {
                 spin(Duration::from_micros(3));
                 Ok(())
             })
@@ -92,8 +90,8 @@ fn a_bound_of_one_lets_every_op_through() {
             let count = Arc::clone(&count);
             engine
                 .op("count")
-                .writes(&[var])
-                .push_sync(move |_| -> Res {
+                .writes([var])
+                .push_sync(move |_| {
                     count.fetch_add(1, Ordering::Relaxed);
                     Ok(())
                 })
@@ -117,15 +115,15 @@ fn pushes_from_inside_an_op_are_never_held_back() {
             let (inner, counted) = (engine.clone(), Arc::clone(&children));
             engine
                 .op("parent")
-                .writes(&[var])
-                .push_sync(move |_| -> Res {
+                .writes([var])
+                .push_sync(move |_| {
                     for _ in 0..1000 {
                         let counted = Arc::clone(&counted);
                         // All behind this op's own write: none can run before it returns.
                         inner
                             .op("child")
-                            .reads(&[var])
-                            .push_sync(move |_| -> Res {
+                            .reads([var])
+                            .push_sync(move |_| {
                                 counted.fetch_add(1, Ordering::Relaxed);
                                 Ok(())
                             })
@@ -151,8 +149,8 @@ fn the_naive_engine_has_no_bound() {
         for _ in 0..100 {
             engine
                 .op("behind")
-                .reads(&[gate])
-                .push_sync(|_| -> Res { Ok(()) })
+                .reads([gate])
+                .push_sync(|_| Ok(()))
                 .unwrap();
         }
         assert_eq!(engine.stats().pending_ops, 101);
@@ -197,8 +195,8 @@ fn a_held_back_pusher_that_waits_long_warns() {
             for _ in 0..10 {
                 engine
                     .op("behind the gate")
-                    .reads(&[gate])
-                    .push_sync(|_| -> Res { Ok(()) })
+                    .reads([gate])
+                    .push_sync(|_| Ok(()))
                     .unwrap();
             }
         });

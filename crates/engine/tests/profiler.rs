@@ -8,14 +8,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{Buffer, KINDS, engine};
-use depengine::{Engine, EngineConfig, EngineKind, ProfileMode, ProfiledOutcome};
+use depengine::{
+    Engine, EngineConfig, EngineError, EngineKind, PROFILER_OUTPUT, ProfileMode, ProfiledOutcome,
+};
 
-type Res = Result<(), String>;
-
-#[allow(clippy::unnecessary_wraps, reason = "an op function's signature")]
-fn ok(_: depengine::RunContext) -> Res {
-    Ok(())
-}
+fn ok(_: depengine::RunContext) {}
 
 #[test]
 fn every_kind_records_each_op_once_with_its_name() {
@@ -24,13 +21,13 @@ fn every_kind_records_each_op_once_with_its_name() {
         let (x, y) = (engine.new_var().unwrap(), engine.new_var().unwrap());
         engine.profiler().start();
         for _ in 0..5 {
-            engine.op("write x").writes(&[x]).push_sync(ok).unwrap();
+            engine.op("write x").writes([x]).push_sync(ok).unwrap();
         }
         for _ in 0..3 {
             engine
                 .op("read x")
-                .reads(&[x])
-                .writes(&[y])
+                .reads([x])
+                .writes([y])
                 .push_sync(ok)
                 .unwrap();
         }
@@ -60,8 +57,8 @@ fn writes_to_one_var_never_overlap_in_the_profile() {
     for _ in 0..50 {
         engine
             .op("write")
-            .writes(&[var])
-            .push_sync(|_| -> Res {
+            .writes([var])
+            .push_sync(|_| {
                 std::thread::sleep(Duration::from_micros(50));
                 Ok(())
             })
@@ -86,7 +83,7 @@ fn writes_to_one_var_never_overlap_in_the_profile() {
 fn a_stopped_profiler_records_nothing() {
     let engine = engine(EngineKind::ThreadedPerDevice, 2);
     let var = engine.new_var().unwrap();
-    let push = |name: &'static str| engine.op(name).writes(&[var]).push_sync(ok).unwrap();
+    let push = |name: &'static str| engine.op(name).writes([var]).push_sync(ok).unwrap();
     push("before start");
     engine.wait_for_all().unwrap();
     assert!(!engine.profiler().is_running());
@@ -122,22 +119,22 @@ fn marked_mode_records_only_marked_ops() {
     assert!(engine.profiler().is_running());
     assert_eq!(engine.profiler().mode(), ProfileMode::Marked);
     let var = engine.new_var().unwrap();
-    engine.op("plain").writes(&[var]).push_sync(ok).unwrap();
+    engine.op("plain").writes([var]).push_sync(ok).unwrap();
     engine
         .op("marked")
-        .writes(&[var])
+        .writes([var])
         .profiled()
         .push_sync(ok)
         .unwrap();
     let marked = engine
         .operator("marked operator")
-        .writes(&[var])
+        .writes([var])
         .profiled()
         .build_sync(ok)
         .unwrap();
     let plain = engine
         .operator("plain operator")
-        .writes(&[var])
+        .writes([var])
         .build_sync(ok)
         .unwrap();
     engine.push(&marked, depengine::Context::cpu(0), 0).unwrap();
@@ -152,7 +149,7 @@ fn marked_mode_records_only_marked_ops() {
     assert_eq!(names, ["marked", "marked operator"]);
 
     engine.profiler().set_mode(ProfileMode::All);
-    engine.op("plain").writes(&[var]).push_sync(ok).unwrap();
+    engine.op("plain").writes([var]).push_sync(ok).unwrap();
     engine.wait_for_all().unwrap();
     assert_eq!(engine.profiler().take().len(), 1);
 }
@@ -168,18 +165,18 @@ fn failed_skipped_and_async_ops_are_recorded_with_their_outcome() {
     engine.profiler().start();
     engine
         .op("fails")
-        .writes(&[a])
-        .push_sync(|_| Err("broken"))
+        .writes([a])
+        .push_sync(|_| Err("broken".into()))
         .unwrap();
     engine
         .op("skipped")
-        .reads(&[a])
-        .writes(&[b])
+        .reads([a])
+        .writes([b])
         .push_sync(ok)
         .unwrap();
     engine
         .op("async")
-        .writes(&[c])
+        .writes([c])
         .push_async(|_, done| {
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(5));
@@ -189,7 +186,7 @@ fn failed_skipped_and_async_ops_are_recorded_with_their_outcome() {
         .unwrap();
     engine
         .op("dropped")
-        .reads(&[c])
+        .reads([c])
         .push_async(|_, done| drop(done))
         .unwrap();
     assert!(engine.wait_for_all().is_err(), "the failure is reported");
@@ -224,8 +221,8 @@ fn panics_async_operators_and_late_completions_are_recorded() {
         engine.profiler().start();
         engine
             .op("panics")
-            .writes(&[a])
-            .push_sync(|_| -> Res { panic!("boom") })
+            .writes([a])
+            .push_sync(|_| panic!("boom"))
             .unwrap();
         assert!(
             engine.wait_for_var(a).is_err(),
@@ -235,7 +232,7 @@ fn panics_async_operators_and_late_completions_are_recorded() {
         let started_tx = Mutex::new(started_tx);
         let operator = engine
             .operator("async operator")
-            .writes(&[b])
+            .writes([b])
             .build_async(move |_, done| {
                 let _ = started_tx.lock().unwrap().send(());
                 std::thread::spawn(move || {
@@ -268,13 +265,13 @@ fn marked_mode_records_a_marked_op_that_is_skipped() {
     let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
     engine
         .op("fails")
-        .writes(&[a])
-        .push_sync(|_| Err("x"))
+        .writes([a])
+        .push_sync(|_| Err("x".into()))
         .unwrap();
     engine
         .op("marked dependent")
-        .reads(&[a])
-        .writes(&[b])
+        .reads([a])
+        .writes([b])
         .profiled()
         .push_sync(ok)
         .unwrap();
@@ -301,15 +298,18 @@ fn the_last_drop_writes_what_nobody_took_to_the_output() {
     )
     .unwrap();
     let var = engine.new_var().unwrap();
-    engine.op("taken").writes(&[var]).push_sync(ok).unwrap();
+    engine.op("taken").writes([var]).push_sync(ok).unwrap();
     engine.wait_for_all().unwrap();
     assert_eq!(engine.profiler().take().len(), 1);
     for _ in 0..3 {
-        engine.op("left").writes(&[var]).push_sync(ok).unwrap();
+        engine.op("left").writes([var]).push_sync(ok).unwrap();
     }
     let clone = engine.clone();
     drop(engine);
-    assert!(!path.exists(), "only the last clone writes");
+    let written = std::fs::metadata(&path)
+        .expect("created when the engine started")
+        .len();
+    assert_eq!(written, 0, "only the last clone writes");
     drop(clone);
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("valid JSON");
@@ -324,13 +324,118 @@ fn the_last_drop_writes_what_nobody_took_to_the_output() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A path the engine cannot write fails `Engine::new`, naming the path and what set it (the
+/// field, or the environment variable), instead of a profile silently lost at the end.
+#[test]
+fn an_output_that_cannot_be_written_fails_the_engine_start() {
+    let dir = std::env::temp_dir().join(format!("depengine-unwritable-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("no such directory").join("trace.json");
+    for (path, what) in [(&missing, "a missing directory"), (&dir, "a directory")] {
+        let error = Engine::new(EngineConfig::default().profiler_output(path))
+            .expect_err("the output cannot be created");
+        assert!(
+            matches!(&error, EngineError::ProfilerOutput { setting, path: named, .. }
+                if *setting == "EngineConfig::profiler_output" && named == path),
+            "{what}: {error:?}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains("EngineConfig::profiler_output")
+                && message.contains(&format!("\"{}\"", path.display())),
+            "{what}: {message}"
+        );
+    }
+    let from_env = EngineConfig::from_lookup(|name| {
+        (name == PROFILER_OUTPUT).then(|| missing.to_string_lossy().into_owned())
+    })
+    .unwrap();
+    let error = Engine::new(from_env.clone()).expect_err("the output cannot be created");
+    assert!(
+        matches!(
+            &error,
+            EngineError::ProfilerOutput {
+                setting: PROFILER_OUTPUT,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    // Set again in code: the error names the field.
+    let error = Engine::new(from_env.profiler_output(dir.join("elsewhere").join("t.json")))
+        .expect_err("the output cannot be created");
+    assert!(
+        error.to_string().contains("EngineConfig::profiler_output"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A write that fails at the end (`/dev/full`: opening works, writing does not) is the error of
+/// the last clone's `shutdown`; an earlier clone's shutdown does not write.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_last_shutdown_returns_a_profile_it_could_not_write() {
+    let engine = Engine::new(
+        EngineConfig::default()
+            .cpu_worker_threads(1)
+            .profiler_autostart(true)
+            .profiler_output("/dev/full"),
+    )
+    .unwrap();
+    let var = engine.new_var().unwrap();
+    engine.op("recorded").writes([var]).push_sync(ok).unwrap();
+    let clone = engine.clone();
+    engine
+        .shutdown()
+        .expect("not the last clone: nothing written yet");
+    let error = clone.shutdown().expect_err("the profile cannot be written");
+    assert!(
+        matches!(&error, EngineError::ProfilerOutput { setting: "EngineConfig::profiler_output", path, .. }
+            if path.as_os_str() == "/dev/full"),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("/dev/full"), "{error}");
+}
+
+/// From a drop, which has no caller, the failure is a warning (here to the thread's
+/// subscriber; without one, to stderr: `tests/warnings.rs`).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_drop_that_cannot_write_the_profile_warns() {
+    let buffer = Buffer::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(buffer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let engine = Engine::new(
+            EngineConfig::default()
+                .kind(EngineKind::Naive)
+                .profiler_autostart(true)
+                .profiler_output("/dev/full"),
+        )
+        .unwrap();
+        let var = engine.new_var().unwrap();
+        engine.op("recorded").writes([var]).push_sync(ok).unwrap();
+        drop(engine);
+    });
+    let log = buffer.log();
+    assert!(
+        log.contains("depengine::profiler")
+            && log.contains("cannot write the profile to \"/dev/full\""),
+        "{log}"
+    );
+}
+
 #[test]
 fn the_chrome_trace_is_json_with_one_event_per_op() {
     let engine = engine(EngineKind::ThreadedPerDevice, 2);
     let var = engine.new_var().unwrap();
     engine.profiler().start();
     for name in ["first", "quote \" and \\ backslash", "third"] {
-        engine.op(name).writes(&[var]).push_sync(ok).unwrap();
+        engine.op(name).writes([var]).push_sync(ok).unwrap();
     }
     engine.wait_for_all().unwrap();
     let profile = engine.profiler().take();
@@ -383,16 +488,16 @@ fn ops_run_in_tracing_spans_and_failures_are_logged() {
         let var = engine.new_var().unwrap();
         engine
             .op("traced op")
-            .writes(&[var])
+            .writes([var])
             .push_sync(|_| {
                 tracing::info!("inside the op");
-                Ok::<(), String>(())
+                Ok(())
             })
             .unwrap();
         engine
             .op("failing op")
-            .writes(&[var])
-            .push_sync(|_| Err("no luck"))
+            .writes([var])
+            .push_sync(|_| Err("no luck".into()))
             .unwrap();
         assert!(engine.wait_for_all().is_err());
     });

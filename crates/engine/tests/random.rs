@@ -93,10 +93,10 @@ fn push_all(engine: &Engine, vars: &[Var], data: &Arc<Data>, ops: &[Op], ran: &A
             .reads(&reads)
             .writes(&writes)
             .priority((op.id % 5) as i32)
-            .push_sync(move |_| -> Result<(), String> {
+            .push_sync(move |_| {
                 ran[op2.id as usize].fetch_add(1, Ordering::Relaxed);
                 if op2.fails {
-                    return Err(format!("injected failure of op {}", op2.id));
+                    return Err(format!("injected failure of op {}", op2.id).into());
                 }
                 // try_read / try_write: any overlap the engine allowed by mistake shows up.
                 let mut inputs = op2.id;

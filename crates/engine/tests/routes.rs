@@ -9,8 +9,6 @@ use std::sync::mpsc;
 use common::engine;
 use depengine::{Context, Engine, EngineError, EngineKind, FnProperty};
 
-type Res = Result<(), String>;
-
 /// The name of the thread that ran one op pushed with `context` and `property`.
 fn runs_on(engine: &Engine, context: Context, property: FnProperty) -> String {
     let (tx, rx) = mpsc::channel();
@@ -18,9 +16,10 @@ fn runs_on(engine: &Engine, context: Context, property: FnProperty) -> String {
         .op("where")
         .on(context)
         .prop(property)
-        .push_sync(move |_| -> Res {
+        .push_sync(move |_| {
             let name = std::thread::current().name().unwrap_or("").to_owned();
-            tx.send(name).map_err(|e| e.to_string())
+            tx.send(name)?;
+            Ok(())
         })
         .unwrap();
     engine.wait_for_all().unwrap();
@@ -60,7 +59,7 @@ fn per_device_runs_each_device_on_its_own_block() {
     let error = engine
         .op("too far")
         .on(Context::cpu(64))
-        .push_sync(|_| -> Res { Ok(()) })
+        .push_sync(|_| Ok(()))
         .unwrap_err();
     assert!(
         matches!(error, EngineError::DeviceIdOutOfRange { limit: 64, .. }),

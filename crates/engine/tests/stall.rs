@@ -44,19 +44,76 @@ fn logged(wait: impl FnOnce()) -> String {
 }
 
 #[test]
-fn a_blocked_wait_for_var_warns_and_names_the_ops_it_waits_for() {
+fn a_blocked_wait_for_var_warns_and_names_the_var_and_the_ops_it_waits_for() {
     for kind in KINDS {
         within(60, &format!("{kind}"), move || {
             let engine = engine(kind, Some(Duration::from_millis(20)));
-            let (var, completer) = held_for(&engine, Duration::from_millis(150));
+            let var = engine.new_var_named("weights").unwrap();
+            let done = held_async_op(&engine, var);
+            engine.op("update").writes([var]).push_sync(|_| {}).unwrap();
+            engine.op("log").reads([var]).push_sync(|_| {}).unwrap();
+            let completer = thread::spawn(move || {
+                thread::sleep(Duration::from_millis(150));
+                done.ok();
+            });
             let log = logged(|| engine.wait_for_var(var).unwrap());
             completer.join().unwrap();
+            let expected = format!(
+                "wait_for_var(var \"weights\" (#{}.{})) has been blocked for",
+                var.index(),
+                var.generation()
+            );
             assert!(log.contains("depengine::stall"), "{kind}: {log}");
-            assert!(log.contains("has been blocked for"), "{kind}: {log}");
+            assert!(log.contains(&expected), "{kind}: {log}");
             assert!(
-                log.contains("on the var, a write running, 1 op(s) waiting (first: wait_for_var)"),
+                log.contains(": it is held by a running write (an op whose function"),
                 "{kind}: {log}"
             );
+            assert!(
+                log.contains("; queued ahead of this wait: `update` (write), `log` (read)\n"),
+                "{kind}: {log}"
+            );
+        });
+    }
+}
+
+/// The op that holds the var is itself blocked in a wait inside its function: the warning
+/// says which var that wait waits for.
+#[test]
+fn a_holder_blocked_in_a_wait_is_named_by_what_it_waits_for() {
+    for kind in [EngineKind::ThreadedPooled, EngineKind::ThreadedPerDevice] {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, Some(Duration::from_millis(20)));
+            let (outer, inner) = (
+                engine.new_var_named("outer").unwrap(),
+                engine.new_var_named("inner").unwrap(),
+            );
+            let done = held_async_op(&engine, inner);
+            let (started_tx, started) = std::sync::mpsc::channel();
+            let waiter = engine.clone();
+            engine
+                .op("waits inside")
+                .writes([outer])
+                .push_sync(move |_| {
+                    started_tx.send(())?;
+                    waiter.wait_for_var(inner)?;
+                    Ok(())
+                })
+                .unwrap();
+            started.recv().unwrap();
+            let completer = thread::spawn(move || {
+                thread::sleep(Duration::from_millis(150));
+                done.ok();
+            });
+            let log = logged(|| engine.wait_for_var(outer).unwrap());
+            completer.join().unwrap();
+            let expected = format!(
+                "it is held by a running write, an op blocked in wait_for_var(var \"inner\" \
+                 (#{}.{})) inside its function",
+                inner.index(),
+                inner.generation()
+            );
+            assert!(log.contains(&expected), "{kind}: {log}");
         });
     }
 }

@@ -185,8 +185,8 @@ fn an_engine_of_many_workers_shuts_down_quickly() {
     for var in &vars {
         engine
             .op("touch")
-            .writes(&[*var])
-            .push_sync(|_| Ok::<_, std::io::Error>(()))
+            .writes([*var])
+            .push_sync(|_| Ok(()))
             .expect("the op is pushed");
     }
     engine.wait_for_all().expect("the ops succeed");

@@ -21,15 +21,15 @@ fn a_global_subscriber_sees_the_spans_of_every_kind() {
         let name = format!("op of {kind:?}");
         engine
             .op(name.clone())
-            .writes(&[var])
+            .writes([var])
             .push_sync(|_| {
                 tracing::info!("inside");
-                Ok::<(), String>(())
+                Ok(())
             })
             .unwrap();
         engine
             .op("async")
-            .writes(&[var])
+            .writes([var])
             .push_async(|_, done| {
                 tracing::info!("inside async");
                 done.ok();

@@ -11,7 +11,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use depengine_graph::Var;
+use depengine_graph::{GraphError, Var};
 
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::Context;
@@ -21,6 +21,7 @@ use crate::engine::profiler::Profiler;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
 use crate::op::record::{OpFn, OpRecord, Payload};
+use crate::profile::recorder::OutputFailure;
 use crate::run::EngineState;
 use crate::thread::frame::{running_op_of, running_op_uses, sync_ops_hold};
 use crate::thread::serving::Served;
@@ -50,26 +51,39 @@ pub struct EngineStats {
 ///
 /// The workers of the engine's CPU blocks hold the engine's state (`thread/serving.rs`), so
 /// the state lives until the blocks are shut down, which the teardown does once every op has
-/// completed. Where the teardown cannot wait (see below), a thread of its own does it.
+/// completed. Where the teardown cannot wait (see `close`), a thread of its own does it.
 struct Handle {
     state: Arc<EngineState>,
+    /// Set by the first `close` (the last clone's `shutdown`, or the drop).
+    closed: bool,
 }
 
-impl Drop for Handle {
-    fn drop(&mut self) {
+impl Handle {
+    /// Marks the engine shut and tears it down: here, returning whether the profile could be
+    /// written; or, where this thread cannot wait for the engine's ops, on a thread of its own,
+    /// which reports a profile it cannot write as a warning (`Ok` here).
+    fn close(&mut self) -> Result<(), OutputFailure> {
+        if std::mem::replace(&mut self.closed, true) {
+            return Ok(());
+        }
         self.state.pending().shut_down();
         let naive = self.state.kind() == EngineKind::Naive;
         if TaskMarker::active(self.state.id()) || (naive && crate::route::naive::is_running()) {
             // Dropped by a task of this engine (an op's closure held the last handle), or on a
             // thread that has naive ops queued (possibly this engine's): waiting here would
             // wait for this very thread. (Inside a task of another engine only, the teardown
-            // goes on here: this engine's ops do not wait for that task.)
+            // goes on here: this engine's ops do not wait for that task.) The naive engine has
+            // no blocks to stop: its state writes the profile when it drops.
             if !naive {
                 // Another thread waits for the work to finish, then stops the blocks.
                 let state = Arc::clone(&self.state);
                 let started = std::thread::Builder::new()
                     .name("depengine-teardown".to_owned())
-                    .spawn(move || tear_down(&state));
+                    .spawn(move || {
+                        if let Err(failure) = tear_down(&state) {
+                            failure.warn();
+                        }
+                    });
                 if let Err(error) = started {
                     // Without a thread, the blocks' workers keep the engine's state (and
                     // themselves) alive, idle, until the process ends.
@@ -80,15 +94,24 @@ impl Drop for Handle {
                     );
                 }
             }
-            return;
+            return Ok(());
         }
-        tear_down(&self.state);
+        tear_down(&self.state)
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // A drop has no caller to return the error to.
+        if let Err(failure) = self.close() {
+            failure.warn();
+        }
     }
 }
 
 /// Waits for every op, shuts the CPU blocks down (their workers drop their references to the
 /// engine as they exit), waits for the other references to go, and writes the profile.
-fn tear_down(state: &Arc<EngineState>) {
+fn tear_down(state: &Arc<EngineState>) -> Result<(), OutputFailure> {
     state.pending().wait_idle("the engine's shutdown");
     state.workers().stop_blocks();
     // Stand-ins, task epilogues and async completions drop their references right after their
@@ -96,7 +119,7 @@ fn tear_down(state: &Arc<EngineState>) {
     while Arc::strong_count(state) > 1 {
         std::thread::yield_now();
     }
-    state.profiler().write_output();
+    state.profiler().write_output()
 }
 
 /// A dependency engine: push ops that read and write vars; each runs once its dependencies
@@ -123,7 +146,10 @@ impl Engine {
         // (the block that failed has joined the threads it started).
         state.start()?;
         Ok(Engine {
-            handle: Arc::new(Handle { state }),
+            handle: Arc::new(Handle {
+                state,
+                closed: false,
+            }),
         })
     }
 
@@ -155,9 +181,57 @@ impl Engine {
     ///
     /// # Errors
     ///
-    /// [`EngineError::CapacityExhausted`] when 2^31 vars are live.
+    /// [`EngineError::ShutDown`] once the engine was shut down (nothing could be pushed on the
+    /// var); [`EngineError::CapacityExhausted`] when 2^31 vars are live.
     pub fn new_var(&self) -> Result<Var> {
-        Ok(self.state().graph().new_var()?)
+        let state = self.state();
+        if state.pending().is_shut_down() {
+            return Err(EngineError::ShutDown);
+        }
+        Ok(state.graph().new_var()?)
+    }
+
+    /// Creates a var named `name`: errors and stall warnings show it as `var "name" (#0.1)`
+    /// (slot and generation) instead of `var #0.1`. The name is stored once, beside the graph,
+    /// and read only to describe the var: ops on it cost the same as on an unnamed var.
+    ///
+    /// ```
+    /// use depengine::{Engine, EngineConfig, EngineError};
+    ///
+    /// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+    /// let weights = engine.new_var_named("weights")?;
+    /// assert_eq!(engine.var_name(weights).as_deref(), Some("weights"));
+    /// let error = engine.op("update").reads([weights]).writes([weights]).push_sync(|_| {});
+    /// assert_eq!(
+    ///     error.unwrap_err().to_string(),
+    ///     format!(
+    ///         "op `update`: var \"weights\" (#{}.{}) is both read and written by one op \
+    ///          (list it only as a write)",
+    ///         weights.index(),
+    ///         weights.generation()
+    ///     )
+    /// );
+    /// # Ok::<(), EngineError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new_var`](Self::new_var).
+    pub fn new_var_named(&self, name: impl Into<Arc<str>>) -> Result<Var> {
+        let var = self.new_var()?;
+        self.state().var_names().insert(var, name.into());
+        Ok(var)
+    }
+
+    /// The name `var` was created with ([`new_var_named`](Self::new_var_named)), also once it
+    /// was deleted (until a named var takes its slot); `None` for a var created without one, or
+    /// of another engine.
+    pub fn var_name(&self, var: Var) -> Option<Arc<str>> {
+        let state = self.state();
+        if let Err(GraphError::ForeignVar { .. }) = state.graph().var_status(var) {
+            return None;
+        }
+        state.var_names().get(var)
     }
 
     /// Deletes `var` once every op already pushed on it completed, then calls `on_deleted`
@@ -190,11 +264,15 @@ impl Engine {
                 state.failures().add_root(failure);
             }
         };
-        Ok(self.state().graph().delete_var(var, on_deleted)?)
+        let state = self.state();
+        state
+            .graph()
+            .delete_var(var, on_deleted)
+            .map_err(|error| state.named(error.into(), None))
     }
 
     /// Starts describing an op to push: `engine.op("name").reads(..).writes(..).push_sync(f)`.
-    pub fn op(&self, name: impl Into<Cow<'static, str>>) -> OpBuilder<'_, '_> {
+    pub fn op(&self, name: impl Into<Cow<'static, str>>) -> OpBuilder<'_> {
         OpBuilder::new(self, name.into())
     }
 
@@ -227,16 +305,19 @@ impl Engine {
             });
         }
         let state = self.state();
+        let named = |error| state.named(error, Some(op.name.as_str()));
         let record = OpRecord {
             name: op.name.clone(),
             func: Some(OpFn::Operator(Arc::clone(op))),
             context,
             property: op.property,
             priority,
-            route: state.route(context, op.property)?,
+            route: state.route(context, op.property).map_err(named)?,
             profiled: op.profiled,
         };
-        state.push_record(&op.reads, &op.writes, record)
+        state
+            .push_record(&op.reads, &op.writes, record)
+            .map_err(named)
     }
 
     /// Deletes `operator`: later pushes of it (through any clone) fail with
@@ -278,15 +359,17 @@ impl Engine {
     pub fn wait_for_var(&self, var: Var) -> Result<()> {
         let state = self.state();
         if running_op_uses(state.id(), var) {
-            return Err(EngineError::WaitOnOwnVar { var });
+            return Err(state.named(EngineError::wait_on_own_var(var), None));
         }
         let latch = Arc::new(Latch::new());
         // Inside an op of this engine, the wait may close a cycle: register it before pushing
         // (see `deadlock.rs`). A thread outside every op holds no var, so it cannot.
         let held = sync_ops_hold(state.id());
         let mut registration =
-            (!held.is_empty()).then(|| state.blocked_waits().register(&latch, held.clone()));
-        state.push_wait(var, &latch)?;
+            (!held.is_empty()).then(|| state.blocked_waits().register(&latch, held.clone(), var));
+        state
+            .push_wait(var, &latch)
+            .map_err(|error| state.named(error, None))?;
         if state.kind() == EngineKind::Naive {
             // Inside a naive op, the ops waited for may be queued behind it on this thread.
             crate::route::naive::run_queued_until(|| latch.is_set());
@@ -305,7 +388,7 @@ impl Engine {
             // go on through them.
             drop(registration.take());
             if latch.abandon() {
-                return Err(EngineError::WaitDeadlock { var });
+                return Err(state.named(EngineError::wait_deadlock(var), None));
             }
             // Claimed meanwhile: the wait op is being released after all.
         }
@@ -359,17 +442,38 @@ impl Engine {
         }
     }
 
-    /// Shuts the engine down: later pushes (through any clone) fail with
-    /// [`EngineError::ShutDown`]; waits for every pushed op, as [`wait_for_all`](Self::wait_for_all)
-    /// does. The threads are joined here if this is the last clone, otherwise when the last
-    /// clone is dropped.
+    /// Shuts the engine down: later pushes and new vars (through any clone) fail with
+    /// [`EngineError::ShutDown`]; waits for every pushed op, as
+    /// [`wait_for_all`](Self::wait_for_all) does. If this is the last clone, the threads are
+    /// joined and the profile written ([`EngineConfig::profiler_output`]) here, otherwise
+    /// when the last clone is dropped or shut down.
     ///
     /// # Errors
     ///
-    /// As [`wait_for_all`](Self::wait_for_all).
+    /// As [`wait_for_all`](Self::wait_for_all); from the last clone, also
+    /// [`EngineError::ProfilerOutput`] if the profile could not be written (when an op failure
+    /// is returned instead, the write's failure is a warning: see
+    /// [`EngineConfig::stall_warning`] for where warnings go).
+    ///
+    /// [`EngineConfig::profiler_output`]: crate::EngineConfig::profiler_output
+    /// [`EngineConfig::stall_warning`]: crate::EngineConfig::stall_warning
     pub fn shutdown(self) -> Result<()> {
         self.state().pending().shut_down();
-        self.wait_for_all()
+        let waited = self.wait_for_all();
+        // The last clone tears the engine down here rather than in its drop, so that a profile
+        // it cannot write is this call's error.
+        let written = match Arc::into_inner(self.handle) {
+            Some(mut handle) => handle.close(),
+            None => Ok(()),
+        };
+        match (waited, written) {
+            (Ok(()), Err(failure)) => Err(failure.into()),
+            (waited, Err(failure)) => {
+                failure.warn();
+                waited
+            }
+            (waited, Ok(())) => waited,
+        }
     }
 
     /// Whether the engine was shut down.

@@ -1,37 +1,68 @@
-//! [`OpBuilder`]: `engine.op("name").reads(&[a]).writes(&[b]).on(ctx).priority(p).push_sync(f)`.
+//! [`OpBuilder`]: `engine.op("name").reads(&[a]).writes([b]).on(ctx).priority(p).push_sync(f)`.
+//!
+//! The builder owns its var lists, so that it can be kept in a variable and changed step by
+//! step (`op = op.reads(&vars)`, with `vars` a temporary). Up to [`INLINE_VARS`] vars per list
+//! are held inline: pushing an op on a handful of vars allocates nothing here (nor in the graph,
+//! up to 4 vars in all; see `Graph::push`).
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 use std::fmt;
 
 use depengine_graph::Var;
+use smallvec::SmallVec;
 
 use crate::context::{Context, FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::failure::BoxError;
+use crate::name::OpName;
 use crate::op::completion::Completion;
 use crate::op::record::{OpFn, OpRecord};
+use crate::op::result::IntoOpResult;
+
+/// Vars a list of the builder holds without allocating.
+const INLINE_VARS: usize = 4;
+
+/// One of the builder's var lists.
+type VarList = SmallVec<[Var; INLINE_VARS]>;
 
 /// Describes one op to push; from [`Engine::op`]. Nothing happens until a `push_*` method.
+///
+/// The var lists are the builder's own (any `IntoIterator` of vars or of `&Var`: `&[a, b]`,
+/// `[a, b]`, `&vec`, `vec`, an iterator), so a builder can be kept and extended in steps:
+///
+/// ```
+/// use depengine::{Engine, EngineConfig};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let inputs = vec![engine.new_var()?, engine.new_var()?];
+/// let output = engine.new_var()?;
+/// let mut op = engine.op("sum");
+/// if !inputs.is_empty() {
+///     op = op.reads(&inputs[..1]).reads(inputs.clone()); // the last call wins
+/// }
+/// op.writes([output]).push_sync(|_| {})?;
+/// engine.wait_for_var(output)?;
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[must_use = "an op builder pushes nothing until push_sync or push_async"]
-pub struct OpBuilder<'e, 'v> {
+pub struct OpBuilder<'e> {
     engine: &'e Engine,
     name: Cow<'static, str>,
-    reads: &'v [Var],
-    writes: &'v [Var],
+    reads: VarList,
+    writes: VarList,
     context: Context,
     priority: i32,
     property: FnProperty,
     profiled: bool,
 }
 
-impl<'e, 'v> OpBuilder<'e, 'v> {
+impl<'e> OpBuilder<'e> {
     pub(crate) fn new(engine: &'e Engine, name: Cow<'static, str>) -> Self {
         OpBuilder {
             engine,
             name,
-            reads: &[],
-            writes: &[],
+            reads: VarList::new(),
+            writes: VarList::new(),
             context: Context::cpu(0),
             priority: 0,
             property: FnProperty::Normal,
@@ -39,15 +70,23 @@ impl<'e, 'v> OpBuilder<'e, 'v> {
         }
     }
 
-    /// The vars the op reads (concurrently with other reads).
-    pub fn reads(mut self, vars: &'v [Var]) -> Self {
-        self.reads = vars;
+    /// The vars the op reads (concurrently with other reads), replacing any given before.
+    pub fn reads<I>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Var>,
+    {
+        self.reads = collect(vars);
         self
     }
 
-    /// The vars the op writes (alone, in push order).
-    pub fn writes(mut self, vars: &'v [Var]) -> Self {
-        self.writes = vars;
+    /// The vars the op writes (alone, in push order), replacing any given before.
+    pub fn writes<I>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Var>,
+    {
+        self.writes = collect(vars);
         self
     }
 
@@ -79,18 +118,20 @@ impl<'e, 'v> OpBuilder<'e, 'v> {
         self
     }
 
-    /// Pushes an op that is done when `func` returns. `Err` or a panic fails the op.
+    /// Pushes an op that is done when `func` returns. `func` returns `()` or
+    /// `Result<(), BoxError>` ([`IntoOpResult`], [`BoxError`](crate::BoxError)): `|_| {}`, `|_| Ok(())`, or
+    /// `|_| { fallible()?; Ok(()) }` with any error type. `Err` or a panic fails the op.
     ///
     /// # Errors
     ///
     /// Misuse (bad var lists, deleted or foreign vars, a GPU context without a backend, a shut
     /// down engine): nothing is pushed and `func` is dropped.
-    pub fn push_sync<F, E>(self, func: F) -> Result<()>
+    pub fn push_sync<F, R>(self, func: F) -> Result<()>
     where
-        F: FnOnce(RunContext) -> Result<(), E> + Send + 'static,
-        E: Into<BoxError>,
+        F: FnOnce(RunContext) -> R + Send + 'static,
+        R: IntoOpResult,
     {
-        let func = OpFn::Sync(Box::new(move |run| func(run).map_err(Into::into)));
+        let func = OpFn::Sync(Box::new(move |run| func(run).into_op_result()));
         self.push(func)
     }
 
@@ -109,9 +150,13 @@ impl<'e, 'v> OpBuilder<'e, 'v> {
 
     fn push(self, func: OpFn) -> Result<()> {
         let state = self.engine.state();
-        let route = state.route(self.context, self.property)?;
+        // Kept for a push's errors (a literal is copied; an owned name costs a reference count
+        // update): the graph drops the record of an op it refuses.
+        let name = OpName::from(self.name);
+        let named = |error| state.named(error, Some(name.as_str()));
+        let route = state.route(self.context, self.property).map_err(named)?;
         let record = OpRecord {
-            name: self.name.into(),
+            name: name.clone(),
             func: Some(func),
             context: self.context,
             property: self.property,
@@ -119,11 +164,23 @@ impl<'e, 'v> OpBuilder<'e, 'v> {
             route,
             profiled: self.profiled,
         };
-        state.push_record(self.reads, self.writes, record)
+        state
+            .push_record(&self.reads, &self.writes, record)
+            .map_err(named)
     }
 }
 
-impl fmt::Debug for OpBuilder<'_, '_> {
+/// A var list, inline up to [`INLINE_VARS`] vars.
+#[inline]
+fn collect<I>(vars: I) -> VarList
+where
+    I: IntoIterator,
+    I::Item: Borrow<Var>,
+{
+    vars.into_iter().map(|var| *var.borrow()).collect()
+}
+
+impl fmt::Debug for OpBuilder<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpBuilder")
             .field("name", &self.name)

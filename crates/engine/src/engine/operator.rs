@@ -1,7 +1,7 @@
 //! Reusable operators: an op function with its vars and property, created once and pushed many
 //! times (MXNet's `NewOperator` / `Push` / `DeleteOperator`).
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,9 +11,9 @@ use depengine_graph::Var;
 use crate::context::{FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
-use crate::failure::BoxError;
 use crate::op::completion::Completion;
 use crate::op::operator::{OperatorDef, OperatorFn};
+use crate::op::result::IntoOpResult;
 
 /// A reusable operator, from [`Engine::operator`]. Cloning shares it; pushes hold it alive until
 /// they complete, so [`Engine::delete_operator`] never frees it under a pending push.
@@ -79,15 +79,25 @@ impl<'e> OperatorBuilder<'e> {
         }
     }
 
-    /// The vars every push reads.
-    pub fn reads(mut self, vars: &[Var]) -> Self {
-        self.reads = vars.to_vec();
+    /// The vars every push reads, replacing any given before (as [`OpBuilder::reads`]).
+    ///
+    /// [`OpBuilder::reads`]: crate::OpBuilder::reads
+    pub fn reads<I>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Var>,
+    {
+        self.reads = vars.into_iter().map(|var| *var.borrow()).collect();
         self
     }
 
-    /// The vars every push writes.
-    pub fn writes(mut self, vars: &[Var]) -> Self {
-        self.writes = vars.to_vec();
+    /// The vars every push writes, replacing any given before.
+    pub fn writes<I>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Var>,
+    {
+        self.writes = vars.into_iter().map(|var| *var.borrow()).collect();
         self
     }
 
@@ -105,18 +115,19 @@ impl<'e> OperatorBuilder<'e> {
         self
     }
 
-    /// An operator running `func` synchronously on each push.
+    /// An operator running `func` synchronously on each push. `func` returns `()` or
+    /// `Result<(), BoxError>`, as an op's function does ([`IntoOpResult`]).
     ///
     /// # Errors
     ///
     /// [`EngineError::DuplicateVar`] or [`EngineError::ReadWriteConflict`] for bad var lists.
-    pub fn build_sync<F, E>(self, func: F) -> Result<Operator>
+    pub fn build_sync<F, R>(self, func: F) -> Result<Operator>
     where
-        F: Fn(RunContext) -> Result<(), E> + Send + Sync + 'static,
-        E: Into<BoxError>,
+        F: Fn(RunContext) -> R + Send + Sync + 'static,
+        R: IntoOpResult,
     {
         self.build(OperatorFn::Sync(Box::new(move |run| {
-            func(run).map_err(Into::into)
+            func(run).into_op_result()
         })))
     }
 
@@ -134,7 +145,9 @@ impl<'e> OperatorBuilder<'e> {
     }
 
     fn build(self, func: OperatorFn) -> Result<Operator> {
-        check_lists(&self.reads, &self.writes)?;
+        let state = self.engine.state();
+        check_lists(&self.reads, &self.writes)
+            .map_err(|error| state.named(error, Some(&self.name)))?;
         Ok(Operator {
             def: Arc::new(OperatorDef {
                 engine: self.engine.id(),
@@ -154,15 +167,15 @@ impl<'e> OperatorBuilder<'e> {
 fn check_lists(reads: &[Var], writes: &[Var]) -> Result<()> {
     for (i, &var) in reads.iter().enumerate() {
         if reads[..i].contains(&var) {
-            return Err(EngineError::DuplicateVar { var });
+            return Err(EngineError::duplicate_var(var));
         }
         if writes.contains(&var) {
-            return Err(EngineError::ReadWriteConflict { var });
+            return Err(EngineError::read_write_conflict(var));
         }
     }
     for (i, &var) in writes.iter().enumerate() {
         if writes[..i].contains(&var) {
-            return Err(EngineError::DuplicateVar { var });
+            return Err(EngineError::duplicate_var(var));
         }
     }
     Ok(())

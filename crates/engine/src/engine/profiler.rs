@@ -12,9 +12,8 @@ use crate::profile::report::Profile;
 /// let var = engine.new_var()?;
 /// engine.profiler().start();
 /// for step in 0..3 {
-///     engine.op("step").writes(&[var]).push_sync(move |_| {
+///     engine.op("step").writes([var]).push_sync(move |_| {
 ///         std::thread::sleep(std::time::Duration::from_millis(step));
-///         Ok::<_, std::convert::Infallible>(())
 ///     })?;
 /// }
 /// engine.wait_for_all()?;

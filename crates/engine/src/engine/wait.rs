@@ -7,13 +7,15 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use depengine_graph::Var;
+use depengine_graph::{Access, Var};
 
+use crate::error::VarLabel;
 use crate::failure::OpFailure;
 use crate::run::EngineState;
 use crate::thread::serving::Served;
 use crate::wait::deadlock::WaitLatch;
 use crate::wait::stand_in::WAIT_SLICE;
+use crate::warn::{Topic, warn};
 
 /// Ops waiting on a var that a warning names, at most.
 const NAMED_OPS: usize = 8;
@@ -31,40 +33,91 @@ pub(crate) fn wait_watched(state: &EngineState, latch: &WaitLatch, var: Var) -> 
             }
         }
         if let Some(waited) = clock.due() {
-            warn_stalled_var(state, var, waited);
+            warn_stalled_var(state, latch, var, waited);
         }
     }
 }
 
-/// The warning for a `wait_for_var(var)` blocked for `waited`.
-fn warn_stalled_var(state: &EngineState, var: Var, waited: Duration) {
+/// The warning for a `wait_for_var(var)` on `latch` blocked for `waited`: what holds the var,
+/// and the ops queued on it ahead of the wait, by name.
+///
+/// The graph knows the ops waiting on the var (parked, with their records), not the ones that
+/// hold it: a granted op has left the graph for a worker's stack or an async op's
+/// `Completion`, and tracking it there would cost every op. So the holder is named only where
+/// the engine knows it for free, an op blocked in a `wait_for_var` inside its function (the
+/// blocked-waits registry); otherwise the warning says what kind of op holds the var and where
+/// its name is (its `tracing` span).
+fn warn_stalled_var(state: &EngineState, latch: &WaitLatch, var: Var, waited: Duration) {
     let graph = state.graph();
+    let label = |var| VarLabel(var, &state.var_names().get(var)).to_string();
     let mut report = String::new();
-    if let Ok(status) = graph.var_status(var) {
-        let running = if status.write_running {
-            "a write".to_owned()
-        } else {
-            format!("{} read(s)", status.running_reads)
-        };
-        let _ = write!(
-            report,
-            "{running} running, {} op(s) waiting",
-            status.waiting
-        );
+    match graph.var_status(var) {
+        Ok(status) => {
+            let holder = if status.write_running {
+                "a running write".to_owned()
+            } else if status.running_reads > 0 {
+                format!("{} running read(s)", status.running_reads)
+            } else {
+                "no running op (it is being released)".to_owned()
+            };
+            let _ = write!(report, "it is held by {holder}");
+            if let Some(waited_for) = state.blocked_waits().holder_waits_for(var) {
+                let _ = write!(
+                    report,
+                    ", an op blocked in wait_for_var({}) inside its function",
+                    label(waited_for)
+                );
+            } else if status.write_running || status.running_reads > 0 {
+                report.push_str(
+                    " (an op whose function has not returned, named by its `tracing` span, \
+                     TRACE `depengine::op`; or an async op whose Completion was not completed)",
+                );
+            }
+        }
+        Err(error) => {
+            let _ = write!(report, "{error}");
+        }
     }
     if let Ok(pending) = graph.pending_ops(var) {
-        let names: Vec<String> = pending
-            .iter()
-            .take(NAMED_OPS)
-            .filter_map(|op| graph.inspect_op(op.id, |payload| payload.name().to_owned()))
-            .collect();
-        let _ = write!(report, " (first: {})", names.join(", "));
+        // The ops queued ahead of this wait (the graph lists them in push order; one released
+        // since is left out).
+        let mut ahead: Vec<String> = Vec::new();
+        for op in &pending {
+            let seen = graph.inspect_op(op.id, |payload| match payload.wait_latch() {
+                Some(waiting) if std::ptr::eq(Arc::as_ptr(waiting), latch) => None,
+                _ => Some(format!("`{}` ({})", payload.name(), access(op.access))),
+            });
+            match seen {
+                Some(Some(named)) => ahead.push(named),
+                Some(None) => break,
+                None => {}
+            }
+        }
+        if !ahead.is_empty() {
+            let _ = write!(report, "; queued ahead of this wait: ");
+            let named = ahead.iter().take(NAMED_OPS).cloned().collect::<Vec<_>>();
+            report.push_str(&named.join(", "));
+            if ahead.len() > NAMED_OPS {
+                let _ = write!(report, " and {} more", ahead.len() - NAMED_OPS);
+            }
+        }
     }
-    tracing::warn!(
-        target: "depengine::stall",
-        "wait_for_var({var}) has been blocked for {:.2} s: on the var, {report}",
-        waited.as_secs_f64(),
+    warn(
+        Topic::Stall,
+        format_args!(
+            "wait_for_var({}) has been blocked for {:.2} s: {report}",
+            label(var),
+            waited.as_secs_f64(),
+        ),
     );
+}
+
+/// How a waiting op uses the var, in a warning.
+fn access(access: Access) -> &'static str {
+    match access {
+        Access::Read => "read",
+        Access::Write => "write",
+    }
 }
 
 /// Waits on `latch` on a worker of `block` (from inside an op's function), starting a
@@ -85,7 +138,7 @@ pub(crate) fn wait_on_worker(
             break value;
         }
         if let Some(waited) = clock.due() {
-            warn_stalled_var(state, var, waited);
+            warn_stalled_var(state, latch, var, waited);
         }
         if stand_in
             .as_ref()

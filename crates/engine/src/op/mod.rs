@@ -1,6 +1,8 @@
 //! What an op is: its name, the record the graph stores for it (function, context, route), the
-//! [`Completion`] an async op completes, and the shared part of a reusable operator.
+//! [`Completion`] an async op completes, the shared part of a reusable operator, and what an
+//! op's function may return.
 
 pub(crate) mod completion;
 pub(crate) mod operator;
 pub(crate) mod record;
+pub(crate) mod result;

@@ -15,6 +15,12 @@
 //! at exit); so `DEPENGINE_PROFILER_AUTOSTART=1 DEPENGINE_PROFILER_OUTPUT=trace.json` profiles
 //! a program that uses [`Engine::from_env`](crate::Engine::from_env) without changing it.
 //!
+//! The file is created (or opened, left as it is) when the engine starts ([`ProfileOutput`]):
+//! a path in a missing directory or without write permission fails `Engine::new`, rather than
+//! a long run's profile being lost at its end. The teardown truncates it and writes the trace;
+//! an error there is returned by the last clone's `Engine::shutdown`, or, from a drop, which
+//! has no caller, reported as a warning (`warn.rs`).
+//!
 //! # Cost
 //!
 //! Stopped (the default), an executed op pays one relaxed load of the running flag. Running,
@@ -27,6 +33,8 @@
 //! worker threads: a global subscriber sees them, as root spans.
 
 use depengine_sync::{Mutex, lock};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
@@ -34,6 +42,7 @@ use std::time::{Duration, Instant};
 use crate::context::{Context, FnProperty};
 use crate::name::OpName;
 use crate::profile::report::{OpProfile, Profile, ProfiledOutcome, ProfiledThread};
+use crate::warn::Topic;
 
 /// Which ops a running profiler records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -74,7 +83,94 @@ pub(crate) struct ProfilerState {
     /// Completed ops' records, until `take`.
     records: Mutex<Vec<OpProfile>>,
     /// Where the engine's teardown writes what is left as a Chrome trace.
-    output: Option<PathBuf>,
+    output: Option<ProfileOutput>,
+}
+
+/// The file the teardown writes the records nobody took to, opened when the engine starts.
+///
+/// Threads: the engine's constructor opens it; the one teardown takes the file and writes.
+pub(crate) struct ProfileOutput {
+    /// What set the path (`DEPENGINE_PROFILER_OUTPUT` or the field), for errors.
+    setting: &'static str,
+    path: PathBuf,
+    /// `None` once written.
+    file: Mutex<Option<File>>,
+}
+
+/// The profiler's output file could not be opened or written.
+#[derive(Debug)]
+pub(crate) struct OutputFailure {
+    pub(crate) setting: &'static str,
+    pub(crate) path: PathBuf,
+    pub(crate) error: io::Error,
+}
+
+impl OutputFailure {
+    /// Reports the failure where no caller can take it (a drop): as a warning.
+    pub(crate) fn warn(&self) {
+        crate::warn::warn(
+            Topic::Profiler,
+            format_args!(
+                "cannot write the profile to \"{}\" ({}): {}",
+                self.path.display(),
+                self.setting,
+                self.error
+            ),
+        );
+    }
+}
+
+impl ProfileOutput {
+    /// Creates (or opens, leaving its contents until the write) the file at `path`, set by
+    /// `setting`.
+    pub(crate) fn open(path: PathBuf, setting: &'static str) -> Result<Self, OutputFailure> {
+        // Not `File::create`: an engine that fails later, or never writes, leaves an existing
+        // file as it was.
+        let opened = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path);
+        match opened {
+            Ok(file) => Ok(ProfileOutput {
+                setting,
+                path,
+                file: Mutex::new(Some(file)),
+            }),
+            Err(error) => Err(OutputFailure {
+                setting,
+                path,
+                error,
+            }),
+        }
+    }
+
+    /// Replaces the file's contents with `profile`, as a Chrome trace (once: later calls do
+    /// nothing).
+    fn write(&self, profile: &Profile) -> Result<(), OutputFailure> {
+        let Some(mut file) = lock(&self.file).take() else {
+            return Ok(());
+        };
+        let written = file
+            .set_len(0)
+            .and_then(|()| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| profile.write_chrome_trace(&mut file));
+        written.map_err(|error| OutputFailure {
+            setting: self.setting,
+            path: self.path.clone(),
+            error,
+        })
+    }
+}
+
+impl Drop for ProfilerState {
+    /// Writes the profile if the teardown did not (the naive engine dropped inside one of its
+    /// own ops has no teardown): with no caller to report to, a failure is a warning.
+    fn drop(&mut self) {
+        if let Err(failure) = self.write_output() {
+            failure.warn();
+        }
+    }
 }
 
 /// What the profiler records of an op besides its times.
@@ -93,7 +189,7 @@ pub(crate) struct Started {
 }
 
 impl ProfilerState {
-    pub(crate) fn new(autostart: bool, mode: ProfileMode, output: Option<PathBuf>) -> Self {
+    pub(crate) fn new(autostart: bool, mode: ProfileMode, output: Option<ProfileOutput>) -> Self {
         ProfilerState {
             running: AtomicBool::new(autostart),
             mode: AtomicU8::new(mode as u8),
@@ -126,20 +222,12 @@ impl ProfilerState {
     }
 
     /// At the engine's teardown (every op completed): writes the ops not taken yet to the
-    /// configured output, if any. A failure to write is logged (`tracing`, `WARN`): a drop has
-    /// no caller to return it to.
-    pub(crate) fn write_output(&self) {
-        let Some(path) = &self.output else { return };
-        let profile = self.take();
-        let written = std::fs::File::create(path).and_then(|file| profile.write_chrome_trace(file));
-        if let Err(error) = written {
-            tracing::warn!(
-                target: "depengine::profiler",
-                path = %path.display(),
-                %error,
-                "cannot write the profile"
-            );
-        }
+    /// configured output, if any (once).
+    pub(crate) fn write_output(&self) -> Result<(), OutputFailure> {
+        let Some(output) = &self.output else {
+            return Ok(());
+        };
+        output.write(&self.take())
     }
 
     /// Whether an op is to be profiled (`marked`: it was marked for the profiler): the profiler

@@ -46,7 +46,7 @@ impl GpuExecutors {
     /// (created here on first use, so that a context the backend cannot serve is a push error).
     pub(crate) fn route(&self, context: Context, property: FnProperty) -> Result<Route> {
         if self.backend.is_none() {
-            return Err(EngineError::NoDeviceBackend { context });
+            return Err(EngineError::no_device_backend(context));
         }
         let copy = property.is_copy();
         self.executor(context, copy)?;
@@ -67,10 +67,7 @@ impl GpuExecutors {
         let cells = if copy { &self.copy } else { &self.compute };
         let cell = cells
             .get(id as usize)
-            .ok_or(EngineError::DeviceIdOutOfRange {
-                context,
-                limit: MAX_GPUS,
-            })?;
+            .ok_or_else(|| EngineError::device_id_out_of_range(context, MAX_GPUS))?;
         match cell.get() {
             Some(executor) => Ok(executor),
             None => self.create(cell, context, copy),
@@ -86,7 +83,7 @@ impl GpuExecutors {
         copy: bool,
     ) -> Result<&'a Arc<dyn Executor>> {
         let Some(backend) = &self.backend else {
-            return Err(EngineError::NoDeviceBackend { context });
+            return Err(EngineError::no_device_backend(context));
         };
         let id = context.device_id();
         cell.get_or_try_init(|| {
@@ -95,7 +92,7 @@ impl GpuExecutors {
             } else {
                 backend.compute(id, self.compute_threads)
             }
-            .map_err(|source| EngineError::Backend { context, source })
+            .map_err(|source| EngineError::backend(context, source))
         })
     }
 }

@@ -73,10 +73,7 @@ impl PerDevice {
         let cell = self
             .cpu
             .get(id as usize)
-            .ok_or(EngineError::DeviceIdOutOfRange {
-                context,
-                limit: MAX_CPU_DEVICES,
-            })?;
+            .ok_or_else(|| EngineError::device_id_out_of_range(context, MAX_CPU_DEVICES))?;
         cell.get_or_try_init(|| {
             block::start(
                 &format!("depengine-cpu{id}"),

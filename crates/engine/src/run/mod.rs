@@ -30,11 +30,13 @@
 //!   register and walk.
 //! - `stand_ins`, [`StandIns`] (`wait/stand_in.rs`): workers waiting inside ops start
 //!   stand-ins; stand-ins leave; the state's drop joins them.
+//! - `var_names`, [`VarNames`] (`name/var_names.rs`): `new_var_named`'s callers name vars;
+//!   threads that build an error or a warning look names up.
 //!
 //! A pusher touches `pending`, `graph` and `workers`; a worker `profiler`, `graph`,
 //! `failures` (only for a failed op), `workers` (to queue what it released) and `pending`. The
-//! cold parts, `blocked_waits` and `stand_ins`, are boxed, off the lines of the parts every op
-//! reads. Each part documents its own fields' threads.
+//! cold parts, `blocked_waits`, `stand_ins` and `var_names`, are boxed, off the lines of the
+//! parts every op reads. Each part documents its own fields' threads.
 
 mod dispatch;
 mod execute;
@@ -46,11 +48,12 @@ use depengine_graph::{Graph, Var};
 
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::{Context, FnProperty};
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::failure::OpFailure;
 use crate::failure::log::FailureLog;
+use crate::name::VarNames;
 use crate::op::record::{OpRecord, Payload, Route};
-use crate::profile::recorder::ProfilerState;
+use crate::profile::recorder::{ProfileOutput, ProfilerState};
 use crate::route::workers::Workers;
 use crate::thread;
 use crate::thread::serving::{BlockRunner, Served};
@@ -77,11 +80,20 @@ pub(crate) struct EngineState {
     blocked_waits: Box<BlockedWaits>,
     /// Stand-in threads started for workers blocked in waits, joined when the state drops.
     stand_ins: Box<StandIns>,
+    /// The names users gave vars, read only to describe a var.
+    var_names: Box<VarNames>,
 }
 
 impl EngineState {
-    pub(crate) fn new(config: EngineConfig) -> Result<Self> {
+    pub(crate) fn new(mut config: EngineConfig) -> Result<Self> {
         config.validate()?;
+        // Opened now, so that a path that cannot be written fails here, not at the end.
+        let setting = config.profiler_output_setting();
+        let output = config
+            .profiler_output
+            .take()
+            .map(|path| ProfileOutput::open(path, setting))
+            .transpose()?;
         let id = NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed);
         Ok(EngineState {
             id,
@@ -97,13 +109,10 @@ impl EngineState {
                 config.stall_warning,
             ),
             failures: FailureLog::default(),
-            profiler: ProfilerState::new(
-                config.profiler_autostart,
-                config.profiler_mode,
-                config.profiler_output,
-            ),
+            profiler: ProfilerState::new(config.profiler_autostart, config.profiler_mode, output),
             blocked_waits: Box::default(),
             stand_ins: Box::default(),
+            var_names: Box::default(),
         })
     }
 
@@ -163,6 +172,18 @@ impl EngineState {
     /// The stand-in threads of workers blocked in waits.
     pub(crate) fn stand_ins(&self) -> &StandIns {
         &self.stand_ins
+    }
+
+    /// The names users gave vars.
+    pub(crate) fn var_names(&self) -> &VarNames {
+        &self.var_names
+    }
+
+    /// `error` with the names the user knows: its vars' (this engine's names) and, for a
+    /// push's error, the op's (`op`). For error paths only.
+    #[cold]
+    pub(crate) fn named(&self, error: EngineError, op: Option<&str>) -> EngineError {
+        error.named(|var| self.var_names.get(var), op)
     }
 
     /// Where an op with this context and property runs; starts its workers on first use.

@@ -61,7 +61,8 @@ pub(crate) type WaitLatch = Latch<Option<OpFailure>>;
 ///
 /// Threads: only threads that call `wait_for_var` from inside an op of the engine (workers,
 /// stand-ins, device executors' threads, pushers running naive ops) register, walk and
-/// unregister, each under the registry's lock (briefly: a walk works on a snapshot).
+/// unregister, each under the registry's lock (briefly: a walk works on a snapshot); a stalled
+/// `wait_for_var` looks up which blocked wait holds its var, for its warning.
 #[derive(Default)]
 pub(crate) struct BlockedWaits {
     waits: Mutex<Vec<BlockedWait>>,
@@ -72,6 +73,8 @@ struct BlockedWait {
     latch: Arc<WaitLatch>,
     /// The vars of the waiting thread's sync ops (`frame::sync_ops_hold`).
     held: Vec<Var>,
+    /// The var it waits for (for stall warnings).
+    waits_for: Var,
 }
 
 impl BlockedWaits {
@@ -80,16 +83,32 @@ impl BlockedWaits {
         lock(&self.waits)
     }
 
-    /// Registers a wait on `latch` by ops that hold `held`, until the guard is dropped.
-    pub(crate) fn register(&self, latch: &Arc<WaitLatch>, held: Vec<Var>) -> Registration<'_> {
+    /// Registers a wait for `waits_for` on `latch` by ops that hold `held`, until the guard is
+    /// dropped.
+    pub(crate) fn register(
+        &self,
+        latch: &Arc<WaitLatch>,
+        held: Vec<Var>,
+        waits_for: Var,
+    ) -> Registration<'_> {
         self.lock().push(BlockedWait {
             latch: Arc::clone(latch),
             held,
+            waits_for,
         });
         Registration {
             waits: self,
             latch: Arc::clone(latch),
         }
+    }
+
+    /// The var a blocked wait waits for whose thread's ops hold `var`, if there is one (for
+    /// stall warnings: the op that holds `var` is stuck in that wait).
+    pub(crate) fn holder_waits_for(&self, var: Var) -> Option<Var> {
+        self.lock()
+            .iter()
+            .find(|wait| wait.held.contains(&var))
+            .map(|wait| wait.waits_for)
     }
 
     fn snapshot(&self) -> Vec<BlockedWait> {

@@ -10,6 +10,7 @@ use crate::error::{EngineError, Result};
 use crate::wait::idle::{IdleCounter, PendingBound};
 use crate::wait::stall::StallClock;
 use crate::wait::throttle;
+use crate::warn::{Topic, warn};
 
 /// The ops pushed and not yet completed, and whether more may be pushed.
 ///
@@ -100,11 +101,13 @@ impl PendingOps {
         let mut clock = self.stall_clock();
         while !self.counter.wait_idle_for(clock.timeout(None)) {
             if let Some(waited) = clock.due() {
-                tracing::warn!(
-                    target: "depengine::stall",
-                    "{what} has been blocked for {:.2} s: {} op(s) pending",
-                    waited.as_secs_f64(),
-                    self.counter.pending(),
+                warn(
+                    Topic::Stall,
+                    format_args!(
+                        "{what} has been blocked for {:.2} s: {} op(s) pending",
+                        waited.as_secs_f64(),
+                        self.counter.pending(),
+                    ),
                 );
             }
         }

@@ -3,9 +3,10 @@
 //! The engine cannot tell every hang from a long wait (see "Misuse" in `docs/engine.md`: a
 //! cycle through a thread outside the engine, an async op whose `Completion` is never
 //! completed, ...). So that such a hang is not silent, a wait that has blocked for
-//! [`EngineConfig::stall_warning`](crate::EngineConfig::stall_warning) emits a `WARN` event
-//! (target `depengine::stall`), and again after each further period, naming what it waits
-//! for: for `wait_for_var`, the var's state and the first ops waiting on it; for
+//! [`EngineConfig::stall_warning`](crate::EngineConfig::stall_warning) warns, and again after
+//! each further period (`warn.rs`: a `WARN` event, target `depengine::stall`, when a `tracing`
+//! subscriber wants it, else a line on stderr), naming what it waits for: for `wait_for_var`,
+//! the var, what holds it and the ops queued ahead of the wait (`engine/wait.rs`); for
 //! `wait_for_all` and the last clone's shutdown, the number of pending ops.
 //!
 //! A blocked wait wakes once per period to check; nothing else changes for it.

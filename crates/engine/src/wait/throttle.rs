@@ -27,8 +27,9 @@
 //! (a lock their functions take, the `Completion` of an async op they depend on, a gate it
 //! opens only after pushing), they never complete and it never returns. The engine cannot see
 //! such a dependency, so it says so instead: after [`EngineConfig::stall_warning`] the wait
-//! emits a `WARN` event (target `depengine::stall`, again after each further period) naming
-//! the held-back push, the pending count and the bound, and how to lift it.
+//! warns (`warn.rs`: a `WARN` event, target `depengine::stall`, or stderr; again after each
+//! further period) naming the held-back push, the pending count and the bound, and how to lift
+//! it.
 //!
 //! [`EngineConfig::stall_warning`]: crate::EngineConfig::stall_warning
 
@@ -37,6 +38,7 @@ use std::time::Duration;
 use crate::config::MAX_PENDING;
 use crate::wait::idle::{Admission, IdleCounter};
 use crate::wait::stall::StallClock;
+use crate::warn::{Topic, warn};
 
 /// Counts one more pending op for a push; first waits, if more than the bound are pending and
 /// this thread may block (`runs_engine_work` says it may not: see the module documentation;
@@ -60,15 +62,17 @@ fn wait_below(pending: &IdleCounter, stall_warning: Option<Duration>) {
     let mut clock = StallClock::start(stall_warning);
     while !pending.wait_below_for(clock.timeout(None)) {
         if let Some(waited) = clock.due() {
-            tracing::warn!(
-                target: "depengine::stall",
-                "a push has been throttled for {:.2} s: {} op(s) pending, over the bound of {} \
-                 (EngineConfig::max_pending, {MAX_PENDING}); if the pushing thread holds \
-                 something those ops wait for (a lock their functions take, a Completion, a \
-                 var it writes later), it waits forever: raise the bound or turn it off",
-                waited.as_secs_f64(),
-                pending.pending(),
-                pending.bound().unwrap_or(0),
+            warn(
+                Topic::Stall,
+                format_args!(
+                    "a push has been throttled for {:.2} s: {} op(s) pending, over the bound of \
+                     {} (EngineConfig::max_pending, {MAX_PENDING}); if the pushing thread holds \
+                     something those ops wait for (a lock their functions take, a Completion, \
+                     a var it writes later), it waits forever: raise the bound or turn it off",
+                    waited.as_secs_f64(),
+                    pending.pending(),
+                    pending.bound().unwrap_or(0),
+                ),
             );
         }
     }

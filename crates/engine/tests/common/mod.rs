@@ -101,7 +101,7 @@ pub fn held_async_op(engine: &Engine, var: Var) -> Completion {
     let (tx, rx) = std::sync::mpsc::channel();
     engine
         .op("held")
-        .writes(&[var])
+        .writes([var])
         .prop(FnProperty::Async)
         .push_async(move |_, done| tx.send(done).unwrap())
         .unwrap();
