@@ -57,6 +57,7 @@ pub struct OpBuilder<'e> {
 }
 
 impl<'e> OpBuilder<'e> {
+    #[inline]
     pub(crate) fn new(engine: &'e Engine, name: Cow<'static, str>) -> Self {
         OpBuilder {
             engine,
@@ -71,6 +72,7 @@ impl<'e> OpBuilder<'e> {
     }
 
     /// The vars the op reads (concurrently with other reads), replacing any given before.
+    #[inline]
     pub fn reads<I>(mut self, vars: I) -> Self
     where
         I: IntoIterator,
@@ -81,6 +83,7 @@ impl<'e> OpBuilder<'e> {
     }
 
     /// The vars the op writes (alone, in push order), replacing any given before.
+    #[inline]
     pub fn writes<I>(mut self, vars: I) -> Self
     where
         I: IntoIterator,
@@ -91,18 +94,21 @@ impl<'e> OpBuilder<'e> {
     }
 
     /// Where it runs (default `Context::cpu(0)`).
+    #[inline]
     pub fn on(mut self, context: Context) -> Self {
         self.context = context;
         self
     }
 
     /// Its priority among ready ops in priority queues (higher first; default 0).
+    #[inline]
     pub fn priority(mut self, priority: i32) -> Self {
         self.priority = priority;
         self
     }
 
     /// Its property (default `Normal`).
+    #[inline]
     pub fn prop(mut self, property: FnProperty) -> Self {
         self.property = property;
         self
@@ -113,6 +119,7 @@ impl<'e> OpBuilder<'e> {
     ///
     /// [`ProfileMode::Marked`]: crate::ProfileMode::Marked
     /// [`ProfileMode::All`]: crate::ProfileMode::All
+    #[inline]
     pub fn profiled(mut self) -> Self {
         self.profiled = true;
         self
@@ -126,6 +133,7 @@ impl<'e> OpBuilder<'e> {
     ///
     /// Misuse (bad var lists, deleted or foreign vars, a GPU context without a backend, a shut
     /// down engine): nothing is pushed and `func` is dropped.
+    #[inline]
     pub fn push_sync<F, R>(self, func: F) -> Result<()>
     where
         F: FnOnce(RunContext) -> R + Send + 'static,
@@ -141,6 +149,7 @@ impl<'e> OpBuilder<'e> {
     /// # Errors
     ///
     /// As [`push_sync`](Self::push_sync).
+    #[inline]
     pub fn push_async<F>(self, func: F) -> Result<()>
     where
         F: FnOnce(RunContext, Completion) + Send + 'static,
@@ -148,6 +157,7 @@ impl<'e> OpBuilder<'e> {
         self.push(OpFn::Async(Box::new(func)))
     }
 
+    #[inline]
     fn push(self, func: OpFn) -> Result<()> {
         let state = self.engine.state();
         // Kept for a push's errors (a literal is copied; an owned name costs a reference count
