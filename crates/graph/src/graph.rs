@@ -1,5 +1,6 @@
 //! [`Graph`]: vars, ops and the transitions between them.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use depengine_sync::{AtomicUsize, Mutex, MutexGuard, Ordering, lock};
@@ -10,7 +11,7 @@ use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp, VarKey};
 use crate::op_cell::OpSlot;
 use crate::slab::{NIL, Slab, Slot};
 use crate::stats::GraphStats;
-use crate::var::{Access, Var, VarStatus};
+use crate::var::{Access, BusyVar, Holder, Var, VarStatus};
 use crate::var_queue::{Grant, KEEP_SPILL, NO_OP, VarQueue, Waiter};
 
 /// The default failure type: any error, shared so it can be recorded on several vars.
@@ -749,7 +750,12 @@ impl<T, E> Graph<T, E> {
     /// As [`var_status`](Self::var_status).
     pub fn pending_ops(&self, var: Var) -> Result<Vec<PendingOp>, GraphError> {
         let state = self.lock_merged(var)?;
-        Ok(state
+        Ok(self.waiting_ops(&state))
+    }
+
+    /// The ops waiting in a var's FIFO (its ring merged), in push order (var lock held).
+    fn waiting_ops(&self, state: &VarState<E>) -> Vec<PendingOp> {
+        state
             .queue
             .waiting()
             .filter_map(|waiter| {
@@ -764,7 +770,52 @@ impl<T, E> Graph<T, E> {
                     access: waiter.access,
                 })
             })
-            .collect())
+            .collect()
+    }
+
+    /// Every var with running or waiting requests, by slot index: what holds it and the ops
+    /// waiting on it, in push order. For pictures of a stalled graph (the engine's
+    /// `dump_pending`), not for the op path: it locks each var slot of the graph in turn, one
+    /// at a time, and allocates the list.
+    ///
+    /// Not an atomic snapshot: each var is exact at the moment its lock is held, but ops run,
+    /// complete and are pushed between two vars, so an op may be listed on one var and be gone
+    /// from (or not yet on) another, and the ids of ops released meanwhile may name other ops
+    /// when they are inspected. In a stalled graph, which is what it is for, nothing moves and
+    /// the picture is exact.
+    pub fn busy_vars(&self) -> Vec<BusyVar> {
+        let mut busy = Vec::new();
+        // Var slots are never freed (only the op slab is trimmed), so every index below
+        // `slots()` stays valid; a slot on the free list is idle and skipped.
+        let slots = u32::try_from(self.vars.slots()).unwrap_or(u32::MAX);
+        for index in 0..slots {
+            let Some(slot) = self.vars.get(index) else {
+                continue;
+            };
+            let mut state = lock(&slot.state);
+            Self::merge_behind_waiters(slot, &mut state);
+            let holder = if state.queue.write_running() {
+                Holder::Write
+            } else if let Some(reads) = NonZeroU32::new(state.queue.running_reads()) {
+                Holder::Reads(reads)
+            } else {
+                // Idle (the queue's front is a write, granted once no read runs: a var with
+                // waiting requests always has a holder).
+                debug_assert!(state.queue.is_idle());
+                continue;
+            };
+            busy.push(BusyVar {
+                var: Var {
+                    graph: self.id,
+                    index,
+                    generation: state.generation,
+                },
+                holder,
+                waiting: self.waiting_ops(&state),
+                deleted: state.deleted,
+            });
+        }
+        busy
     }
 
     /// Calls `f` with the payload of the waiting op `id`; `None` if it is no longer waiting.

@@ -1,9 +1,10 @@
 //! Unit tests of the graph: every transition through the public API, and every error.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{Access, Graph, GraphError, ReadyOp, Var, VarStatus};
+use crate::{Access, Graph, GraphError, Holder, ReadyOp, Var, VarStatus};
 
 type G = Graph<u32, &'static str>;
 
@@ -311,6 +312,80 @@ fn pending_ops_lists_waiters_for_stall_reports() {
     finish(&graph, &mut ready, 2, Ok(()));
     finish(&graph, &mut ready, 3, Ok(()));
     assert!(graph.pending_ops(v).unwrap().is_empty());
+}
+
+/// `busy_vars` lists exactly the vars with running or waiting requests, by slot, with their
+/// holder and their waiters in push order (ops pushed through a var's ring included), and
+/// follows the graph as it drains.
+#[test]
+fn busy_vars_lists_holders_and_waiters_by_var() {
+    let graph = G::new();
+    let [idle, a, b, doomed] = [(); 4].map(|()| graph.new_var().unwrap());
+    let freed = graph.new_var().unwrap();
+    graph.delete_var(freed, || {}).unwrap();
+    let mut ready = Vec::new();
+    graph.push(&[], &[a], 1, &mut ready).unwrap();
+    graph.push(&[b], &[], 2, &mut ready).unwrap();
+    graph.push(&[b], &[], 3, &mut ready).unwrap();
+    graph.push(&[a], &[b], 4, &mut ready).unwrap();
+    // On `a` alone, behind a waiting op: through `a`'s ring.
+    graph.push(&[], &[a], 5, &mut ready).unwrap();
+    graph.push(&[doomed], &[], 6, &mut ready).unwrap();
+    graph.delete_var(doomed, || {}).unwrap();
+    assert_eq!(names(&ready), [1, 2, 3, 6]);
+
+    let picture = |graph: &G| {
+        graph
+            .busy_vars()
+            .into_iter()
+            .map(|busy| {
+                let waiting: Vec<(u32, Access)> = busy
+                    .waiting
+                    .iter()
+                    .map(|op| (graph.inspect_op(op.id, |p| *p).unwrap(), op.access))
+                    .collect();
+                (busy.var, busy.holder, waiting, busy.deleted)
+            })
+            .collect::<Vec<_>>()
+    };
+    let reads = |n| Holder::Reads(NonZeroU32::new(n).unwrap());
+    assert_eq!(
+        picture(&graph),
+        [
+            (
+                a,
+                Holder::Write,
+                vec![(4, Access::Read), (5, Access::Write)],
+                false
+            ),
+            (b, reads(2), vec![(4, Access::Write)], false),
+            (doomed, reads(1), vec![], true),
+        ]
+    );
+    assert!(!picture(&graph).iter().any(|(var, ..)| *var == idle));
+    // The same op is listed on both vars it waits for, under one id.
+    let ids: Vec<_> = graph
+        .busy_vars()
+        .iter()
+        .flat_map(|busy| busy.waiting.iter().map(|op| op.id))
+        .collect();
+    assert_eq!(ids[0], ids[2]);
+
+    finish(&graph, &mut ready, 6, Ok(()));
+    finish(&graph, &mut ready, 1, Ok(()));
+    assert_eq!(
+        picture(&graph),
+        [
+            (a, reads(1), vec![(5, Access::Write)], false),
+            (b, reads(2), vec![(4, Access::Write)], false),
+        ]
+    );
+    finish(&graph, &mut ready, 2, Ok(()));
+    finish(&graph, &mut ready, 3, Ok(()));
+    finish(&graph, &mut ready, 4, Ok(()));
+    assert_eq!(picture(&graph), [(a, Holder::Write, vec![], false)]);
+    finish(&graph, &mut ready, 5, Ok(()));
+    assert!(graph.busy_vars().is_empty());
 }
 
 #[test]
