@@ -794,8 +794,16 @@ impl<T, E> Graph<T, E> {
             };
             let mut state = lock(&slot.state);
             Self::merge_behind_waiters(slot, &mut state);
-            let holder = if state.queue.write_running() {
-                Holder::Write
+            let var = Var {
+                graph: self.id,
+                index,
+                generation: state.generation,
+            };
+            let waiting = self.waiting_ops(&state);
+            let holder = if let Some(op) = state.queue.running_write_op() {
+                Holder::Write {
+                    op: self.parked_writer(var, op, &waiting),
+                }
             } else if let Some(reads) = NonZeroU32::new(state.queue.running_reads()) {
                 Holder::Reads(reads)
             } else {
@@ -805,17 +813,42 @@ impl<T, E> Graph<T, E> {
                 continue;
             };
             busy.push(BusyVar {
-                var: Var {
-                    graph: self.id,
-                    index,
-                    generation: state.generation,
-                },
+                var,
                 holder,
-                waiting: self.waiting_ops(&state),
+                waiting,
                 deleted: state.deleted,
             });
         }
         busy
+    }
+
+    /// The id of the op that `var`'s running write was granted to, if that op is still
+    /// parked (it waits for another var); `op` is the slot its request names, `waiting` the
+    /// ops waiting on `var` (var lock held).
+    ///
+    /// Exact: a parked op's request names its slot, and the op stays parked or leaves, but
+    /// while we hold `var`'s lock no op that uses `var` can enter the slot it left unless it
+    /// was appended to `var`'s queue before (then it is in `waiting` under that slot). So the
+    /// slot's op is the holder iff it writes `var` and does not wait on `var`. Its generation
+    /// was published to us by `var`'s lock (the pusher parked it before unlocking `var`); for
+    /// another op in the slot a stale generation only makes `inspect` refuse.
+    fn parked_writer(&self, var: Var, op: u32, waiting: &[PendingOp]) -> Option<OpId> {
+        if op == NO_OP || waiting.iter().any(|w| w.id.index == op) {
+            return None;
+        }
+        // The op may have left the slot: no trim may free it under us meanwhile.
+        let _pin = self.ops.pin();
+        let slot = self.ops.get(op)?;
+        let id = OpId {
+            index: op,
+            generation: slot.generation(),
+        };
+        let key = VarKey {
+            index: var.index,
+            generation: var.generation,
+        };
+        slot.inspect(id.generation, |parked| parked.deps.writes().contains(&key))?
+            .then_some(id)
     }
 
     /// Calls `f` with the payload of the waiting op `id`; `None` if it is no longer waiting.

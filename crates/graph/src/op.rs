@@ -294,6 +294,18 @@ pub struct OpId {
     pub(crate) generation: u32,
 }
 
+impl OpId {
+    /// The op slot this op waits in.
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    /// The slot's generation while this op waits in it.
+    pub fn generation(self) -> u32 {
+        self.generation
+    }
+}
+
 impl fmt::Display for OpId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "op#{}.{}", self.index, self.generation)

@@ -332,6 +332,10 @@ fn busy_vars_lists_holders_and_waiters_by_var() {
     graph.push(&[], &[a], 5, &mut ready).unwrap();
     graph.push(&[doomed], &[], 6, &mut ready).unwrap();
     graph.delete_var(doomed, || {}).unwrap();
+    // `c` grants its write to op 7 at once; `a` holds op 7 back.
+    let c = graph.new_var().unwrap();
+    assert_eq!(c.index(), freed.index());
+    graph.push(&[a], &[c], 7, &mut ready).unwrap();
     assert_eq!(names(&ready), [1, 2, 3, 6]);
 
     let picture = |graph: &G| {
@@ -349,42 +353,58 @@ fn busy_vars_lists_holders_and_waiters_by_var() {
             .collect::<Vec<_>>()
     };
     let reads = |n| Holder::Reads(NonZeroU32::new(n).unwrap());
+    let busy = graph.busy_vars();
+    let op_7 = busy[0].waiting[2].id;
+    assert_eq!(graph.inspect_op(op_7, |p| *p), Some(7));
     assert_eq!(
         picture(&graph),
         [
             (
                 a,
-                Holder::Write,
-                vec![(4, Access::Read), (5, Access::Write)],
+                Holder::Write { op: None },
+                vec![(4, Access::Read), (5, Access::Write), (7, Access::Read)],
                 false
             ),
             (b, reads(2), vec![(4, Access::Write)], false),
             (doomed, reads(1), vec![], true),
+            (c, Holder::Write { op: Some(op_7) }, vec![], false),
         ]
     );
     assert!(!picture(&graph).iter().any(|(var, ..)| *var == idle));
     // The same op is listed on both vars it waits for, under one id.
-    let ids: Vec<_> = graph
-        .busy_vars()
-        .iter()
-        .flat_map(|busy| busy.waiting.iter().map(|op| op.id))
-        .collect();
-    assert_eq!(ids[0], ids[2]);
+    assert_eq!(busy[0].waiting[0].id, busy[1].waiting[0].id);
 
     finish(&graph, &mut ready, 6, Ok(()));
     finish(&graph, &mut ready, 1, Ok(()));
     assert_eq!(
         picture(&graph),
         [
-            (a, reads(1), vec![(5, Access::Write)], false),
+            (a, reads(1), vec![(5, Access::Write), (7, Access::Read)], false),
             (b, reads(2), vec![(4, Access::Write)], false),
+            (c, Holder::Write { op: Some(op_7) }, vec![], false),
         ]
     );
     finish(&graph, &mut ready, 2, Ok(()));
     finish(&graph, &mut ready, 3, Ok(()));
     finish(&graph, &mut ready, 4, Ok(()));
-    assert_eq!(picture(&graph), [(a, Holder::Write, vec![], false)]);
+    // Op 5 was granted after waiting, and dispatched: its slot no longer names it.
+    assert_eq!(
+        picture(&graph),
+        [
+            (a, Holder::Write { op: None }, vec![(7, Access::Read)], false),
+            (c, Holder::Write { op: Some(op_7) }, vec![], false),
+        ]
+    );
     finish(&graph, &mut ready, 5, Ok(()));
+    // Op 7 was dispatched: `c`'s write runs, by an op the graph no longer holds.
+    assert_eq!(
+        picture(&graph),
+        [
+            (a, reads(1), vec![], false),
+            (c, Holder::Write { op: None }, vec![], false)
+        ]
+    );
+    finish(&graph, &mut ready, 7, Ok(()));
     assert!(graph.busy_vars().is_empty());
 }
 

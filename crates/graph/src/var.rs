@@ -3,7 +3,7 @@
 use std::fmt;
 use std::num::NonZeroU32;
 
-use crate::op::PendingOp;
+use crate::op::{OpId, PendingOp};
 
 /// A handle to one variable of a [`Graph`](crate::Graph): a tag for one piece of data that ops
 /// read or write.
@@ -86,12 +86,17 @@ impl VarStatus {
 
 /// What holds a busy var now: the requests it granted that have not completed.
 ///
-/// The graph knows how many and of which kind, not which ops: a granted op has left the graph
-/// (for the caller's dispatcher), and its op slot was recycled.
+/// The graph knows how many and of which kind. It knows which op only while that op waits for
+/// another var (granted here, held back there): once an op is dispatched it has left the graph
+/// and its op slot is recycled; and running reads are only counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Holder {
-    /// A write is running.
-    Write,
+    /// A write was granted and has not completed.
+    Write {
+        /// The op it was granted to, while that op still waits for another var; `None` once
+        /// the op was dispatched (it runs).
+        op: Option<OpId>,
+    },
     /// This many reads are running.
     Reads(NonZeroU32),
 }
