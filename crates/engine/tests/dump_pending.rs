@@ -47,11 +47,7 @@ fn edges(dot: &str) -> BTreeSet<(String, String, String)> {
         let strings = quoted(line);
         if line.contains("\" -> \"") {
             assert_eq!(strings.len(), 3, "{line}");
-            edges.push((
-                strings[0].clone(),
-                strings[1].clone(),
-                strings[2].clone(),
-            ));
+            edges.push((strings[0].clone(), strings[1].clone(), strings[2].clone()));
         } else {
             assert_eq!(strings.len(), 2, "{line}");
             let (id, mut label) = (strings[0].clone(), strings[1].clone());
@@ -63,7 +59,12 @@ fn edges(dot: &str) -> BTreeSet<(String, String, String)> {
             assert!(labels.insert(id, label).is_none(), "one node per id: {dot}");
         }
     }
-    let label = |id: &String| labels.get(id).cloned().unwrap_or_else(|| panic!("{id}: {dot}"));
+    let label = |id: &String| {
+        labels
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id}: {dot}"))
+    };
     let set: BTreeSet<_> = edges
         .iter()
         .map(|(from, to, edge)| (label(from), label(to), edge.clone()))

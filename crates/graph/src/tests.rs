@@ -352,7 +352,7 @@ fn busy_vars_lists_holders_and_waiters_by_var() {
             })
             .collect::<Vec<_>>()
     };
-    let reads = |n| Holder::Reads(NonZeroU32::new(n).unwrap());
+    let running_reads = |n| Holder::Reads(NonZeroU32::new(n).unwrap());
     let busy = graph.busy_vars();
     let op_7 = busy[0].waiting[2].id;
     assert_eq!(graph.inspect_op(op_7, |p| *p), Some(7));
@@ -365,8 +365,8 @@ fn busy_vars_lists_holders_and_waiters_by_var() {
                 vec![(4, Access::Read), (5, Access::Write), (7, Access::Read)],
                 false
             ),
-            (b, reads(2), vec![(4, Access::Write)], false),
-            (doomed, reads(1), vec![], true),
+            (b, running_reads(2), vec![(4, Access::Write)], false),
+            (doomed, running_reads(1), vec![], true),
             (c, Holder::Write { op: Some(op_7) }, vec![], false),
         ]
     );
@@ -379,8 +379,13 @@ fn busy_vars_lists_holders_and_waiters_by_var() {
     assert_eq!(
         picture(&graph),
         [
-            (a, reads(1), vec![(5, Access::Write), (7, Access::Read)], false),
-            (b, reads(2), vec![(4, Access::Write)], false),
+            (
+                a,
+                running_reads(1),
+                vec![(5, Access::Write), (7, Access::Read)],
+                false
+            ),
+            (b, running_reads(2), vec![(4, Access::Write)], false),
             (c, Holder::Write { op: Some(op_7) }, vec![], false),
         ]
     );
@@ -391,7 +396,12 @@ fn busy_vars_lists_holders_and_waiters_by_var() {
     assert_eq!(
         picture(&graph),
         [
-            (a, Holder::Write { op: None }, vec![(7, Access::Read)], false),
+            (
+                a,
+                Holder::Write { op: None },
+                vec![(7, Access::Read)],
+                false
+            ),
             (c, Holder::Write { op: Some(op_7) }, vec![], false),
         ]
     );
@@ -400,7 +410,7 @@ fn busy_vars_lists_holders_and_waiters_by_var() {
     assert_eq!(
         picture(&graph),
         [
-            (a, reads(1), vec![], false),
+            (a, running_reads(1), vec![], false),
             (c, Holder::Write { op: None }, vec![], false)
         ]
     );

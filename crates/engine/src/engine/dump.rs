@@ -37,7 +37,9 @@ pub(crate) fn write_pending<W: Write + ?Sized>(state: &EngineState, out: &mut W)
         Holder::Write { op } => op,
         Holder::Reads(_) => None,
     });
-    let waiting = busy.iter().flat_map(|var| var.waiting.iter().map(|op| op.id));
+    let waiting = busy
+        .iter()
+        .flat_map(|var| var.waiting.iter().map(|op| op.id));
     for id in waiting.chain(holders) {
         ops.entry(id).or_insert_with(|| {
             graph.inspect_op(id, |payload| format!("{} ({id})", payload.name()))
@@ -72,28 +74,21 @@ pub(crate) fn write_pending<W: Write + ?Sized>(state: &EngineState, out: &mut W)
         {
             continue;
         }
-        let mut held_by = match holder {
-            Holder::Write { .. } => "running write".to_owned(),
-            Holder::Reads(reads) if reads.get() == 1 => "1 running read".to_owned(),
-            Holder::Reads(reads) => format!("{reads} running reads"),
-        };
-        if let Some(waited_for) = state.blocked_waits().holder_waits_for(*var) {
-            let name = state.var_names().get(waited_for);
-            held_by.push_str(&format!(
-                "\nblocked in wait_for_var({})",
-                VarLabel(waited_for, &name)
-            ));
-        }
         writeln!(
             out,
             "  {} [shape=box, style=dashed, label={}];",
             HolderNode(*var),
-            Quoted(&held_by)
+            Quoted(&running_holder(state, *var, *holder))
         )?;
     }
     for (id, label) in &ops {
         if let Some(label) = label {
-            writeln!(out, "  {} [shape=box, label={}];", OpNode(*id), Quoted(label))?;
+            writeln!(
+                out,
+                "  {} [shape=box, label={}];",
+                OpNode(*id),
+                Quoted(label)
+            )?;
         }
     }
     for busy in &busy {
@@ -129,6 +124,26 @@ pub(crate) fn write_pending<W: Write + ?Sized>(state: &EngineState, out: &mut W)
         }
     }
     writeln!(out, "}}")
+}
+
+/// The label of what holds `var` when the graph does not hold that op: the kind of hold, and
+/// the var its op waits for if it is blocked in a `wait_for_var` inside its function.
+fn running_holder(state: &EngineState, var: Var, holder: Holder) -> String {
+    let held_by = match holder {
+        Holder::Write { .. } => "running write".to_owned(),
+        Holder::Reads(reads) if reads.get() == 1 => "1 running read".to_owned(),
+        Holder::Reads(reads) => format!("{reads} running reads"),
+    };
+    match state.blocked_waits().holder_waits_for(var) {
+        Some(waited_for) => {
+            let name = state.var_names().get(waited_for);
+            format!(
+                "{held_by}\nblocked in wait_for_var({})",
+                VarLabel(waited_for, &name)
+            )
+        }
+        None => held_by,
+    }
 }
 
 /// A var's node id: `"var 3.0"` (slot, generation).
