@@ -12,6 +12,10 @@
 use std::fmt;
 use std::io::Write as _;
 
+/// The end of every stall warning: where to get the whole picture of what is pending.
+pub(crate) const DUMP_HINT: &str =
+    "Engine::dump_pending writes every pending op and what it waits for (Graphviz DOT)";
+
 /// What a warning is about: its `tracing` target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Topic {

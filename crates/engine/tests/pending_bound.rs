@@ -209,6 +209,10 @@ fn a_held_back_pusher_that_waits_long_warns() {
             "names the held-back push: {log}"
         );
         assert!(
+            log.contains("Engine::dump_pending"),
+            "points to the picture: {log}"
+        );
+        assert!(
             log.contains("over the bound of 4") && log.contains("DEPENGINE_MAX_PENDING"),
             "names the bound and how to set it: {log}"
         );

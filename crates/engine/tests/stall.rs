@@ -70,7 +70,7 @@ fn a_blocked_wait_for_var_warns_and_names_the_var_and_the_ops_it_waits_for() {
                 "{kind}: {log}"
             );
             assert!(
-                log.contains("; queued ahead of this wait: `update` (write), `log` (read)\n"),
+                log.contains("; queued ahead of this wait: `update` (write), `log` (read); Engine::dump_pending"),
                 "{kind}: {log}"
             );
         });
@@ -130,7 +130,10 @@ fn a_blocked_wait_for_all_warns_with_the_pending_count() {
                 log.contains("wait_for_all has been blocked for"),
                 "{kind}: {log}"
             );
-            assert!(log.contains("1 op(s) pending"), "{kind}: {log}");
+            assert!(
+                log.contains("1 op(s) pending; Engine::dump_pending writes"),
+                "{kind}: {log}"
+            );
         });
     }
 }

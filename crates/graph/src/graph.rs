@@ -1,5 +1,6 @@
 //! [`Graph`]: vars, ops and the transitions between them.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use depengine_sync::{AtomicUsize, Mutex, MutexGuard, Ordering, lock};
@@ -10,7 +11,7 @@ use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp, VarKey};
 use crate::op_cell::OpSlot;
 use crate::slab::{NIL, Slab, Slot};
 use crate::stats::GraphStats;
-use crate::var::{Access, Var, VarStatus};
+use crate::var::{Access, BusyVar, Holder, Var, VarStatus};
 use crate::var_queue::{Grant, KEEP_SPILL, NO_OP, VarQueue, Waiter};
 
 /// The default failure type: any error, shared so it can be recorded on several vars.
@@ -749,7 +750,12 @@ impl<T, E> Graph<T, E> {
     /// As [`var_status`](Self::var_status).
     pub fn pending_ops(&self, var: Var) -> Result<Vec<PendingOp>, GraphError> {
         let state = self.lock_merged(var)?;
-        Ok(state
+        Ok(self.waiting_ops(&state))
+    }
+
+    /// The ops waiting in a var's FIFO (its ring merged), in push order (var lock held).
+    fn waiting_ops(&self, state: &VarState<E>) -> Vec<PendingOp> {
+        state
             .queue
             .waiting()
             .filter_map(|waiter| {
@@ -764,7 +770,85 @@ impl<T, E> Graph<T, E> {
                     access: waiter.access,
                 })
             })
-            .collect())
+            .collect()
+    }
+
+    /// Every var with running or waiting requests, by slot index: what holds it and the ops
+    /// waiting on it, in push order. For pictures of a stalled graph (the engine's
+    /// `dump_pending`), not for the op path: it locks each var slot of the graph in turn, one
+    /// at a time, and allocates the list.
+    ///
+    /// Not an atomic snapshot: each var is exact at the moment its lock is held, but ops run,
+    /// complete and are pushed between two vars, so an op may be listed on one var and be gone
+    /// from (or not yet on) another, and the ids of ops released meanwhile may name other ops
+    /// when they are inspected. In a stalled graph, which is what it is for, nothing moves and
+    /// the picture is exact.
+    pub fn busy_vars(&self) -> Vec<BusyVar> {
+        let mut busy = Vec::new();
+        // Var slots are never freed (only the op slab is trimmed), so every index below
+        // `slots()` stays valid; a slot on the free list is idle and skipped.
+        let slots = u32::try_from(self.vars.slots()).unwrap_or(u32::MAX);
+        for index in 0..slots {
+            let Some(slot) = self.vars.get(index) else {
+                continue;
+            };
+            let mut state = lock(&slot.state);
+            Self::merge_behind_waiters(slot, &mut state);
+            let var = Var {
+                graph: self.id,
+                index,
+                generation: state.generation,
+            };
+            let waiting = self.waiting_ops(&state);
+            let holder = if let Some(op) = state.queue.running_write_op() {
+                Holder::Write {
+                    op: self.parked_writer(var, op, &waiting),
+                }
+            } else if let Some(reads) = NonZeroU32::new(state.queue.running_reads()) {
+                Holder::Reads(reads)
+            } else {
+                // Idle (the queue's front is a write, granted once no read runs: a var with
+                // waiting requests always has a holder).
+                debug_assert!(state.queue.is_idle());
+                continue;
+            };
+            busy.push(BusyVar {
+                var,
+                holder,
+                waiting,
+                deleted: state.deleted,
+            });
+        }
+        busy
+    }
+
+    /// The id of the op that `var`'s running write was granted to, if that op is still
+    /// parked (it waits for another var); `op` is the slot its request names, `waiting` the
+    /// ops waiting on `var` (var lock held).
+    ///
+    /// Exact: a parked op's request names its slot, and the op stays parked or leaves, but
+    /// while we hold `var`'s lock no op that uses `var` can enter the slot it left unless it
+    /// was appended to `var`'s queue before (then it is in `waiting` under that slot). So the
+    /// slot's op is the holder iff it writes `var` and does not wait on `var`. Its generation
+    /// was published to us by `var`'s lock (the pusher parked it before unlocking `var`); for
+    /// another op in the slot a stale generation only makes `inspect` refuse.
+    fn parked_writer(&self, var: Var, op: u32, waiting: &[PendingOp]) -> Option<OpId> {
+        if op == NO_OP || waiting.iter().any(|w| w.id.index == op) {
+            return None;
+        }
+        // The op may have left the slot: no trim may free it under us meanwhile.
+        let _pin = self.ops.pin();
+        let slot = self.ops.get(op)?;
+        let id = OpId {
+            index: op,
+            generation: slot.generation(),
+        };
+        let key = VarKey {
+            index: var.index,
+            generation: var.generation,
+        };
+        slot.inspect(id.generation, |parked| parked.deps.writes().contains(&key))?
+            .then_some(id)
     }
 
     /// Calls `f` with the payload of the waiting op `id`; `None` if it is no longer waiting.

@@ -108,4 +108,4 @@ pub use error::GraphError;
 pub use graph::{Failure, Graph};
 pub use op::{Dispatch, OpId, PendingOp, ReadyOp};
 pub use stats::GraphStats;
-pub use var::{Access, Var, VarStatus};
+pub use var::{Access, BusyVar, Holder, Var, VarStatus};

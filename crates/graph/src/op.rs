@@ -286,11 +286,24 @@ impl<T> Dispatch<T> for Vec<ReadyOp<T>> {
 }
 
 /// Identifies a waiting (parked) op, for stall reports. Ids are only meaningful while the op
-/// waits: once it is dispatched its slot is recycled under a new generation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// waits: once it is dispatched its slot is recycled under a new generation. Ordered by slot,
+/// then generation (an order for listings, not push order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpId {
     pub(crate) index: u32,
     pub(crate) generation: u32,
+}
+
+impl OpId {
+    /// The op slot this op waits in.
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    /// The slot's generation while this op waits in it.
+    pub fn generation(self) -> u32 {
+        self.generation
+    }
 }
 
 impl fmt::Display for OpId {

@@ -1,9 +1,10 @@
 //! Unit tests of the graph: every transition through the public API, and every error.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{Access, Graph, GraphError, ReadyOp, Var, VarStatus};
+use crate::{Access, Graph, GraphError, Holder, ReadyOp, Var, VarStatus};
 
 type G = Graph<u32, &'static str>;
 
@@ -311,6 +312,110 @@ fn pending_ops_lists_waiters_for_stall_reports() {
     finish(&graph, &mut ready, 2, Ok(()));
     finish(&graph, &mut ready, 3, Ok(()));
     assert!(graph.pending_ops(v).unwrap().is_empty());
+}
+
+/// `busy_vars` lists exactly the vars with running or waiting requests, by slot, with their
+/// holder and their waiters in push order (ops pushed through a var's ring included), and
+/// follows the graph as it drains.
+#[test]
+fn busy_vars_lists_holders_and_waiters_by_var() {
+    let graph = G::new();
+    let [idle, a, b, doomed] = [(); 4].map(|()| graph.new_var().unwrap());
+    let freed = graph.new_var().unwrap();
+    graph.delete_var(freed, || {}).unwrap();
+    let mut ready = Vec::new();
+    graph.push(&[], &[a], 1, &mut ready).unwrap();
+    graph.push(&[b], &[], 2, &mut ready).unwrap();
+    graph.push(&[b], &[], 3, &mut ready).unwrap();
+    graph.push(&[a], &[b], 4, &mut ready).unwrap();
+    // On `a` alone, behind a waiting op: through `a`'s ring.
+    graph.push(&[], &[a], 5, &mut ready).unwrap();
+    graph.push(&[doomed], &[], 6, &mut ready).unwrap();
+    graph.delete_var(doomed, || {}).unwrap();
+    // `c` grants its write to op 7 at once; `a` holds op 7 back.
+    let c = graph.new_var().unwrap();
+    assert_eq!(c.index(), freed.index());
+    graph.push(&[a], &[c], 7, &mut ready).unwrap();
+    assert_eq!(names(&ready), [1, 2, 3, 6]);
+
+    let picture = |graph: &G| {
+        graph
+            .busy_vars()
+            .into_iter()
+            .map(|busy| {
+                let waiting: Vec<(u32, Access)> = busy
+                    .waiting
+                    .iter()
+                    .map(|op| (graph.inspect_op(op.id, |p| *p).unwrap(), op.access))
+                    .collect();
+                (busy.var, busy.holder, waiting, busy.deleted)
+            })
+            .collect::<Vec<_>>()
+    };
+    let running_reads = |n| Holder::Reads(NonZeroU32::new(n).unwrap());
+    let busy = graph.busy_vars();
+    let op_7 = busy[0].waiting[2].id;
+    assert_eq!(graph.inspect_op(op_7, |p| *p), Some(7));
+    assert_eq!(
+        picture(&graph),
+        [
+            (
+                a,
+                Holder::Write { op: None },
+                vec![(4, Access::Read), (5, Access::Write), (7, Access::Read)],
+                false
+            ),
+            (b, running_reads(2), vec![(4, Access::Write)], false),
+            (doomed, running_reads(1), vec![], true),
+            (c, Holder::Write { op: Some(op_7) }, vec![], false),
+        ]
+    );
+    assert!(!picture(&graph).iter().any(|(var, ..)| *var == idle));
+    // The same op is listed on both vars it waits for, under one id.
+    assert_eq!(busy[0].waiting[0].id, busy[1].waiting[0].id);
+
+    finish(&graph, &mut ready, 6, Ok(()));
+    finish(&graph, &mut ready, 1, Ok(()));
+    assert_eq!(
+        picture(&graph),
+        [
+            (
+                a,
+                running_reads(1),
+                vec![(5, Access::Write), (7, Access::Read)],
+                false
+            ),
+            (b, running_reads(2), vec![(4, Access::Write)], false),
+            (c, Holder::Write { op: Some(op_7) }, vec![], false),
+        ]
+    );
+    finish(&graph, &mut ready, 2, Ok(()));
+    finish(&graph, &mut ready, 3, Ok(()));
+    finish(&graph, &mut ready, 4, Ok(()));
+    // Op 5 was granted after waiting, and dispatched: its slot no longer names it.
+    assert_eq!(
+        picture(&graph),
+        [
+            (
+                a,
+                Holder::Write { op: None },
+                vec![(7, Access::Read)],
+                false
+            ),
+            (c, Holder::Write { op: Some(op_7) }, vec![], false),
+        ]
+    );
+    finish(&graph, &mut ready, 5, Ok(()));
+    // Op 7 was dispatched: `c`'s write runs, by an op the graph no longer holds.
+    assert_eq!(
+        picture(&graph),
+        [
+            (a, running_reads(1), vec![], false),
+            (c, Holder::Write { op: None }, vec![], false)
+        ]
+    );
+    finish(&graph, &mut ready, 7, Ok(()));
+    assert!(graph.busy_vars().is_empty());
 }
 
 #[test]

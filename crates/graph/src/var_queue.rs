@@ -366,6 +366,12 @@ impl<C> VarQueue<C> {
         self.head_running
     }
 
+    /// The op recorded for the running write ([`NO_OP`] for one granted at push and never
+    /// parked), if a write runs.
+    pub(crate) fn running_write_op(&self) -> Option<u32> {
+        self.front().filter(|_| self.head_running).map(|w| w.op)
+    }
+
     /// Every request in the FIFO (the running write included), in push order.
     fn queued(&self) -> impl Iterator<Item = Waiter> + '_ {
         let ring =

@@ -1,5 +1,6 @@
 //! [`Engine`]: the handle users hold, and the builders it hands out.
 
+mod dump;
 pub(crate) mod op_builder;
 pub(crate) mod operator;
 pub(crate) mod profiler;
@@ -479,6 +480,72 @@ impl Engine {
     /// Whether the engine was shut down.
     pub fn is_shut_down(&self) -> bool {
         self.state().pending().is_shut_down()
+    }
+
+    /// Writes a picture of the ops pending now to `out`, as a Graphviz DOT digraph (render it
+    /// with `dot -Tsvg`): what each waiting op waits for, and what holds each var.
+    ///
+    /// - Each var with running or waiting ops is a node `"var 3.0"` (slot, generation; an
+    ///   ellipse labelled with its name, or `#3.0` without one), with an edge "held by" to
+    ///   what holds it. That is the op's node when the op still waits for another var (the
+    ///   var granted it a write, another holds it back). Otherwise the holder runs (on a
+    ///   worker, or an async op whose `Completion` is not completed), and the engine does not
+    ///   track running ops (it would cost every op): the edge goes to a dashed box
+    ///   `"var 3.0 held"`, "running write" or "N running reads", which also names the var the
+    ///   holding op waits for when it is blocked in a `wait_for_var` inside its function.
+    /// - Each waiting op is a node `"op 5.1"` (labelled with its name and id), with an edge
+    ///   `"op 5.1" -> "var 3.0"` for each var it waits on, labelled with its place in that
+    ///   var's queue and its access (`1: write`). A `wait_for_var` in progress is an op named
+    ///   `wait_for_var`.
+    ///
+    /// Nodes come first (vars by slot, then ops by id), then edges (by var, in queue order);
+    /// labels are quoted and escaped. An idle engine writes `digraph pending {}` (on two
+    /// lines). The vars are read one at a time, not as one atomic snapshot: ops that run and
+    /// complete meanwhile may show on one var and not on another. On a stalled engine, what
+    /// the stall warnings point here for, nothing moves and the picture is exact. Cold: it
+    /// locks every var slot of the engine in turn.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    ///
+    /// use depengine::{Engine, EngineConfig, FnProperty};
+    ///
+    /// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+    /// let weights = engine.new_var_named("weights")?;
+    /// // An async op holds `weights` until its `Completion` completes; `update` waits for it.
+    /// let (tx, rx) = mpsc::channel();
+    /// engine
+    ///     .op("load")
+    ///     .writes([weights])
+    ///     .prop(FnProperty::Async)
+    ///     .push_async(move |_, done| tx.send(done).unwrap())?;
+    /// let done = rx.recv().unwrap();
+    /// engine.op("update").writes([weights]).push_sync(|_| {})?;
+    ///
+    /// let mut dot = Vec::new();
+    /// engine.dump_pending(&mut dot)?;
+    /// let dot = String::from_utf8(dot).unwrap();
+    /// let var = format!("\"var {}.{}\"", weights.index(), weights.generation());
+    /// assert!(dot.starts_with("digraph pending {\n"));
+    /// assert!(dot.contains(&format!("{var} [shape=ellipse, label=\"weights\"];")));
+    /// assert!(dot.contains(&format!("{var} -> \"var {}.{} held\"", weights.index(), weights.generation())));
+    /// assert!(dot.contains("running write"));
+    /// assert!(dot.contains("label=\"update (op#"));
+    /// assert!(dot.contains(&format!(" -> {var} [label=\"1: write\"];")));
+    ///
+    /// done.ok();
+    /// engine.wait_for_all()?;
+    /// let mut idle = Vec::new();
+    /// engine.dump_pending(&mut idle)?;
+    /// assert_eq!(idle, b"digraph pending {\n}\n");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The errors of writing to `out`.
+    pub fn dump_pending<W: std::io::Write + ?Sized>(&self, out: &mut W) -> std::io::Result<()> {
+        dump::write_pending(self.state(), out)
     }
 
     /// Counters for leak checks.

@@ -15,7 +15,7 @@ use crate::run::EngineState;
 use crate::thread::serving::Served;
 use crate::wait::deadlock::WaitLatch;
 use crate::wait::stand_in::WAIT_SLICE;
-use crate::warn::{Topic, warn};
+use crate::warn::{DUMP_HINT, Topic, warn};
 
 /// Ops waiting on a var that a warning names, at most.
 const NAMED_OPS: usize = 8;
@@ -105,7 +105,7 @@ fn warn_stalled_var(state: &EngineState, latch: &WaitLatch, var: Var, waited: Du
     warn(
         Topic::Stall,
         format_args!(
-            "wait_for_var({}) has been blocked for {:.2} s: {report}",
+            "wait_for_var({}) has been blocked for {:.2} s: {report}; {DUMP_HINT}",
             label(var),
             waited.as_secs_f64(),
         ),

@@ -10,7 +10,7 @@ use crate::error::{EngineError, Result};
 use crate::wait::idle::{IdleCounter, PendingBound};
 use crate::wait::stall::StallClock;
 use crate::wait::throttle;
-use crate::warn::{Topic, warn};
+use crate::warn::{DUMP_HINT, Topic, warn};
 
 /// The ops pushed and not yet completed, and whether more may be pushed.
 ///
@@ -104,7 +104,7 @@ impl PendingOps {
                 warn(
                     Topic::Stall,
                     format_args!(
-                        "{what} has been blocked for {:.2} s: {} op(s) pending",
+                        "{what} has been blocked for {:.2} s: {} op(s) pending; {DUMP_HINT}",
                         waited.as_secs_f64(),
                         self.counter.pending(),
                     ),

@@ -7,7 +7,8 @@
 //! each further period (`warn.rs`: a `WARN` event, target `depengine::stall`, when a `tracing`
 //! subscriber wants it, else a line on stderr), naming what it waits for: for `wait_for_var`,
 //! the var, what holds it and the ops queued ahead of the wait (`engine/wait.rs`); for
-//! `wait_for_all` and the last clone's shutdown, the number of pending ops.
+//! `wait_for_all` and the last clone's shutdown, the number of pending ops. Each ends by
+//! pointing to `Engine::dump_pending`, the whole picture (`engine/dump.rs`).
 //!
 //! A blocked wait wakes once per period to check; nothing else changes for it.
 

@@ -38,7 +38,7 @@ use std::time::Duration;
 use crate::config::MAX_PENDING;
 use crate::wait::idle::{Admission, IdleCounter};
 use crate::wait::stall::StallClock;
-use crate::warn::{Topic, warn};
+use crate::warn::{DUMP_HINT, Topic, warn};
 
 /// Counts one more pending op for a push; first waits, if more than the bound are pending and
 /// this thread may block (`runs_engine_work` says it may not: see the module documentation;
@@ -68,7 +68,8 @@ fn wait_below(pending: &IdleCounter, stall_warning: Option<Duration>) {
                     "a push has been throttled for {:.2} s: {} op(s) pending, over the bound of \
                      {} (EngineConfig::max_pending, {MAX_PENDING}); if the pushing thread holds \
                      something those ops wait for (a lock their functions take, a Completion, \
-                     a var it writes later), it waits forever: raise the bound or turn it off",
+                     a var it writes later), it waits forever: raise the bound or turn it off; \
+                     {DUMP_HINT}",
                     waited.as_secs_f64(),
                     pending.pending(),
                     pending.bound().unwrap_or(0),
