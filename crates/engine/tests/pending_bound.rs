@@ -175,11 +175,7 @@ fn a_held_back_pusher_that_waits_long_warns() {
         let gate = engine.new_var().unwrap();
         let done = held_async_op(&engine, gate);
         let buffer = Buffer::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::WARN)
-            .with_ansi(false)
-            .with_writer(buffer.clone())
-            .finish();
+        let subscriber = buffer.warn_subscriber();
         // The gate opens once the warning is out (or after 10 s, and the test fails).
         let opener = {
             let buffer = buffer.clone();

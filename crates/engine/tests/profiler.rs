@@ -404,11 +404,7 @@ fn the_last_shutdown_returns_a_profile_it_could_not_write() {
 #[test]
 fn a_drop_that_cannot_write_the_profile_warns() {
     let buffer = Buffer::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(buffer.clone())
-        .finish();
+    let subscriber = buffer.warn_subscriber();
     tracing::subscriber::with_default(subscriber, || {
         let engine = Engine::new(
             EngineConfig::default()

@@ -34,11 +34,7 @@ fn held_for(engine: &Engine, time: Duration) -> (Var, thread::JoinHandle<()>) {
 /// Runs `wait` with a subscriber on this thread; returns what it logged.
 fn logged(wait: impl FnOnce()) -> String {
     let buffer = Buffer::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(buffer.clone())
-        .finish();
+    let subscriber = buffer.warn_subscriber();
     tracing::subscriber::with_default(subscriber, wait);
     buffer.log()
 }

@@ -70,6 +70,15 @@ impl Buffer {
     pub fn log(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
+
+    /// A subscriber that writes `WARN` and above into this buffer, without colors.
+    pub fn warn_subscriber(&self) -> impl tracing::Subscriber + Send + Sync + 'static {
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(self.clone())
+            .finish()
+    }
 }
 
 /// Runs `f` on its own thread and fails the test if it does not return within `secs` seconds
