@@ -165,6 +165,7 @@ pub use depengine_graph::Var;
 /// The most threads a block of workers may have: each thread count of an [`EngineConfig`] is at
 /// most this (a larger one is [`ConfigError::TooManyThreads`]).
 pub use depengine_pool::MAX_THREADS;
+pub use engine::async_wait::{WaitForAll, WaitForVar};
 pub use engine::op_builder::OpBuilder;
 pub use engine::operator::{Operator, OperatorBuilder};
 pub use engine::profiler::Profiler;
