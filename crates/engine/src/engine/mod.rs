@@ -420,7 +420,7 @@ impl Engine {
     /// let written = engine.wait_for_var_async(var);
     /// futures::executor::block_on(written)?;
     ///
-    /// engine.op("fails").writes([var]).push_sync(|_| -> Result<(), &'static str> { Err("no") })?;
+    /// engine.op("fails").writes([var]).push_sync(|_| Err("no".into()))?;
     /// let failed = futures::executor::block_on(engine.wait_for_var_async(var));
     /// assert!(matches!(failed, Err(EngineError::OpFailed(_))));
     /// // Taken and cleared, as `wait_for_var` does.

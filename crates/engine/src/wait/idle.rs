@@ -437,17 +437,15 @@ impl IdleCounter {
         }
         // Stored before the mutex is dropped: the completion that finds the engine idle
         // wakes it (see the module docs).
-        match waiter.0 {
-            Some(key) => match waiters.wakers.iter_mut().find(|(at, _)| *at == key) {
-                Some((_, waker)) => waker.clone_from(cx.waker()),
-                None => waiters.wakers.push((key, cx.waker().clone())),
-            },
-            None => {
-                let key = waiters.next_key;
-                waiters.next_key += 1;
-                waiters.wakers.push((key, cx.waker().clone()));
-                waiter.0 = Some(key);
-            }
+        let key = *waiter.0.get_or_insert_with(|| {
+            let key = waiters.next_key;
+            waiters.next_key += 1;
+            key
+        });
+        match waiters.wakers.iter_mut().find(|(at, _)| *at == key) {
+            // Replaces the waker of the previous poll, unless it wakes the same task.
+            Some((_, waker)) => waker.clone_from(cx.waker()),
+            None => waiters.wakers.push((key, cx.waker().clone())),
         }
         Poll::Pending
     }
