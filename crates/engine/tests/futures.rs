@@ -2,6 +2,7 @@
 //! return (failures taken and cleared alike), with a minimal executor
 //! (`futures::executor::block_on`) and with tokio's, and no thread blocks while they are
 //! pending.
+#![cfg(not(loom))]
 
 mod common;
 
