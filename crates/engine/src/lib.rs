@@ -84,6 +84,10 @@
 //! 5. A successful write to a var clears its failure (only possible once the failure was
 //!    cleared, since rule 2 skips writes to a failed var).
 //!
+//! [`Engine::wait_for_var_async`] and [`Engine::wait_for_all_async`] are the twins of the two
+//! waits for async code: futures ([`WaitForVar`], [`WaitForAll`]) with the same outcomes under
+//! the same rules, which block no thread and work with any executor.
+//!
 //! Differences from MXNet: MXNet shares one exception slot between all vars of a failure, so a
 //! `WaitForVar` clears it on all of them; here it clears only the var waited on (the others'
 //! data is just as invalid). The engine stays usable after any failure.
@@ -165,6 +169,7 @@ pub use depengine_graph::Var;
 /// The most threads a block of workers may have: each thread count of an [`EngineConfig`] is at
 /// most this (a larger one is [`ConfigError::TooManyThreads`]).
 pub use depengine_pool::MAX_THREADS;
+pub use engine::async_wait::{WaitForAll, WaitForVar};
 pub use engine::op_builder::OpBuilder;
 pub use engine::operator::{Operator, OperatorBuilder};
 pub use engine::profiler::Profiler;

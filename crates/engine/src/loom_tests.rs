@@ -1,6 +1,7 @@
 //! Loom models of the facade's own synchronization: the completion counter that
-//! `wait_for_all` and pushers held back by the pending bound sleep on, the latch
-//! `wait_for_var` blocks on, or abandons (`wait.rs`).
+//! `wait_for_all` and pushers held back by the pending bound sleep on (or a
+//! `wait_for_all_async` future awaits), the latch `wait_for_var` blocks on, or abandons
+//! (`wait.rs`), or its future polls.
 //! Ready ops are queued in the CPU blocks' pools, whose hand-offs (the queues, a kept
 //! successor, a stand-in) are modelled in depengine-pool's `tests/loom_pool.rs` and
 //! `tests/loom_handoff.rs`.
@@ -12,11 +13,15 @@
 //! must see it, which checks both that it did not return early and that the op's effects
 //! happen-before the return.
 
+use std::future::poll_fn;
+use std::task::{Context, Poll, Waker};
+
 use loom::sync::Arc;
-use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 
-use crate::wait::idle::{Admission, IdleCounter, Latch, PendingBound};
+use crate::wait::idle::{Admission, IdleCounter, IdleWaiter, PendingBound};
+use crate::wait::latch::Latch;
 
 /// An op: its effect, then its completion.
 fn complete(counter: &IdleCounter, effect: &AtomicBool) {
@@ -320,6 +325,70 @@ fn latch_abandon_and_claim_exclude_each_other() {
             assert_eq!(latch.wait(), 7);
             setter.join().unwrap();
             assert!(taken.load(Ordering::Relaxed));
+        }
+    });
+}
+
+/// A future polls the latch while the setter sets it: a poll from a task that then stops
+/// waiting stores a waker that wakes nobody, then the awaiting task polls; the setter must
+/// wake the latest waker, whether it sets before, between or after the polls.
+///
+/// Catches: storing the waker in a critical section of its own, after the check (the set
+/// then falls in between, takes no waker, and the await never wakes: loom reports the
+/// deadlock); and keeping a stale waker instead of replacing it.
+#[test]
+fn latch_poll_never_misses_the_set() {
+    loom::model(|| {
+        let latch = Arc::new(Latch::new());
+        let setter = {
+            let latch = Arc::clone(&latch);
+            thread::spawn(move || {
+                assert!(latch.claim());
+                latch.set(7_u32);
+            })
+        };
+        let stale = latch.poll_take(&mut Context::from_waker(Waker::noop()));
+        let value = match stale {
+            Poll::Ready(value) => value,
+            Poll::Pending => loom::future::block_on(poll_fn(|cx| latch.poll_take(cx))),
+        };
+        assert_eq!(value, 7);
+        setter.join().unwrap();
+    });
+}
+
+/// Two ops complete on two threads while a future awaits the engine idle (as
+/// `wait_for_all_async` does): it always wakes, only once both completed, and leaves no
+/// waiter registered.
+///
+/// Catches: storing the waker after the mutex was dropped and taken again (the last
+/// completion falls in between and wakes nobody: loom reports the deadlock); the poll's
+/// acquire (`fetch_or` `Relaxed`: the future resolves without seeing an op's effect).
+#[test]
+fn async_wait_idle_never_misses_the_last_completion() {
+    loom::model(|| {
+        let counter = Arc::new(IdleCounter::new());
+        let effects = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let _ = counter.add();
+        let _ = counter.add();
+        let completers: Vec<_> = (0..2)
+            .map(|op| {
+                let counter = Arc::clone(&counter);
+                let effects = Arc::clone(&effects);
+                thread::spawn(move || complete(&counter, &effects[op]))
+            })
+            .collect();
+        let mut waiter = IdleWaiter::default();
+        loom::future::block_on(poll_fn(|cx| counter.poll_idle(&mut waiter, cx)));
+        assert!(effects[0].load(Ordering::Relaxed));
+        assert!(effects[1].load(Ordering::Relaxed));
+        assert_eq!(counter.pending(), 0);
+        assert!(
+            !counter.has_idle_waiter(),
+            "a resolved future stays registered"
+        );
+        for completer in completers {
+            completer.join().unwrap();
         }
     });
 }

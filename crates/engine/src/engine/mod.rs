@@ -1,5 +1,6 @@
 //! [`Engine`]: the handle users hold, and the builders it hands out.
 
+pub(crate) mod async_wait;
 mod dump;
 pub(crate) mod op_builder;
 pub(crate) mod operator;
@@ -16,6 +17,7 @@ use depengine_graph::{GraphError, Var};
 
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::Context;
+use crate::engine::async_wait::{WaitForAll, WaitForVar};
 use crate::engine::op_builder::OpBuilder;
 use crate::engine::operator::{Operator, OperatorBuilder};
 use crate::engine::profiler::Profiler;
@@ -28,7 +30,7 @@ use crate::thread::frame::{running_op_of, running_op_uses, sync_ops_hold};
 use crate::thread::serving::Served;
 use crate::thread::task::TaskMarker;
 use crate::wait::deadlock::closes_cycle;
-use crate::wait::idle::Latch;
+use crate::wait::latch::Latch;
 
 /// Counters for leak checks and monitoring, from [`Engine::stats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -399,12 +401,55 @@ impl Engine {
             None => wait::wait_watched(state, &latch, var),
         };
         drop(registration);
-        match outcome {
-            Some(failure) => {
-                failure.mark_reported();
-                Err(EngineError::OpFailed(failure))
-            }
-            None => Ok(()),
+        var_outcome(outcome)
+    }
+
+    /// The twin of [`wait_for_var`](Self::wait_for_var) for async code: a future that
+    /// resolves once every op pushed on `var` before this call completed, with the same
+    /// outcome (the failure `var` holds, taken and cleared). The wait op is pushed here; no
+    /// thread blocks while the future is pending, and it works with any executor.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use depengine::{Engine, EngineConfig, EngineError};
+    ///
+    /// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+    /// let var = engine.new_var()?;
+    /// engine.op("slow").writes([var]).push_sync(|_| std::thread::sleep(Duration::from_millis(5)))?;
+    /// let written = engine.wait_for_var_async(var);
+    /// futures::executor::block_on(written)?;
+    ///
+    /// engine.op("fails").writes([var]).push_sync(|_| Err("no".into()))?;
+    /// let failed = futures::executor::block_on(engine.wait_for_var_async(var));
+    /// assert!(matches!(failed, Err(EngineError::OpFailed(_))));
+    /// // Taken and cleared, as `wait_for_var` does.
+    /// futures::executor::block_on(engine.wait_for_var_async(var))?;
+    /// # Ok::<(), EngineError>(())
+    /// ```
+    ///
+    /// Dropping the future before it resolves gives up the wait (see [`WaitForVar`]).
+    ///
+    /// Inside an op of this engine, creating the future is fine, but the deadlock checks of
+    /// [`wait_for_var`](Self::wait_for_var) are not made (the future blocks no thread, so it
+    /// keeps no var held): awaiting it with a blocking executor there is the caller's own
+    /// blocking, and deadlocks if an op pushed on `var` before waits for the op's vars (or,
+    /// on a naive engine, is queued on this thread behind the op).
+    ///
+    /// # Errors
+    ///
+    /// Returned by the future: [`EngineError::OpFailed`]; [`EngineError::WaitOnOwnVar`] if
+    /// created inside an op that reads or writes `var`; [`EngineError::DeletedVar`],
+    /// [`EngineError::ForeignVar`], [`EngineError::ShutDown`].
+    pub fn wait_for_var_async(&self, var: Var) -> WaitForVar {
+        let state = self.state();
+        if running_op_uses(state.id(), var) {
+            return WaitForVar::refused(state.named(EngineError::wait_on_own_var(var), None));
+        }
+        let latch = Arc::new(Latch::new());
+        match state.push_wait(var, &latch) {
+            Ok(()) => WaitForVar::waiting(latch),
+            Err(error) => WaitForVar::refused(state.named(error, None)),
         }
     }
 
@@ -426,21 +471,40 @@ impl Engine {
             return Err(EngineError::WaitAllInsideOp);
         }
         state.pending().wait_idle("wait_for_all");
-        // Idle: the op storage a burst grew goes back, if the completion that woke this wait
-        // did not give it back already (then this is one load).
-        state.graph().trim();
-        let taken = state.failures().take();
-        for var in taken.vars {
-            // A var deleted meanwhile has dropped its failure already.
-            let _ = state.graph().clear_failure(var);
+        after_idle(state)
+    }
+
+    /// The twin of [`wait_for_all`](Self::wait_for_all) for async code: a future that
+    /// resolves once every pushed op completed, with the same outcome (the first unreported
+    /// failure; every var failure cleared) and the same trim of the graph. No thread blocks
+    /// while it is pending (and none warns that it stalls), and it works with any executor.
+    ///
+    /// ```
+    /// use depengine::{Engine, EngineConfig, EngineError};
+    ///
+    /// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+    /// let var = engine.new_var()?;
+    /// for _ in 0..100 {
+    ///     engine.op("step").writes([var]).push_sync(|_| {})?;
+    /// }
+    /// futures::executor::block_on(engine.wait_for_all_async())?;
+    /// assert_eq!(engine.stats().pending_ops, 0);
+    /// # Ok::<(), EngineError>(())
+    /// ```
+    ///
+    /// Dropping the future before it resolves gives up the wait (see [`WaitForAll`]).
+    ///
+    /// # Errors
+    ///
+    /// Returned by the future: [`EngineError::OpFailed`]; [`EngineError::WaitAllInsideOp`] if
+    /// created inside an op of this engine (it could never resolve while the op runs unless
+    /// the op returned first, and an op cannot await it without blocking itself; as
+    /// `wait_for_all` does, it refuses).
+    pub fn wait_for_all_async(&self) -> WaitForAll {
+        if running_op_of(self.id()) {
+            return WaitForAll::refused(EngineError::WaitAllInsideOp);
         }
-        match taken.unreported {
-            Some(failure) => {
-                failure.mark_reported();
-                Err(EngineError::OpFailed(failure))
-            }
-            None => Ok(()),
-        }
+        WaitForAll::waiting(self.clone())
     }
 
     /// Shuts the engine down: later pushes and new vars (through any clone) fail with
@@ -560,6 +624,32 @@ impl Engine {
             logged_failures: state.failures().len(),
         }
     }
+}
+
+/// The outcome of a `wait_for_var`, blocking or async, from the value its latch carried: the
+/// failure taken from the var, now returned (so `wait_for_all` does not return it again).
+pub(crate) fn var_outcome(taken: Option<OpFailure>) -> Result<()> {
+    match taken {
+        Some(failure) => {
+            failure.mark_reported();
+            Err(EngineError::OpFailed(failure))
+        }
+        None => Ok(()),
+    }
+}
+
+/// What `wait_for_all`, blocking or async, does once the engine was found idle: gives back the
+/// op storage a burst grew (if the completion that woke the wait did not give it back already:
+/// then this is one load), takes the failure log, clears the var failures it lists, and
+/// returns the first failure no wait returned.
+pub(crate) fn after_idle(state: &EngineState) -> Result<()> {
+    state.graph().trim();
+    let taken = state.failures().take();
+    for var in taken.vars {
+        // A var deleted meanwhile has dropped its failure already.
+        let _ = state.graph().clear_failure(var);
+    }
+    var_outcome(taken.unreported)
 }
 
 impl fmt::Debug for Engine {

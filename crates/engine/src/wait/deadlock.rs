@@ -52,7 +52,7 @@ use depengine_sync::{Mutex, MutexGuard, lock};
 use depengine_graph::{Graph, OpId, Var, Visit};
 
 use crate::failure::OpFailure;
-use crate::wait::idle::Latch;
+use crate::wait::latch::Latch;
 
 /// The latch a `wait_for_var` blocks on.
 pub(crate) type WaitLatch = Latch<Option<OpFailure>>;

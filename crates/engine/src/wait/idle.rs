@@ -1,6 +1,6 @@
-//! The facade's own synchronization: counting pending ops ([`IdleCounter`]) for `wait_for_all`
-//! and for the pending bound that holds back a pusher running too far ahead, and the one-shot
-//! [`Latch`] a `wait_for_var` blocks on.
+//! Counting pending ops ([`IdleCounter`]) for `wait_for_all` (blocking, or as a future) and for
+//! the pending bound that holds back a pusher running too far ahead. (The one-shot latch a
+//! `wait_for_var` waits on is `latch.rs`.)
 //!
 //! # `IdleCounter` protocol
 //!
@@ -47,6 +47,26 @@
 //! and the notification, made after `F` drops the mutex, wakes it. The woken waiter checks
 //! again with a new `fetch_or`, which follows `F`, and returns.
 //!
+//! # Async waiters
+//!
+//! A future (`wait_for_all_async`) waits as a thread does, with "stores its waker in the list
+//! of wakers" for "sleeps on the condvar": `poll_idle`, holding the mutex, sets `WAITER` with
+//! the same `fetch_or`, loads `pushed`, and returns `Ready` if they are equal; otherwise it
+//! stores its waker (replacing the one of its previous poll) before it drops the mutex. A
+//! registered future counts as a waiter until it returns `Ready` or is dropped, whichever
+//! comes first, and the last waiter to leave, thread or future, clears `WAITER`. A completion
+//! `F` that finds the engine idle takes the mutex, clones the wakers, drops the mutex, then
+//! notifies the condvar and wakes each waker (outside the mutex, so a waker that polls inline
+//! cannot deadlock on it).
+//!
+//! The argument above carries over: the poll holds the mutex from its `fetch_or` until its
+//! waker is in the list, so `F`, which follows the `fetch_or` in the RMW order of
+//! `completed` (else the poll returns `Ready`), sees `WAITER`, gets the mutex only once the
+//! waker is stored, and wakes it. A woken future polls again with a new `fetch_or`, which
+//! follows `F`, and returns. The model `async_wait_idle_never_misses_the_last_completion` in
+//! `loom_tests.rs` checks it; storing the waker in a critical section of its own, after the
+//! check, makes it fail.
+//!
 //! Semantics: `wait_idle` returns at a moment when every op added so far has completed — so
 //! every op whose `add()` happened-before the call, and every op those ops pushed before
 //! completing, has completed, and their effects happen-before the return. Ops added
@@ -92,6 +112,8 @@
 //!   it then checks again, and sleeps with `THROTTLED` set again if need be. A notification
 //!   that came because of a stale `pushed` wakes a waiter that finds more than `low` ops
 //!   pending: one is still to complete, and its completion checks again.
+
+use std::task::{Context, Poll, Waker};
 
 use depengine_sync::{
     AtomicUsize, CachePadded, Condvar, Mutex, Ordering, lock, wait, wait_timeout,
@@ -156,19 +178,48 @@ struct Pushes {
 struct Completions {
     /// `ops completed, ever * ONE | THROTTLED? | WAITER?`.
     count: AtomicUsize,
-    /// Threads inside `wait_idle_for` and `wait_below_for`.
+    /// Threads inside `wait_idle_for` and `wait_below_for`, and futures inside `poll_idle`.
     waiters: Mutex<Waiters>,
     idle: Condvar,
     /// Where held-back pushers sleep.
     below: Condvar,
 }
 
-/// The threads waiting on an `IdleCounter`, by what they wait for.
+/// The threads and futures waiting on an `IdleCounter`, by what they wait for.
 #[derive(Default)]
 struct Waiters {
+    /// Threads waiting for the engine to be idle.
     idle: usize,
     throttled: usize,
+    /// Futures waiting for the engine to be idle: the waker of each one's latest poll, by key.
+    /// Few at a time (one per `wait_for_all_async` awaited), so a list searched by key.
+    wakers: Vec<(u64, Waker)>,
+    /// The key of the next future to register.
+    next_key: u64,
 }
+
+impl Waiters {
+    /// Whether no thread or future waits for the engine to be idle: `WAITER` may be cleared.
+    fn no_idle_waiter(&self) -> bool {
+        self.idle == 0 && self.wakers.is_empty()
+    }
+
+    /// Removes the future registered as `key`.
+    fn forget(&mut self, key: u64) {
+        if let Some(at) = self
+            .wakers
+            .iter()
+            .position(|(registered, _)| *registered == key)
+        {
+            self.wakers.swap_remove(at);
+        }
+    }
+}
+
+/// A future's registration as an idle waiter of an [`IdleCounter`] (see `poll_idle`): `None`
+/// until its first `Pending`, and again once it returned `Ready`.
+#[derive(Default)]
+pub(crate) struct IdleWaiter(Option<u64>);
 
 impl IdleCounter {
     /// A counter without a bound.
@@ -263,9 +314,19 @@ impl IdleCounter {
         let idle = old & WAITER != 0 && pending == 0;
         if idle {
             // Taking the mutex waits until a waiter that registered is asleep on the
-            // condvar, so the notification cannot fall between its check and its sleep.
-            drop(lock(&self.completed.waiters));
+            // condvar, or has stored its waker, so the notification cannot fall between its
+            // check and its sleep. The wakers are woken after the mutex is dropped.
+            let waiters = lock(&self.completed.waiters);
+            let wakers: Vec<Waker> = waiters
+                .wakers
+                .iter()
+                .map(|(_, waker)| waker.clone())
+                .collect();
+            drop(waiters);
             self.completed.idle.notify_all();
+            for waker in wakers {
+                waker.wake();
+            }
         }
         if old & THROTTLED != 0 && self.bound.is_some_and(|bound| pending <= bound.low) {
             // Under the mutex, as above; clearing the bit leaves this crossing to this one
@@ -344,13 +405,64 @@ impl IdleCounter {
             }
         };
         waiters.idle -= 1;
-        if waiters.idle == 0 {
+        self.leave_idle(&waiters);
+        idle
+    }
+
+    /// An idle waiter left: clears `WAITER` if it was the last.
+    fn leave_idle(&self, waiters: &Waiters) {
+        if waiters.no_idle_waiter() {
             // Under the mutex, so no waiter registers in between. Relaxed: it only stops
             // completions from checking `pushed`; a completion that still sees the bit
             // notifies nobody in particular.
             self.completed.count.fetch_and(!WAITER, Ordering::Relaxed);
         }
-        idle
+    }
+
+    /// The future's `wait_idle`: `Ready` once every op added so far has completed (the same
+    /// check as `wait_idle_for`); otherwise stores `cx`'s waker, registering `waiter` as an
+    /// idle waiter until it returns `Ready` or is dropped ([`forget_idle`](Self::forget_idle)).
+    /// See "Async waiters" in the module docs.
+    pub(crate) fn poll_idle(&self, waiter: &mut IdleWaiter, cx: &mut Context<'_>) -> Poll<()> {
+        let mut waiters = lock(&self.completed.waiters);
+        // As in `wait_idle_for`: an RMW ordered with every completion's `fetch_add`, acquire.
+        let completed = self.completed.count.fetch_or(WAITER, Ordering::Acquire) / ONE;
+        // Relaxed, after the RMW: as in `wait_idle_for`.
+        if self.pushed.count.load(Ordering::Relaxed) == completed {
+            if let Some(key) = waiter.0.take() {
+                waiters.forget(key);
+            }
+            self.leave_idle(&waiters);
+            return Poll::Ready(());
+        }
+        // Stored before the mutex is dropped: the completion that finds the engine idle
+        // wakes it (see the module docs).
+        let key = *waiter.0.get_or_insert_with(|| {
+            let key = waiters.next_key;
+            waiters.next_key += 1;
+            key
+        });
+        match waiters.wakers.iter_mut().find(|(at, _)| *at == key) {
+            // Replaces the waker of the previous poll, unless it wakes the same task.
+            Some((_, waker)) => waker.clone_from(cx.waker()),
+            None => waiters.wakers.push((key, cx.waker().clone())),
+        }
+        Poll::Pending
+    }
+
+    /// Whether `WAITER` is set (the models check that the last waiter to leave clears it).
+    #[cfg(all(test, loom))]
+    pub(crate) fn has_idle_waiter(&self) -> bool {
+        self.completed.count.load(Ordering::Relaxed) & WAITER != 0
+    }
+
+    /// A future waiting in `poll_idle` was dropped: unregisters it.
+    pub(crate) fn forget_idle(&self, waiter: &mut IdleWaiter) {
+        if let Some(key) = waiter.0.take() {
+            let mut waiters = lock(&self.completed.waiters);
+            waiters.forget(key);
+            self.leave_idle(&waiters);
+        }
     }
 
     /// For a push that `add` found over the bound, and that withdrew its op: blocks until at
@@ -394,117 +506,5 @@ impl IdleCounter {
                 .fetch_and(!THROTTLED, Ordering::Relaxed);
         }
         below
-    }
-}
-
-/// A one-shot latch carrying a value from the thread that sets it to the one thread waiting.
-///
-/// The waiter may give up (`abandon`) as long as the setter has not `claim`ed the latch: the
-/// setter claims it before the side effects that belong to the waiter (`wait_for_var` taking
-/// the var's failure), so a waiter that gave up takes nothing, and one that cannot give up any
-/// more waits for a value that is on its way.
-pub(crate) struct Latch<T> {
-    state: Mutex<LatchState<T>>,
-    set: Condvar,
-}
-
-enum LatchState<T> {
-    /// Nothing yet: the waiter may still abandon.
-    Open,
-    /// The setter committed to setting it.
-    Claimed,
-    Set(T),
-    /// The value was taken.
-    Taken,
-    /// The waiter gave up; the setter does nothing.
-    Abandoned,
-}
-
-impl<T> Latch<T> {
-    pub(crate) fn new() -> Self {
-        Latch {
-            state: Mutex::new(LatchState::Open),
-            set: Condvar::new(),
-        }
-    }
-
-    /// Commits to setting the latch: `false` if the waiter abandoned it.
-    pub(crate) fn claim(&self) -> bool {
-        let mut state = lock(&self.state);
-        match *state {
-            LatchState::Open => {
-                *state = LatchState::Claimed;
-                true
-            }
-            LatchState::Abandoned => false,
-            LatchState::Claimed | LatchState::Set(_) | LatchState::Taken => true,
-        }
-    }
-
-    /// Sets the latch (the first value wins) and wakes the waiter; does nothing if the waiter
-    /// abandoned it.
-    pub(crate) fn set(&self, value: T) {
-        let mut state = lock(&self.state);
-        if matches!(*state, LatchState::Open | LatchState::Claimed) {
-            *state = LatchState::Set(value);
-        }
-        drop(state);
-        self.set.notify_all();
-    }
-
-    /// Whether nothing happened to the latch yet: not claimed, set or abandoned.
-    pub(crate) fn is_open(&self) -> bool {
-        matches!(*lock(&self.state), LatchState::Open)
-    }
-
-    /// Whether the latch is set (its value not yet taken).
-    pub(crate) fn is_set(&self) -> bool {
-        matches!(*lock(&self.state), LatchState::Set(_))
-    }
-
-    /// Gives up waiting: `true` unless the setter claimed (or set) the latch already, in which
-    /// case the caller must `wait` for the value.
-    pub(crate) fn abandon(&self) -> bool {
-        let mut state = lock(&self.state);
-        match *state {
-            LatchState::Open | LatchState::Abandoned => {
-                *state = LatchState::Abandoned;
-                true
-            }
-            LatchState::Claimed | LatchState::Set(_) | LatchState::Taken => false,
-        }
-    }
-
-    /// As [`wait`](Self::wait), giving up after about `timeout` (or earlier, on a spurious
-    /// wake-up): `None` if the latch is not set by then.
-    pub(crate) fn wait_timeout(&self, timeout: std::time::Duration) -> Option<T> {
-        let mut state = lock(&self.state);
-        if !matches!(*state, LatchState::Set(_)) {
-            state = wait_timeout(&self.set, state, timeout).0;
-        }
-        match std::mem::replace(&mut *state, LatchState::Taken) {
-            LatchState::Set(value) => Some(value),
-            other => {
-                *state = other;
-                None
-            }
-        }
-    }
-
-    /// Blocks until the latch is set; returns its value (once). Not after `abandon` returned
-    /// `true` (nothing would set it).
-    pub(crate) fn wait(&self) -> T {
-        let mut state = lock(&self.state);
-        debug_assert!(
-            !matches!(*state, LatchState::Abandoned),
-            "waiting on an abandoned latch"
-        );
-        loop {
-            match std::mem::replace(&mut *state, LatchState::Taken) {
-                LatchState::Set(value) => return value,
-                other => *state = other,
-            }
-            state = wait(&self.set, state);
-        }
     }
 }

@@ -5,6 +5,7 @@
 
 pub(crate) mod deadlock;
 pub(crate) mod idle;
+pub(crate) mod latch;
 pub(crate) mod pending;
 pub(crate) mod stall;
 pub(crate) mod stand_in;

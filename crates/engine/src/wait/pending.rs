@@ -4,10 +4,11 @@
 //! of the waits on them (`stall.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::error::{EngineError, Result};
-use crate::wait::idle::{IdleCounter, PendingBound};
+use crate::wait::idle::{IdleCounter, IdleWaiter, PendingBound};
 use crate::wait::stall::StallClock;
 use crate::wait::throttle;
 use crate::warn::{DUMP_HINT, Topic, warn};
@@ -19,7 +20,8 @@ use crate::warn::{DUMP_HINT, Topic, warn};
 /// the thread that completes an op (a worker, a device executor's thread, the thread that
 /// completes an async op, a pusher running an op inline) counts it out ([`done`](Self::done),
 /// the completers' line); `wait_for_all`'s caller and the last handle's teardown wait on it
-/// ([`wait_idle`](Self::wait_idle)); `Engine::shutdown` and the last handle's drop set the flag.
+/// ([`wait_idle`](Self::wait_idle)), and whoever polls a `wait_for_all_async` future
+/// ([`poll_idle`](Self::poll_idle)); `Engine::shutdown` and the last handle's drop set the flag.
 pub(crate) struct PendingOps {
     counter: IdleCounter,
     /// Set by `Engine::shutdown` and by the last handle's drop; a push that sees it fails.
@@ -111,5 +113,17 @@ impl PendingOps {
                 );
             }
         }
+    }
+
+    /// A future's `wait_idle`: `Ready` once every op counted so far has completed, else
+    /// `Pending` with `cx`'s waker registered (see "Async waiters" in `idle.rs`). A pending
+    /// future does not warn.
+    pub(crate) fn poll_idle(&self, waiter: &mut IdleWaiter, cx: &mut Context<'_>) -> Poll<()> {
+        self.counter.poll_idle(waiter, cx)
+    }
+
+    /// A future waiting in `poll_idle` was dropped: unregisters it.
+    pub(crate) fn forget_idle(&self, waiter: &mut IdleWaiter) {
+        self.counter.forget_idle(waiter);
     }
 }

@@ -1,0 +1,203 @@
+//! The futures of [`Engine::wait_for_var_async`] and [`Engine::wait_for_all_async`]: the
+//! blocking waits' twins for async code, which wait without blocking a thread.
+//!
+//! Each is a plain state machine over the engine's own wake-ups, so it works with any
+//! executor: a [`WaitForVar`] polls the latch its wait op sets (`wait/latch.rs`), a
+//! [`WaitForAll`] registers with the pending-op counter (`wait/idle.rs`, "Async waiters"); each
+//! stores the waker of its latest poll in the same critical section as it checks, which is why
+//! no wake-up is lost (argued in those files, checked by the loom models).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::engine::{Engine, after_idle, var_outcome};
+use crate::error::{EngineError, Result};
+use crate::wait::deadlock::WaitLatch;
+use crate::wait::idle::IdleWaiter;
+
+/// The future of [`Engine::wait_for_var_async`]: resolves once every op pushed on the var
+/// before it was created has completed, with the var's failure (taken and cleared) as
+/// [`EngineError::OpFailed`], or with the error that kept the wait from starting.
+///
+/// `Send`, `Unpin`, and executor-agnostic. It does not keep the engine alive: the wait op it
+/// waits for is pending work of the engine, which completes it before it shuts down.
+///
+/// Dropped before it resolves, the wait op still completes in turn and releases the var. If
+/// it was not released yet, it takes nothing: the var keeps its failure, for a later wait to
+/// return. If it was (the failure taken from the var and on its way to the future), that
+/// failure, returned by no wait, is returned by the next [`Engine::wait_for_all`].
+///
+/// # Panics
+///
+/// Polled again after it resolved.
+#[must_use = "a future does nothing unless polled; drop it to give up the wait"]
+pub struct WaitForVar {
+    state: VarWaitState,
+}
+
+enum VarWaitState {
+    /// The wait could not start: returned by the first poll.
+    Refused(EngineError),
+    /// The wait op is pushed; its release sets the latch.
+    Waiting(Arc<WaitLatch>),
+    /// The future resolved.
+    Done,
+}
+
+impl WaitForVar {
+    pub(crate) fn refused(error: EngineError) -> Self {
+        WaitForVar {
+            state: VarWaitState::Refused(error),
+        }
+    }
+
+    pub(crate) fn waiting(latch: Arc<WaitLatch>) -> Self {
+        WaitForVar {
+            state: VarWaitState::Waiting(latch),
+        }
+    }
+}
+
+impl Future for WaitForVar {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let outcome = match std::mem::replace(&mut self.state, VarWaitState::Done) {
+            VarWaitState::Waiting(latch) => match latch.poll_take(cx) {
+                Poll::Ready(outcome) => var_outcome(outcome),
+                Poll::Pending => {
+                    self.state = VarWaitState::Waiting(latch);
+                    return Poll::Pending;
+                }
+            },
+            VarWaitState::Refused(error) => Err(error),
+            VarWaitState::Done => panic!("`WaitForVar` polled after it resolved"),
+        };
+        Poll::Ready(outcome)
+    }
+}
+
+impl Drop for WaitForVar {
+    fn drop(&mut self) {
+        if let VarWaitState::Waiting(latch) = &self.state {
+            // As a blocking wait that gives up (`deadlock.rs`): if the wait op was not
+            // released yet, it will take nothing. Otherwise its value is left in the latch: a
+            // failure it holds was never marked reported, so `wait_for_all` returns it.
+            let _ = latch.abandon();
+        }
+    }
+}
+
+impl fmt::Debug for WaitForVar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            VarWaitState::Refused(_) => "refused",
+            VarWaitState::Waiting(_) => "waiting",
+            VarWaitState::Done => "done",
+        };
+        f.debug_struct("WaitForVar").field("state", &state).finish()
+    }
+}
+
+/// The future of [`Engine::wait_for_all_async`]: resolves once the engine is idle, then does
+/// what [`Engine::wait_for_all`] does after its wait (returns the first unreported failure,
+/// clears the var failures, gives back the memory a burst of waiting ops grew).
+///
+/// `Send`, `Unpin`, and executor-agnostic. It holds a clone of the engine until it resolves
+/// or is dropped (so, like any clone, it may be the last one, and shut the engine down when it
+/// goes). Dropped before it resolves, it just stops waiting: the failures stay for the next
+/// wait.
+///
+/// # Panics
+///
+/// Polled again after it resolved.
+#[must_use = "a future does nothing unless polled"]
+pub struct WaitForAll {
+    state: AllWaitState,
+}
+
+enum AllWaitState {
+    /// The wait could not start: returned by the first poll.
+    Refused(EngineError),
+    /// Registered with the engine's pending-op counter from its first `Pending` on.
+    Waiting { engine: Engine, waiter: IdleWaiter },
+    /// The future resolved.
+    Done,
+}
+
+impl WaitForAll {
+    pub(crate) fn refused(error: EngineError) -> Self {
+        WaitForAll {
+            state: AllWaitState::Refused(error),
+        }
+    }
+
+    pub(crate) fn waiting(engine: Engine) -> Self {
+        WaitForAll {
+            state: AllWaitState::Waiting {
+                engine,
+                waiter: IdleWaiter::default(),
+            },
+        }
+    }
+}
+
+impl Future for WaitForAll {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let outcome = match std::mem::replace(&mut self.state, AllWaitState::Done) {
+            AllWaitState::Waiting { engine, mut waiter } => {
+                if engine
+                    .state()
+                    .pending()
+                    .poll_idle(&mut waiter, cx)
+                    .is_pending()
+                {
+                    self.state = AllWaitState::Waiting { engine, waiter };
+                    return Poll::Pending;
+                }
+                // Idle; `poll_idle` unregistered the waiter.
+                after_idle(engine.state())
+            }
+            AllWaitState::Refused(error) => Err(error),
+            AllWaitState::Done => panic!("`WaitForAll` polled after it resolved"),
+        };
+        Poll::Ready(outcome)
+    }
+}
+
+impl Drop for WaitForAll {
+    fn drop(&mut self) {
+        if let AllWaitState::Waiting { engine, waiter } = &mut self.state {
+            engine.state().pending().forget_idle(waiter);
+        }
+    }
+}
+
+impl fmt::Debug for WaitForAll {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            AllWaitState::Refused(_) => "refused",
+            AllWaitState::Waiting { .. } => "waiting",
+            AllWaitState::Done => "done",
+        };
+        f.debug_struct("WaitForAll").field("state", &state).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{WaitForAll, WaitForVar};
+
+    fn send_unpin<T: Send + Unpin>() {}
+
+    #[test]
+    fn the_futures_are_send_and_unpin() {
+        send_unpin::<WaitForVar>();
+        send_unpin::<WaitForAll>();
+    }
+}
