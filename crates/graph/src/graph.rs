@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use depengine_sync::{AtomicUsize, Mutex, MutexGuard, Ordering, lock};
 
+use crate::busy::{BusyVar, Holder};
 use crate::error::GraphError;
 use crate::incoming::Incoming;
 use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp, VarKey};
 use crate::op_cell::OpSlot;
 use crate::slab::{NIL, Slab, Slot};
 use crate::stats::GraphStats;
-use crate::var::{Access, BusyVar, Holder, Var, VarStatus};
+use crate::var::{Access, Var, VarStatus};
 use crate::var_queue::{Grant, KEEP_SPILL, NO_OP, VarQueue, Waiter};
 
 /// The default failure type: any error, shared so it can be recorded on several vars.

@@ -78,6 +78,7 @@
 )]
 
 mod blocked;
+mod busy;
 mod error;
 mod graph;
 // `malloc_trim`, a foreign function; see the module documentation.
@@ -104,8 +105,9 @@ mod loom_tests;
 mod tests;
 
 pub use blocked::Visit;
+pub use busy::{BusyVar, Holder};
 pub use error::GraphError;
 pub use graph::{Failure, Graph};
 pub use op::{Dispatch, OpId, PendingOp, ReadyOp};
 pub use stats::GraphStats;
-pub use var::{Access, BusyVar, Holder, Var, VarStatus};
+pub use var::{Access, Var, VarStatus};
