@@ -78,7 +78,7 @@ impl<'e> OpBuilder<'e> {
         I: IntoIterator,
         I::Item: Borrow<Var>,
     {
-        self.reads = collect(vars);
+        fill(&mut self.reads, vars);
         self
     }
 
@@ -89,7 +89,7 @@ impl<'e> OpBuilder<'e> {
         I: IntoIterator,
         I::Item: Borrow<Var>,
     {
-        self.writes = collect(vars);
+        fill(&mut self.writes, vars);
         self
     }
 
@@ -180,14 +180,16 @@ impl<'e> OpBuilder<'e> {
     }
 }
 
-/// A var list, inline up to [`INLINE_VARS`] vars.
+/// Replaces `list` with `vars`, in place: the builder's list is written where it lies (a list
+/// built apart and moved in cost a store-forwarding stall per push, `docs/bench-history.md`).
 #[inline]
-fn collect<I>(vars: I) -> VarList
+fn fill<I>(list: &mut VarList, vars: I)
 where
     I: IntoIterator,
     I::Item: Borrow<Var>,
 {
-    vars.into_iter().map(|var| *var.borrow()).collect()
+    list.clear();
+    list.extend(vars.into_iter().map(|var| *var.borrow()));
 }
 
 impl fmt::Debug for OpBuilder<'_> {
