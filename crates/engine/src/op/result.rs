@@ -1,7 +1,7 @@
 //! [`IntoOpResult`]: what an op's function may return.
 //!
 //! An op's function returns `()` (it cannot fail, short of panicking) or
-//! `Result<(), BoxError>`; a function that only panics (`|_| panic!(..)`, `|_| todo!()`)
+//! `Result<(), BoxError>`; a function that only panics (`|_| panic!(..)`, or any other diverging body)
 //! returns `!`, which is accepted too. The set is closed (the trait is sealed) and holds exactly one
 //! `Result`, which is what lets `|_| Ok(())` compile without annotations: the closure's return
 //! type is `Result<(), ?E>` with `?E` unknown, the bound `Result<(), ?E>: IntoOpResult` has a
