@@ -42,6 +42,27 @@ fn one_pending_op() -> (Arc<IdleCounter>, Arc<AtomicBool>, thread::JoinHandle<()
     (counter, effect, completer)
 }
 
+/// A counter with two ops added, each completed on a thread of its own after setting its
+/// effect: what the waiters of the models below wait for.
+fn two_ops_completing() -> (
+    Arc<IdleCounter>,
+    Arc<[AtomicBool; 2]>,
+    Vec<thread::JoinHandle<()>>,
+) {
+    let counter = Arc::new(IdleCounter::new());
+    let effects = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+    let _ = counter.add();
+    let _ = counter.add();
+    let completers = (0..2)
+        .map(|op| {
+            let counter = Arc::clone(&counter);
+            let effects = Arc::clone(&effects);
+            thread::spawn(move || complete(&counter, &effects[op]))
+        })
+        .collect();
+    (counter, effects, completers)
+}
+
 /// Two ops complete on two threads while a third waits for all: the waiter always wakes, and
 /// only once both completed.
 ///
@@ -50,17 +71,7 @@ fn one_pending_op() -> (Arc<IdleCounter>, Arc<AtomicBool>, thread::JoinHandle<()
 #[test]
 fn wait_idle_never_misses_the_last_completion() {
     loom::model(|| {
-        let counter = Arc::new(IdleCounter::new());
-        let effects = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
-        let _ = counter.add();
-        let _ = counter.add();
-        let completers: Vec<_> = (0..2)
-            .map(|op| {
-                let counter = Arc::clone(&counter);
-                let effects = Arc::clone(&effects);
-                thread::spawn(move || complete(&counter, &effects[op]))
-            })
-            .collect();
+        let (counter, effects, completers) = two_ops_completing();
         counter.wait_idle();
         assert!(effects[0].load(Ordering::Relaxed));
         assert!(effects[1].load(Ordering::Relaxed));
@@ -367,17 +378,7 @@ fn latch_poll_never_misses_the_set() {
 #[test]
 fn async_wait_idle_never_misses_the_last_completion() {
     loom::model(|| {
-        let counter = Arc::new(IdleCounter::new());
-        let effects = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
-        let _ = counter.add();
-        let _ = counter.add();
-        let completers: Vec<_> = (0..2)
-            .map(|op| {
-                let counter = Arc::clone(&counter);
-                let effects = Arc::clone(&effects);
-                thread::spawn(move || complete(&counter, &effects[op]))
-            })
-            .collect();
+        let (counter, effects, completers) = two_ops_completing();
         let mut waiter = IdleWaiter::default();
         loom::future::block_on(poll_fn(|cx| counter.poll_idle(&mut waiter, cx)));
         assert!(effects[0].load(Ordering::Relaxed));

@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use common::{KINDS, engine, held_async_op, within};
-use depengine::{EngineError, EngineKind};
+use depengine::{Engine, EngineError, EngineKind, Var};
 use futures::executor::block_on;
 
 /// Polls `future` once with a waker that wakes nobody.
@@ -28,21 +28,27 @@ fn failed_op_name(outcome: Result<(), EngineError>) -> String {
     }
 }
 
+/// A var and an op that writes it after 20 ms, setting the flag returned.
+fn push_slow_writer(engine: &Engine) -> (Var, Arc<AtomicBool>) {
+    let var = engine.new_var().unwrap();
+    let written = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&written);
+    engine
+        .op("slow")
+        .writes([var])
+        .push_sync(move |_| {
+            std::thread::sleep(Duration::from_millis(20));
+            flag.store(true, Ordering::Relaxed);
+        })
+        .unwrap();
+    (var, written)
+}
+
 #[test]
 fn block_on_awaits_a_var_written_by_a_slow_op() {
     for kind in KINDS {
         let engine = engine(kind, 2);
-        let var = engine.new_var().unwrap();
-        let written = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&written);
-        engine
-            .op("slow")
-            .writes([var])
-            .push_sync(move |_| {
-                std::thread::sleep(Duration::from_millis(20));
-                flag.store(true, Ordering::Relaxed);
-            })
-            .unwrap();
+        let (var, written) = push_slow_writer(&engine);
         block_on(engine.wait_for_var_async(var)).unwrap();
         assert!(written.load(Ordering::Relaxed), "{kind}");
     }
@@ -230,17 +236,7 @@ async fn tokio_current_thread_many_awaits_on_one_var() {
 async fn tokio_awaits_a_slow_writer_and_the_idle_engine() {
     for kind in KINDS {
         let engine = engine(kind, 2);
-        let var = engine.new_var().unwrap();
-        let written = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&written);
-        engine
-            .op("slow")
-            .writes([var])
-            .push_sync(move |_| {
-                std::thread::sleep(Duration::from_millis(20));
-                flag.store(true, Ordering::Relaxed);
-            })
-            .unwrap();
+        let (var, written) = push_slow_writer(&engine);
         let all = tokio::spawn(engine.wait_for_all_async());
         engine.wait_for_var_async(var).await.unwrap();
         assert!(written.load(Ordering::Relaxed), "{kind}");
