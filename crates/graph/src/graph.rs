@@ -554,6 +554,42 @@ impl<T, E> Graph<T, E> {
         Ok(payload)
     }
 
+    /// Completes a ready op whose written vars end with outcomes of their own: as
+    /// [`complete`](Self::complete), with the failure of each written var given by
+    /// `failure_of(position)` (`None`: the var's failure is cleared, as by a success), where
+    /// `position` is the var's place in the op's list of reads then writes, as pushed.
+    ///
+    /// For an op that stands for several ops run one after the other (the facade's bulk
+    /// segments): each var ends as the last of them that wrote it left it.
+    ///
+    /// # Errors
+    ///
+    /// As [`complete`](Self::complete).
+    pub fn complete_each<'f, D>(
+        &self,
+        op: ReadyOp<T>,
+        failure_of: impl Fn(usize) -> Option<&'f E>,
+        dispatch: &mut D,
+    ) -> Result<T, GraphError>
+    where
+        D: Dispatch<T> + ?Sized,
+        E: Clone + 'f,
+    {
+        if op.graph != self.id {
+            return Err(GraphError::ForeignOp);
+        }
+        let ReadyOp { payload, deps, .. } = op;
+        for (pos, &key) in deps.all().iter().enumerate() {
+            let access = deps.access(pos);
+            let failure = match access {
+                Access::Write => failure_of(pos),
+                Access::Read => None,
+            };
+            self.release(key.index, access, failure, dispatch);
+        }
+        Ok(payload)
+    }
+
     /// Transition 3 or 4 on one var, then dispatch whatever it made ready.
     fn release<D>(&self, var: u32, access: Access, failure: Option<&E>, dispatch: &mut D)
     where

@@ -290,6 +290,53 @@ fn failure_is_recorded_on_written_vars_and_cleared_by_a_successful_write() {
 }
 
 #[test]
+fn complete_each_records_an_outcome_per_written_var() {
+    let graph = G::new();
+    let vars: Vec<Var> = (0..4).map(|_| graph.new_var().unwrap()).collect();
+    let mut ready = Vec::new();
+    // `vars[3]` holds a failure from before; the op reads it.
+    graph.push(&[], &[vars[3]], 1, &mut ready).unwrap();
+    finish(&graph, &mut ready, 1, Err("before"));
+    // Positions: reads `vars[3]` (0), writes `vars[0]` (1), `vars[1]` (2), `vars[2]` (3).
+    graph.push(&[vars[3]], &vars[..3], 2, &mut ready).unwrap();
+    graph.push(&[], &[vars[1]], 3, &mut ready).unwrap();
+    let op = ready.pop().unwrap();
+    let outcomes = [Some("read"), None, Some("second"), Some("third")];
+    let asked = AtomicUsize::new(0);
+    let failure_of = |position: usize| {
+        asked.fetch_or(1 << position, Ordering::Relaxed);
+        outcomes[position].as_ref()
+    };
+    assert_eq!(graph.complete_each(op, failure_of, &mut ready), Ok(2));
+    assert_eq!(
+        asked.load(Ordering::Relaxed),
+        0b1110,
+        "asked for written vars only"
+    );
+    assert_eq!(graph.var_failure(vars[0]), Ok(None));
+    assert_eq!(graph.var_failure(vars[1]), Ok(Some("second")));
+    assert_eq!(graph.var_failure(vars[2]), Ok(Some("third")));
+    assert_eq!(
+        graph.var_failure(vars[3]),
+        Ok(Some("before")),
+        "a read var keeps its failure"
+    );
+    assert_eq!(graph.stats().failed_vars, 3);
+    // Its vars were released: the op queued behind it is ready.
+    assert_eq!(names(&ready), [3]);
+    finish(&graph, &mut ready, 3, Ok(()));
+    assert_eq!(graph.stats().failed_vars, 2);
+    let other = Graph::<u32, &'static str>::new();
+    let v = other.new_var().unwrap();
+    other.push(&[], &[v], 4, &mut ready).unwrap();
+    let foreign = ready.pop().unwrap();
+    assert_eq!(
+        graph.complete_each(foreign, |_| None, &mut ready),
+        Err(GraphError::ForeignOp)
+    );
+}
+
+#[test]
 fn pending_ops_lists_waiters_for_stall_reports() {
     let graph = G::new();
     let v = graph.new_var().unwrap();
