@@ -89,6 +89,16 @@ pub enum ConfigError {
         /// [`MAX_THREADS`](crate::MAX_THREADS).
         max: usize,
     },
+    /// A bulk segment size above [`MAX_BULK_SIZE`], the most ops one segment may hold.
+    #[error("{setting}={requested} is too large a bulk segment: a segment holds at most {max} ops")]
+    BulkTooLarge {
+        /// [`BULK_SIZE`] or `EngineConfig::bulk_size`.
+        setting: &'static str,
+        /// The size asked for.
+        requested: usize,
+        /// [`MAX_BULK_SIZE`].
+        max: usize,
+    },
 }
 
 /// `Naive` | `ThreadedPooled` | `ThreadedPerDevice`.
@@ -119,6 +129,15 @@ pub const STALL_WARNING_SECS: &str = "DEPENGINE_STALL_WARNING_SECS";
 /// bound.
 pub const MAX_PENDING: &str = "DEPENGINE_MAX_PENDING";
 
+/// The most ops one bulk segment may hold (see [`EngineConfig::bulk_size`]): a positive
+/// integer up to [`MAX_BULK_SIZE`], or `0` / `off` for no bulk execution (the default).
+pub const BULK_SIZE: &str = "DEPENGINE_BULK_SIZE";
+
+/// The largest [`EngineConfig::bulk_size`]: a segment holds every var its first op uses until
+/// its last op ran, and keeps the functions of the ops that joined it until then; segments
+/// larger than a few thousand ops only hold vars longer.
+pub const MAX_BULK_SIZE: usize = 4096;
+
 /// The name [`EngineConfig::validate`] gives `max_pending` in its errors.
 const MAX_PENDING_FIELD: &str = "EngineConfig::max_pending";
 /// The name errors about a profiler output set in code give it.
@@ -127,6 +146,7 @@ const PROFILER_OUTPUT_FIELD: &str = "EngineConfig::profiler_output";
 const POSITIVE: &str = "a positive integer";
 const BOUND: &str = "a positive integer, or `0` / `off` for no bound";
 const SECONDS: &str = "a number of seconds (0: off)";
+const BULK: &str = "a number of ops per segment, or `0` / `off` for no bulk execution";
 
 /// How to build an [`Engine`](crate::Engine).
 ///
@@ -190,6 +210,21 @@ pub struct EngineConfig {
     /// writes only after pushing them) must not be held back: with a bound, it waits forever
     /// once that many ops are pending, and the stall warning names the held-back push.
     pub max_pending: Option<usize>,
+    /// Bulk execution (MXNet's `MXNET_EXEC_BULK_EXEC_*`): at most this many consecutive sync
+    /// ops that one thread pushes run as one scheduled unit, a *segment*, with the same
+    /// dependency and failure semantics as ops pushed alone. `0` (the default) or `1`: every
+    /// op runs alone. At most [`MAX_BULK_SIZE`].
+    ///
+    /// An op joins the segment its thread pushed last when it is a `push_sync` op with
+    /// [`FnProperty::Normal`](crate::FnProperty::Normal) in the same context and priority,
+    /// uses only vars of the segment's first op (a write only of a var that op writes), and
+    /// conflicts with every op of the segment (so that it would have waited for each of them
+    /// anyway); and when nothing else was pushed to the engine since. The segment is in the
+    /// dependency graph from its first op on, so an op that joins it runs whatever the pushing
+    /// thread does next. While one of its ops runs, a segment holds the vars of its first op:
+    /// ops pushed after it on those vars wait for the whole segment. `docs/engine.md`, "Bulk
+    /// execution", has the design.
+    pub bulk_size: usize,
     /// The `profiler_output` that `from_lookup` read from [`PROFILER_OUTPUT`]: while the field
     /// still holds it, errors about the path name the variable, not the field.
     profiler_output_from_env: Option<PathBuf>,
@@ -211,6 +246,7 @@ impl Default for EngineConfig {
             profiler_output: None,
             stall_warning: Some(Duration::from_secs(10)),
             max_pending: None,
+            bulk_size: 0,
             profiler_output_from_env: None,
         }
     }
@@ -292,6 +328,9 @@ impl EngineConfig {
         if let Some(value) = lookup(MAX_PENDING) {
             config.max_pending = bound(MAX_PENDING, &value)?;
         }
+        if let Some(value) = lookup(BULK_SIZE) {
+            config.bulk_size = bulk_size(BULK_SIZE, &value)?;
+        }
         for (variable, field) in [
             (CPU_WORKER_NTHREADS, &mut config.cpu_worker_threads),
             (CPU_PRIORITY_NTHREADS, &mut config.cpu_priority_threads),
@@ -371,6 +410,13 @@ impl EngineConfig {
         self
     }
 
+    /// Sets the most ops one bulk segment holds (`0`: no bulk execution; see
+    /// [`bulk_size`](Self::bulk_size)).
+    pub fn bulk_size(mut self, ops: usize) -> Self {
+        self.bulk_size = ops;
+        self
+    }
+
     /// What set the profiler's output path, for errors: [`PROFILER_OUTPUT`] while the field
     /// holds the path `from_lookup` read, else the field.
     pub(crate) fn profiler_output_setting(&self) -> &'static str {
@@ -391,6 +437,13 @@ impl EngineConfig {
                 variable: MAX_PENDING_FIELD,
                 value: "Some(0)".to_owned(),
                 expected: "a positive bound, or `None` for no bound",
+            });
+        }
+        if self.bulk_size > MAX_BULK_SIZE {
+            return Err(ConfigError::BulkTooLarge {
+                setting: "EngineConfig::bulk_size",
+                requested: self.bulk_size,
+                max: MAX_BULK_SIZE,
             });
         }
         for (field, value) in [
@@ -450,6 +503,27 @@ fn bound(variable: &'static str, value: &str) -> Result<Option<usize>, ConfigErr
     }
 }
 
+/// A bulk segment size: an integer up to [`MAX_BULK_SIZE`], `0` or `off` for none.
+fn bulk_size(variable: &'static str, value: &str) -> Result<usize, ConfigError> {
+    let text = value.trim();
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(0);
+    }
+    match text.parse::<usize>() {
+        Ok(ops) if ops > MAX_BULK_SIZE => Err(ConfigError::BulkTooLarge {
+            setting: variable,
+            requested: ops,
+            max: MAX_BULK_SIZE,
+        }),
+        Ok(ops) => Ok(ops),
+        Err(_) => Err(ConfigError::Invalid {
+            variable,
+            value: value.to_owned(),
+            expected: BULK,
+        }),
+    }
+}
+
 /// A thread count from `variable`: a positive integer, at most [`MAX_THREADS`].
 fn thread_count(variable: &'static str, value: &str) -> Result<usize, ConfigError> {
     match value.trim().parse::<usize>() {
@@ -484,6 +558,7 @@ impl fmt::Debug for EngineConfig {
             .field("profiler_output", &self.profiler_output)
             .field("stall_warning", &self.stall_warning)
             .field("max_pending", &self.max_pending)
+            .field("bulk_size", &self.bulk_size)
             .finish_non_exhaustive()
     }
 }
@@ -618,6 +693,66 @@ mod tests {
                 "{error:?}"
             );
         }
+    }
+
+    #[test]
+    fn reads_the_bulk_size() {
+        let read = |value: &str| EngineConfig::from_lookup(lookup(&[(BULK_SIZE, value)]));
+        assert_eq!(read("64").unwrap().bulk_size, 64);
+        assert_eq!(read(" 7 ").unwrap().bulk_size, 7);
+        assert_eq!(read("0").unwrap().bulk_size, 0);
+        assert_eq!(read("Off").unwrap().bulk_size, 0);
+        assert_eq!(
+            read(&MAX_BULK_SIZE.to_string()).unwrap().bulk_size,
+            MAX_BULK_SIZE
+        );
+        assert_eq!(EngineConfig::from_lookup(lookup(&[])).unwrap().bulk_size, 0);
+        for bad in ["-1", "many", "", "1.5", "18446744073709551616"] {
+            let error = read(bad).unwrap_err();
+            assert!(
+                matches!(&error, ConfigError::Invalid { variable, value, .. }
+                    if *variable == BULK_SIZE && value == bad),
+                "{error:?}"
+            );
+            let message = error.to_string();
+            assert!(message.contains(BULK_SIZE), "{message}");
+            assert!(message.contains("ops per segment"), "{message}");
+        }
+        let too_large = read("100000").unwrap_err();
+        assert_eq!(
+            too_large,
+            ConfigError::BulkTooLarge {
+                setting: BULK_SIZE,
+                requested: 100_000,
+                max: MAX_BULK_SIZE,
+            }
+        );
+        let message = too_large.to_string();
+        assert!(message.contains("DEPENGINE_BULK_SIZE=100000"), "{message}");
+        assert!(message.contains(&MAX_BULK_SIZE.to_string()), "{message}");
+    }
+
+    #[test]
+    fn a_bulk_size_set_in_code_is_bounded_and_names_the_field() {
+        assert!(EngineConfig::default().bulk_size(0).validate().is_ok());
+        assert!(
+            EngineConfig::default()
+                .bulk_size(MAX_BULK_SIZE)
+                .validate()
+                .is_ok()
+        );
+        let error = EngineConfig::default()
+            .bulk_size(MAX_BULK_SIZE + 1)
+            .validate()
+            .unwrap_err();
+        assert_eq!(
+            error,
+            ConfigError::BulkTooLarge {
+                setting: "EngineConfig::bulk_size",
+                requested: MAX_BULK_SIZE + 1,
+                max: MAX_BULK_SIZE,
+            }
+        );
     }
 
     #[test]

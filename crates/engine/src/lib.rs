@@ -159,9 +159,9 @@ mod warn;
 mod loom_tests;
 
 pub use config::{
-    CPU_PRIORITY_NTHREADS, CPU_WORKER_NTHREADS, ConfigError, ENGINE_TYPE, EngineConfig, EngineKind,
-    GPU_COPY_NTHREADS, GPU_WORKER_NTHREADS, MAX_PENDING, PROFILER_AUTOSTART, PROFILER_MODE,
-    PROFILER_OUTPUT, STALL_WARNING_SECS,
+    BULK_SIZE, CPU_PRIORITY_NTHREADS, CPU_WORKER_NTHREADS, ConfigError, ENGINE_TYPE, EngineConfig,
+    EngineKind, GPU_COPY_NTHREADS, GPU_WORKER_NTHREADS, MAX_BULK_SIZE, MAX_PENDING,
+    PROFILER_AUTOSTART, PROFILER_MODE, PROFILER_OUTPUT, STALL_WARNING_SECS,
 };
 pub use context::{Context, DeviceType, FnProperty, RunContext};
 pub use depengine_device::{BackendError, DeviceBackend, Executor, Task};
