@@ -70,6 +70,7 @@ impl Handle {
             return Ok(());
         }
         self.state.pending().shut_down();
+        self.state.close_open_segment();
         let naive = self.state.kind() == EngineKind::Naive;
         if TaskMarker::active(self.state.id()) || (naive && crate::route::naive::is_running()) {
             // Dropped by a task of this engine (an op's closure held the last handle), or on a
@@ -271,7 +272,9 @@ impl Engine {
         state
             .graph()
             .delete_var(var, on_deleted)
-            .map_err(|error| state.named(error.into(), None))
+            .map_err(|error| state.named(error.into(), None))?;
+        state.entered_graph();
+        Ok(())
     }
 
     /// Starts describing an op to push: `engine.op("name").reads(..).writes(..).push_sync(f)`.
@@ -361,6 +364,7 @@ impl Engine {
     /// [`EngineError::ForeignVar`].
     pub fn wait_for_var(&self, var: Var) -> Result<()> {
         let state = self.state();
+        state.close_open_segment();
         if running_op_uses(state.id(), var) {
             return Err(state.named(EngineError::wait_on_own_var(var), None));
         }
@@ -443,6 +447,7 @@ impl Engine {
     /// [`EngineError::ForeignVar`], [`EngineError::ShutDown`].
     pub fn wait_for_var_async(&self, var: Var) -> WaitForVar {
         let state = self.state();
+        state.close_open_segment();
         if running_op_uses(state.id(), var) {
             return WaitForVar::refused(state.named(EngineError::wait_on_own_var(var), None));
         }
@@ -467,6 +472,7 @@ impl Engine {
     /// [`EngineError::OpFailed`]; [`EngineError::WaitAllInsideOp`] from inside an op.
     pub fn wait_for_all(&self) -> Result<()> {
         let state = self.state();
+        state.close_open_segment();
         if running_op_of(state.id()) {
             return Err(EngineError::WaitAllInsideOp);
         }
@@ -501,6 +507,7 @@ impl Engine {
     /// the op returned first, and an op cannot await it without blocking itself; as
     /// `wait_for_all` does, it refuses).
     pub fn wait_for_all_async(&self) -> WaitForAll {
+        self.state().close_open_segment();
         if running_op_of(self.id()) {
             return WaitForAll::refused(EngineError::WaitAllInsideOp);
         }
@@ -609,6 +616,7 @@ impl Engine {
     ///
     /// The errors of writing to `out`.
     pub fn dump_pending<W: std::io::Write + ?Sized>(&self, out: &mut W) -> std::io::Result<()> {
+        self.state().close_open_segment();
         dump::write_pending(self.state(), out)
     }
 

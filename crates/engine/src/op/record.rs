@@ -10,6 +10,7 @@ use crate::failure::{BoxError, FailureCause, OpFailure};
 use crate::name::OpName;
 use crate::op::completion::Completion;
 use crate::op::operator::OperatorDef;
+use crate::op::segment::Segment;
 use crate::profile::recorder::ProfiledOp;
 use crate::wait::deadlock::WaitLatch;
 
@@ -24,6 +25,8 @@ pub(crate) enum OpFn {
     Async(AsyncFn),
     /// A push of a reusable operator.
     Operator(Arc<OperatorDef>),
+    /// A bulk segment: sync ops run one after the other (`run/bulk/mod.rs`).
+    Segment(Arc<Segment>),
 }
 
 /// Where a ready op goes, resolved at push time (so a bad context is a push error). The device
@@ -129,6 +132,18 @@ impl OpRecord {
             context: self.context,
             property: self.property,
             priority: self.priority,
+        }
+    }
+
+    /// The segment this record stands for, taken out of it; `None` (the record unchanged) for
+    /// any other op.
+    pub(crate) fn take_segment(&mut self) -> Option<Arc<Segment>> {
+        match self.func.take() {
+            Some(OpFn::Segment(segment)) => Some(segment),
+            other => {
+                self.func = other;
+                None
+            }
         }
     }
 

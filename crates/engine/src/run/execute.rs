@@ -11,10 +11,11 @@ use depengine_graph::{ReadyOp, Var};
 
 use crate::context::RunContext;
 use crate::failure::{BoxError, FailureCause, OpFailure, panic_message};
+use crate::name::OpName;
 use crate::op::completion::{Completion, FinishAsync};
 use crate::op::operator::OperatorFn;
 use crate::op::record::{BlockKey, OpFn, OpRecord, Payload};
-use crate::profile::recorder::Started;
+use crate::profile::recorder::{ProfiledOp, Started};
 use crate::profile::report::ProfiledOutcome;
 use crate::run::{Dispatcher, EngineState};
 use crate::thread::frame::OpFrame;
@@ -53,6 +54,10 @@ impl EngineState {
         let _marker = TaskMarker::enter(self.id);
         let profiled = self.profiler.wants(op.payload().profiled);
         if let Some(failure) = self.graph.op_failure(&op) {
+            // A segment's members are checked one by one, on their own vars.
+            if let Some(segment) = op.payload_mut().take_segment() {
+                return self.run_segment(op, &segment, true, keep_for);
+            }
             // Rule 2: a dependent of a failed var does not run; it passes the failure on.
             drop_unrun(&mut op);
             if profiled {
@@ -66,30 +71,34 @@ impl EngineState {
         let Some(func) = op.payload_mut().func.take() else {
             return self.finish(op, Ok(()), false, keep_for);
         };
-        let started = profiled.then(|| self.profiler.start(thread::profiled()));
+        let start = || profiled.then(|| self.profiler.start(thread::profiled()));
         // The op's `tracing` span is created, entered, left and closed inside the op's
         // `catch_unwind`: a panicking subscriber fails the op instead of unwinding a worker.
         match func {
             OpFn::Sync(func) => {
-                let outcome = self.call_sync(&op, run, func);
-                self.profile(&op, started, &outcome);
+                let started = start();
+                let outcome = self.call_sync(&op, &op.payload().name, run, func);
+                self.profile(&op.payload().profiled_op(), started, &outcome);
                 self.finish(op, outcome, true, keep_for);
             }
-            OpFn::Async(func) => self.call_async(op, started, run, func),
+            OpFn::Async(func) => self.call_async(op, start(), run, func),
             OpFn::Operator(operator) => match &operator.func {
                 OperatorFn::Sync(func) => {
-                    let outcome = self.call_sync(&op, run, func);
+                    let started = start();
+                    let outcome = self.call_sync(&op, &op.payload().name, run, func);
                     // The last reference to a deleted operator drops its function (and what
                     // it captured), which may panic.
                     let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
-                    self.profile(&op, started, &outcome);
+                    self.profile(&op.payload().profiled_op(), started, &outcome);
                     self.finish(op, outcome, true, keep_for);
                 }
                 OperatorFn::Async(func) => {
-                    self.call_async(op, started, run, func);
+                    self.call_async(op, start(), run, func);
                     let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
                 }
             },
+            // Its members are recorded (and their spans made) one by one.
+            OpFn::Segment(segment) => self.run_segment(op, &segment, false, keep_for),
         }
     }
 
@@ -100,22 +109,24 @@ impl EngineState {
         self.finish(op, Err(failure), true, None);
     }
 
-    /// Calls a sync op's function inside its frame and `tracing` span, catching a panic, and
-    /// turns what it returned into the op's outcome.
-    fn call_sync(
+    /// Calls a sync op's function inside its frame (holding `op`'s vars) and `tracing` span,
+    /// catching a panic, and turns what it returned into the outcome of the op named `name`
+    /// (`op`'s own name, or a segment member's).
+    pub(super) fn call_sync(
         &self,
         op: &ReadyOp<OpRecord>,
+        name: &OpName,
         run: RunContext,
         func: impl FnOnce(RunContext) -> Result<(), BoxError>,
     ) -> Result<(), OpFailure> {
         let outcome = {
             let _frame = OpFrame::enter(self.id, op);
-            let name = op.payload().name.as_str();
+            let name = name.as_str();
             catch_unwind(AssertUnwindSafe(move || {
                 op_span(name).in_scope(|| func(run))
             }))
         };
-        Self::outcome(op, outcome)
+        Self::outcome(name, outcome)
     }
 
     /// Calls an async op's function with its `Completion`, inside its frame and span. A panic
@@ -141,9 +152,9 @@ impl EngineState {
     }
 
     /// Records a profiled op (`started` is `Some`) that ends with `outcome` now.
-    fn profile(
+    pub(super) fn profile(
         &self,
-        op: &ReadyOp<OpRecord>,
+        op: &ProfiledOp<'_>,
         started: Option<Started>,
         outcome: &Result<(), OpFailure>,
     ) {
@@ -152,23 +163,33 @@ impl EngineState {
                 Ok(()) => ProfiledOutcome::Completed,
                 Err(_) => ProfiledOutcome::Failed,
             };
-            self.profiler
-                .record(&op.payload().profiled_op(), started, outcome);
+            self.profiler.record(op, started, outcome);
         }
     }
 
-    /// Turns what a sync op function returned (or its panic) into an outcome.
+    /// Turns what the function of the op named `name` returned (or its panic) into an
+    /// outcome.
     fn outcome(
-        op: &ReadyOp<OpRecord>,
+        name: &OpName,
         result: std::thread::Result<Result<(), BoxError>>,
     ) -> Result<(), OpFailure> {
-        match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(op.payload().failure(FailureCause::Error(error))),
-            Err(payload) => Err(op
-                .payload()
-                .failure(FailureCause::Panic(panic_message(&*payload)))),
-        }
+        let cause = match result {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(error)) => FailureCause::Error(error),
+            Err(payload) => FailureCause::Panic(panic_message(&*payload)),
+        };
+        Err(OpFailure::new(name.to_cow(), cause))
+    }
+
+    /// Logs an op's own failure (rule 1): a `tracing` event, and the failure log that
+    /// `wait_for_all` reports from.
+    pub(super) fn log_own_failure(&self, failure: &OpFailure) {
+        // Subscriber code and the op's error's `Display` run here: not under the failure
+        // log's lock, and a panic in them must not keep the op from completing.
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            tracing::debug!(target: "depengine::failure", %failure, "op failed");
+        }));
+        self.failures.add_root(failure.clone());
     }
 
     /// Completes an op with `outcome` (rule 1: a failure is stored on its written vars),
@@ -188,12 +209,7 @@ impl EngineState {
         if let Err(failure) = &outcome
             && root
         {
-            // Subscriber code and the op's error's `Display` run here: not under the failure
-            // log's lock, and a panic in them must not keep the op from completing.
-            let _ = catch_unwind(AssertUnwindSafe(|| {
-                tracing::debug!(target: "depengine::failure", %failure, "op failed");
-            }));
-            self.failures.add_root(failure.clone());
+            self.log_own_failure(failure);
         }
         let mut dispatcher = Dispatcher::new(self, false, keep_for);
         // The op came from this graph, so `complete` cannot fail; the payload (the op's record,
@@ -221,7 +237,7 @@ impl FinishAsync for EngineState {
         started: Option<Started>,
         outcome: Result<(), OpFailure>,
     ) {
-        self.profile(&op, started, &outcome);
+        self.profile(&op.payload().profiled_op(), started, &outcome);
         self.finish(op, outcome, true, None);
     }
 }

@@ -32,12 +32,15 @@
 //!   stand-ins; stand-ins leave; the state's drop joins them.
 //! - `var_names`, [`VarNames`] (`name/var_names.rs`): `new_var_named`'s callers name vars;
 //!   threads that build an error or a warning look names up.
+//! - `bulk`, [`Bulk`] (`bulk/mod.rs`), on an engine that bulks: pushers count their entries
+//!   into the graph and read the count to join their segments.
 //!
 //! A pusher touches `pending`, `graph` and `workers`; a worker `profiler`, `graph`,
 //! `failures` (only for a failed op), `workers` (to queue what it released) and `pending`. The
 //! cold parts, `blocked_waits`, `stand_ins` and `var_names`, are boxed, off the lines of the
 //! parts every op reads. Each part documents its own fields' threads.
 
+mod bulk;
 mod dispatch;
 mod execute;
 
@@ -56,12 +59,14 @@ use crate::op::record::{OpRecord, Payload, Route};
 use crate::profile::recorder::{ProfileOutput, ProfilerState};
 use crate::route::workers::Workers;
 use crate::thread;
+use crate::thread::open_segment;
 use crate::thread::serving::{BlockRunner, Served};
 use crate::wait::deadlock::{BlockedWaits, WaitLatch};
 use crate::wait::idle::PendingBound;
 use crate::wait::pending::PendingOps;
 use crate::wait::stand_in::StandIns;
 
+use bulk::Bulk;
 use dispatch::Dispatcher;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
@@ -82,6 +87,8 @@ pub(crate) struct EngineState {
     stand_ins: Box<StandIns>,
     /// The names users gave vars, read only to describe a var.
     var_names: Box<VarNames>,
+    /// Bulk execution, if the engine bulks (`EngineConfig::bulk_size` of 2 or more).
+    bulk: Option<Box<Bulk>>,
 }
 
 impl EngineState {
@@ -113,6 +120,7 @@ impl EngineState {
             blocked_waits: Box::default(),
             stand_ins: Box::default(),
             var_names: Box::default(),
+            bulk: Bulk::new(config.bulk_size),
         })
     }
 
@@ -192,13 +200,24 @@ impl EngineState {
             .route(context, property, || self.block_runner())
     }
 
-    /// Pushes one op record (already routed).
+    /// Pushes one op record (already routed): on an engine that bulks, into the thread's open
+    /// segment if it may join (`bulk/mod.rs`).
+    #[inline]
     pub(crate) fn push_record(
         self: &Arc<Self>,
         reads: &[Var],
         writes: &[Var],
         record: OpRecord,
     ) -> Result<()> {
+        if let Some(bulk) = &self.bulk {
+            return self.push_bulked(bulk, reads, writes, record);
+        }
+        self.push_one(reads, writes, record)
+    }
+
+    /// Pushes one op record into the graph.
+    #[inline]
+    fn push_one(self: &Arc<Self>, reads: &[Var], writes: &[Var], record: OpRecord) -> Result<()> {
         self.pending.admit(thread::runs_engine_work)?;
         let mut dispatcher = Dispatcher::new(self, true, None);
         if let Err(error) = self
@@ -223,7 +242,27 @@ impl EngineState {
             Payload::Wait(Arc::clone(latch)),
             &mut dispatcher,
         )?;
+        self.entered_graph();
         Ok(())
+    }
+
+    /// Counts an entry into the graph other than an op's push (a wait op, a deletion) for bulk
+    /// execution's joins, on an engine that bulks.
+    pub(crate) fn entered_graph(&self) {
+        if let Some(bulk) = &self.bulk {
+            bulk.entered();
+        }
+    }
+
+    /// Ends this thread's open bulk segment of this engine, if any: its ops run all the same
+    /// (the segment is in the graph), and the thread's next ops start a new one. Waits call
+    /// it (they order nothing through it: an entry into the graph ends joins anyway, and a
+    /// segment that completed is closed), so that a thread that waits keeps no reference to
+    /// a segment that ran.
+    pub(crate) fn close_open_segment(&self) {
+        if self.bulk.is_some() {
+            open_segment::close(self.id);
+        }
     }
 
     /// A stand-in for a blocked worker of `block`: runs what is queued there until none is

@@ -14,11 +14,13 @@
 //! | `runner` | `serving.rs` | on a CPU block's threads: the engine that runs its ops |
 //! | `naive` | `route/naive.rs` | the naive ops made ready while this thread runs one |
 //! | `profiled` | `profile/recorder.rs` | this thread's index and name in profiles |
+//! | `open_segment` | [`open_segment`] | the bulk segment this thread pushed last, which its next ops may join |
 //!
 //! Under loom the context is a loom thread-local (one per model thread, fresh for each
 //! execution), as the models' threads are loom's.
 
 pub(crate) mod frame;
+pub(crate) mod open_segment;
 pub(crate) mod serving;
 pub(crate) mod task;
 
@@ -52,6 +54,7 @@ pub(crate) struct ThreadContext {
     /// `Some` while this thread runs naive ops: the ones made ready meanwhile.
     pub(crate) naive: RefCell<Option<VecDeque<NaiveOp>>>,
     pub(crate) profiled: OnceCell<ProfiledThread>,
+    pub(crate) open_segment: RefCell<Option<open_segment::OpenSegment>>,
 }
 
 impl ThreadContext {
@@ -63,6 +66,7 @@ impl ThreadContext {
             runner: RefCell::new(None),
             naive: RefCell::new(None),
             profiled: OnceCell::new(),
+            open_segment: RefCell::new(None),
         }
     }
 }
