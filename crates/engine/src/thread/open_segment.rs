@@ -200,10 +200,8 @@ pub(crate) fn try_join(
         let Some(segment) = open.as_mut() else {
             return Err(op);
         };
-        match segment.try_join(engine, context, priority, reads, writes, entries_now, op)? {
-            true => Ok(open.take()),
-            false => Ok(None),
-        }
+        let full = segment.try_join(engine, context, priority, reads, writes, entries_now, op)?;
+        Ok(if full { open.take() } else { None })
     })?;
     // Outside the context: the thread's last reference to a segment that already ran.
     drop(full);
@@ -216,10 +214,10 @@ pub(crate) fn open(segment: OpenSegment) {
     drop(replaced);
 }
 
-/// Drops this thread's open segment, if it is one of engine `engine`: the ops the thread
+/// Takes this thread's open segment, if it is one of engine `engine`: the ops the thread
 /// pushes next do not join it. (Its ops run all the same: the segment is in the graph.)
-pub(crate) fn close(engine: u64) {
-    let closed = thread::with(|cx| {
+pub(crate) fn take(engine: u64) -> Option<OpenSegment> {
+    thread::with(|cx| {
         let mut open = cx.open_segment.borrow_mut();
         if open
             .as_ref()
@@ -229,8 +227,29 @@ pub(crate) fn close(engine: u64) {
         } else {
             None
         }
+    })
+}
+
+/// Puts back a segment [`take`] took, unless the thread has opened another since.
+pub(crate) fn restore(segment: Option<OpenSegment>) {
+    let Some(segment) = segment else {
+        return;
+    };
+    let unused = thread::with(|cx| {
+        let mut open = cx.open_segment.borrow_mut();
+        if open.is_none() {
+            *open = Some(segment);
+            None
+        } else {
+            Some(segment)
+        }
     });
-    drop(closed);
+    drop(unused);
+}
+
+/// Drops this thread's open segment, if it is one of engine `engine` (see [`take`]).
+pub(crate) fn close(engine: u64) {
+    drop(take(engine));
 }
 
 #[cfg(all(test, not(loom)))]

@@ -141,8 +141,7 @@ impl EngineState {
             Some(OpFn::Sync(func)) if bulkable => func,
             other => {
                 record.func = other;
-                open_segment::close(self.id);
-                return self.push_counted(bulk, reads, writes, record);
+                return self.push_after_segment(bulk, reads, writes, record, None);
             }
         };
         let op = Joining {
@@ -166,9 +165,6 @@ impl EngineState {
         let Err(op) = joined else {
             return Ok(());
         };
-        // It starts a segment, or goes alone; either way the thread's open segment ends here,
-        // before the push (which may run ops on this thread that push ops in turn).
-        open_segment::close(self.id);
         // An op on no var could be joined by none (rule 4); one on more vars than a member
         // holds goes alone.
         let first = (!reads.is_empty() || !writes.is_empty())
@@ -176,7 +172,7 @@ impl EngineState {
             .flatten();
         let Some(vars) = first else {
             record.func = Some(OpFn::Sync(op.func));
-            return self.push_counted(bulk, reads, writes, record);
+            return self.push_after_segment(bulk, reads, writes, record, None);
         };
         let segment = Arc::new(Segment::new(Member {
             name: op.name,
@@ -187,33 +183,43 @@ impl EngineState {
         record.func = Some(OpFn::Segment(Arc::clone(&segment)));
         // Recorded under its members' names, each as the profiler asks.
         record.profiled = false;
-        let (context, priority) = (record.context, record.priority);
-        let before = bulk.entries.before_segment();
-        self.push_one(reads, writes, record)?;
-        bulk.entries.entered();
-        open_segment::open(OpenSegment::new(
-            self.id,
-            segment,
-            context,
-            priority,
-            before + 1,
-            bulk.max_ops,
-            reads,
-            writes,
-        ));
-        Ok(())
+        self.push_after_segment(bulk, reads, writes, record, Some(segment))
     }
 
-    /// Pushes an op alone, counting its entry.
-    fn push_counted(
+    /// Pushes `record`, an op alone or the first op of `segment`, in place of the thread's
+    /// open segment of this engine: that one is taken before the push (which may run ops on
+    /// this thread, which may push ops in turn), dropped once the push succeeded, and put back
+    /// if it failed (a refused push enters nothing, so ops may still join it). The push
+    /// counts its entry; a new segment becomes the thread's open one.
+    fn push_after_segment(
         self: &Arc<Self>,
         bulk: &Bulk,
         reads: &[Var],
         writes: &[Var],
         record: OpRecord,
+        segment: Option<Arc<Segment>>,
     ) -> Result<()> {
-        self.push_one(reads, writes, record)?;
+        let previous = open_segment::take(self.id);
+        let (context, priority) = (record.context, record.priority);
+        let before = bulk.entries.before_segment();
+        if let Err(error) = self.push_one(reads, writes, record) {
+            open_segment::restore(previous);
+            return Err(error);
+        }
         bulk.entries.entered();
+        drop(previous);
+        if let Some(segment) = segment {
+            open_segment::open(OpenSegment::new(
+                self.id,
+                segment,
+                context,
+                priority,
+                before + 1,
+                bulk.max_ops,
+                reads,
+                writes,
+            ));
+        }
         Ok(())
     }
 }
