@@ -1,7 +1,9 @@
 //! Loom models of the facade's own synchronization: the completion counter that
 //! `wait_for_all` and pushers held back by the pending bound sleep on (or a
 //! `wait_for_all_async` future awaits), the latch `wait_for_var` blocks on, or abandons
-//! (`wait.rs`), or its future polls.
+//! (`wait.rs`), or its future polls; and bulk execution's hand-overs: a segment's members
+//! between the pushing thread and the runner, and the count of graph entries that tells a
+//! join whether another entry came in between (with the real graph).
 //! Ready ops are queued in the CPU blocks' pools, whose hand-offs (the queues, a kept
 //! successor, a stand-in) are modelled in depengine-pool's `tests/loom_pool.rs` and
 //! `tests/loom_handoff.rs`.
@@ -20,6 +22,9 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 
+use crate::name::OpName;
+use crate::op::segment::{Member, MemberVars, Segment};
+use crate::run::GraphEntries;
 use crate::wait::idle::{Admission, IdleCounter, IdleWaiter, PendingBound};
 use crate::wait::latch::Latch;
 
@@ -391,5 +396,124 @@ fn async_wait_idle_never_misses_the_last_completion() {
         for completer in completers {
             completer.join().unwrap();
         }
+    });
+}
+
+/// A member of a segment named `name` (its function is never called here).
+fn member(name: &'static str) -> Member {
+    Member {
+        name: OpName::from(std::borrow::Cow::Borrowed(name)),
+        func: Box::new(|_| Ok(())),
+        profiled: false,
+        vars: MemberVars::first(0, 1).unwrap(),
+    }
+}
+
+/// The pushing thread appends two members to a segment while its runner takes and closes it:
+/// every member an append accepted is taken exactly once, in push order, and an append after
+/// the close is refused (`op/segment.rs`).
+///
+/// Catches no ordering: the segment is a mutex, with no atomics of its own. It fails (a member
+/// accepted and never taken) when the runner closes the segment in a critical section of its
+/// own, after the one that found it empty.
+#[test]
+fn segment_runs_every_member_an_append_accepted() {
+    loom::model(|| {
+        let segment = Arc::new(Segment::new(member("0")));
+        let pusher = {
+            let segment = Arc::clone(&segment);
+            thread::spawn(move || {
+                ["1", "2"]
+                    .into_iter()
+                    .filter(|&name| segment.append(member(name)).is_ok())
+                    .collect::<Vec<_>>()
+            })
+        };
+        let mut taken = Vec::new();
+        let mut batch = Vec::new();
+        while segment.take_into(&mut batch) {
+            taken.extend(
+                batch
+                    .drain(..)
+                    .map(|member| member.name.as_str().to_owned()),
+            );
+        }
+        let accepted = pusher.join().unwrap();
+        let expected: Vec<String> = std::iter::once("0")
+            .chain(accepted)
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(taken, expected);
+        assert!(segment.append(member("late")).is_err(), "closed");
+    });
+}
+
+/// The count of graph entries (`run/bulk/entries.rs`), with the real graph: one thread pushes
+/// an op X on `v` alone (through `v`'s ring, open behind a parked write), counts it and tells
+/// the segment's pusher; the pusher, once told, reads the count, pushes its segment S on `v`
+/// and `w` (through the locks, merging the ring), counts it, and checks whether an op may
+/// still join S. If it may, X must be ahead of S on `v`: a join would otherwise put an op
+/// pushed after X (its push happens-after X's) ahead of X.
+///
+/// The pusher first learns that X was pushed from a `Relaxed` flag, which orders nothing (and
+/// it yields only while it has read nothing of `v`'s ring, since loom never shows a thread a
+/// value older than one it read before yielding); the same flag read with `Acquire` after S's
+/// push stands for the user's channel that makes X's push happen-before the join.
+///
+/// Catches: `entered`'s `Release` or `before_segment`'s `Acquire` weakened to `Relaxed` (the
+/// pusher reads X's count, but its merge misses X's reservation: S goes ahead of X and the
+/// join is allowed).
+#[test]
+fn a_join_is_refused_after_an_entry_behind_the_segment() {
+    use depengine_graph::{Graph, ReadyOp};
+
+    type G = Graph<u32, &'static str>;
+
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let entries = Arc::new(GraphEntries::new());
+        let (v, w) = (graph.new_var().unwrap(), graph.new_var().unwrap());
+        // A running write of `v` and one parked behind it, which opens `v`'s ring.
+        let mut ready: Vec<ReadyOp<u32>> = Vec::new();
+        graph.push(&[], &[v], 0, &mut ready).unwrap();
+        graph.push(&[], &[v], 1, &mut ready).unwrap();
+        let told = Arc::new(AtomicBool::new(false));
+        let other = {
+            let (graph, entries, told) = (graph.clone(), entries.clone(), told.clone());
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                graph.push(&[], &[v], 3, &mut released).unwrap();
+                entries.entered();
+                told.store(true, Ordering::Release);
+                released
+            })
+        };
+        let pusher = {
+            let (graph, entries, told) = (graph.clone(), entries.clone(), told.clone());
+            thread::spawn(move || {
+                while !told.load(Ordering::Relaxed) {
+                    thread::yield_now();
+                }
+                let before = entries.before_segment();
+                let mut released = Vec::new();
+                graph.push(&[], &[v, w], 2, &mut released).unwrap();
+                entries.entered();
+                let joinable = told.load(Ordering::Acquire) && entries.now() == before + 1;
+                (joinable, released)
+            })
+        };
+        ready.extend(other.join().unwrap());
+        let (joinable, released) = pusher.join().unwrap();
+        ready.extend(released);
+        // Complete everything, one op at a time, in the order the graph releases them.
+        let mut order = Vec::new();
+        while let Some(op) = ready.pop() {
+            order.push(graph.complete(op, Ok(()), &mut ready).unwrap());
+        }
+        let at = |id| order.iter().position(|&done| done == id).unwrap();
+        assert!(
+            !joinable || at(3) < at(2),
+            "a join allowed though X, told of, is behind the segment: {order:?}"
+        );
     });
 }

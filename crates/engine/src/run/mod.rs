@@ -67,6 +67,8 @@ use crate::wait::pending::PendingOps;
 use crate::wait::stand_in::StandIns;
 
 use bulk::Bulk;
+#[cfg(all(test, loom))]
+pub(crate) use bulk::GraphEntries;
 use dispatch::Dispatcher;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
