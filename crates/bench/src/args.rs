@@ -13,6 +13,8 @@ pub(crate) struct Args {
     pub(crate) rounds: u64,
     pub(crate) idle: Duration,
     pub(crate) ops: u64,
+    /// The bulk size of the `depengine-bulk` engine system (`--bulk`, default 64).
+    pub(crate) bulk: usize,
     /// Run only these workloads; empty means all.
     pub(crate) workloads: Vec<String>,
 }
@@ -27,6 +29,7 @@ impl Args {
             rounds: 1000,
             idle: Duration::from_secs(1),
             ops: 200_000,
+            bulk: 64,
             workloads: Vec::new(),
         };
         while let Some(flag) = words.next() {
@@ -39,6 +42,7 @@ impl Args {
                 "--rounds" => parsed.rounds = number(&flag, &value()?)?,
                 "--idle-ms" => parsed.idle = Duration::from_millis(number(&flag, &value()?)?),
                 "--ops" => parsed.ops = number(&flag, &value()?)?,
+                "--bulk" => parsed.bulk = number(&flag, &value()?)?,
                 "--workloads" => {
                     parsed.workloads = value()?.split(',').map(str::to_owned).collect();
                 }

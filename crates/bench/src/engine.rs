@@ -25,10 +25,12 @@
 //!   on the worker that completed the last op), relative to the RSS before it (`%`: 0 means
 //!   all of it was given back). Linux only.
 //!
-//! Systems: `depengine-perdevice` (`ThreadedPerDevice`), `depengine-pooled` (`ThreadedPooled`),
-//! `naive` (Naive), `serial` (a plain loop; no engine), `rayon` (independent only). The engines
-//! take the `DEPENGINE_*` environment variables that are set (`DEPENGINE_MAX_PENDING`, say),
-//! except for the kind and the worker count, which the flags set.
+//! Systems: `depengine-perdevice` (`ThreadedPerDevice`), `depengine-bulk` (`ThreadedPerDevice`
+//! with bulk execution: segments of `--bulk N` ops, 64 by default; `chain` bulks, `random_empty`
+//! hardly does, see `docs/engine.md`), `depengine-pooled` (`ThreadedPooled`), `naive` (Naive),
+//! `serial` (a plain loop; no engine), `rayon` (independent only). The engines take the
+//! `DEPENGINE_*` environment variables that are set (`DEPENGINE_MAX_PENDING`, say), except for
+//! the kind and the worker count, which the flags set, and, for `depengine-bulk`, the bulk size.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -42,29 +44,34 @@ const SPIN: Duration = Duration::from_micros(1);
 const LATENCY_SAMPLES: usize = 101;
 
 pub(crate) fn run(args: &Args) -> Result<(), String> {
-    let kind = match args.system.as_str() {
-        "depengine-perdevice" => Some(EngineKind::ThreadedPerDevice),
-        "depengine-pooled" => Some(EngineKind::ThreadedPooled),
-        "naive" => Some(EngineKind::Naive),
+    let (kind, bulk) = match args.system.as_str() {
+        "depengine-perdevice" => (EngineKind::ThreadedPerDevice, None),
+        "depengine-bulk" => (EngineKind::ThreadedPerDevice, Some(args.bulk)),
+        "depengine-pooled" => (EngineKind::ThreadedPooled, None),
+        "naive" => (EngineKind::Naive, None),
         "serial" => return serial(args),
         "rayon" => return rayon_independent(args),
         other => {
             return Err(format!(
-                "unknown system `{other}` (expected depengine-perdevice, depengine-pooled, \
-                 naive, serial or rayon)"
+                "unknown system `{other}` (expected depengine-perdevice, depengine-bulk, \
+                 depengine-pooled, naive, serial or rayon)"
             ));
         }
     };
-    let kind = kind.ok_or("no engine kind")?;
+    let setup = Setup {
+        kind,
+        threads: args.threads,
+        bulk,
+    };
     let n = usize::try_from(args.ops).map_err(|e| e.to_string())?;
     // First, while the heap holds nothing of the other workloads.
     if args.wants("parked_bytes")
-        && let Some(bytes) = parked_bytes(kind, args.threads, n)?
+        && let Some(bytes) = parked_bytes(setup, n)?
     {
         report("parked_bytes", bytes, "B/op");
     }
     if (args.wants("burst_peak") || args.wants("burst_retained"))
-        && let Some(burst) = burst(kind, args.threads, n)?
+        && let Some(burst) = burst(setup, n)?
     {
         if args.wants("burst_peak") {
             report("burst_peak", burst.peak_mb, "MB");
@@ -73,7 +80,7 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
             report("burst_retained", burst.retained_percent, "%");
         }
     }
-    let engine = new_engine(kind, args.threads)?;
+    let engine = setup.engine()?;
     warm_up(&engine)?;
     for deps in [0, 1, 2, 4] {
         let name = format!("push_deps{deps}");
@@ -83,7 +90,11 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     }
     if args.wants("drain") {
         // Every op parks behind the gate this thread opens: no pending bound.
-        let one = unbounded_engine(kind, 1)?;
+        let one = Setup {
+            threads: 1,
+            ..setup
+        }
+        .unbounded_engine()?;
         warm_up(&one)?;
         report("drain", drain(&one, n)?, "ns/op");
     }
@@ -118,17 +129,38 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// An engine of `kind` with `threads` workers per block, configured otherwise by the
-/// `DEPENGINE_*` environment variables that are set (`DEPENGINE_MAX_PENDING`, for instance).
-fn new_engine(kind: EngineKind, threads: usize) -> Result<Engine, String> {
-    Engine::new(config(kind, threads)?).map_err(err)
+/// The engines a system runs the workloads on.
+#[derive(Clone, Copy)]
+struct Setup {
+    kind: EngineKind,
+    /// Workers per block.
+    threads: usize,
+    /// The bulk size, if the system sets it (`depengine-bulk`).
+    bulk: Option<usize>,
 }
 
-fn config(kind: EngineKind, threads: usize) -> Result<EngineConfig, String> {
-    Ok(EngineConfig::from_env()
-        .map_err(err)?
-        .kind(kind)
-        .cpu_worker_threads(threads))
+impl Setup {
+    /// An engine of this setup, configured otherwise by the `DEPENGINE_*` environment
+    /// variables that are set (`DEPENGINE_MAX_PENDING`, for instance).
+    fn engine(self) -> Result<Engine, String> {
+        Engine::new(self.config()?).map_err(err)
+    }
+
+    /// As `engine`, with pushers never held back, however many ops are pending.
+    fn unbounded_engine(self) -> Result<Engine, String> {
+        Engine::new(self.config()?.max_pending(None)).map_err(err)
+    }
+
+    fn config(self) -> Result<EngineConfig, String> {
+        let config = EngineConfig::from_env()
+            .map_err(err)?
+            .kind(self.kind)
+            .cpu_worker_threads(self.threads);
+        Ok(match self.bulk {
+            Some(ops) => config.bulk_size(ops),
+            None => config,
+        })
+    }
 }
 
 /// Starts the engine's CPU block (its threads start with the first op routed to it), so that
@@ -406,12 +438,12 @@ fn settled_resident_bytes() -> Option<u64> {
 }
 
 /// The `parked_bytes` workload (see the module documentation); `None` without `/proc`.
-fn parked_bytes(kind: EngineKind, threads: usize, n: usize) -> Result<Option<f64>, String> {
-    if resident_bytes().is_none() || kind == EngineKind::Naive {
+fn parked_bytes(setup: Setup, n: usize) -> Result<Option<f64>, String> {
+    if resident_bytes().is_none() || setup.kind == EngineKind::Naive {
         // The naive engine would run the gate, and every op, on this thread.
         return Ok(None);
     }
-    let engine = unbounded_engine(kind, threads)?;
+    let engine = setup.unbounded_engine()?;
     let pool = vars(&engine, RANDOM_VARS)?;
     let gate = engine.new_var().map_err(err)?;
     let open = push_gate(&engine, gate)?;
@@ -440,11 +472,11 @@ struct Burst {
 
 /// The `burst_peak` / `burst_retained` workloads (see the module documentation); `None` without
 /// `/proc`.
-fn burst(kind: EngineKind, threads: usize, n: usize) -> Result<Option<Burst>, String> {
+fn burst(setup: Setup, n: usize) -> Result<Option<Burst>, String> {
     if resident_bytes().is_none() {
         return Ok(None);
     }
-    let engine = new_engine(kind, threads)?;
+    let engine = setup.engine()?;
     let pool = vars(&engine, RANDOM_VARS)?;
     let push = |ops: usize, peak: &mut u64| -> Result<(), String> {
         for (i, ([r0, r1], w)) in RandomOps::new().take(ops).enumerate() {
@@ -476,11 +508,6 @@ fn burst(kind: EngineKind, threads: usize, n: usize) -> Result<Option<Burst>, St
         peak_mb: mb(peak.saturating_sub(before)),
         retained_percent: (after as f64 / before as f64 - 1.0) * 100.0,
     }))
-}
-
-/// An engine of `kind` whose pushers are never held back, however many ops are pending.
-fn unbounded_engine(kind: EngineKind, threads: usize) -> Result<Engine, String> {
-    Engine::new(config(kind, threads)?.max_pending(None)).map_err(err)
 }
 
 fn latency(engine: &Engine) -> Result<f64, String> {

@@ -104,6 +104,7 @@ const ENGINE: Group = Group {
     ours: "depengine-perdevice",
     systems: &[
         rust("depengine-perdevice"),
+        rust("depengine-bulk"),
         rust("depengine-pooled"),
         rust("naive"),
         rust("serial"),
