@@ -211,19 +211,19 @@ pub struct EngineConfig {
     /// once that many ops are pending, and the stall warning names the held-back push.
     pub max_pending: Option<usize>,
     /// Bulk execution (MXNet's `MXNET_EXEC_BULK_EXEC_*`): at most this many consecutive sync
-    /// ops that one thread pushes run as one scheduled unit, a *segment*, with the same
-    /// dependency and failure semantics as ops pushed alone. `0` (the default) or `1`: every
-    /// op runs alone. At most [`MAX_BULK_SIZE`].
+    /// ops that one thread pushes run as one scheduled unit, a *segment*, with the dependency
+    /// and failure semantics of ops pushed alone. `0` (the default) or `1`: every op runs
+    /// alone. At most [`MAX_BULK_SIZE`].
     ///
     /// An op joins the segment its thread pushed last when it is a `push_sync` op with
     /// [`FnProperty::Normal`](crate::FnProperty::Normal) in the same context and priority,
     /// uses only vars of the segment's first op (a write only of a var that op writes), and
-    /// conflicts with every op of the segment (so that it would have waited for each of them
-    /// anyway); and when nothing else was pushed to the engine since. The segment is in the
-    /// dependency graph from its first op on, so an op that joins it runs whatever the pushing
-    /// thread does next. While one of its ops runs, a segment holds the vars of its first op:
-    /// ops pushed after it on those vars wait for the whole segment. `docs/engine.md`, "Bulk
-    /// execution", has the design.
+    /// conflicts with every op of the segment (pushed alone, it would have waited for each of
+    /// them); and when nothing else entered the engine's dependency graph since the segment
+    /// did (an op pushed by another thread or by an op, a wait, a deletion). The segment is in
+    /// the graph from its first op on, so an op that joins it runs whatever the pushing thread
+    /// does next: nothing waits for a flush. Ops pushed after a segment on its vars wait for
+    /// the whole segment. `docs/engine.md`, "Bulk execution", has the design.
     pub bulk_size: usize,
     /// The `profiler_output` that `from_lookup` read from [`PROFILER_OUTPUT`]: while the field
     /// still holds it, errors about the path name the variable, not the field.

@@ -119,6 +119,37 @@
 //! event (target `depengine::stall`) if a `tracing` subscriber wants it, else a line on
 //! stderr, so that no hang is silent.
 //!
+//! # Bulk execution
+//!
+//! With [`EngineConfig::bulk_size`] (or `DEPENGINE_BULK_SIZE`), consecutive sync ops that one
+//! thread pushes run as one scheduled unit, a *segment* of at most that many ops (MXNet's
+//! `MXNET_EXEC_BULK_EXEC_*`), with the dependency and failure semantics of ops pushed alone:
+//! in push order, each op checked for failures on its own vars and recorded by the profiler
+//! under its own name. A segment is in the dependency graph from its first op on; a later op
+//! of the same thread joins it when it is a `push_sync` op in the same context and priority
+//! on vars of the segment's first op, in conflict with every op of the segment, with nothing
+//! else pushed to the engine in between. Every op is in the graph when its push returns, so
+//! nothing waits for a flush: a thread may push ops and then wait for them by any means.
+//!
+//! ```
+//! use depengine::{Engine, EngineConfig};
+//! use std::sync::{Arc, Mutex};
+//!
+//! let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2).bulk_size(64))?;
+//! let weights = engine.new_var()?;
+//! let value = Arc::new(Mutex::new(0_u64));
+//! for step in 1..=100 {
+//!     // Each writes `weights`: up to 64 of them run as one segment.
+//!     let value = Arc::clone(&value);
+//!     engine.op("update").writes([weights]).push_sync(move |_| {
+//!         *value.lock().unwrap() += step;
+//!     })?;
+//! }
+//! engine.wait_for_var(weights)?;
+//! assert_eq!(*value.lock().unwrap(), 5050);
+//! # Ok::<(), depengine::EngineError>(())
+//! ```
+//!
 //! # Profiling
 //!
 //! [`Engine::profiler`] records where and when each op ran (MXNet's profiler): a per-name
