@@ -203,8 +203,8 @@ impl EngineState {
     }
 
     /// Pushes one op record (already routed): on an engine that bulks, into the thread's open
-    /// segment if it may join (`bulk/mod.rs`).
-    #[inline]
+    /// segment if it may join (`bulk/mod.rs`). Without bulk execution: one branch, then the
+    /// body of `push_one` (inlined here).
     pub(crate) fn push_record(
         self: &Arc<Self>,
         reads: &[Var],
