@@ -78,7 +78,7 @@ impl EngineState {
             OpFn::Sync(func) => {
                 let started = start();
                 let outcome = self.call_sync(&op, &op.payload().name, run, func);
-                self.profile(&op.payload().profiled_op(), started, &outcome);
+                self.profile(|| op.payload().profiled_op(), started, &outcome);
                 self.finish(op, outcome, true, keep_for);
             }
             OpFn::Async(func) => self.call_async(op, start(), run, func),
@@ -89,7 +89,7 @@ impl EngineState {
                     // The last reference to a deleted operator drops its function (and what
                     // it captured), which may panic.
                     let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
-                    self.profile(&op.payload().profiled_op(), started, &outcome);
+                    self.profile(|| op.payload().profiled_op(), started, &outcome);
                     self.finish(op, outcome, true, keep_for);
                 }
                 OperatorFn::Async(func) => {
@@ -151,10 +151,11 @@ impl EngineState {
         drop(frame);
     }
 
-    /// Records a profiled op (`started` is `Some`) that ends with `outcome` now.
-    pub(super) fn profile(
+    /// Records a profiled op (`started` is `Some`; `op` says what it was) that ends with
+    /// `outcome` now.
+    pub(super) fn profile<'a>(
         &self,
-        op: &ProfiledOp<'_>,
+        op: impl FnOnce() -> ProfiledOp<'a>,
         started: Option<Started>,
         outcome: &Result<(), OpFailure>,
     ) {
@@ -163,7 +164,7 @@ impl EngineState {
                 Ok(()) => ProfiledOutcome::Completed,
                 Err(_) => ProfiledOutcome::Failed,
             };
-            self.profiler.record(op, started, outcome);
+            self.profiler.record(&op(), started, outcome);
         }
     }
 
@@ -237,7 +238,7 @@ impl FinishAsync for EngineState {
         started: Option<Started>,
         outcome: Result<(), OpFailure>,
     ) {
-        self.profile(&op.payload().profiled_op(), started, &outcome);
+        self.profile(|| op.payload().profiled_op(), started, &outcome);
         self.finish(op, outcome, true, None);
     }
 }

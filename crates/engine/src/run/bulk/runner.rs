@@ -104,8 +104,9 @@ impl EngineState {
     ) {
         let record = op.payload();
         let profiled = self.profiler.wants(member.profiled);
-        let profiled_op = ProfiledOp {
-            name: &member.name,
+        let name = &member.name;
+        let profiled_op = || ProfiledOp {
+            name,
             context: record.context,
             property: record.property,
             priority: record.priority,
@@ -119,13 +120,13 @@ impl EngineState {
             let _ = catch_unwind(AssertUnwindSafe(move || drop(func)));
             if profiled {
                 self.profiler
-                    .record_skipped(&profiled_op, thread::profiled());
+                    .record_skipped(&profiled_op(), thread::profiled());
             }
             Err(failure)
         } else {
             let started = profiled.then(|| self.profiler.start(thread::profiled()));
-            let outcome = self.call_sync(op, &member.name, record.run_context(), member.func);
-            self.profile(&profiled_op, started, &outcome);
+            let outcome = self.call_sync(op, name, record.run_context(), member.func);
+            self.profile(profiled_op, started, &outcome);
             if let Err(failure) = &outcome {
                 self.log_own_failure(failure);
             }
