@@ -135,7 +135,7 @@
 //!
 //! `docs/engine.md` in the repository has the full design.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![allow(
     clippy::doc_markdown,
     reason = "the docs name MXNet and its classes, which are not items of this crate"
@@ -143,6 +143,11 @@
 
 mod config;
 mod context;
+#[allow(
+    unsafe_code,
+    reason = "the typed data's cell: its safety argument is data/cell.rs"
+)]
+mod data;
 mod engine;
 mod error;
 mod failure;
@@ -164,6 +169,12 @@ pub use config::{
     PROFILER_OUTPUT, STALL_WARNING_SECS,
 };
 pub use context::{Context, DeviceType, FnProperty, RunContext};
+pub use data::access::{Access, AccessList, Append, MAX_ACCESSES, ReadAccess, WriteAccess};
+pub use data::guard::{ReadGuard, WriteGuard};
+pub use data::handle::Data;
+pub use data::held::Held;
+pub use data::read_future::ReadData;
+pub use data::{DataRefused, TakeError};
 pub use depengine_device::{BackendError, DeviceBackend, Executor, Task};
 pub use depengine_graph::Var;
 /// The most threads a block of workers may have: each thread count of an [`EngineConfig`] is at
@@ -173,6 +184,7 @@ pub use engine::async_wait::{WaitForAll, WaitForVar};
 pub use engine::op_builder::OpBuilder;
 pub use engine::operator::{Operator, OperatorBuilder};
 pub use engine::profiler::Profiler;
+pub use engine::typed_op::TypedOp;
 pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
 pub use failure::{BoxError, FailureCause, OpFailure};

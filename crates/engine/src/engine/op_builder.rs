@@ -12,8 +12,9 @@ use depengine_graph::Var;
 use smallvec::SmallVec;
 
 use crate::context::{Context, FnProperty, RunContext};
+use crate::data::access::AccessList;
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::name::OpName;
 use crate::op::completion::Completion;
 use crate::op::record::{OpFn, OpRecord};
@@ -157,8 +158,26 @@ impl<'e> OpBuilder<'e> {
         self.push(OpFn::Async(Box::new(func)))
     }
 
+    /// The engine it pushes to.
+    pub(crate) fn engine(&self) -> &'e Engine {
+        self.engine
+    }
+
+    /// Adds the vars of a typed op's data to the lists (`TypedOp`, at its push).
     #[inline]
-    fn push(self, func: OpFn) -> Result<()> {
+    pub(crate) fn add_accesses(&mut self, accesses: &impl AccessList) {
+        let (reads, writes) = (&mut self.reads, &mut self.writes);
+        accesses.vars(&mut |var| reads.push(var), &mut |var| writes.push(var));
+    }
+
+    /// `error`, refusing this op's push, with the op's (and its vars') names.
+    #[cold]
+    pub(crate) fn refuse(&self, error: EngineError) -> EngineError {
+        self.engine.state().named(error, Some(&self.name))
+    }
+
+    #[inline]
+    pub(crate) fn push(self, func: OpFn) -> Result<()> {
         let state = self.engine.state();
         // Kept for a push's errors (a literal is copied; an owned name costs a reference count
         // update): the graph drops the record of an op it refuses.

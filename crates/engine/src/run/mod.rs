@@ -32,10 +32,12 @@
 //!   stand-ins; stand-ins leave; the state's drop joins them.
 //! - `var_names`, [`VarNames`] (`name/var_names.rs`): `new_var_named`'s callers name vars;
 //!   threads that build an error or a warning look names up.
+//! - `retired_data`, [`RetiredData`] (`data/retired.rs`): a thread dropping the last handle of
+//!   a value whose var was deleted by hand keeps its release there; the state's drop runs it.
 //!
 //! A pusher touches `pending`, `graph` and `workers`; a worker `profiler`, `graph`,
 //! `failures` (only for a failed op), `workers` (to queue what it released) and `pending`. The
-//! cold parts, `blocked_waits`, `stand_ins` and `var_names`, are boxed, off the lines of the
+//! cold parts, `blocked_waits`, `stand_ins`, `var_names` and `retired_data`, are boxed, off the lines of the
 //! parts every op reads. Each part documents its own fields' threads.
 
 mod dispatch;
@@ -48,6 +50,7 @@ use depengine_graph::{Graph, Var};
 
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::{Context, FnProperty};
+use crate::data::retired::RetiredData;
 use crate::error::{EngineError, Result};
 use crate::failure::OpFailure;
 use crate::failure::log::FailureLog;
@@ -82,6 +85,8 @@ pub(crate) struct EngineState {
     stand_ins: Box<StandIns>,
     /// The names users gave vars, read only to describe a var.
     var_names: Box<VarNames>,
+    /// Data values released when the state drops (misuse only: `data/retired.rs`).
+    retired_data: Box<RetiredData>,
 }
 
 impl EngineState {
@@ -113,6 +118,7 @@ impl EngineState {
             blocked_waits: Box::default(),
             stand_ins: Box::default(),
             var_names: Box::default(),
+            retired_data: Box::default(),
         })
     }
 
@@ -177,6 +183,11 @@ impl EngineState {
     /// The names users gave vars.
     pub(crate) fn var_names(&self) -> &VarNames {
         &self.var_names
+    }
+
+    /// Data values whose release waits for this state's drop.
+    pub(crate) fn retired_data(&self) -> &RetiredData {
+        &self.retired_data
     }
 
     /// `error` with the names the user knows: its vars' (this engine's names) and, for a
