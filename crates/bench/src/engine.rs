@@ -9,6 +9,10 @@
 //! - `independent`: N empty ops with no vars, pushed then waited for.
 //! - `chain`: N empty ops writing the same var.
 //! - `random_empty`: each op reads 2 and writes 1 of 1024 vars (seeded), empty.
+//! - `chain_typed`, `random_empty_typed`: the same ops on typed data (`Data<u64>`) instead of
+//!   vars, each function reaching its values through `&u64` / `&mut u64` (a chain op adds one
+//!   to its value; a random op writes the sum of the two it reads): the cost of typed data
+//!   against the untyped ops above.
 //! - `random_1us`: the same graph, each op spinning 1 µs; `random_1us_overhead` is
 //!   (measured − ideal) / N, ideal = max(total work / workers, critical path).
 //! - `latency`: push-to-start of one op on an idle engine, median of 101 samples (`us`).
@@ -33,7 +37,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use depengine::{Completion, Engine, EngineConfig, EngineKind, Var};
+use depengine::{Completion, Data, Engine, EngineConfig, EngineKind, Var};
 
 use crate::args::{Args, ns_per, report};
 
@@ -93,13 +97,26 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     if args.wants("chain") {
         report("chain", chain(&engine, n)?, "ns/op");
     }
-    let graph = if args.wants("random_empty") || args.wants("random_1us") {
+    if args.wants("chain_typed") {
+        report("chain_typed", chain_typed(&engine, n)?, "ns/op");
+    }
+    let graph = if ["random_empty", "random_1us", "random_empty_typed"]
+        .iter()
+        .any(|workload| args.wants(workload))
+    {
         RandomGraph::new(n)
     } else {
         RandomGraph::new(0)
     };
     if args.wants("random_empty") {
         report("random_empty", random(&engine, &graph, false)?, "ns/op");
+    }
+    if args.wants("random_empty_typed") {
+        report(
+            "random_empty_typed",
+            random_typed(&engine, &graph)?,
+            "ns/op",
+        );
     }
     if args.wants("random_1us") {
         let measured = random(&engine, &graph, true)?;
@@ -260,6 +277,25 @@ fn chain(engine: &Engine, n: usize) -> Result<f64, String> {
     Ok(ns_per(elapsed, n as u64))
 }
 
+fn chain_typed(engine: &Engine, n: usize) -> Result<f64, String> {
+    let data = engine.data(0_u64).map_err(err)?;
+    let start = Instant::now();
+    for _ in 0..n {
+        engine
+            .op("chain")
+            .write(&data)
+            .push_sync(|_, value| *value += 1)
+            .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    let count = engine.take(data).map_err(err)?;
+    if count != n as u64 {
+        return Err(format!("chain_typed: {count} increments, expected {n}"));
+    }
+    Ok(ns_per(elapsed, n as u64))
+}
+
 /// The seeded random ops: op i reads vars `r0`, `r1` and writes `w` (var indices below
 /// `RANDOM_VARS`, pairwise distinct).
 struct RandomOps {
@@ -375,6 +411,27 @@ fn random(engine: &Engine, graph: &RandomGraph, spin: bool) -> Result<f64, Strin
     engine.wait_for_all().map_err(err)?;
     let elapsed = start.elapsed();
     release(engine, pool)?;
+    Ok(ns_per(elapsed, graph.ops.len() as u64))
+}
+
+fn random_typed(engine: &Engine, graph: &RandomGraph) -> Result<f64, String> {
+    let pool: Vec<Data<u64>> = (0..RANDOM_VARS)
+        .map(|i| engine.data(i as u64).map_err(err))
+        .collect::<Result<_, _>>()?;
+    let start = Instant::now();
+    for ([r0, r1], w) in graph.iter() {
+        engine
+            .op("random")
+            .read(&pool[r0])
+            .read(&pool[r1])
+            .write(&pool[w])
+            .push_sync(|_, (a, b, w)| *w = a.wrapping_add(*b))
+            .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    drop(pool);
+    engine.wait_for_all().map_err(err)?;
     Ok(ns_per(elapsed, graph.ops.len() as u64))
 }
 
