@@ -33,8 +33,8 @@ const ENGINE_TESTS: &[&str] = &[
 /// The engine's typed-data tests (`tests/data.rs`) that take every role of `data/cell.rs`: ops
 /// reading and writing on the workers, an async op's `Held` completed from a thread, guards,
 /// a future given up, `take`, and the release of a value after its last handle (also where the
-/// engine is gone, or the var was deleted by hand); and the random typed workload at its Miri
-/// size.
+/// engine is gone, or the var was deleted by hand). (`tests/random_data.rs` takes the same
+/// roles at random; under Miri its smallest run takes over 15 minutes.)
 const DATA_TESTS: &[&str] = &[
     "ops_read_and_write_typed_values_in_push_order",
     "an_async_op_completes_its_held_data_from_another_thread",
@@ -74,10 +74,5 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
         .args([toolchain().as_str(), "miri", "test"])
         .args(["-p", "depengine", "--test", "data", "--"])
         .args(DATA_TESTS)
-        .run()?;
-    Cmd::cargo()
-        .args([toolchain().as_str(), "miri", "test"])
-        .args(["-p", "depengine", "--test", "random_data", "--"])
-        .arg("typed_random_workloads_match_a_sequential_run")
         .run()
 }

@@ -24,7 +24,9 @@ fn main() -> Result<(), EngineError> {
 
     // Two independent writes: they run in parallel, each with `&mut Vec<f64>`.
     engine.op("fill x").write(&x).push_sync(|_, x| {
-        x.iter_mut().zip(0_u32..).for_each(|(v, i)| *v = f64::from(i));
+        x.iter_mut()
+            .zip(0_u32..)
+            .for_each(|(v, i)| *v = f64::from(i));
     })?;
     engine
         .op("fill y")
@@ -60,6 +62,11 @@ fn main() -> Result<(), EngineError> {
 
     // Take a value back (the last handle; waits for every op on it).
     let y = engine.take(y)?;
-    assert!(y.iter().zip(1_u32..).all(|(&v, i)| (v - f64::from(i)).abs() < 0.5), "y = x + 1");
+    assert!(
+        y.iter()
+            .zip(1_u32..)
+            .all(|(&v, i)| (v - f64::from(i)).abs() < 0.5),
+        "y = x + 1"
+    );
     Ok(())
 }

@@ -170,8 +170,7 @@ fn check(seed: u64, ops: usize, values: usize, fail_rate: u64) {
     let mut failed = vec![false; values];
     sequential(&workload, &mut expected, &mut failed);
     for kind in KINDS {
-        let workers: &[usize] = if cfg!(miri) { &[2] } else { &[1, 2, 8] };
-        for &threads in workers {
+        for threads in [1, 2, 8] {
             let engine = engine(kind, threads);
             let data: Vec<Data<u64>> = (0..values).map(|_| engine.data(0).unwrap()).collect();
             for op in &workload {
