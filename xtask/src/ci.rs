@@ -45,6 +45,8 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
             "--test",
             "random",
             "--test",
+            "random_data",
+            "--test",
             "hazards",
             "--test",
             "deadlock",
