@@ -13,6 +13,9 @@
 //!   vars, each function reaching its values through `&u64` / `&mut u64` (a chain op adds one
 //!   to its value; a random op writes the sum of the two it reads): the cost of typed data
 //!   against the untyped ops above.
+//! - `chain_shared`, `random_empty_shared`: the same again, the way data is reached without
+//!   typed data: each value in an `Arc<Mutex<u64>>` beside a var, the op's closure holding
+//!   clones of its values' `Arc`s and locking each.
 //! - `random_1us`: the same graph, each op spinning 1 µs; `random_1us_overhead` is
 //!   (measured − ideal) / N, ideal = max(total work / workers, critical path).
 //! - `latency`: push-to-start of one op on an idle engine, median of 101 samples (`us`).
@@ -100,9 +103,17 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     if args.wants("chain_typed") {
         report("chain_typed", chain_typed(&engine, n)?, "ns/op");
     }
-    let graph = if ["random_empty", "random_1us", "random_empty_typed"]
-        .iter()
-        .any(|workload| args.wants(workload))
+    if args.wants("chain_shared") {
+        report("chain_shared", chain_shared(&engine, n)?, "ns/op");
+    }
+    let graph = if [
+        "random_empty",
+        "random_1us",
+        "random_empty_typed",
+        "random_empty_shared",
+    ]
+    .iter()
+    .any(|workload| args.wants(workload))
     {
         RandomGraph::new(n)
     } else {
@@ -115,6 +126,13 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         report(
             "random_empty_typed",
             random_typed(&engine, &graph)?,
+            "ns/op",
+        );
+    }
+    if args.wants("random_empty_shared") {
+        report(
+            "random_empty_shared",
+            random_shared(&engine, &graph)?,
             "ns/op",
         );
     }
@@ -296,6 +314,32 @@ fn chain_typed(engine: &Engine, n: usize) -> Result<f64, String> {
     Ok(ns_per(elapsed, n as u64))
 }
 
+/// A value reached without typed data: shared, behind a lock the engine's order leaves
+/// uncontended.
+type Shared = std::sync::Arc<std::sync::Mutex<u64>>;
+
+fn chain_shared(engine: &Engine, n: usize) -> Result<f64, String> {
+    let var = engine.new_var().map_err(err)?;
+    let value = Shared::default();
+    let start = Instant::now();
+    for _ in 0..n {
+        let value = Shared::clone(&value);
+        engine
+            .op("chain")
+            .writes([var])
+            .push_sync(move |_| *value.lock().unwrap() += 1)
+            .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    release(engine, vec![var])?;
+    let count = *value.lock().map_err(err)?;
+    if count != n as u64 {
+        return Err(format!("chain_shared: {count} increments, expected {n}"));
+    }
+    Ok(ns_per(elapsed, n as u64))
+}
+
 /// The seeded random ops: op i reads vars `r0`, `r1` and writes `w` (var indices below
 /// `RANDOM_VARS`, pairwise distinct).
 struct RandomOps {
@@ -432,6 +476,34 @@ fn random_typed(engine: &Engine, graph: &RandomGraph) -> Result<f64, String> {
     let elapsed = start.elapsed();
     drop(pool);
     engine.wait_for_all().map_err(err)?;
+    Ok(ns_per(elapsed, graph.ops.len() as u64))
+}
+
+fn random_shared(engine: &Engine, graph: &RandomGraph) -> Result<f64, String> {
+    let pool = vars(engine, RANDOM_VARS)?;
+    let values: Vec<Shared> = (0..RANDOM_VARS)
+        .map(|i| Shared::new((i as u64).into()))
+        .collect();
+    let start = Instant::now();
+    for ([r0, r1], w) in graph.iter() {
+        let (a, b, c) = (
+            Shared::clone(&values[r0]),
+            Shared::clone(&values[r1]),
+            Shared::clone(&values[w]),
+        );
+        engine
+            .op("random")
+            .reads([pool[r0], pool[r1]])
+            .writes([pool[w]])
+            .push_sync(move |_| {
+                let sum = a.lock().unwrap().wrapping_add(*b.lock().unwrap());
+                *c.lock().unwrap() = sum;
+            })
+            .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    release(engine, pool)?;
     Ok(ns_per(elapsed, graph.ops.len() as u64))
 }
 
