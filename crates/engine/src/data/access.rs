@@ -142,9 +142,9 @@ pub trait AccessList: Send + 'static {
     /// the accesses were named.
     type Refs<'a>;
 
-    /// Calls `read` with the var of each read and `write` with the var of each write.
+    /// Calls `f` with the var of each access, and whether it is a write.
     #[doc(hidden)]
-    fn vars(&self, read: &mut dyn FnMut(Var), write: &mut dyn FnMut(Var));
+    fn vars(&self, f: &mut dyn FnMut(Var, bool));
 
     /// Calls `f` with the references.
     ///
@@ -167,12 +167,8 @@ impl<A: Access> AccessList for A {
     type Refs<'a> = A::Ref<'a>;
 
     #[inline]
-    fn vars(&self, read: &mut dyn FnMut(Var), write: &mut dyn FnMut(Var)) {
-        if A::WRITES {
-            write(self.var());
-        } else {
-            read(self.var());
-        }
+    fn vars(&self, f: &mut dyn FnMut(Var, bool)) {
+        f(self.var(), A::WRITES);
     }
 
     #[inline]
@@ -219,15 +215,9 @@ macro_rules! access_tuple {
             type Refs<'a> = ($($name::Ref<'a>,)+);
 
             #[inline]
-            fn vars(&self, read: &mut dyn FnMut(Var), write: &mut dyn FnMut(Var)) {
+            fn vars(&self, f: &mut dyn FnMut(Var, bool)) {
                 let ($($name,)+) = self;
-                $(
-                    if $name::WRITES {
-                        write($name.var());
-                    } else {
-                        read($name.var());
-                    }
-                )+
+                $(f($name.var(), $name::WRITES);)+
             }
 
             #[inline]

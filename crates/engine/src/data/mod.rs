@@ -7,21 +7,26 @@
 //! - `handle.rs`: the handle, and the release of the value after the last one;
 //! - `access.rs`: an op's typed accesses and the references its function receives;
 //! - `held.rs`: an async op's accesses with its completion;
+//! - `typed_op.rs`: the op builder's `read` and `write`, and the typed op they make;
+//! - `engine.rs`: the engine's methods for data (`data`, the guards, `read_async`, `take`);
 //! - `hold.rs`, `guard.rs`, `read_future.rs`, `take.rs`: the value reached from outside every
-//!   op, as an op holding its var;
-//! - `retired.rs`: values whose release waits for the engine's end (misuse only).
+//!   op, as an op holding its var.
 //!
-//! This folder holds the crate's `unsafe` code (the rest of the crate has none).
+//! Typed data is a layer over the untyped engine: this module uses the engine's builders,
+//! waits and state, and nothing below it knows of data (the engine state keeps the releases
+//! of `run/retired.rs` as boxed closures). This folder holds the crate's `unsafe` code (the
+//! rest of the crate has none).
 
 pub(crate) mod access;
 pub(crate) mod cell;
+mod engine;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod held;
 pub(crate) mod hold;
 pub(crate) mod read_future;
-pub(crate) mod retired;
 pub(crate) mod take;
+pub(crate) mod typed_op;
 
 use std::error::Error;
 use std::fmt;

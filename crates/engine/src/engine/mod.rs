@@ -1,12 +1,10 @@
 //! [`Engine`]: the handle users hold, and the builders it hands out.
 
 pub(crate) mod async_wait;
-mod data;
 mod dump;
 pub(crate) mod op_builder;
 pub(crate) mod operator;
 pub(crate) mod profiler;
-pub(crate) mod typed_op;
 pub(crate) mod wait;
 
 use std::borrow::Cow;

@@ -12,7 +12,6 @@ use depengine_graph::Var;
 use smallvec::SmallVec;
 
 use crate::context::{Context, FnProperty, RunContext};
-use crate::data::access::AccessList;
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::name::OpName;
@@ -163,11 +162,14 @@ impl<'e> OpBuilder<'e> {
         self.engine
     }
 
-    /// Adds the vars of a typed op's data to the lists (`TypedOp`, at its push).
+    /// Adds `var` to the writes (`writes`) or the reads: a typed op's data, at its push.
     #[inline]
-    pub(crate) fn add_accesses(&mut self, accesses: &impl AccessList) {
-        let (reads, writes) = (&mut self.reads, &mut self.writes);
-        accesses.vars(&mut |var| reads.push(var), &mut |var| writes.push(var));
+    pub(crate) fn add_var(&mut self, var: Var, writes: bool) {
+        if writes {
+            self.writes.push(var);
+        } else {
+            self.reads.push(var);
+        }
     }
 
     /// `error`, refusing this op's push, with the op's (and its vars') names.

@@ -32,7 +32,7 @@
 //!   stand-ins; stand-ins leave; the state's drop joins them.
 //! - `var_names`, [`VarNames`] (`name/var_names.rs`): `new_var_named`'s callers name vars;
 //!   threads that build an error or a warning look names up.
-//! - `retired_data`, [`RetiredData`] (`data/retired.rs`): a thread dropping the last handle of
+//! - `retired_data`, [`RetiredData`] (`run/retired.rs`): a thread dropping the last handle of
 //!   a value whose var was deleted by hand keeps its release there; the state's drop runs it.
 //!
 //! A pusher touches `pending`, `graph` and `workers`; a worker `profiler`, `graph`,
@@ -42,6 +42,7 @@
 
 mod dispatch;
 mod execute;
+mod retired;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,7 +51,6 @@ use depengine_graph::{Graph, Var};
 
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::{Context, FnProperty};
-use crate::data::retired::RetiredData;
 use crate::error::{EngineError, Result};
 use crate::failure::OpFailure;
 use crate::failure::log::FailureLog;
@@ -66,6 +66,7 @@ use crate::wait::pending::PendingOps;
 use crate::wait::stand_in::StandIns;
 
 use dispatch::Dispatcher;
+use retired::RetiredData;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -85,7 +86,7 @@ pub(crate) struct EngineState {
     stand_ins: Box<StandIns>,
     /// The names users gave vars, read only to describe a var.
     var_names: Box<VarNames>,
-    /// Data values released when the state drops (misuse only: `data/retired.rs`).
+    /// Data values released when the state drops (misuse only: `run/retired.rs`).
     retired_data: Box<RetiredData>,
 }
 

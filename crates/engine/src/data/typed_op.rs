@@ -190,7 +190,7 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
             accesses,
             foreign,
         } = self;
-        op.add_accesses(&accesses);
+        accesses.vars(&mut |var, writes| op.add_var(var, writes));
         let func = OpFn::Sync(sync_op(accesses, func));
         push(op, foreign, func)
     }
@@ -210,7 +210,7 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
             accesses,
             foreign,
         } = self;
-        op.add_accesses(&accesses);
+        accesses.vars(&mut |var, writes| op.add_var(var, writes));
         let func = OpFn::Async(Box::new(move |run, completion| {
             func(run, Held::new(accesses, completion));
         }));

@@ -1,5 +1,5 @@
-//! The engine's typed data: [`Engine::data`] makes a [`Data<T>`], ops name it
-//! (`engine/typed_op.rs`), and these methods reach it from outside every op.
+//! The engine's methods for typed data: [`Engine::data`] makes a [`Data<T>`], ops name it
+//! (`typed_op.rs`), and the others reach it from outside every op.
 
 use std::sync::Arc;
 
