@@ -7,44 +7,8 @@
 
 mod common;
 
-use common::{KINDS, Rng, engine, mix};
+use common::{KINDS, RandomOp as Op, engine, mix, random_workload};
 use depengine::{Data, Engine, EngineError, Result};
-
-/// One op: its id, the data it reads (0 to 3) and writes (1 or 2, apart from the reads), and
-/// whether it fails.
-struct Op {
-    id: u64,
-    reads: Vec<usize>,
-    writes: Vec<usize>,
-    fails: bool,
-}
-
-fn workload(seed: u64, ops: usize, values: usize, fail_rate: u64) -> Vec<Op> {
-    let mut rng = Rng(seed);
-    (0..ops)
-        .map(|i| {
-            let mut pick = |count: usize, taken: &[usize]| {
-                let mut out = Vec::new();
-                while out.len() < count {
-                    let v = rng.below(values);
-                    if !out.contains(&v) && !taken.contains(&v) {
-                        out.push(v);
-                    }
-                }
-                out
-            };
-            let writes = pick(1 + usize::from(i % 3 == 0), &[]);
-            let reads = pick((seed as usize + i) % 4, &writes);
-            let fails = fail_rate > 0 && rng.next().is_multiple_of(fail_rate);
-            Op {
-                id: i as u64,
-                reads,
-                writes,
-                fails,
-            }
-        })
-        .collect()
-}
 
 /// What an op computes from its inputs: the `k`-th output.
 fn output(id: u64, inputs: &[u64], k: u64) -> u64 {
@@ -165,7 +129,7 @@ fn push(engine: &Engine, data: &[Data<u64>], op: &Op) -> Result<()> {
 }
 
 fn check(seed: u64, ops: usize, values: usize, fail_rate: u64) {
-    let workload = workload(seed, ops, values, fail_rate);
+    let workload = random_workload(seed, ops, values, 0, fail_rate);
     let mut expected = vec![0_u64; values];
     let mut failed = vec![false; values];
     sequential(&workload, &mut expected, &mut failed);
