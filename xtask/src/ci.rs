@@ -1,5 +1,7 @@
 //! `cargo xtask ci`: every check CI runs, in the order `.ci/run` runs them (keep the two in sync).
 
+use std::path::Path;
+
 use crate::cmd::{Cmd, Result};
 use crate::{bench, loom, miri};
 
@@ -43,6 +45,8 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
             "--test",
             "random",
             "--test",
+            "random_data",
+            "--test",
             "hazards",
             "--test",
             "deadlock",
@@ -60,6 +64,13 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
             "stress",
         ])
         .run()?;
+    // The engine's examples, each of which checks its own result: every file in the examples
+    // folder, so that a new example runs here without a change to this list.
+    for name in engine_examples(Path::new(ENGINE_EXAMPLES))? {
+        Cmd::cargo()
+            .args(["run", "--release", "-p", "depengine", "--example", &name])
+            .run()?;
+    }
     loom::run(std::iter::empty())?;
     if with_bench {
         // A smoke test of every harness: a failing C++ peer is skipped, a failing Rust system
@@ -72,4 +83,56 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
         println!("skipping miri: `cargo +nightly miri` (or `$MIRI_TOOLCHAIN`) is not installed");
     }
     Ok(())
+}
+
+/// Where the engine's examples live, from the workspace root.
+const ENGINE_EXAMPLES: &str = "crates/engine/examples";
+
+/// The names of the examples in `dir` (`NAME` for `NAME.rs`), sorted by name, the order of the
+/// glob `.ci/run` loops over; an error if there are none (the glob then fails there too).
+fn engine_examples(dir: &Path) -> Result<Vec<String>> {
+    let unlisted = |error| format!("ci: cannot list {}: {error}", dir.display());
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(unlisted)? {
+        let path = entry.map_err(unlisted)?.path();
+        if let Some(name) = example_name(&path) {
+            names.push(name.to_owned());
+        }
+    }
+    if names.is_empty() {
+        return Err(format!("ci: no examples (`*.rs`) in {}", dir.display()));
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// `NAME` for a file `NAME.rs`; `None` for anything else.
+fn example_name(path: &Path) -> Option<&str> {
+    if path.extension()? != "rs" || !path.is_file() {
+        return None;
+    }
+    path.file_stem()?.to_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{ENGINE_EXAMPLES, engine_examples};
+
+    #[test]
+    fn the_engine_examples_are_found_sorted_by_name() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(ENGINE_EXAMPLES);
+        let names = engine_examples(&dir).unwrap();
+        for example in ["async_wait", "failure", "profiler"] {
+            assert!(names.iter().any(|name| name == example), "{names:?}");
+        }
+        assert!(names.is_sorted(), "{names:?}");
+        // xtask's own folder: a manifest and folders, no `.rs` file.
+        let without_examples = Path::new(env!("CARGO_MANIFEST_DIR"));
+        assert!(engine_examples(without_examples).is_err());
+        assert!(engine_examples(&without_examples.join("no such folder")).is_err());
+    }
 }

@@ -37,7 +37,7 @@ const COMMANDS: &[(&str, &str, &str)] = &[
     (
         "ci",
         "[--no-bench]",
-        "everything CI runs: fmt, clippy, tests, loom, bench smoke run, miri",
+        "everything CI runs: fmt, clippy, tests, stress tests, examples, loom, bench smoke, miri",
     ),
 ];
 

@@ -22,12 +22,27 @@ pub(crate) fn available() -> bool {
 /// The engine's tests that take its routes into the pool's and the graph's `unsafe` code, at
 /// their small Miri sizes: a chain on one var (pushes through the `Incoming` ring, drainers,
 /// `wait_for_var`'s write through the ring), reads and writes interleaved on the workers, and
-/// async ops completed from foreign threads. `depengine` itself has no `unsafe` code
-/// (`#![forbid(unsafe_code)]`); its whole suite under Miri would take hours.
+/// async ops completed from foreign threads. `depengine`'s own `unsafe` code, its typed data
+/// (`data/`), runs under [`DATA_TESTS`]; its whole suite under Miri would take hours.
 const ENGINE_TESTS: &[&str] = &[
     "ops_on_one_var_run_in_push_order",
     "reads_see_the_write_before_them",
     "async_ops_complete_from_other_threads",
+];
+
+/// The engine's typed-data tests (`tests/data.rs`) that take every role of `data/cell.rs`: ops
+/// reading and writing on the workers, an async op's `Held` completed from a thread, guards,
+/// a future given up, `take`, and the release of a value after its last handle (also where the
+/// engine is gone, or the var was deleted by hand). (`tests/random_data.rs` takes the same
+/// roles at random; under Miri its smallest run takes over 15 minutes.)
+const DATA_TESTS: &[&str] = &[
+    "ops_read_and_write_typed_values_in_push_order",
+    "an_async_op_completes_its_held_data_from_another_thread",
+    "guards_hold_the_data_against_ops",
+    "a_read_future_dropped_before_it_resolves_releases_the_data",
+    "take_needs_the_last_handle_and_returns_a_failed_value_with_its_failure",
+    "the_value_is_dropped_once_after_the_last_handle_and_its_ops",
+    "values_outliving_the_engine_or_deleted_by_hand_are_dropped",
 ];
 
 /// Runs the tests under miri; extra arguments go to `cargo miri test` (e.g. a test name filter).
@@ -54,5 +69,10 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
         .args([toolchain().as_str(), "miri", "test"])
         .args(["-p", "depengine", "--test", "api", "--"])
         .args(ENGINE_TESTS)
+        .run()?;
+    Cmd::cargo()
+        .args([toolchain().as_str(), "miri", "test"])
+        .args(["-p", "depengine", "--test", "data", "--"])
+        .args(DATA_TESTS)
         .run()
 }

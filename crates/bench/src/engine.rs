@@ -9,6 +9,13 @@
 //! - `independent`: N empty ops with no vars, pushed then waited for.
 //! - `chain`: N empty ops writing the same var.
 //! - `random_empty`: each op reads 2 and writes 1 of 1024 vars (seeded), empty.
+//! - `chain_typed`, `random_empty_typed`: the same ops on typed data (`Data<u64>`) instead of
+//!   vars, each function reaching its values through `&u64` / `&mut u64` (a chain op adds one
+//!   to its value; a random op writes the sum of the two it reads): the cost of typed data
+//!   against the untyped ops above.
+//! - `chain_shared`, `random_empty_shared`: the same again, the way data is reached without
+//!   typed data: each value in an `Arc<Mutex<u64>>` beside a var, the op's closure holding
+//!   clones of its values' `Arc`s and locking each.
 //! - `random_1us`: the same graph, each op spinning 1 µs; `random_1us_overhead` is
 //!   (measured − ideal) / N, ideal = max(total work / workers, critical path).
 //! - `latency`: push-to-start of one op on an idle engine, median of 101 samples (`us`).
@@ -35,7 +42,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use depengine::{Completion, Engine, EngineConfig, EngineKind, Var};
+use depengine::{Completion, Data, Engine, EngineConfig, EngineKind, Var};
 
 use crate::args::{Args, ns_per, report};
 
@@ -44,25 +51,12 @@ const SPIN: Duration = Duration::from_micros(1);
 const LATENCY_SAMPLES: usize = 101;
 
 pub(crate) fn run(args: &Args) -> Result<(), String> {
-    let (kind, bulk) = match args.system.as_str() {
-        "depengine-perdevice" => (EngineKind::ThreadedPerDevice, None),
-        "depengine-bulk" => (EngineKind::ThreadedPerDevice, Some(args.bulk)),
-        "depengine-pooled" => (EngineKind::ThreadedPooled, None),
-        "naive" => (EngineKind::Naive, None),
+    match args.system.as_str() {
         "serial" => return serial(args),
         "rayon" => return rayon_independent(args),
-        other => {
-            return Err(format!(
-                "unknown system `{other}` (expected depengine-perdevice, depengine-bulk, \
-                 depengine-pooled, naive, serial or rayon)"
-            ));
-        }
-    };
-    let setup = Setup {
-        kind,
-        threads: args.threads,
-        bulk,
-    };
+        _ => {}
+    }
+    let setup = Setup::of(args)?;
     let n = usize::try_from(args.ops).map_err(|e| e.to_string())?;
     // First, while the heap holds nothing of the other workloads.
     if args.wants("parked_bytes")
@@ -104,7 +98,21 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     if args.wants("chain") {
         report("chain", chain(&engine, n)?, "ns/op");
     }
-    let graph = if args.wants("random_empty") || args.wants("random_1us") {
+    if args.wants("chain_typed") {
+        report("chain_typed", chain_typed(&engine, n)?, "ns/op");
+    }
+    if args.wants("chain_shared") {
+        report("chain_shared", chain_shared(&engine, n)?, "ns/op");
+    }
+    let graph = if [
+        "random_empty",
+        "random_1us",
+        "random_empty_typed",
+        "random_empty_shared",
+    ]
+    .iter()
+    .any(|workload| args.wants(workload))
+    {
         RandomGraph::new(n)
     } else {
         RandomGraph::new(0)
@@ -112,10 +120,24 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     if args.wants("random_empty") {
         report("random_empty", random(&engine, &graph, false)?, "ns/op");
     }
+    if args.wants("random_empty_typed") {
+        report(
+            "random_empty_typed",
+            random_typed(&engine, &graph)?,
+            "ns/op",
+        );
+    }
+    if args.wants("random_empty_shared") {
+        report(
+            "random_empty_shared",
+            random_shared(&engine, &graph)?,
+            "ns/op",
+        );
+    }
     if args.wants("random_1us") {
         let measured = random(&engine, &graph, true)?;
         report("random_1us", measured, "ns/op");
-        let workers = if kind == EngineKind::Naive {
+        let workers = if setup.kind == EngineKind::Naive {
             1
         } else {
             args.threads
@@ -140,6 +162,27 @@ struct Setup {
 }
 
 impl Setup {
+    /// The setup of the engine system `args` names.
+    fn of(args: &Args) -> Result<Self, String> {
+        let (kind, bulk) = match args.system.as_str() {
+            "depengine-perdevice" => (EngineKind::ThreadedPerDevice, None),
+            "depengine-bulk" => (EngineKind::ThreadedPerDevice, Some(args.bulk)),
+            "depengine-pooled" => (EngineKind::ThreadedPooled, None),
+            "naive" => (EngineKind::Naive, None),
+            other => {
+                return Err(format!(
+                    "unknown system `{other}` (expected depengine-perdevice, depengine-bulk, \
+                     depengine-pooled, naive, serial or rayon)"
+                ));
+            }
+        };
+        Ok(Setup {
+            kind,
+            threads: args.threads,
+            bulk,
+        })
+    }
+
     /// An engine of this setup, configured otherwise by the `DEPENGINE_*` environment
     /// variables that are set (`DEPENGINE_MAX_PENDING`, for instance).
     fn engine(self) -> Result<Engine, String> {
@@ -292,6 +335,51 @@ fn chain(engine: &Engine, n: usize) -> Result<f64, String> {
     Ok(ns_per(elapsed, n as u64))
 }
 
+fn chain_typed(engine: &Engine, n: usize) -> Result<f64, String> {
+    let data = engine.data(0_u64).map_err(err)?;
+    let start = Instant::now();
+    for _ in 0..n {
+        engine
+            .op("chain")
+            .write(&data)
+            .push_sync(|_, value| *value += 1)
+            .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    let count = engine.take(data).map_err(err)?;
+    if count != n as u64 {
+        return Err(format!("chain_typed: {count} increments, expected {n}"));
+    }
+    Ok(ns_per(elapsed, n as u64))
+}
+
+/// A value reached without typed data: shared, behind a lock the engine's order leaves
+/// uncontended.
+type Shared = std::sync::Arc<std::sync::Mutex<u64>>;
+
+fn chain_shared(engine: &Engine, n: usize) -> Result<f64, String> {
+    let var = engine.new_var().map_err(err)?;
+    let value = Shared::default();
+    let start = Instant::now();
+    for _ in 0..n {
+        let value = Shared::clone(&value);
+        engine
+            .op("chain")
+            .writes([var])
+            .push_sync(move |_| *value.lock().unwrap() += 1)
+            .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    release(engine, vec![var])?;
+    let count = *value.lock().map_err(err)?;
+    if count != n as u64 {
+        return Err(format!("chain_shared: {count} increments, expected {n}"));
+    }
+    Ok(ns_per(elapsed, n as u64))
+}
+
 /// The seeded random ops: op i reads vars `r0`, `r1` and writes `w` (var indices below
 /// `RANDOM_VARS`, pairwise distinct).
 struct RandomOps {
@@ -403,6 +491,55 @@ fn random(engine: &Engine, graph: &RandomGraph, spin: bool) -> Result<f64, Strin
             builder.push_sync(|_| Ok(()))
         }
         .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    release(engine, pool)?;
+    Ok(ns_per(elapsed, graph.ops.len() as u64))
+}
+
+fn random_typed(engine: &Engine, graph: &RandomGraph) -> Result<f64, String> {
+    let pool: Vec<Data<u64>> = (0..RANDOM_VARS)
+        .map(|i| engine.data(i as u64).map_err(err))
+        .collect::<Result<_, _>>()?;
+    let start = Instant::now();
+    for ([r0, r1], w) in graph.iter() {
+        engine
+            .op("random")
+            .read(&pool[r0])
+            .read(&pool[r1])
+            .write(&pool[w])
+            .push_sync(|_, (a, b, w)| *w = a.wrapping_add(*b))
+            .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    drop(pool);
+    engine.wait_for_all().map_err(err)?;
+    Ok(ns_per(elapsed, graph.ops.len() as u64))
+}
+
+fn random_shared(engine: &Engine, graph: &RandomGraph) -> Result<f64, String> {
+    let pool = vars(engine, RANDOM_VARS)?;
+    let values: Vec<Shared> = (0..RANDOM_VARS)
+        .map(|i| Shared::new((i as u64).into()))
+        .collect();
+    let start = Instant::now();
+    for ([r0, r1], w) in graph.iter() {
+        let (a, b, c) = (
+            Shared::clone(&values[r0]),
+            Shared::clone(&values[r1]),
+            Shared::clone(&values[w]),
+        );
+        engine
+            .op("random")
+            .reads([pool[r0], pool[r1]])
+            .writes([pool[w]])
+            .push_sync(move |_| {
+                let sum = a.lock().unwrap().wrapping_add(*b.lock().unwrap());
+                *c.lock().unwrap() = sum;
+            })
+            .map_err(err)?;
     }
     engine.wait_for_all().map_err(err)?;
     let elapsed = start.elapsed();

@@ -79,6 +79,26 @@ pub enum EngineError {
         /// The op being pushed, if a push named the var.
         op: Option<String>,
     },
+    /// Typed data ([`Data`](crate::Data)) of another engine. (Its name is that engine's: not
+    /// shown.)
+    #[error("{}the data of {} belongs to another engine", OpPrefix(.op), VarLabel(*.var, &None))]
+    #[non_exhaustive]
+    ForeignData {
+        /// The data's var.
+        var: Var,
+        /// The op being pushed, if a push named the data.
+        op: Option<String>,
+    },
+    /// [`Engine::take`](crate::Engine::take) of data that has other handles.
+    #[error("the data has other handles: taking its value needs the last one")]
+    DataShared,
+    /// A data guard ([`Engine::read`](crate::Engine::read), `write`, `read_async`, `take`)
+    /// from inside an op of the engine: an op reaches data through its own accesses.
+    #[error(
+        "data is reached from inside an op through the op's own accesses (`.read(&data)`, \
+         `.write(&data)`), not through a guard"
+    )]
+    DataInsideOp,
     /// The engine ran out of var or op slots.
     #[error("the engine has no free {what} slot left")]
     CapacityExhausted {
@@ -303,6 +323,7 @@ impl EngineError {
                 var_name: name,
             } => *name = var_name(*var),
             EngineError::ForeignVar { op: op_name, .. }
+            | EngineError::ForeignData { op: op_name, .. }
             | EngineError::NoDeviceBackend { op: op_name, .. }
             | EngineError::Backend { op: op_name, .. }
             | EngineError::DeviceIdOutOfRange { op: op_name, .. } => {

@@ -13,46 +13,51 @@
 //!               depengine-sync (std or loom primitives, lock helpers, padding)
 //! ```
 //!
-//! Push ops that declare the [`Var`]s they read and write; each runs as soon as its
-//! dependencies allow: reads of a var concurrently, writes alone, everything on one var in push
-//! order, independent ops in parallel.
+//! Push ops that declare what they read and write; each runs as soon as its dependencies
+//! allow: reads concurrently, writes alone, everything on one value in push order,
+//! independent ops in parallel. What ops name is typed data the engine owns ([`Data<T>`],
+//! whose values their functions receive as `&T` and `&mut T`, with no lock), or plain
+//! [`Var`]s that order ops whose data lives elsewhere; both mix in one op.
 //!
 //! ```
 //! use depengine::{Engine, EngineConfig};
-//! use std::sync::{Arc, Mutex};
 //!
 //! let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
-//! let (a, b) = (engine.new_var()?, engine.new_var()?);
-//! let data = Arc::new(Mutex::new((0u64, 0u64)));
+//! let a = engine.data_named("a", 0_u64)?;
+//! let b = engine.data_named("b", 0_u64)?;
 //!
-//! let d = Arc::clone(&data);
-//! engine.op("init a").writes([a]).push_sync(move |_| {
-//!     d.lock().unwrap().0 = 20;
-//! })?;
-//! let d = Arc::clone(&data);
-//! engine.op("b = a + 22").reads([a]).writes([b]).push_async(move |_, done| {
-//!     // An async op may complete from another thread.
+//! engine.op("init a").write(&a).push_sync(|_, a| *a = 20)?;
+//! engine.op("b = a + 22").read(&a).write(&b).push_async(|_, mut held| {
+//!     // An async op may complete from another thread; its data goes with it.
 //!     std::thread::spawn(move || {
-//!         let mut d = d.lock().unwrap();
-//!         d.1 = d.0 + 22;
-//!         done.ok();
+//!         let (a, b) = held.refs();
+//!         *b = *a + 22;
+//!         held.ok();
 //!     });
 //! })?;
-//! engine.wait_for_var(b)?;
-//! assert_eq!(data.lock().unwrap().1, 42);
+//! assert_eq!(*engine.read(&b)?, 42); // waits for the writes pushed before
 //!
-//! // A failure travels to dependents and is reported by the waits.
-//! engine.op("fails").writes([a]).push_sync(|_| {
+//! // A failure travels to dependents and is reported by the reads and waits.
+//! engine.op("fails").write(&a).push_sync(|_, _| {
 //!     std::fs::read("/no/such/file")?; // `?` takes an error of any type
 //!     Ok(())
 //! })?;
-//! engine.op("skipped").reads([a]).writes([b]).push_sync(|_| {
-//!     unreachable!("a dependent of a failed var does not run")
+//! engine.op("skipped").read(&a).write(&b).push_sync(|_, _| {
+//!     unreachable!("a dependent of failed data does not run")
 //! })?;
-//! let error = engine.wait_for_var(b).unwrap_err();
+//! let error = engine.read(&b).unwrap_err();
 //! assert!(error.to_string().contains("op `fails` failed"), "{error}");
 //! # Ok::<(), depengine::EngineError>(())
 //! ```
+//!
+//! # Typed data
+//!
+//! [`Engine::data`] moves a value in; [`OpBuilder::read`] and [`OpBuilder::write`] name it in
+//! an op ([`TypedOp`]); [`Engine::read`], [`Engine::write`], [`Engine::read_async`] and
+//! [`Engine::take`] reach it from outside every op. The value is released after its last
+//! handle and the ops pushed on it. Why `&mut T` needs no lock, also across async completion,
+//! failures, panics, deletion and shutdown, is argued in `src/data/cell.rs` (and
+//! `docs/engine.md`, "Typed data").
 //!
 //! # Engine kinds ([`EngineKind`])
 //!
@@ -166,7 +171,7 @@
 //!
 //! `docs/engine.md` in the repository has the full design.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![allow(
     clippy::doc_markdown,
     reason = "the docs name MXNet and its classes, which are not items of this crate"
@@ -174,6 +179,11 @@
 
 mod config;
 mod context;
+#[allow(
+    unsafe_code,
+    reason = "the typed data's cell: its safety argument is data/cell.rs"
+)]
+mod data;
 mod engine;
 mod error;
 mod failure;
@@ -195,6 +205,13 @@ pub use config::{
     PROFILER_AUTOSTART, PROFILER_MODE, PROFILER_OUTPUT, STALL_WARNING_SECS,
 };
 pub use context::{Context, DeviceType, FnProperty, RunContext};
+pub use data::access::{Access, AccessList, Append, MAX_ACCESSES, ReadAccess, WriteAccess};
+pub use data::guard::{ReadGuard, WriteGuard};
+pub use data::handle::Data;
+pub use data::held::Held;
+pub use data::read_future::ReadData;
+pub use data::typed_op::TypedOp;
+pub use data::{DataRefused, TakeError};
 pub use depengine_device::{BackendError, DeviceBackend, Executor, Task};
 pub use depengine_graph::Var;
 /// The most threads a block of workers may have: each thread count of an [`EngineConfig`] is at

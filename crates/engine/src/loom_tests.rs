@@ -399,6 +399,89 @@ fn async_wait_idle_never_misses_the_last_completion() {
     });
 }
 
+/// A ready op's job in the data models: the op's function, taken out to run it.
+type Job = Option<Box<dyn FnOnce() + Send>>;
+
+/// Runs each op of `ready` (its job), completes it, and goes on with what that released.
+fn run_ops(graph: &depengine_graph::Graph<Job, ()>, mut ready: Vec<depengine_graph::ReadyOp<Job>>) {
+    while let Some(mut op) = ready.pop() {
+        if let Some(job) = op.payload_mut().take() {
+            job();
+        }
+        graph.complete(op, Ok(()), &mut ready).unwrap();
+    }
+}
+
+/// Typed data handed over by the graph (role 3 of `data/cell.rs`): two writers on two threads
+/// each write a value, and the op that reads both runs on whichever thread grants it last. Its
+/// reads go through the typed accesses into loom's cell, which fails the model on any access
+/// not ordered after the other thread's write.
+///
+/// Catches: the op slot's `grant` weakened to `Relaxed` (depengine-graph's `op_cell.rs`): the
+/// thread that grants last, and runs the reader, sees the other writer's value only through
+/// the first grant's release and its own `take`'s acquire (it never locks the other var).
+#[test]
+#[allow(
+    unsafe_code,
+    reason = "the model plays the engine's part in the data's roles"
+)]
+fn data_is_handed_over_by_the_graph() {
+    use crate::data::access::{AccessList, ReadAccess, WriteAccess};
+    use crate::data::cell::CellPtr;
+
+    loom::model(|| {
+        let graph = Arc::new(depengine_graph::Graph::<Job, ()>::new());
+        let (a, b, sum) = (
+            graph.new_var().unwrap(),
+            graph.new_var().unwrap(),
+            graph.new_var().unwrap(),
+        );
+        let (cell_a, cell_b, cell_sum) = (
+            CellPtr::new(0_u64),
+            CellPtr::new(0_u64),
+            CellPtr::new(0_u64),
+        );
+        let mut ready_a = Vec::new();
+        let mut write_a = WriteAccess::new(cell_a, a);
+        // SAFETY (all jobs): each runs as its op's function, while the graph holds its vars.
+        let job: Job = Some(Box::new(move || unsafe { write_a.with_refs(|a| *a = 1) }));
+        graph.push(&[], &[a], job, &mut ready_a).unwrap();
+        let mut ready_b = Vec::new();
+        let mut write_b = WriteAccess::new(cell_b, b);
+        let job: Job = Some(Box::new(move || unsafe { write_b.with_refs(|b| *b = 2) }));
+        graph.push(&[], &[b], job, &mut ready_b).unwrap();
+        let mut reader = (
+            ReadAccess::new(cell_a, a),
+            ReadAccess::new(cell_b, b),
+            WriteAccess::new(cell_sum, sum),
+        );
+        let job: Job = Some(Box::new(move || unsafe {
+            reader.with_refs(|(a, b, sum)| *sum = *a + *b);
+        }));
+        let mut none = Vec::new();
+        graph.push(&[a, b], &[sum], job, &mut none).unwrap();
+        assert!(none.is_empty(), "the reader waits for both writers");
+
+        let threads: Vec<_> = [ready_a, ready_b]
+            .into_iter()
+            .map(|ready| {
+                let graph = Arc::clone(&graph);
+                thread::spawn(move || run_ops(&graph, ready))
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        // SAFETY: every op completed (joined); this thread is the only one left.
+        unsafe {
+            assert_eq!(cell_sum.with(|sum| *sum), 3);
+            cell_a.release();
+            cell_b.release();
+            cell_sum.release();
+        }
+    });
+}
+
 /// A member of a segment named `name` (its function is never called here).
 fn member(name: &'static str) -> Member {
     Member {

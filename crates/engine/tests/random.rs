@@ -16,46 +16,8 @@ mod common;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 
-use common::{KINDS, Rng, engine, mix};
+use common::{KINDS, RandomOp as Op, engine, mix, random_workload as workload};
 use depengine::{Engine, EngineError, EngineKind, Var};
-
-#[derive(Clone)]
-struct Op {
-    id: u64,
-    reads: Vec<usize>,
-    writes: Vec<usize>,
-    fails: bool,
-}
-
-/// Ops over `vars` vars: 0 to 3 distinct reads, 1 or 2 distinct writes (disjoint from reads).
-fn workload(seed: u64, ops: usize, vars: usize, first_id: u64, fail_rate: u64) -> Vec<Op> {
-    let mut rng = Rng(seed);
-    (0..ops)
-        .map(|i| {
-            let mut pick = |count: usize, taken: &[usize]| {
-                let mut out = Vec::new();
-                while out.len() < count {
-                    let v = rng.below(vars);
-                    if !out.contains(&v) && !taken.contains(&v) {
-                        out.push(v);
-                    }
-                }
-                out
-            };
-            let n_writes = 1 + usize::from(i % 3 == 0);
-            let writes = pick(n_writes, &[]);
-            let n_reads = (seed as usize + i) % 4;
-            let reads = pick(n_reads, &writes);
-            let fails = fail_rate > 0 && rng.next().is_multiple_of(fail_rate);
-            Op {
-                id: first_id + i as u64,
-                reads,
-                writes,
-                fails,
-            }
-        })
-        .collect()
-}
 
 fn output(op: &Op, inputs: u64, k: usize) -> u64 {
     mix(inputs, op.id.wrapping_mul(31).wrapping_add(k as u64))

@@ -188,13 +188,14 @@ impl<T> OpSlot<T> {
     /// it). `true` for exactly one caller, the one whose grant was the last: it now owns the slot
     /// and must [`take`](Self::take) it.
     pub(crate) fn grant(&self) -> bool {
-        // The owner's view of the cell comes from `take`'s Acquire wait, which reads the last
-        // value of this counter: a value in the release sequence of the pusher's Release store
-        // (every later change is a read-modify-write) and of any inspector's Release unpin; a
-        // grant publishes nothing of the cell (releasers do not touch it). Release: the grant's
-        // own access to the slot then happens before the owner's `take` too, hence before the
-        // owner frees the slot, which a trim of the op slab may then give back to the allocator
-        // (`slab.rs`): a releaser that granted after unlocking must not race the deallocation.
+        // Release, for two things. The owner runs the op, which must see what every granting
+        // thread did before its grant (the op it completed: a write to the op's data), and the
+        // owner's `take` acquires the last value of this counter, in the release sequence of
+        // every grant (each later change is a read-modify-write): depengine's model
+        // `data_is_handed_over_by_the_graph` fails without it. And the grant's own access to
+        // the slot then happens before the owner's `take`, hence before the owner frees the
+        // slot, which a trim of the op slab may give back to the allocator (`slab.rs`). The
+        // cell itself is published by the park's Release store and the last unpin, not here.
         let previous = self.state.fetch_sub(1, Ordering::Release);
         debug_assert!(previous & COUNT != 0, "more grants than the op waited for");
         previous & COUNT == 1

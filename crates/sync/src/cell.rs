@@ -32,6 +32,11 @@ impl<T> UnsafeCell<T> {
         Self(std::cell::UnsafeCell::new(value))
     }
 
+    /// The value, out of the cell.
+    pub fn into_inner(self) -> T {
+        self.0.into_inner()
+    }
+
     /// Calls `f` with a shared pointer to the value. Reading through it must not race with a
     /// write through [`with_mut`](Self::with_mut).
     #[inline]

@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 
 use crate::context::{Context, FnProperty, RunContext};
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::name::OpName;
 use crate::op::completion::Completion;
 use crate::op::record::{OpFn, OpRecord};
@@ -157,8 +157,29 @@ impl<'e> OpBuilder<'e> {
         self.push(OpFn::Async(Box::new(func)))
     }
 
+    /// The engine it pushes to.
+    pub(crate) fn engine(&self) -> &'e Engine {
+        self.engine
+    }
+
+    /// Adds `var` to the writes (`writes`) or the reads: a typed op's data, at its push.
     #[inline]
-    fn push(self, func: OpFn) -> Result<()> {
+    pub(crate) fn add_var(&mut self, var: Var, writes: bool) {
+        if writes {
+            self.writes.push(var);
+        } else {
+            self.reads.push(var);
+        }
+    }
+
+    /// `error`, refusing this op's push, with the op's (and its vars') names.
+    #[cold]
+    pub(crate) fn refuse(&self, error: EngineError) -> EngineError {
+        self.engine.state().named(error, Some(&self.name))
+    }
+
+    #[inline]
+    pub(crate) fn push(self, func: OpFn) -> Result<()> {
         let state = self.engine.state();
         // Kept for a push's errors (a literal is copied; an owned name costs a reference count
         // update): the graph drops the record of an op it refuses.

@@ -14,14 +14,16 @@ use crate::failure::OpFailure;
 use crate::run::EngineState;
 use crate::thread::serving::Served;
 use crate::wait::deadlock::WaitLatch;
+use crate::wait::latch::Latch;
 use crate::wait::stand_in::WAIT_SLICE;
 use crate::warn::{DUMP_HINT, Topic, warn};
 
 /// Ops waiting on a var that a warning names, at most.
 const NAMED_OPS: usize = 8;
 
-/// `latch.wait()` for `wait_for_var(var)`, warning while it blocks.
-pub(crate) fn wait_watched(state: &EngineState, latch: &WaitLatch, var: Var) -> Option<OpFailure> {
+/// `latch.wait()` for `wait_for_var(var)` (or a data hold on `var`: `data/hold.rs`), warning
+/// while it blocks.
+pub(crate) fn wait_watched<T>(state: &EngineState, latch: &Latch<T>, var: Var) -> T {
     let mut clock = state.pending().stall_clock();
     loop {
         match clock.timeout(None) {
@@ -33,12 +35,18 @@ pub(crate) fn wait_watched(state: &EngineState, latch: &WaitLatch, var: Var) -> 
             }
         }
         if let Some(waited) = clock.due() {
-            warn_stalled_var(state, latch, var, waited);
+            warn_stalled_var(state, own_op(latch), var, waited);
         }
     }
 }
 
-/// The warning for a `wait_for_var(var)` on `latch` blocked for `waited`: what holds the var,
+/// The latch of a waiting op, as `warn_stalled_var` compares it with a wait op's.
+fn own_op<T>(latch: &Latch<T>) -> *const () {
+    std::ptr::from_ref(latch).cast()
+}
+
+/// The warning for a `wait_for_var(var)` (or a data hold) whose latch is `own`, blocked for
+/// `waited`: what holds the var,
 /// and the ops queued on it ahead of the wait, by name.
 ///
 /// The graph knows the ops waiting on the var (parked, with their records), not the ones that
@@ -47,7 +55,7 @@ pub(crate) fn wait_watched(state: &EngineState, latch: &WaitLatch, var: Var) -> 
 /// the engine knows it for free, an op blocked in a `wait_for_var` inside its function (the
 /// blocked-waits registry); otherwise the warning says what kind of op holds the var and where
 /// its name is (its `tracing` span).
-fn warn_stalled_var(state: &EngineState, latch: &WaitLatch, var: Var, waited: Duration) {
+fn warn_stalled_var(state: &EngineState, own: *const (), var: Var, waited: Duration) {
     let graph = state.graph();
     let label = |var| VarLabel(var, &state.var_names().get(var)).to_string();
     let mut report = String::new();
@@ -84,7 +92,7 @@ fn warn_stalled_var(state: &EngineState, latch: &WaitLatch, var: Var, waited: Du
         let mut ahead: Vec<String> = Vec::new();
         for op in &pending {
             let seen = graph.inspect_op(op.id, |payload| match payload.wait_latch() {
-                Some(waiting) if std::ptr::eq(Arc::as_ptr(waiting), latch) => None,
+                Some(waiting) if Arc::as_ptr(waiting).cast::<()>() == own => None,
                 _ => Some(format!("`{}` ({})", payload.name(), access(op.access))),
             });
             match seen {
@@ -138,7 +146,7 @@ pub(crate) fn wait_on_worker(
             break value;
         }
         if let Some(waited) = clock.due() {
-            warn_stalled_var(state, latch, var, waited);
+            warn_stalled_var(state, own_op(latch), var, waited);
         }
         if stand_in
             .as_ref()

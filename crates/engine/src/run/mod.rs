@@ -32,17 +32,20 @@
 //!   stand-ins; stand-ins leave; the state's drop joins them.
 //! - `var_names`, [`VarNames`] (`name/var_names.rs`): `new_var_named`'s callers name vars;
 //!   threads that build an error or a warning look names up.
+//! - `retired_data`, [`RetiredData`] (`run/retired.rs`): a thread dropping the last handle of
+//!   a value whose var was deleted by hand keeps its release there; the state's drop runs it.
 //! - `bulk`, [`Bulk`] (`bulk/mod.rs`), on an engine that bulks: pushers count their entries
 //!   into the graph and read the count to join their segments.
 //!
 //! A pusher touches `pending`, `graph` and `workers`; a worker `profiler`, `graph`,
 //! `failures` (only for a failed op), `workers` (to queue what it released) and `pending`. The
-//! cold parts, `blocked_waits`, `stand_ins` and `var_names`, are boxed, off the lines of the
+//! cold parts, `blocked_waits`, `stand_ins`, `var_names` and `retired_data`, are boxed, off the lines of the
 //! parts every op reads. Each part documents its own fields' threads.
 
 mod bulk;
 mod dispatch;
 mod execute;
+mod retired;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,6 +73,7 @@ use bulk::Bulk;
 #[cfg(all(test, loom))]
 pub(crate) use bulk::GraphEntries;
 use dispatch::Dispatcher;
+use retired::RetiredData;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -89,6 +93,8 @@ pub(crate) struct EngineState {
     stand_ins: Box<StandIns>,
     /// The names users gave vars, read only to describe a var.
     var_names: Box<VarNames>,
+    /// Data values released when the state drops (misuse only: `run/retired.rs`).
+    retired_data: Box<RetiredData>,
     /// Bulk execution, if the engine bulks (`EngineConfig::bulk_size` of 2 or more).
     bulk: Option<Box<Bulk>>,
 }
@@ -122,6 +128,7 @@ impl EngineState {
             blocked_waits: Box::default(),
             stand_ins: Box::default(),
             var_names: Box::default(),
+            retired_data: Box::default(),
             bulk: Bulk::new(config.bulk_size),
         })
     }
@@ -187,6 +194,11 @@ impl EngineState {
     /// The names users gave vars.
     pub(crate) fn var_names(&self) -> &VarNames {
         &self.var_names
+    }
+
+    /// Data values whose release waits for this state's drop.
+    pub(crate) fn retired_data(&self) -> &RetiredData {
+        &self.retired_data
     }
 
     /// `error` with the names the user knows: its vars' (this engine's names) and, for a

@@ -87,10 +87,19 @@ impl<T> Latch<T> {
     /// Sets the latch (the first value wins) and wakes the waiter; does nothing if the waiter
     /// abandoned it.
     pub(crate) fn set(&self, value: T) {
+        // A value refused (abandoned, or set already) is dropped.
+        let _ = self.offer(value);
+    }
+
+    /// Sets the latch and wakes the waiter, unless the waiter abandoned it (or a value was set
+    /// first): then `value` comes back, for the caller to dispose of (a hold's grant must
+    /// still complete its op: `data/hold.rs`).
+    pub(crate) fn offer(&self, value: T) -> Result<(), T> {
         let mut inner = lock(&self.inner);
-        if matches!(inner.state, LatchState::Open | LatchState::Claimed) {
-            inner.state = LatchState::Set(value);
+        if !matches!(inner.state, LatchState::Open | LatchState::Claimed) {
+            return Err(value);
         }
+        inner.state = LatchState::Set(value);
         // Taken in the same critical section as the value is stored (see the module docs).
         let waker = inner.waker.take();
         drop(inner);
@@ -98,6 +107,12 @@ impl<T> Latch<T> {
         if let Some(waker) = waker {
             waker.wake();
         }
+        Ok(())
+    }
+
+    /// Takes the value if the latch is set, without waiting (after a failed `abandon`).
+    pub(crate) fn try_take(&self) -> Option<T> {
+        Self::take(&mut lock(&self.inner))
     }
 
     /// Whether nothing happened to the latch yet: not claimed, set or abandoned.

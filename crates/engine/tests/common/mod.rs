@@ -37,6 +37,51 @@ impl Rng {
     }
 }
 
+/// An op of the random workloads (`random.rs`, `random_data.rs`).
+#[derive(Clone)]
+pub struct RandomOp {
+    pub id: u64,
+    pub reads: Vec<usize>,
+    pub writes: Vec<usize>,
+    pub fails: bool,
+}
+
+/// Ops over `vars` vars: 0 to 3 distinct reads, 1 or 2 distinct writes (disjoint from reads).
+pub fn random_workload(
+    seed: u64,
+    ops: usize,
+    vars: usize,
+    first_id: u64,
+    fail_rate: u64,
+) -> Vec<RandomOp> {
+    let mut rng = Rng(seed);
+    (0..ops)
+        .map(|i| {
+            let mut pick = |count: usize, taken: &[usize]| {
+                let mut out = Vec::new();
+                while out.len() < count {
+                    let v = rng.below(vars);
+                    if !out.contains(&v) && !taken.contains(&v) {
+                        out.push(v);
+                    }
+                }
+                out
+            };
+            let n_writes = 1 + usize::from(i % 3 == 0);
+            let writes = pick(n_writes, &[]);
+            let n_reads = (seed as usize + i) % 4;
+            let reads = pick(n_reads, &writes);
+            let fails = fail_rate > 0 && rng.next().is_multiple_of(fail_rate);
+            RandomOp {
+                id: first_id + i as u64,
+                reads,
+                writes,
+                fails,
+            }
+        })
+        .collect()
+}
+
 pub fn mix(a: u64, b: u64) -> u64 {
     let mut r = Rng(a ^ b.rotate_left(17));
     r.next()

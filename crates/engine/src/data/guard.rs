@@ -1,0 +1,158 @@
+//! [`ReadGuard`] and [`WriteGuard`]: a value reached from outside every op, held as an op of
+//! the engine holds it (`hold.rs`).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+
+use crate::data::cell::CellPtr;
+use crate::engine::Engine;
+use crate::op::completion::Completion;
+
+/// Shared access to a [`Data<T>`](crate::Data) from outside the engine's ops, from
+/// [`Engine::read`](crate::Engine::read): while it lives, the value's var is held as a read
+/// (ops that read it run, writes wait). Borrows the engine, which cannot be dropped meanwhile.
+///
+/// ```
+/// use depengine::{Engine, EngineConfig};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let data = engine.data(String::from("hello"))?;
+/// engine.op("append").write(&data).push_sync(|_, text| text.push_str(", world"))?;
+/// let text = engine.read(&data)?; // waits for the write
+/// assert_eq!(*text, "hello, world");
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
+///
+/// A reference cannot outlive its guard:
+///
+/// ```compile_fail,E0597
+/// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+/// # let data = engine.data(0_u64)?;
+/// let value: &u64 = {
+///     let guard = engine.read(&data)?;
+///     &*guard
+/// };
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
+pub struct ReadGuard<'a, T> {
+    cell: CellPtr<T>,
+    /// Completed by the drop. Always `Some` until then.
+    completion: Option<Completion>,
+    _engine: PhantomData<&'a Engine>,
+}
+
+/// Exclusive access to a [`Data<T>`](crate::Data) from outside the engine's ops, from
+/// [`Engine::write`](crate::Engine::write): while it lives, the value's var is held as a write
+/// (every op on it waits). Dropped during a panic, it fails its write, which poisons the
+/// data as a failed op does.
+///
+/// ```
+/// use depengine::{Engine, EngineConfig};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let data = engine.data(vec![1, 2])?;
+/// engine.write(&data)?.push(3);
+/// engine.op("check").read(&data).push_sync(|_, values| assert_eq!(values, &[1, 2, 3]))?;
+/// engine.wait_for_all()?;
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
+pub struct WriteGuard<'a, T> {
+    cell: CellPtr<T>,
+    /// Completed by the drop. Always `Some` until then.
+    completion: Option<Completion>,
+    _engine: PhantomData<&'a Engine>,
+}
+
+impl<T> ReadGuard<'_, T> {
+    /// A guard for the read hold `completion` completes.
+    pub(crate) fn new(cell: CellPtr<T>, completion: Completion) -> Self {
+        ReadGuard {
+            cell,
+            completion: Some(completion),
+            _engine: PhantomData,
+        }
+    }
+}
+
+impl<T> WriteGuard<'_, T> {
+    /// A guard for the write hold `completion` completes.
+    pub(crate) fn new(cell: CellPtr<T>, completion: Completion) -> Self {
+        WriteGuard {
+            cell,
+            completion: Some(completion),
+            _engine: PhantomData,
+        }
+    }
+}
+
+// SAFETY: the guard gives `&T` on whichever thread has it, while ops may read on others:
+// `T: Sync` (and `T: Send`, as every `Data<T>`).
+unsafe impl<T: Send + Sync> Send for ReadGuard<'_, T> {}
+// SAFETY: `&ReadGuard` gives `&T`: as above.
+unsafe impl<T: Send + Sync> Sync for ReadGuard<'_, T> {}
+// SAFETY: the guard gives the one `&mut T` to whichever thread has it: `T: Send`.
+unsafe impl<T: Send> Send for WriteGuard<'_, T> {}
+// SAFETY: `&WriteGuard` gives `&T` only: `T: Sync`.
+unsafe impl<T: Send + Sync> Sync for WriteGuard<'_, T> {}
+
+impl<T> Deref for ReadGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: the guard's read hold lasts until its drop, after this borrow (role 1 of
+        // `cell.rs`); the cell lives until the var's deletion, ordered after the hold.
+        unsafe { self.cell.get() }
+    }
+}
+
+impl<T> Deref for WriteGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: the guard's write hold lasts until its drop, after this borrow (role 2); a
+        // shared borrow of the guard cannot overlap `deref_mut`'s.
+        unsafe { self.cell.get() }
+    }
+}
+
+impl<T> DerefMut for WriteGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard's write hold lasts until its drop, after this borrow (role 2), and
+        // `&mut self` excludes every other borrow of the guard.
+        unsafe { self.cell.get_mut() }
+    }
+}
+
+impl<T> Drop for ReadGuard<'_, T> {
+    fn drop(&mut self) {
+        if let Some(completion) = self.completion.take() {
+            completion.ok();
+        }
+    }
+}
+
+impl<T> Drop for WriteGuard<'_, T> {
+    fn drop(&mut self) {
+        if let Some(completion) = self.completion.take() {
+            if std::thread::panicking() {
+                completion
+                    .fail("a write guard was dropped by a panic: the value may be half-written");
+            } else {
+                completion.ok();
+            }
+        }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for ReadGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for WriteGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}

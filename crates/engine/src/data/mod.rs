@@ -1,0 +1,134 @@
+//! Typed data the engine owns: a [`Data<T>`] is a value with a var inside, which ops name by
+//! their accesses (`op.read(&x).write(&y)`) and reach as `&T` and `&mut T` with no lock, the
+//! schedule being the proof that a write runs alone.
+//!
+//! - `cell.rs`: where the value lives, and the roles in which it may be reached (the safety
+//!   argument of everything here);
+//! - `handle.rs`: the handle, and the release of the value after the last one;
+//! - `access.rs`: an op's typed accesses and the references its function receives;
+//! - `held.rs`: an async op's accesses with its completion;
+//! - `typed_op.rs`: the op builder's `read` and `write`, and the typed op they make;
+//! - `engine.rs`: the engine's methods for data (`data`, the guards, `read_async`, `take`);
+//! - `hold.rs`, `guard.rs`, `read_future.rs`, `take.rs`: the value reached from outside every
+//!   op, as an op holding its var.
+//!
+//! Typed data is a layer over the untyped engine: this module uses the engine's builders,
+//! waits and state, and nothing below it knows of data (the engine state keeps the releases
+//! of `run/retired.rs` as boxed closures). This folder holds the crate's `unsafe` code (the
+//! rest of the crate has none).
+
+pub(crate) mod access;
+pub(crate) mod cell;
+mod engine;
+pub(crate) mod guard;
+pub(crate) mod handle;
+pub(crate) mod held;
+pub(crate) mod hold;
+pub(crate) mod read_future;
+pub(crate) mod take;
+pub(crate) mod typed_op;
+
+use std::error::Error;
+use std::fmt;
+
+use crate::data::handle::Data;
+use crate::error::EngineError;
+
+/// [`Engine::data`](crate::Engine::data)'s error: why, and the value, given back.
+pub struct DataRefused<T> {
+    /// Why the data could not be made.
+    pub error: EngineError,
+    /// The value.
+    pub value: T,
+}
+
+/// [`Engine::take`](crate::Engine::take)'s error: why, and what it gives back.
+pub enum TakeError<T: Send + 'static> {
+    /// The value could not be taken; the handle comes back, unchanged.
+    Refused {
+        /// Why: [`EngineError::DataShared`], [`EngineError::ForeignData`],
+        /// [`EngineError::DataInsideOp`], [`EngineError::ShutDown`], ...
+        error: EngineError,
+        /// The handle.
+        data: Data<T>,
+    },
+    /// The data held a failure ([`EngineError::OpFailed`], now taken and cleared); the value
+    /// is taken all the same, as the failed op left it.
+    Failed {
+        /// The failure.
+        error: EngineError,
+        /// The value.
+        value: T,
+    },
+}
+
+impl<T: Send + 'static> TakeError<T> {
+    /// Why the take failed.
+    pub fn error(&self) -> &EngineError {
+        match self {
+            TakeError::Refused { error, .. } | TakeError::Failed { error, .. } => error,
+        }
+    }
+}
+
+impl<T> fmt::Debug for DataRefused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DataRefused")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Display for DataRefused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<T> Error for DataRefused<T> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.error.source()
+    }
+}
+
+impl<T> From<DataRefused<T>> for EngineError {
+    fn from(refused: DataRefused<T>) -> Self {
+        refused.error
+    }
+}
+
+impl<T: Send + 'static> fmt::Debug for TakeError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TakeError::Refused { error, data } => f
+                .debug_struct("Refused")
+                .field("error", error)
+                .field("data", data)
+                .finish(),
+            TakeError::Failed { error, .. } => f
+                .debug_struct("Failed")
+                .field("error", error)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+impl<T: Send + 'static> fmt::Display for TakeError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.error(), f)
+    }
+}
+
+impl<T: Send + 'static> Error for TakeError<T> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.error().source()
+    }
+}
+
+impl<T: Send + 'static> From<TakeError<T>> for EngineError {
+    fn from(error: TakeError<T>) -> Self {
+        match error {
+            TakeError::Refused { error, .. } | TakeError::Failed { error, .. } => error,
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! [`ReadData`]: the future of [`Engine::read_async`](crate::Engine::read_async).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use depengine_graph::Var;
+
+use crate::data::cell::CellPtr;
+use crate::data::guard::ReadGuard;
+use crate::data::hold::{self, Handed, HoldKind, HoldLatch};
+use crate::engine::Engine;
+use crate::engine::async_wait::WaitForVar;
+use crate::error::{EngineError, Result};
+
+/// The future of [`Engine::read_async`](crate::Engine::read_async): resolves to a
+/// [`ReadGuard`] once the writes pushed on the data before it completed, or to the failure the
+/// data holds (taken and cleared, as [`Engine::wait_for_var`](crate::Engine::wait_for_var)
+/// does). No thread blocks while it is pending; it works with any executor.
+///
+/// Dropped before it resolves, it gives up: its read hold releases the data as soon as it is
+/// granted.
+#[must_use = "a future does nothing unless polled"]
+pub struct ReadData<'a, T> {
+    engine: &'a Engine,
+    cell: CellPtr<T>,
+    var: Var,
+    state: ReadState,
+}
+
+enum ReadState {
+    /// The read could not start: returned by the next poll.
+    Refused(EngineError),
+    /// The hold is pushed; its op hands its completion over the latch.
+    Holding(Arc<HoldLatch>),
+    /// The hold was skipped (the data failed): taking the failure.
+    Failing(WaitForVar),
+    /// The future resolved.
+    Done,
+}
+
+impl<'a, T> ReadData<'a, T> {
+    pub(crate) fn new(
+        engine: &'a Engine,
+        cell: CellPtr<T>,
+        var: Var,
+        first: Result<Arc<HoldLatch>>,
+    ) -> Self {
+        let state = match first {
+            Ok(latch) => ReadState::Holding(latch),
+            Err(error) => ReadState::Refused(error),
+        };
+        ReadData {
+            engine,
+            cell,
+            var,
+            state,
+        }
+    }
+}
+
+// SAFETY: the future holds the engine's handle by reference, the data's var, a pointer to its
+// cell and latches; what it hands out is a `ReadGuard`, `Send` when `T: Sync` (required by
+// `Engine::read_async`).
+unsafe impl<T: Send + Sync> Send for ReadData<'_, T> {}
+
+impl<T> Unpin for ReadData<'_, T> {}
+
+impl<'a, T> Future for ReadData<'a, T> {
+    type Output = Result<ReadGuard<'a, T>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            match std::mem::replace(&mut self.state, ReadState::Done) {
+                ReadState::Holding(latch) => match latch.poll_take(cx) {
+                    Poll::Ready(Handed::Granted(completion)) => {
+                        return Poll::Ready(Ok(ReadGuard::new(self.cell, completion)));
+                    }
+                    Poll::Ready(Handed::Skipped) => {
+                        self.state = ReadState::Failing(self.engine.wait_for_var_async(self.var));
+                    }
+                    Poll::Pending => {
+                        self.state = ReadState::Holding(latch);
+                        return Poll::Pending;
+                    }
+                },
+                ReadState::Failing(mut failing) => match Pin::new(&mut failing).poll(cx) {
+                    Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                    // Cleared by another wait meanwhile: hold again.
+                    Poll::Ready(Ok(())) => {
+                        let latch = Arc::new(HoldLatch::new());
+                        self.state = match hold::push_hold(
+                            self.engine.state(),
+                            self.var,
+                            HoldKind::Read,
+                            &latch,
+                        ) {
+                            Ok(()) => ReadState::Holding(latch),
+                            Err(error) => ReadState::Refused(error),
+                        };
+                    }
+                    Poll::Pending => {
+                        self.state = ReadState::Failing(failing);
+                        return Poll::Pending;
+                    }
+                },
+                ReadState::Refused(error) => return Poll::Ready(Err(error)),
+                ReadState::Done => panic!("`ReadData` polled after it resolved"),
+            }
+        }
+    }
+}
+
+impl<T> Drop for ReadData<'_, T> {
+    fn drop(&mut self) {
+        if let ReadState::Holding(latch) = &self.state {
+            hold::abandon(latch);
+        }
+    }
+}
+
+impl<T> fmt::Debug for ReadData<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadData")
+            .field("var", &self.var)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,76 @@
+//! `Engine::take`: the value moved out of the engine, from inside a write hold of its last
+//! handle.
+
+use std::sync::Arc;
+
+use crate::data::TakeError;
+use crate::data::handle::LastHandle;
+use crate::data::hold::{self, Handed, HoldKind, HoldLatch};
+use crate::engine::{Engine, var_outcome, wait};
+use crate::error::{EngineError, Result};
+
+/// Takes the value of `last` out of `engine` (which it belongs to; checked by the caller).
+pub(crate) fn take<T: Send + 'static>(
+    engine: &Engine,
+    last: LastHandle<T>,
+) -> Result<T, TakeError<T>> {
+    let state = engine.state();
+    let var = last.var();
+    let latch = Arc::new(HoldLatch::new());
+    match hold::push_hold(state, var, HoldKind::Take, &latch) {
+        Ok(()) => {}
+        Err(EngineError::ShutDown) => return take_after_shutdown(engine, last),
+        Err(error) => {
+            let data = last.into_data();
+            return Err(TakeError::Refused { error, data });
+        }
+    }
+    let handed = wait::wait_watched(state, &latch, var);
+    let cell = last.into_cell();
+    // SAFETY: role 4 of `cell.rs`: the hold, a write, was granted (a skipped one was granted
+    // too, before it was skipped), so every op pushed on the var before it completed; `last`
+    // was the last handle, so no op that reaches the cell was pushed after it.
+    let value = unsafe { cell.into_inner() };
+    let failure = match handed {
+        Handed::Granted(completion) => {
+            completion.ok();
+            Ok(())
+        }
+        Handed::Skipped => engine.wait_for_var(var),
+    };
+    // Nothing reaches the var any more: its deletion frees the slot once the hold completed.
+    if state.graph().delete_var(var, || {}).is_ok() {
+        state.entered_graph();
+    }
+    outcome(value, failure)
+}
+
+/// `take` on a shut-down engine, which takes no hold: it waits for every op pushed before
+/// the shutdown instead.
+fn take_after_shutdown<T: Send + 'static>(
+    engine: &Engine,
+    last: LastHandle<T>,
+) -> Result<T, TakeError<T>> {
+    let state = engine.state();
+    let var = last.var();
+    state
+        .pending()
+        .wait_idle("taking data back after the shutdown");
+    let cell = last.into_cell();
+    // SAFETY: role 4 of `cell.rs`: every op pushed on the var completed (the engine is idle and
+    // takes no new op), and `last` was the last handle.
+    let value = unsafe { cell.into_inner() };
+    let failure = var_outcome(state.graph().clear_failure(var).ok().flatten());
+    if state.graph().delete_var(var, || {}).is_ok() {
+        state.entered_graph();
+    }
+    outcome(value, failure)
+}
+
+/// The take's result: the value, with the failure the data held, if any.
+fn outcome<T: Send + 'static>(value: T, failure: Result<()>) -> Result<T, TakeError<T>> {
+    match failure {
+        Ok(()) => Ok(value),
+        Err(error) => Err(TakeError::Failed { error, value }),
+    }
+}
