@@ -218,8 +218,8 @@ pub struct EngineConfig {
     /// An op joins the segment its thread pushed last when it is a `push_sync` op with
     /// [`FnProperty::Normal`](crate::FnProperty::Normal) in the same context and priority,
     /// uses only vars of the segment's first op (a write only of a var that op writes), and
-    /// conflicts with every op of the segment (pushed alone, it would have waited for each of
-    /// them); and when nothing else entered the engine's dependency graph since the segment
+    /// conflicts with the segment's last op (which depends on the one before it, and so on:
+    /// pushed alone, it would have waited for each op of the segment); and when nothing else entered the engine's dependency graph since the segment
     /// did (an op pushed by another thread or by an op, a wait, a deletion). The segment is in
     /// the graph from its first op on, so an op that joins it runs whatever the pushing thread
     /// does next: nothing waits for a flush. Ops pushed after a segment on its vars wait for

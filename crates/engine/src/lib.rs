@@ -132,7 +132,8 @@
 //! in push order, each op checked for failures on its own vars and recorded by the profiler
 //! under its own name. A segment is in the dependency graph from its first op on; a later op
 //! of the same thread joins it when it is a `push_sync` op in the same context and priority
-//! on vars of the segment's first op, in conflict with every op of the segment, with nothing
+//! on vars of the segment's first op, in conflict with the segment's last op (so that it depends
+//! on every op of the segment, as when pushed alone), with nothing
 //! else pushed to the engine in between. Every op is in the graph when its push returns, so
 //! nothing waits for a flush: a thread may push ops and then wait for them by any means.
 //!

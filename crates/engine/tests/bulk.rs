@@ -194,8 +194,8 @@ fn units(ops: &[Op], bulk: usize) -> usize {
         reads: Vec<usize>,
         writes: Vec<usize>,
         ops: usize,
-        used_by_all: HashSet<usize>,
-        written_by_all: HashSet<usize>,
+        last_used: HashSet<usize>,
+        last_written: HashSet<usize>,
     }
     let mut open: Option<Open> = None;
     let mut units = 0;
@@ -206,17 +206,15 @@ fn units(ops: &[Op], bulk: usize) -> usize {
                 .iter()
                 .all(|v| segment.reads.contains(v) || segment.writes.contains(v));
             let writes_ok = op.writes.iter().all(|v| segment.writes.contains(v));
-            let conflicts = op.writes.iter().any(|v| segment.used_by_all.contains(v))
-                || op.reads.iter().any(|v| segment.written_by_all.contains(v));
+            let conflicts = op.writes.iter().any(|v| segment.last_used.contains(v))
+                || op.reads.iter().any(|v| segment.last_written.contains(v));
             op.kind == segment.kind && segment.ops < bulk && reads_ok && writes_ok && conflicts
         });
         if joins {
             let segment = open.as_mut().unwrap();
             segment.ops += 1;
-            let used: HashSet<usize> = op.reads.iter().chain(&op.writes).copied().collect();
-            let written: HashSet<usize> = op.writes.iter().copied().collect();
-            segment.used_by_all.retain(|v| used.contains(v));
-            segment.written_by_all.retain(|v| written.contains(v));
+            segment.last_used = op.reads.iter().chain(&op.writes).copied().collect();
+            segment.last_written = op.writes.iter().copied().collect();
             continue;
         }
         units += 1;
@@ -225,8 +223,8 @@ fn units(ops: &[Op], bulk: usize) -> usize {
             reads: op.reads.clone(),
             writes: op.writes.clone(),
             ops: 1,
-            used_by_all: op.reads.iter().chain(&op.writes).copied().collect(),
-            written_by_all: op.writes.iter().copied().collect(),
+            last_used: op.reads.iter().chain(&op.writes).copied().collect(),
+            last_written: op.writes.iter().copied().collect(),
         });
     }
     units
@@ -774,6 +772,51 @@ fn a_wait_inside_a_member_on_a_var_of_its_segment_is_refused() {
             matches!(waited, Err(EngineError::WaitOnOwnVar { .. })),
             "{kind}: {waited:?}"
         );
+        engine.wait_for_all().unwrap();
+    }
+}
+
+#[test]
+fn typed_ops_join_and_run_in_push_order() {
+    for kind in KINDS {
+        let engine = bulk_engine(kind, 2, 64);
+        let (total, log) = (
+            engine.data(0_u64).unwrap(),
+            engine.data(Vec::<u64>::new()).unwrap(),
+        );
+        let gate = gate(&engine, &[total.var(), log.var()]);
+        engine
+            .op("first")
+            .write(&total)
+            .write(&log)
+            .push_sync(|_, (total, log)| {
+                *total = 1;
+                log.push(1);
+            })
+            .unwrap();
+        for step in 2..=10_u64 {
+            // Reads the total, which the op before writes; appends to the log.
+            engine
+                .op("step")
+                .read(&total)
+                .write(&log)
+                .push_sync(move |_, (total, log)| log.push(*total * step))
+                .unwrap();
+            engine
+                .op("add")
+                .write(&total)
+                .push_sync(|_, total| *total += 1)
+                .unwrap();
+        }
+        assert_eq!(engine.stats().pending_ops, 2, "{kind}: one segment");
+        gate.ok();
+        // A guard is a hold (an async op): it waits for the segment, and ends the open one.
+        let expected: Vec<u64> = std::iter::once(1)
+            .chain((2..=10).map(|step| (step - 1) * step))
+            .collect();
+        assert_eq!(*engine.read(&log).unwrap(), expected, "{kind}");
+        assert_eq!(*engine.read(&total).unwrap(), 10, "{kind}");
+        assert_eq!(engine.take(total).unwrap(), 10);
         engine.wait_for_all().unwrap();
     }
 }

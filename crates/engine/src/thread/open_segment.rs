@@ -38,11 +38,10 @@ pub(crate) struct OpenSegment {
     vars: SmallVec<[Var; MAX_SEGMENT_VARS]>,
     /// How many of `vars` are reads.
     reads: usize,
-    /// The positions every op of the segment uses (reads or writes), and those every op
-    /// writes: an op conflicts with every op of the segment if it writes one of the first or
-    /// reads one of the second.
-    used_by_all: Positions,
-    written_by_all: Positions,
+    /// The positions the segment's last op uses (reads or writes), and those it writes: an op
+    /// conflicts with that op if it writes one of the first or reads one of the second.
+    last_used: Positions,
+    last_written: Positions,
 }
 
 /// What an op that asks to join brings, handed back when it may not.
@@ -82,8 +81,8 @@ impl OpenSegment {
             max_ops,
             vars: reads.iter().chain(writes).copied().collect(),
             reads: reads.len(),
-            used_by_all: all,
-            written_by_all: all & !mask(0..reads.len()),
+            last_used: all,
+            last_written: all & !mask(0..reads.len()),
         }
     }
 
@@ -131,15 +130,16 @@ impl OpenSegment {
             });
         }
         self.ops += 1;
-        self.used_by_all &= used;
-        self.written_by_all &= written;
+        self.last_used = used;
+        self.last_written = written;
         Ok(self.ops >= self.max_ops)
     }
 
     /// The positions of an op's vars in the segment (as [`MemberVars`], and as the sets it
     /// uses and writes), if they allow it to join: each a var of the segment, each written
     /// one written by the segment, none twice (a list the graph would refuse is pushed alone,
-    /// which reports the error), and the op in conflict with every op of the segment.
+    /// which reports the error), and the op in conflict with the segment's last op (which is,
+    /// in turn, in conflict with the one before it: the op depends on every op of the segment).
     fn member_vars(
         &self,
         reads: &[Var],
@@ -167,9 +167,9 @@ impl OpenSegment {
             }
             *at.get_mut(i)? = position as u8;
         }
-        let conflicts_with_all =
-            written & self.used_by_all != 0 || (used & !written) & self.written_by_all != 0;
-        if !conflicts_with_all {
+        let conflicts_with_last =
+            written & self.last_used != 0 || (used & !written) & self.last_written != 0;
+        if !conflicts_with_last {
             return None;
         }
         let len = reads.len() + writes.len();
@@ -306,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn every_op_of_the_segment_must_be_in_conflict_with_the_next() {
+    fn an_op_must_be_in_conflict_with_the_last_op_of_the_segment() {
         let graph: Graph<u32> = Graph::new();
         let vars: Vec<Var> = (0..3).map(|_| graph.new_var().unwrap()).collect();
         let (a, b, c) = (vars[0], vars[1], vars[2]);
@@ -320,15 +320,19 @@ mod tests {
             open.try_join(1, Context::cpu(0), 0, reads, writes, 5, op())
                 .is_ok()
         };
-        // Writes `b`: in conflict with the first op.
+        // Writes `b`: in conflict with the first op (reads `a`, writes `b`, `c`).
         assert!(join(&mut open, &[], &[b]));
-        // Reads `c`: the first op writes it, the second does not: not in conflict with both.
+        // Reads `c`: the first op writes it, the last (`b`'s writer) does not use it. Pushed
+        // alone, it could run before that one.
         assert!(!join(&mut open, &[c], &[]));
-        // Reads `b`: both write it.
+        // Reads `b`: the last op writes it.
         assert!(join(&mut open, &[b], &[]));
-        // Writes `c`: only the first uses it.
+        // Writes `c`: the last op (reads `b`) does not use it.
         assert!(!join(&mut open, &[a], &[c]));
-        // Writes `b`: all three use it; the segment is full after it (4 ops).
+        // Reads `b`, writes `c`: reads what the op before the last wrote, but only reads
+        // what the last op reads.
+        assert!(!join(&mut open, &[b], &[c]));
+        // Writes `b`, which the last op reads; the segment is full after it (4 ops).
         assert_eq!(
             open.try_join(1, Context::cpu(0), 0, &[], &[b], 5, op())
                 .ok(),

@@ -42,9 +42,9 @@
 //!    priority (so it would run on the same block, with the same `RunContext`).
 //! 2. The segment holds fewer than `bulk_size` ops.
 //! 3. Its vars are vars of the segment (a written one written by the segment), none twice.
-//! 4. It is in conflict with every op of the segment: it writes a var that each of them uses,
-//!    or reads one that each of them writes. Pushed alone, it would have waited for each of
-//!    them anyway.
+//! 4. It is in conflict with the segment's last op: it writes a var that op uses, or reads one
+//!    that op writes. That op is in conflict with the one before it, and so on: pushed alone,
+//!    the op would have waited for each op of the segment anyway.
 //! 5. Nothing entered the engine's graph since the segment did (`entries.rs`): no op pushed by
 //!    another thread or by an op, no wait, no deletion.
 //! 6. The engine is not shut down, and the segment has not closed.
@@ -53,8 +53,9 @@
 //!
 //! - **Order.** By 5, an op that joins is placed where its push would have placed it: right
 //!   after the segment's ops, ahead of everything pushed later. By 4, within the segment every
-//!   op depends on every earlier one: running them one after the other in push order is the
-//!   only order the vars allow. Ops pushed later on the segment's vars wait for the whole
+//!   op depends on every earlier one (directly on the one before it, through it on the
+//!   others): running them one after the other in push order is the only order the vars
+//!   allow. Ops pushed later on the segment's vars wait for the whole
 //!   segment, and the segment runs only when every var of its first op is available: ordering
 //!   becomes stricter, never looser. (A later op waits for members it does not conflict with;
 //!   an op of the segment that blocks waiting for such a later op, by means the engine does
