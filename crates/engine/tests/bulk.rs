@@ -821,6 +821,47 @@ fn typed_ops_join_and_run_in_push_order() {
     }
 }
 
+/// A wait inside a member for a var whose writer waits for the segment: with the ops alone the
+/// writer would wait for the first op only and the wait would return; in a segment the member
+/// holds the first op's vars too, and the wait is refused as a deadlock, not left hanging.
+#[test]
+fn a_wait_inside_a_member_on_a_writer_behind_the_segment_is_a_deadlock_error() {
+    for kind in KINDS {
+        let engine = bulk_engine(kind, 2, 64);
+        let (a, b, c) = (
+            engine.new_var().unwrap(),
+            engine.new_var().unwrap(),
+            engine.new_var().unwrap(),
+        );
+        let gate = gate(&engine, &[a, b]);
+        engine.op("first").writes([a, b]).push_sync(|_| {}).unwrap();
+        let inner = engine.clone();
+        let (tx, rx) = mpsc::channel();
+        engine
+            .op("waits for c")
+            .writes([a])
+            .push_sync(move |_| {
+                let _ = tx.send(inner.wait_for_var(c));
+            })
+            .unwrap();
+        // Reads `b`: behind the segment.
+        engine
+            .op("writes c")
+            .reads([b])
+            .writes([c])
+            .push_sync(|_| {})
+            .unwrap();
+        assert_eq!(engine.stats().pending_ops, 3, "{kind}");
+        gate.ok();
+        let waited = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(
+            matches!(waited, Err(EngineError::WaitDeadlock { .. })),
+            "{kind}: {waited:?}"
+        );
+        engine.wait_for_all().unwrap();
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // What ends a segment, and order with other threads.
 // ---------------------------------------------------------------------------------------------

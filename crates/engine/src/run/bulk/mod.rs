@@ -71,7 +71,8 @@
 //! - **Each member is an op** to the profiler (a record under its own name, skipped ones
 //!   included), to `tracing` (its own span) and to the checks of waits inside ops, with one
 //!   difference: while a member runs, its thread holds the vars of the whole segment (a
-//!   `wait_for_var` inside it on one of them is `WaitOnOwnVar`).
+//!   `wait_for_var` inside it on one of them is `WaitOnOwnVar`, and the deadlock check of a
+//!   wait on another var counts them as held).
 //!
 //! # Cost
 //!
