@@ -54,7 +54,8 @@ pub(crate) struct ThreadContext {
     /// `Some` while this thread runs naive ops: the ones made ready meanwhile.
     pub(crate) naive: RefCell<Option<VecDeque<NaiveOp>>>,
     pub(crate) profiled: OnceCell<ProfiledThread>,
-    pub(crate) open_segment: RefCell<Option<open_segment::OpenSegment>>,
+    /// Boxed: a word here, off the lines of the fields every op touches.
+    pub(crate) open_segment: RefCell<Option<Box<open_segment::OpenSegment>>>,
 }
 
 impl ThreadContext {

@@ -208,15 +208,23 @@ pub(crate) fn try_join(
     Ok(())
 }
 
-/// Makes `segment` this thread's open segment, in place of any other.
-pub(crate) fn open(segment: OpenSegment) {
-    let replaced = thread::with(|cx| cx.open_segment.borrow_mut().replace(segment));
+/// Makes `segment` this thread's open segment, in place of any other; in the box of `reuse`
+/// (the segment it replaces, taken by [`take`]) if there is one.
+pub(crate) fn open(segment: OpenSegment, reuse: Option<Box<OpenSegment>>) {
+    let boxed = match reuse {
+        Some(mut boxed) => {
+            *boxed = segment;
+            boxed
+        }
+        None => Box::new(segment),
+    };
+    let replaced = thread::with(|cx| cx.open_segment.borrow_mut().replace(boxed));
     drop(replaced);
 }
 
 /// Takes this thread's open segment, if it is one of engine `engine`: the ops the thread
 /// pushes next do not join it. (Its ops run all the same: the segment is in the graph.)
-pub(crate) fn take(engine: u64) -> Option<OpenSegment> {
+pub(crate) fn take(engine: u64) -> Option<Box<OpenSegment>> {
     thread::with(|cx| {
         let mut open = cx.open_segment.borrow_mut();
         if open
@@ -231,7 +239,7 @@ pub(crate) fn take(engine: u64) -> Option<OpenSegment> {
 }
 
 /// Puts back a segment [`take`] took, unless the thread has opened another since.
-pub(crate) fn restore(segment: Option<OpenSegment>) {
+pub(crate) fn restore(segment: Option<Box<OpenSegment>>) {
     let Some(segment) = segment else {
         return;
     };

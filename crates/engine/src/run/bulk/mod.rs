@@ -209,18 +209,21 @@ impl EngineState {
             return Err(error);
         }
         bulk.entries.entered();
-        drop(previous);
-        if let Some(segment) = segment {
-            open_segment::open(OpenSegment::new(
-                self.id,
-                segment,
-                context,
-                priority,
-                before + 1,
-                bulk.max_ops,
-                reads,
-                writes,
-            ));
+        match segment {
+            Some(segment) => open_segment::open(
+                OpenSegment::new(
+                    self.id,
+                    segment,
+                    context,
+                    priority,
+                    before + 1,
+                    bulk.max_ops,
+                    reads,
+                    writes,
+                ),
+                previous,
+            ),
+            None => drop(previous),
         }
         Ok(())
     }
