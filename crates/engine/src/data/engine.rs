@@ -113,13 +113,13 @@ impl Engine {
         &'a self,
         data: &'a Data<T>,
     ) -> ReadData<'a, T> {
-        let first = self.hold_refusal(data).map_or_else(
-            || {
+        let first = match self.hold_refusal(data) {
+            Some(error) => Err(error),
+            None => {
                 let latch = Arc::new(HoldLatch::new());
                 hold::push_hold(self.state(), data.var(), HoldKind::Read, &latch).map(|()| latch)
-            },
-            Err,
-        );
+            }
+        };
         ReadData::new(self, data.cell(), data.var(), first)
     }
 

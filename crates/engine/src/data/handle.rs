@@ -72,9 +72,7 @@ impl<T: Send + 'static> Data<T> {
             }),
         }
     }
-}
 
-impl<T: Send + 'static> Data<T> {
     /// The data's var: for the untyped API (`wait_for_var`, an op's `reads`/`writes` to order
     /// it without touching the value, `dump_pending`). Deleting it by hand
     /// ([`Engine::delete_var`](crate::Engine::delete_var)) makes later ops on the data fail
