@@ -113,12 +113,11 @@ impl Engine {
         &'a self,
         data: &'a Data<T>,
     ) -> ReadData<'a, T> {
-        let first = match self.hold_refusal(data) {
-            Some(error) => Err(error),
-            None => {
-                let latch = Arc::new(HoldLatch::new());
-                hold::push_hold(self.state(), data.var(), HoldKind::Read, &latch).map(|()| latch)
-            }
+        let first = if let Some(error) = self.hold_refusal(data) {
+            Err(error)
+        } else {
+            let latch = Arc::new(HoldLatch::new());
+            hold::push_hold(self.state(), data.var(), HoldKind::Read, &latch).map(|()| latch)
         };
         ReadData::new(self, data.cell(), data.var(), first)
     }
