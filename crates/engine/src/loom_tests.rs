@@ -442,18 +442,18 @@ fn data_is_handed_over_by_the_graph() {
             CellPtr::new(0_u64),
         );
         let mut ready_a = Vec::new();
-        let mut write_a = WriteAccess::new(cell_a, a);
+        let mut write_a = WriteAccess::new(cell_a);
         // SAFETY (all jobs): each runs as its op's function, while the graph holds its vars.
         let job: Job = Some(Box::new(move || unsafe { write_a.with_refs(|a| *a = 1) }));
         graph.push(&[], &[a], job, &mut ready_a).unwrap();
         let mut ready_b = Vec::new();
-        let mut write_b = WriteAccess::new(cell_b, b);
+        let mut write_b = WriteAccess::new(cell_b);
         let job: Job = Some(Box::new(move || unsafe { write_b.with_refs(|b| *b = 2) }));
         graph.push(&[], &[b], job, &mut ready_b).unwrap();
         let mut reader = (
-            ReadAccess::new(cell_a, a),
-            ReadAccess::new(cell_b, b),
-            WriteAccess::new(cell_sum, sum),
+            ReadAccess::new(cell_a),
+            ReadAccess::new(cell_b),
+            WriteAccess::new(cell_sum),
         );
         let job: Job = Some(Box::new(move || unsafe {
             reader.with_refs(|(a, b, sum)| *sum = *a + *b);

@@ -2,12 +2,14 @@
 //! names), the list of them an op carries ([`AccessList`]: one access, or a tuple of up to
 //! [`MAX_ACCESSES`]), and how a list grows by one ([`Append`]).
 //!
+//! An access is the cell's pointer alone (8 bytes): the op's function captures its accesses,
+//! and two of them with a function that captures nothing fit in the op's record
+//! (`op/sync_fn.rs`). The vars go to the graph apart (`typed_op.rs`).
+//!
 //! An op's function receives its list's references ([`AccessList::Refs`]): `&T` for a read,
 //! `&mut T` for a write, in the order the builder named them, as one value (a single
 //! reference) or a tuple. The references borrow from the op's run: the function's type is
 //! `for<'a> FnOnce(RunContext, L::Refs<'a>)`, so no reference can leave it.
-
-use depengine_graph::Var;
 
 use crate::context::RunContext;
 use crate::data::cell::CellPtr;
@@ -25,25 +27,23 @@ mod sealed {
 /// [`TypedOp::read`](crate::TypedOp::read); only its type shows in signatures.
 pub struct ReadAccess<T> {
     cell: CellPtr<T>,
-    var: Var,
 }
 
 /// A write of a [`Data<T>`](crate::Data) by an op: its function gets `&mut T`. Built by
 /// [`TypedOp::write`](crate::TypedOp::write); only its type shows in signatures.
 pub struct WriteAccess<T> {
     cell: CellPtr<T>,
-    var: Var,
 }
 
 impl<T> ReadAccess<T> {
-    pub(crate) fn new(cell: CellPtr<T>, var: Var) -> Self {
-        ReadAccess { cell, var }
+    pub(crate) fn new(cell: CellPtr<T>) -> Self {
+        ReadAccess { cell }
     }
 }
 
 impl<T> WriteAccess<T> {
-    pub(crate) fn new(cell: CellPtr<T>, var: Var) -> Self {
-        WriteAccess { cell, var }
+    pub(crate) fn new(cell: CellPtr<T>) -> Self {
+        WriteAccess { cell }
     }
 }
 
@@ -62,14 +62,6 @@ impl<T> sealed::Sealed for WriteAccess<T> {}
 pub trait Access: sealed::Sealed + Send + 'static {
     /// What the op's function receives: `&'a T` or `&'a mut T`.
     type Ref<'a>;
-
-    /// Whether the op writes the data.
-    #[doc(hidden)]
-    const WRITES: bool;
-
-    /// The data's var.
-    #[doc(hidden)]
-    fn var(&self) -> Var;
 
     /// Calls `f` with the reference.
     ///
@@ -91,12 +83,6 @@ pub trait Access: sealed::Sealed + Send + 'static {
 
 impl<T: Send + Sync + 'static> Access for ReadAccess<T> {
     type Ref<'a> = &'a T;
-    const WRITES: bool = false;
-
-    #[inline]
-    fn var(&self) -> Var {
-        self.var
-    }
 
     #[inline]
     unsafe fn with<'s, R>(&'s mut self, f: impl FnOnce(&'s T) -> R) -> R {
@@ -114,12 +100,6 @@ impl<T: Send + Sync + 'static> Access for ReadAccess<T> {
 
 impl<T: Send + 'static> Access for WriteAccess<T> {
     type Ref<'a> = &'a mut T;
-    const WRITES: bool = true;
-
-    #[inline]
-    fn var(&self) -> Var {
-        self.var
-    }
 
     #[inline]
     unsafe fn with<'s, R>(&'s mut self, f: impl FnOnce(&'s mut T) -> R) -> R {
@@ -142,10 +122,6 @@ pub trait AccessList: Send + 'static {
     /// the accesses were named.
     type Refs<'a>;
 
-    /// Calls `f` with the var of each access, and whether it is a write.
-    #[doc(hidden)]
-    fn vars(&self, f: &mut dyn FnMut(Var, bool));
-
     /// Calls `f` with the references.
     ///
     /// # Safety
@@ -165,11 +141,6 @@ pub trait AccessList: Send + 'static {
 
 impl<A: Access> AccessList for A {
     type Refs<'a> = A::Ref<'a>;
-
-    #[inline]
-    fn vars(&self, f: &mut dyn FnMut(Var, bool)) {
-        f(self.var(), A::WRITES);
-    }
 
     #[inline]
     unsafe fn with_refs<R>(&mut self, f: impl for<'a> FnOnce(Self::Refs<'a>) -> R) -> R {
@@ -213,12 +184,6 @@ macro_rules! access_tuple {
         #[allow(non_snake_case, reason = "one binding per type parameter, named after it")]
         impl<$($name: Access),+> AccessList for ($($name,)+) {
             type Refs<'a> = ($($name::Ref<'a>,)+);
-
-            #[inline]
-            fn vars(&self, f: &mut dyn FnMut(Var, bool)) {
-                let ($($name,)+) = self;
-                $(f($name.var(), $name::WRITES);)+
-            }
 
             #[inline]
             unsafe fn with_refs<R>(&mut self, f: impl for<'a> FnOnce(Self::Refs<'a>) -> R) -> R {
@@ -281,7 +246,7 @@ where
     F: for<'a> FnOnce(RunContext, L::Refs<'a>) -> R + Send + 'static,
     R: IntoOpResult,
 {
-    Box::new(move |run| {
+    SyncFn::new(move |run| {
         // SAFETY: this is the op's function, which the engine runs only while the op holds the
         // vars its accesses name (roles 1 and 2 of `cell.rs`).
         unsafe { accesses.with_refs(|refs| func(run, refs)) }.into_op_result()

@@ -7,7 +7,11 @@ use std::fmt;
 use depengine_graph::Var;
 
 use crate::context::{Context, FnProperty, RunContext};
-use crate::data::access::{AccessList, Append, ReadAccess, WriteAccess, sync_op};
+use smallvec::SmallVec;
+
+use crate::data::access::{
+    Access, AccessList, Append, MAX_ACCESSES, ReadAccess, WriteAccess, sync_op,
+};
 use crate::data::handle::Data;
 use crate::data::held::Held;
 use crate::engine::op_builder::OpBuilder;
@@ -65,35 +69,63 @@ use crate::op::result::IntoOpResult;
 pub struct TypedOp<'e, L> {
     op: OpBuilder<'e>,
     accesses: L,
+    data: DataVars,
+}
+
+/// The vars of a typed op's data, in the order named: kept apart from the accesses, which the
+/// op's function captures (their cells alone, so that a small op's function fits in its
+/// record: `op/sync_fn.rs`), and from the builder's plain var lists (which `reads` and
+/// `writes` replace).
+struct DataVars {
+    vars: SmallVec<[Var; 4]>,
+    /// Bit `i`: the `i`-th data is written.
+    writes: u8,
     /// The first data named that belongs to another engine (reported at push).
     foreign: Option<Var>,
+}
+
+const _: () = assert!(MAX_ACCESSES <= u8::BITS as usize);
+
+impl DataVars {
+    /// Adds `data`, named by an op to push to the engine with id `engine`.
+    fn add<T: Send + 'static>(&mut self, engine: u64, data: &Data<T>, write: bool) {
+        if write {
+            self.writes |= 1 << self.vars.len();
+        }
+        self.vars.push(data.var());
+        if self.foreign.is_none() && !data.belongs_to(engine) {
+            self.foreign = Some(data.var());
+        }
+    }
 }
 
 impl<'e> OpBuilder<'e> {
     /// Names `data` as a read: the op's function receives `&T`, while other ops may read it
     /// too (hence `T: Sync`).
     pub fn read<T: Send + Sync + 'static>(self, data: &Data<T>) -> TypedOp<'e, ReadAccess<T>> {
-        let foreign = self.foreign(data);
-        TypedOp {
-            op: self,
-            accesses: ReadAccess::new(data.cell(), data.var()),
-            foreign,
-        }
+        TypedOp::first(self, data, ReadAccess::new(data.cell()), false)
     }
 
     /// Names `data` as a write: the op's function receives `&mut T`, and runs alone on it.
     pub fn write<T: Send + 'static>(self, data: &Data<T>) -> TypedOp<'e, WriteAccess<T>> {
-        let foreign = self.foreign(data);
-        TypedOp {
-            op: self,
-            accesses: WriteAccess::new(data.cell(), data.var()),
-            foreign,
-        }
+        TypedOp::first(self, data, WriteAccess::new(data.cell()), true)
     }
+}
 
-    /// `data`'s var, if it belongs to another engine.
-    fn foreign<T: Send + 'static>(&self, data: &Data<T>) -> Option<Var> {
-        (!data.belongs_to(self.engine().id())).then(|| data.var())
+impl<'e, A: Access> TypedOp<'e, A> {
+    /// The typed op of `op` whose first data is `data`, reached by `access`.
+    fn first<T: Send + 'static>(op: OpBuilder<'e>, data: &Data<T>, access: A, write: bool) -> Self {
+        let mut vars = DataVars {
+            vars: SmallVec::new(),
+            writes: 0,
+            foreign: None,
+        };
+        vars.add(op.engine().id(), data, write);
+        TypedOp {
+            op,
+            accesses: access,
+            data: vars,
+        }
     }
 }
 
@@ -103,14 +135,7 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
     where
         L: Append<ReadAccess<T>>,
     {
-        let foreign = self.foreign.or_else(|| self.op.foreign(data));
-        TypedOp {
-            op: self.op,
-            accesses: self
-                .accesses
-                .append(ReadAccess::new(data.cell(), data.var())),
-            foreign,
-        }
+        self.then(data, ReadAccess::new(data.cell()), false)
     }
 
     /// Names `data` as a write too (see [`OpBuilder::write`]).
@@ -118,13 +143,21 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
     where
         L: Append<WriteAccess<T>>,
     {
-        let foreign = self.foreign.or_else(|| self.op.foreign(data));
+        self.then(data, WriteAccess::new(data.cell()), true)
+    }
+
+    /// This op with `data` named next, reached by `access`.
+    fn then<T, N>(mut self, data: &Data<T>, access: N, write: bool) -> TypedOp<'e, L::Output>
+    where
+        T: Send + 'static,
+        N: Access,
+        L: Append<N>,
+    {
+        self.data.add(self.op.engine().id(), data, write);
         TypedOp {
             op: self.op,
-            accesses: self
-                .accesses
-                .append(WriteAccess::new(data.cell(), data.var())),
-            foreign,
+            accesses: self.accesses.append(access),
+            data: self.data,
         }
     }
 
@@ -185,14 +218,8 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
         F: for<'a> FnOnce(RunContext, L::Refs<'a>) -> R + Send + 'static,
         R: IntoOpResult,
     {
-        let TypedOp {
-            mut op,
-            accesses,
-            foreign,
-        } = self;
-        accesses.vars(&mut |var, writes| op.add_var(var, writes));
-        let func = OpFn::Sync(sync_op(accesses, func));
-        push(op, foreign, func)
+        let TypedOp { op, accesses, data } = self;
+        push(op, &data, OpFn::Sync(sync_op(accesses, func)))
     }
 
     /// Pushes an op that is done when it completes its [`Held`] token (which carries the
@@ -205,25 +232,24 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
     where
         F: FnOnce(RunContext, Held<L>) + Send + 'static,
     {
-        let TypedOp {
-            mut op,
-            accesses,
-            foreign,
-        } = self;
-        accesses.vars(&mut |var, writes| op.add_var(var, writes));
+        let TypedOp { op, accesses, data } = self;
         let func = OpFn::Async(Box::new(move |run, completion| {
             func(run, Held::new(accesses, completion));
         }));
-        push(op, foreign, func)
+        push(op, &data, func)
     }
 }
 
-/// Pushes `op` with `func`, unless it names data of another engine (`foreign`).
-fn push(op: OpBuilder<'_>, foreign: Option<Var>, func: OpFn) -> Result<()> {
-    match foreign {
-        Some(var) => Err(op.refuse(EngineError::ForeignData { var, op: None })),
-        None => op.push(func),
+/// Pushes `op`, on its plain vars and `data`'s, with `func`, unless it names data of another
+/// engine.
+fn push(mut op: OpBuilder<'_>, data: &DataVars, func: OpFn) -> Result<()> {
+    if let Some(var) = data.foreign {
+        return Err(op.refuse(EngineError::ForeignData { var, op: None }));
     }
+    for (position, &var) in data.vars.iter().enumerate() {
+        op.add_var(var, data.writes & (1 << position) != 0);
+    }
+    op.push(func)
 }
 
 impl<L> fmt::Debug for TypedOp<'_, L> {

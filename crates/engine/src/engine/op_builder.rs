@@ -16,7 +16,7 @@ use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::name::OpName;
 use crate::op::completion::Completion;
-use crate::op::record::{OpFn, OpRecord};
+use crate::op::record::{OpFn, OpRecord, SyncFn};
 use crate::op::result::IntoOpResult;
 
 /// Vars a list of the builder holds without allocating.
@@ -139,7 +139,7 @@ impl<'e> OpBuilder<'e> {
         F: FnOnce(RunContext) -> R + Send + 'static,
         R: IntoOpResult,
     {
-        let func = OpFn::Sync(Box::new(move |run| func(run).into_op_result()));
+        let func = OpFn::Sync(SyncFn::new(move |run| func(run).into_op_result()));
         self.push(func)
     }
 

@@ -1,9 +1,15 @@
 //! What an op is: its name, the record the graph stores for it (function, context, route), the
 //! [`Completion`] an async op completes, the shared part of a reusable operator, what an op's
-//! function may return, and the ops of a bulk segment.
+//! function may return, the ops of a bulk segment, and how a sync op's function is stored
+//! (`sync_fn.rs`, inline in the record when small).
 
 pub(crate) mod completion;
 pub(crate) mod operator;
 pub(crate) mod record;
 pub(crate) mod result;
 pub(crate) mod segment;
+#[allow(
+    unsafe_code,
+    reason = "a small op function stored in the record: its safety argument is sync_fn.rs"
+)]
+pub(crate) mod sync_fn;

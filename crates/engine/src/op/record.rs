@@ -6,16 +6,15 @@
 use std::sync::Arc;
 
 use crate::context::{Context, FnProperty, RunContext};
-use crate::failure::{BoxError, FailureCause, OpFailure};
+use crate::failure::{FailureCause, OpFailure};
 use crate::name::OpName;
 use crate::op::completion::Completion;
 use crate::op::operator::OperatorDef;
 use crate::op::segment::Segment;
+pub(crate) use crate::op::sync_fn::SyncFn;
 use crate::profile::recorder::ProfiledOp;
 use crate::wait::deadlock::WaitLatch;
 
-/// A one-shot sync op function.
-pub(crate) type SyncFn = Box<dyn FnOnce(RunContext) -> Result<(), BoxError> + Send>;
 /// A one-shot async op function.
 pub(crate) type AsyncFn = Box<dyn FnOnce(RunContext, Completion) + Send>;
 

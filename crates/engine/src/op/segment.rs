@@ -160,7 +160,7 @@ mod tests {
     fn member(name: &'static str) -> Member {
         Member {
             name: OpName::from(Cow::Borrowed(name)),
-            func: Box::new(|_| Ok(())),
+            func: SyncFn::new(|_| Ok(())),
             profiled: false,
             vars: MemberVars::new(&[], &[0]).unwrap(),
         }

@@ -77,7 +77,7 @@ impl EngineState {
         match func {
             OpFn::Sync(func) => {
                 let started = start();
-                let outcome = self.call_sync(&op, &op.payload().name, run, func);
+                let outcome = self.call_sync(&op, &op.payload().name, run, |run| func.call(run));
                 self.profile(|| op.payload().profiled_op(), started, &outcome);
                 self.finish(op, outcome, true, keep_for);
             }

@@ -269,7 +269,7 @@ mod tests {
     fn first_op() -> Member {
         Member {
             name: OpName::from(Cow::Borrowed("first")),
-            func: Box::new(|_| Ok(())),
+            func: SyncFn::new(|_| Ok(())),
             profiled: false,
             vars: MemberVars::new(&[0], &[1, 2]).unwrap(),
         }
@@ -321,7 +321,7 @@ mod tests {
         let mut open = segment(&vars);
         let op = || Joining {
             name: OpName::from(Cow::Borrowed("next")),
-            func: Box::new(|_| Ok(())),
+            func: SyncFn::new(|_| Ok(())),
             profiled: false,
         };
         let join = |open: &mut OpenSegment, reads: &[Var], writes: &[Var]| {
@@ -357,7 +357,7 @@ mod tests {
         let mut open = segment(&vars);
         let op = || Joining {
             name: OpName::from(Cow::Borrowed("next")),
-            func: Box::new(|_| Ok(())),
+            func: SyncFn::new(|_| Ok(())),
             profiled: false,
         };
         let cases = [

@@ -125,7 +125,8 @@ impl EngineState {
             Err(failure)
         } else {
             let started = profiled.then(|| self.profiler.start(thread::profiled()));
-            let outcome = self.call_sync(op, name, record.run_context(), member.func);
+            let func = member.func;
+            let outcome = self.call_sync(op, name, record.run_context(), |run| func.call(run));
             self.profile(profiled_op, started, &outcome);
             if let Err(failure) = &outcome {
                 self.log_own_failure(failure);

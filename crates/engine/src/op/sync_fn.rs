@@ -1,0 +1,214 @@
+//! [`SyncFn`]: a sync op's function, stored in the op's record when it is small, boxed
+//! otherwise.
+//!
+//! Most op functions capture a pointer or two (an `Arc`, a typed op's cell pointers) or
+//! nothing. A `Box<dyn FnOnce>` allocates for every closure that captures anything: a
+//! `malloc` on the pusher, a `free` on the worker (an allocator's per-thread caches do not help
+//! when one thread allocates and another frees) and one more cache line to carry between the
+//! cores, about as much as the rest of an empty op costs (`docs/bench-history.md`, "Engine:
+//! typed data"). A closure of at most [`INLINE_BYTES`] bytes, aligned to at most 8, is stored
+//! in the record instead, which crosses between the cores anyway; a larger one is boxed, and
+//! the record holds the box's pointer.
+//!
+//! One word inline: a closure that captures one pointer (an `Arc`, a reference, a typed op's
+//! one cell) and nothing else. With it the `SyncFn` is 16 bytes, as a `Box<dyn FnOnce>` is,
+//! and the record stays at 56 bytes (`record.rs`); two words would make it 64, and every op's
+//! slot 120.
+//!
+//! The record holds the bytes and a pointer to a static table of two functions made for the
+//! closure's type: one moves the closure out and calls it, one drops it. The table says
+//! which of the two layouts the bytes have, so nothing else is stored.
+
+use std::marker::PhantomData;
+use std::mem::{ManuallyDrop, MaybeUninit};
+
+use crate::context::RunContext;
+use crate::failure::BoxError;
+
+/// Bytes of a closure stored in the record.
+pub(crate) const INLINE_BYTES: usize = 8;
+
+/// Where the closure (or the pointer to its box) lives: a closure stored inline is written at
+/// the start, which the alignment of `usize` (8) makes suitable for any closure of alignment
+/// up to 8.
+type Storage = MaybeUninit<[usize; INLINE_BYTES / size_of::<usize>()]>;
+
+/// What the function returns.
+type Outcome = Result<(), BoxError>;
+
+/// The functions made for one closure type `F` and its layout in `Storage`.
+struct Table {
+    /// Moves the closure out of the storage and calls it.
+    call: unsafe fn(*mut Storage, RunContext) -> Outcome,
+    /// Drops the closure in the storage.
+    drop: unsafe fn(*mut Storage),
+}
+
+/// A sync op's function: `FnOnce(RunContext) -> Result<(), BoxError> + Send`, inline in the
+/// record when small.
+pub(crate) struct SyncFn {
+    table: &'static Table,
+    storage: Storage,
+}
+
+// SAFETY: `SyncFn::new` takes only `Send` closures, and the storage holds nothing else.
+unsafe impl Send for SyncFn {}
+
+/// The table of a closure `F` stored inline.
+struct Inline<F>(PhantomData<F>);
+
+/// The table of a closure `F` stored in a box.
+struct Boxed<F>(PhantomData<F>);
+
+impl<F> Inline<F>
+where
+    F: FnOnce(RunContext) -> Outcome,
+{
+    const TABLE: Table = Table {
+        call: Self::call,
+        drop: Self::drop,
+    };
+
+    /// # Safety
+    ///
+    /// `storage` holds an `F` written by `SyncFn::new`, not moved out or dropped yet; it is
+    /// moved out here, and must not be used again.
+    unsafe fn call(storage: *mut Storage, run: RunContext) -> Outcome {
+        // SAFETY: the caller's: an `F` at the start of the storage (aligned, see `Storage`).
+        let func = unsafe { storage.cast::<F>().read() };
+        func(run)
+    }
+
+    /// # Safety
+    ///
+    /// As `call`.
+    unsafe fn drop(storage: *mut Storage) {
+        // SAFETY: as in `call`.
+        unsafe { storage.cast::<F>().drop_in_place() };
+    }
+}
+
+impl<F> Boxed<F>
+where
+    F: FnOnce(RunContext) -> Outcome,
+{
+    const TABLE: Table = Table {
+        call: Self::call,
+        drop: Self::drop,
+    };
+
+    /// # Safety
+    ///
+    /// `storage` holds the pointer of a `Box<F>` written by `SyncFn::new`, not taken yet; it
+    /// is taken here, and must not be used again.
+    unsafe fn call(storage: *mut Storage, run: RunContext) -> Outcome {
+        // SAFETY: the caller's: the box's pointer, from `Box::into_raw`, taken once.
+        let func = unsafe { Box::from_raw(storage.cast::<*mut F>().read()) };
+        func(run)
+    }
+
+    /// # Safety
+    ///
+    /// As `call`.
+    unsafe fn drop(storage: *mut Storage) {
+        // SAFETY: as in `call`.
+        drop(unsafe { Box::from_raw(storage.cast::<*mut F>().read()) });
+    }
+}
+
+impl SyncFn {
+    /// Stores `func`: inline if it fits, else in a box.
+    #[inline]
+    pub(crate) fn new<F>(func: F) -> Self
+    where
+        F: FnOnce(RunContext) -> Outcome + Send + 'static,
+    {
+        let mut storage = Storage::uninit();
+        let table = if size_of::<F>() <= INLINE_BYTES && align_of::<F>() <= align_of::<usize>() {
+            // SAFETY: `F` fits at the start of the storage, aligned (checked above).
+            unsafe { storage.as_mut_ptr().cast::<F>().write(func) };
+            &Inline::<F>::TABLE
+        } else {
+            let boxed = Box::into_raw(Box::new(func));
+            // SAFETY: a pointer fits in the storage, aligned.
+            unsafe { storage.as_mut_ptr().cast::<*mut F>().write(boxed) };
+            &Boxed::<F>::TABLE
+        };
+        SyncFn { table, storage }
+    }
+
+    /// Calls the function, consuming it.
+    #[inline]
+    pub(crate) fn call(self, run: RunContext) -> Outcome {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: the table was made for what `new` stored; `this` is not dropped, so the
+        // closure is moved out (or its box taken) exactly once, here.
+        unsafe { (this.table.call)(&raw mut this.storage, run) }
+    }
+}
+
+impl Drop for SyncFn {
+    fn drop(&mut self) {
+        // SAFETY: a `SyncFn` that drops was not called (`call` skips the drop): the closure
+        // is still there, dropped once, here.
+        unsafe { (self.table.drop)(&raw mut self.storage) };
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::context::{Context, FnProperty};
+
+    fn run() -> RunContext {
+        RunContext {
+            context: Context::cpu(0),
+            priority: 0,
+            property: FnProperty::Normal,
+        }
+    }
+
+    /// Counts its drops.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn small_and_large_closures_are_called_or_dropped_once() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let small = Counted(Arc::clone(&drops));
+        let large = (Counted(Arc::clone(&drops)), [7_u64; 8]);
+        let small_fn = SyncFn::new(move |_| {
+            drop(small);
+            Ok(())
+        });
+        let large_fn = SyncFn::new(move |_| {
+            let (counted, values) = large;
+            assert_eq!(values[7], 7);
+            drop(counted);
+            Err("large".into())
+        });
+        assert!(small_fn.call(run()).is_ok());
+        assert_eq!(large_fn.call(run()).unwrap_err().to_string(), "large");
+        assert_eq!(drops.load(Ordering::Relaxed), 2);
+
+        let unrun_small = Counted(Arc::clone(&drops));
+        let unrun_large = (Counted(Arc::clone(&drops)), [0_u64; 8]);
+        drop(SyncFn::new(move |_| {
+            drop(unrun_small);
+            Ok(())
+        }));
+        drop(SyncFn::new(move |_| {
+            drop(unrun_large);
+            Ok(())
+        }));
+        assert_eq!(drops.load(Ordering::Relaxed), 4);
+    }
+}
