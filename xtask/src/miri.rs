@@ -23,7 +23,8 @@ pub(crate) fn available() -> bool {
 /// their small Miri sizes: a chain on one var (pushes through the `Incoming` ring, drainers,
 /// `wait_for_var`'s write through the ring), reads and writes interleaved on the workers, and
 /// async ops completed from foreign threads. `depengine`'s own `unsafe` code, its typed data
-/// (`data/`), runs under [`DATA_TESTS`]; its whole suite under Miri would take hours.
+/// (`data/`) and its op functions stored in their records (`op/sync_fn.rs`), runs under these,
+/// [`DATA_TESTS`] and `sync_fn`'s unit test; its whole suite under Miri would take hours.
 const ENGINE_TESTS: &[&str] = &[
     "ops_on_one_var_run_in_push_order",
     "reads_see_the_write_before_them",
@@ -74,5 +75,11 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
         .args([toolchain().as_str(), "miri", "test"])
         .args(["-p", "depengine", "--test", "data", "--"])
         .args(DATA_TESTS)
+        .run()?;
+    // The op function stored in its record (`op/sync_fn.rs`), inline and boxed, called and
+    // dropped unrun; the tests above call it on every route.
+    Cmd::cargo()
+        .args([toolchain().as_str(), "miri", "test"])
+        .args(["-p", "depengine", "--lib", "--", "op::sync_fn"])
         .run()
 }
