@@ -65,6 +65,19 @@ use crate::op::result::IntoOpResult;
 /// ```
 ///
 /// (A write is fine: `engine.op("set").write(&cell).push_sync(|_, cell| cell.set(1))`.)
+///
+/// A typed op borrows its data until it is pushed: the handle cannot be taken back
+/// ([`Engine::take`](crate::Engine::take)) or dropped meanwhile, which would free the value
+/// before the op runs:
+///
+/// ```compile_fail,E0505
+/// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+/// let data = engine.data(vec![0_u8; 4])?;
+/// let late = engine.op("late").write(&data);
+/// let value = engine.take(data); // moves the handle the op borrows
+/// late.push_sync(|_, values| values.fill(1))?;
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[must_use = "an op builder pushes nothing until push_sync or push_async"]
 pub struct TypedOp<'e, L> {
     op: OpBuilder<'e>,
@@ -102,12 +115,12 @@ impl DataVars {
 impl<'e> OpBuilder<'e> {
     /// Names `data` as a read: the op's function receives `&T`, while other ops may read it
     /// too (hence `T: Sync`).
-    pub fn read<T: Send + Sync + 'static>(self, data: &Data<T>) -> TypedOp<'e, ReadAccess<T>> {
+    pub fn read<T: Send + Sync + 'static>(self, data: &'e Data<T>) -> TypedOp<'e, ReadAccess<T>> {
         TypedOp::first(self, data, ReadAccess::new(data.cell()), false)
     }
 
     /// Names `data` as a write: the op's function receives `&mut T`, and runs alone on it.
-    pub fn write<T: Send + 'static>(self, data: &Data<T>) -> TypedOp<'e, WriteAccess<T>> {
+    pub fn write<T: Send + 'static>(self, data: &'e Data<T>) -> TypedOp<'e, WriteAccess<T>> {
         TypedOp::first(self, data, WriteAccess::new(data.cell()), true)
     }
 }
@@ -131,7 +144,7 @@ impl<'e, A: Access> TypedOp<'e, A> {
 
 impl<'e, L: AccessList> TypedOp<'e, L> {
     /// Names `data` as a read too (see [`OpBuilder::read`]).
-    pub fn read<T: Send + Sync + 'static>(self, data: &Data<T>) -> TypedOp<'e, L::Output>
+    pub fn read<T: Send + Sync + 'static>(self, data: &'e Data<T>) -> TypedOp<'e, L::Output>
     where
         L: Append<ReadAccess<T>>,
     {
@@ -139,7 +152,7 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
     }
 
     /// Names `data` as a write too (see [`OpBuilder::write`]).
-    pub fn write<T: Send + 'static>(self, data: &Data<T>) -> TypedOp<'e, L::Output>
+    pub fn write<T: Send + 'static>(self, data: &'e Data<T>) -> TypedOp<'e, L::Output>
     where
         L: Append<WriteAccess<T>>,
     {

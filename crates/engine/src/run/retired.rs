@@ -25,7 +25,9 @@ impl RetiredData {
 
 impl Drop for RetiredData {
     fn drop(&mut self) {
-        for release in std::mem::take(&mut *lock(&self.releases)) {
+        // Taken out first: the releases run user `Drop`s, with no lock held.
+        let releases = std::mem::take(&mut *lock(&self.releases));
+        for release in releases {
             release();
         }
     }
