@@ -397,3 +397,19 @@ fn an_op_takes_up_to_eight_typed_accesses() {
         .unwrap();
     assert_eq!(*engine.read(&data[7]).unwrap(), 28);
 }
+
+/// The handles, guards, futures and async tokens cross threads as `&T` and `&mut T` would.
+#[test]
+fn handles_guards_and_tokens_are_send_and_sync_as_their_references_are() {
+    fn send<T: Send>() {}
+    fn sync<T: Sync>() {}
+    send::<depengine::Data<std::cell::Cell<u64>>>();
+    sync::<depengine::Data<std::cell::Cell<u64>>>();
+    send::<depengine::WriteGuard<'static, std::cell::Cell<u64>>>();
+    send::<depengine::ReadGuard<'static, u64>>();
+    sync::<depengine::ReadGuard<'static, u64>>();
+    sync::<depengine::WriteGuard<'static, u64>>();
+    send::<depengine::ReadData<'static, u64>>();
+    send::<depengine::Held<(depengine::ReadAccess<u64>, depengine::WriteAccess<u64>)>>();
+    send::<depengine::Held<depengine::WriteAccess<std::cell::Cell<u64>>>>();
+}

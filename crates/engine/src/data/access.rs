@@ -12,7 +12,7 @@
 //! `for<'a> FnOnce(RunContext, L::Refs<'a>)`, so no reference can leave it.
 
 use crate::context::RunContext;
-use crate::data::cell::CellPtr;
+use crate::data::cell::{CellPtr, ExclusiveCell, SharedCell};
 use crate::op::record::SyncFn;
 use crate::op::result::IntoOpResult;
 
@@ -26,34 +26,30 @@ mod sealed {
 /// A read of a [`Data<T>`](crate::Data) by an op: its function gets `&T`. Built by
 /// [`TypedOp::read`](crate::TypedOp::read); only its type shows in signatures.
 pub struct ReadAccess<T> {
-    cell: CellPtr<T>,
+    cell: SharedCell<T>,
 }
 
 /// A write of a [`Data<T>`](crate::Data) by an op: its function gets `&mut T`. Built by
 /// [`TypedOp::write`](crate::TypedOp::write); only its type shows in signatures.
 pub struct WriteAccess<T> {
-    cell: CellPtr<T>,
+    cell: ExclusiveCell<T>,
 }
 
 impl<T> ReadAccess<T> {
     pub(crate) fn new(cell: CellPtr<T>) -> Self {
-        ReadAccess { cell }
+        ReadAccess {
+            cell: SharedCell(cell),
+        }
     }
 }
 
 impl<T> WriteAccess<T> {
     pub(crate) fn new(cell: CellPtr<T>) -> Self {
-        WriteAccess { cell }
+        WriteAccess {
+            cell: ExclusiveCell(cell),
+        }
     }
 }
-
-// SAFETY: a read access hands `&T` to the thread that runs the op, while other threads may
-// hold `&T` too (concurrent reads): sound when `&T` may cross threads, `T: Sync` (and `T: Send`,
-// which every `Data<T>` has, since the value may be dropped on any thread).
-unsafe impl<T: Send + Sync> Send for ReadAccess<T> {}
-// SAFETY: a write access hands the one `&mut T` to the thread that runs the op: sound when the
-// value may move between threads, `T: Send`.
-unsafe impl<T: Send> Send for WriteAccess<T> {}
 
 impl<T> sealed::Sealed for ReadAccess<T> {}
 impl<T> sealed::Sealed for WriteAccess<T> {}
@@ -88,13 +84,13 @@ impl<T: Send + Sync + 'static> Access for ReadAccess<T> {
     unsafe fn with<'s, R>(&'s mut self, f: impl FnOnce(&'s T) -> R) -> R {
         // SAFETY: the caller runs the op that holds the var as a read (role 1); the cell lives
         // until the var's deletion, which the graph runs after this op (role 4).
-        unsafe { self.cell.with(f) }
+        unsafe { self.cell.0.with(f) }
     }
 
     #[inline]
     unsafe fn get(&mut self) -> &T {
         // SAFETY: as in `with`, for the borrow of `self` (the caller's contract).
-        unsafe { self.cell.get() }
+        unsafe { self.cell.0.get() }
     }
 }
 
@@ -105,13 +101,13 @@ impl<T: Send + 'static> Access for WriteAccess<T> {
     unsafe fn with<'s, R>(&'s mut self, f: impl FnOnce(&'s mut T) -> R) -> R {
         // SAFETY: the caller runs the op that holds the var as its one write (role 2); the cell
         // lives until the var's deletion, after this op (role 4).
-        unsafe { self.cell.with_mut(f) }
+        unsafe { self.cell.0.with_mut(f) }
     }
 
     #[inline]
     unsafe fn get(&mut self) -> &mut T {
         // SAFETY: as in `with`, for the borrow of `self` (the caller's contract).
-        unsafe { self.cell.get_mut() }
+        unsafe { self.cell.0.get_mut() }
     }
 }
 

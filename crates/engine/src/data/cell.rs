@@ -67,6 +67,38 @@ pub(crate) struct DataCell<T> {
 /// own: the release (role 4) is an explicit call.
 pub(crate) struct CellPtr<T>(NonNull<DataCell<T>>);
 
+/// A cell pointer for a reader (role 1): it gives `&T` on whichever thread holds it, while
+/// other threads may hold `&T` too.
+pub(crate) struct SharedCell<T>(pub(crate) CellPtr<T>);
+
+/// A cell pointer for the writer (role 2): it gives the one `&mut T` on the thread that holds
+/// it (and `&T` through a shared borrow of its holder).
+pub(crate) struct ExclusiveCell<T>(pub(crate) CellPtr<T>);
+
+/// The cell pointer of the handles (`handle.rs`), which own the value together: they let any
+/// thread push ops that get `&mut T`, and the value is dropped on whichever thread releases it
+/// (role 4).
+pub(crate) struct OwnedCell<T>(pub(crate) CellPtr<T>);
+
+// The auto traits of the types that carry cell pointers (accesses, guards, the read future,
+// handles) come from these three, and from their other fields unchanged.
+//
+// SAFETY: `&T` may cross threads and be shared when `T: Sync` (`Send` too, which every value
+// of a `Data<T>` is).
+unsafe impl<T: Send + Sync> Send for SharedCell<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send + Sync> Sync for SharedCell<T> {}
+// SAFETY: the one `&mut T` may move to another thread when `T: Send`.
+unsafe impl<T: Send> Send for ExclusiveCell<T> {}
+// SAFETY: a shared borrow of the holder gives `&T` only: `T: Sync`.
+unsafe impl<T: Sync> Sync for ExclusiveCell<T> {}
+// SAFETY: through a handle (owned or shared), any thread may push ops that get `&mut T`, or
+// drop the value: `T: Send`. Reads, which share `&T` between threads, require `T: Sync` where
+// they are named (`SharedCell`).
+unsafe impl<T: Send> Send for OwnedCell<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for OwnedCell<T> {}
+
 impl<T> Clone for CellPtr<T> {
     fn clone(&self) -> Self {
         *self

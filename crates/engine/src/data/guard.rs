@@ -5,7 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 
-use crate::data::cell::CellPtr;
+use crate::data::cell::{CellPtr, ExclusiveCell, SharedCell};
 use crate::engine::Engine;
 use crate::op::completion::Completion;
 
@@ -36,9 +36,8 @@ use crate::op::completion::Completion;
 /// # Ok::<(), depengine::EngineError>(())
 /// ```
 pub struct ReadGuard<'a, T> {
-    cell: CellPtr<T>,
-    /// Completed by the drop. Always `Some` until then.
-    completion: Option<Completion>,
+    cell: SharedCell<T>,
+    completion: HoldCompletion,
     _engine: PhantomData<&'a Engine>,
 }
 
@@ -58,18 +57,26 @@ pub struct ReadGuard<'a, T> {
 /// # Ok::<(), depengine::EngineError>(())
 /// ```
 pub struct WriteGuard<'a, T> {
-    cell: CellPtr<T>,
-    /// Completed by the drop. Always `Some` until then.
-    completion: Option<Completion>,
+    cell: ExclusiveCell<T>,
+    completion: HoldCompletion,
     _engine: PhantomData<&'a Engine>,
 }
+
+/// A guard's hold: its completion, completed by the guard's drop (always `Some` until then).
+/// Reached only through `&mut` (the drop), so that sharing a guard between threads shares
+/// nothing of it (the pattern of `std::sync::Exclusive`).
+struct HoldCompletion(Option<Completion>);
+
+// SAFETY: nothing reaches the completion through `&HoldCompletion` (it has no method, and the
+// guards touch it only in their drop, through `&mut`): a shared reference to it gives nothing.
+unsafe impl Sync for HoldCompletion {}
 
 impl<T> ReadGuard<'_, T> {
     /// A guard for the read hold `completion` completes.
     pub(crate) fn new(cell: CellPtr<T>, completion: Completion) -> Self {
         ReadGuard {
-            cell,
-            completion: Some(completion),
+            cell: SharedCell(cell),
+            completion: HoldCompletion(Some(completion)),
             _engine: PhantomData,
         }
     }
@@ -79,22 +86,12 @@ impl<T> WriteGuard<'_, T> {
     /// A guard for the write hold `completion` completes.
     pub(crate) fn new(cell: CellPtr<T>, completion: Completion) -> Self {
         WriteGuard {
-            cell,
-            completion: Some(completion),
+            cell: ExclusiveCell(cell),
+            completion: HoldCompletion(Some(completion)),
             _engine: PhantomData,
         }
     }
 }
-
-// SAFETY: the guard gives `&T` on whichever thread has it, while ops may read on others:
-// `T: Sync` (and `T: Send`, as every `Data<T>`).
-unsafe impl<T: Send + Sync> Send for ReadGuard<'_, T> {}
-// SAFETY: `&ReadGuard` gives `&T`: as above.
-unsafe impl<T: Send + Sync> Sync for ReadGuard<'_, T> {}
-// SAFETY: the guard gives the one `&mut T` to whichever thread has it: `T: Send`.
-unsafe impl<T: Send> Send for WriteGuard<'_, T> {}
-// SAFETY: `&WriteGuard` gives `&T` only: `T: Sync`.
-unsafe impl<T: Send + Sync> Sync for WriteGuard<'_, T> {}
 
 impl<T> Deref for ReadGuard<'_, T> {
     type Target = T;
@@ -102,7 +99,7 @@ impl<T> Deref for ReadGuard<'_, T> {
     fn deref(&self) -> &T {
         // SAFETY: the guard's read hold lasts until its drop, after this borrow (role 1 of
         // `cell.rs`); the cell lives until the var's deletion, ordered after the hold.
-        unsafe { self.cell.get() }
+        unsafe { self.cell.0.get() }
     }
 }
 
@@ -112,7 +109,7 @@ impl<T> Deref for WriteGuard<'_, T> {
     fn deref(&self) -> &T {
         // SAFETY: the guard's write hold lasts until its drop, after this borrow (role 2); a
         // shared borrow of the guard cannot overlap `deref_mut`'s.
-        unsafe { self.cell.get() }
+        unsafe { self.cell.0.get() }
     }
 }
 
@@ -120,13 +117,13 @@ impl<T> DerefMut for WriteGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard's write hold lasts until its drop, after this borrow (role 2), and
         // `&mut self` excludes every other borrow of the guard.
-        unsafe { self.cell.get_mut() }
+        unsafe { self.cell.0.get_mut() }
     }
 }
 
 impl<T> Drop for ReadGuard<'_, T> {
     fn drop(&mut self) {
-        if let Some(completion) = self.completion.take() {
+        if let Some(completion) = self.completion.0.take() {
             completion.ok();
         }
     }
@@ -134,7 +131,7 @@ impl<T> Drop for ReadGuard<'_, T> {
 
 impl<T> Drop for WriteGuard<'_, T> {
     fn drop(&mut self) {
-        if let Some(completion) = self.completion.take() {
+        if let Some(completion) = self.completion.0.take() {
             if std::thread::panicking() {
                 completion
                     .fail("a write guard was dropped by a panic: the value may be half-written");

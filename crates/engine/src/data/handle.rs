@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use depengine_graph::Var;
 
-use crate::data::cell::CellPtr;
+use crate::data::cell::{CellPtr, OwnedCell};
 use crate::run::EngineState;
 
 /// A value of type `T` that the engine owns, with a [`Var`] inside: ops name it with
@@ -45,7 +45,7 @@ pub struct Data<T: Send + 'static> {
 
 /// What the handles of one value share. Dropped with the last handle: see [`Drop`] below.
 struct DataShared<T: Send + 'static> {
-    cell: CellPtr<T>,
+    cell: OwnedCell<T>,
     var: Var,
     /// The engine's id, for the check that an op names data of its own engine.
     engine_id: u64,
@@ -53,19 +53,12 @@ struct DataShared<T: Send + 'static> {
     engine: Weak<EngineState>,
 }
 
-// SAFETY: a handle lets any thread push ops that get `&mut T` on a worker, and move or drop the
-// value on whatever thread completes the last op: `T: Send`. Reads (`&T` on several threads)
-// are bounded by `T: Sync` where they are made (`OpBuilder::read`, `Engine::read`).
-unsafe impl<T: Send + 'static> Send for DataShared<T> {}
-// SAFETY: as above: `&DataShared` gives nothing a `DataShared` would not.
-unsafe impl<T: Send + 'static> Sync for DataShared<T> {}
-
 impl<T: Send + 'static> Data<T> {
     /// Moves `value` into a new cell for `var`, a new var of `engine`.
     pub(crate) fn new(engine: &Arc<EngineState>, var: Var, value: T) -> Self {
         Data {
             shared: Arc::new(DataShared {
-                cell: CellPtr::new(value),
+                cell: OwnedCell(CellPtr::new(value)),
                 var,
                 engine_id: engine.id(),
                 engine: Arc::downgrade(engine),
@@ -83,7 +76,7 @@ impl<T: Send + 'static> Data<T> {
     }
 
     pub(crate) fn cell(&self) -> CellPtr<T> {
-        self.shared.cell
+        self.shared.cell.0
     }
 
     /// Whether the data belongs to the engine with this id.
@@ -120,7 +113,7 @@ impl<T: Send + 'static> LastHandle<T> {
         let mut shared = self.0;
         // The only field with a destructor; an empty `Weak` owns nothing.
         drop(std::mem::take(&mut shared.engine));
-        let cell = shared.cell;
+        let cell = shared.cell.0;
         // Skips the drop below: the cell is the caller's to release, the rest is `Copy`.
         std::mem::forget(shared);
         cell
@@ -144,10 +137,7 @@ impl<T: Send + 'static> fmt::Debug for Data<T> {
 }
 
 /// The cell of a value, sent to the thread that releases it.
-struct Release<T>(CellPtr<T>);
-
-// SAFETY: the value moves to the releasing thread and is dropped there: `T: Send`.
-unsafe impl<T: Send> Send for Release<T> {}
+struct Release<T>(OwnedCell<T>);
 
 impl<T> Release<T> {
     /// Drops the value, catching a panic of its `Drop` (the callers are the graph's completion
@@ -158,21 +148,21 @@ impl<T> Release<T> {
     /// Role 4 of `cell.rs`.
     unsafe fn run(self) {
         // SAFETY: the caller's.
-        let _ = catch_unwind(AssertUnwindSafe(|| unsafe { self.0.release() }));
+        let _ = catch_unwind(AssertUnwindSafe(|| unsafe { self.0.0.release() }));
     }
 }
 
 impl<T: Send + 'static> Drop for DataShared<T> {
     /// The last handle: the value is released once no op can reach it (role 4 of `cell.rs`).
     fn drop(&mut self) {
-        let cell = self.cell;
+        let cell = self.cell.0;
         let Some(engine) = self.engine.upgrade() else {
             // SAFETY: the engine's state is gone, and with it every op of the engine (a
             // pending op is in its graph; a running one holds the state).
-            unsafe { Release(cell).run() };
+            unsafe { Release(OwnedCell(cell)).run() };
             return;
         };
-        let release = Release(cell);
+        let release = Release(OwnedCell(cell));
         let deleted = engine.graph().delete_var(self.var, move || {
             // SAFETY: every op pushed on the var before the deletion completed (the graph calls
             // back then), and every op that reaches the cell was pushed through a handle, before
@@ -186,7 +176,7 @@ impl<T: Send + 'static> Drop for DataShared<T> {
             // The var was deleted by hand (`Data::var`): its deletion may still wait for ops
             // on the cell. The callback was dropped unrun; the engine state releases the cell
             // when it drops.
-            let release = Release(cell);
+            let release = Release(OwnedCell(cell));
             engine.retired_data().keep(Box::new(move || {
                 // SAFETY: run by the engine state's drop, when no op of the engine is left.
                 unsafe { release.run() }

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 
 use depengine_graph::Var;
 
-use crate::data::cell::CellPtr;
+use crate::data::cell::{CellPtr, SharedCell};
 use crate::data::guard::ReadGuard;
 use crate::data::hold::{self, Handed, HoldKind, HoldLatch};
 use crate::engine::Engine;
@@ -25,7 +25,7 @@ use crate::error::{EngineError, Result};
 #[must_use = "a future does nothing unless polled"]
 pub struct ReadData<'a, T> {
     engine: &'a Engine,
-    cell: CellPtr<T>,
+    cell: SharedCell<T>,
     var: Var,
     state: ReadState,
 }
@@ -54,17 +54,12 @@ impl<'a, T> ReadData<'a, T> {
         };
         ReadData {
             engine,
-            cell,
+            cell: SharedCell(cell),
             var,
             state,
         }
     }
 }
-
-// SAFETY: the future holds the engine's handle by reference, the data's var, a pointer to its
-// cell and latches; what it hands out is a `ReadGuard`, `Send` when `T: Sync` (required by
-// `Engine::read_async`).
-unsafe impl<T: Send + Sync> Send for ReadData<'_, T> {}
 
 impl<T> Unpin for ReadData<'_, T> {}
 
@@ -76,7 +71,7 @@ impl<'a, T> Future for ReadData<'a, T> {
             match std::mem::replace(&mut self.state, ReadState::Done) {
                 ReadState::Holding(latch) => match latch.poll_take(cx) {
                     Poll::Ready(Handed::Granted(completion)) => {
-                        return Poll::Ready(Ok(ReadGuard::new(self.cell, completion)));
+                        return Poll::Ready(Ok(ReadGuard::new(self.cell.0, completion)));
                     }
                     Poll::Ready(Handed::Skipped) => {
                         self.state = ReadState::Failing(self.engine.wait_for_var_async(self.var));
