@@ -54,66 +54,70 @@ pub(crate) struct SyncFn {
 // SAFETY: `SyncFn::new` takes only `Send` closures, and the storage holds nothing else.
 unsafe impl Send for SyncFn {}
 
-/// The table of a closure `F` stored inline.
-struct Inline<F>(PhantomData<F>);
+/// Where `SyncFn::new` put a closure, and how to take it back out: the table's two functions
+/// are the same for both places, calling or dropping what `take` returns.
+trait Place: Sized {
+    /// The closure, or its box: callable once; dropping it drops what the closure captured.
+    type Taken: FnOnce(RunContext) -> Outcome;
 
-/// The table of a closure `F` stored in a box.
-struct Boxed<F>(PhantomData<F>);
-
-impl<F> Inline<F>
-where
-    F: FnOnce(RunContext) -> Outcome,
-{
     const TABLE: Table = Table {
-        call: Self::call,
-        drop: Self::drop,
+        call: call::<Self>,
+        drop: drop_taken::<Self>,
     };
 
+    /// Takes the closure out of `storage`.
+    ///
     /// # Safety
     ///
-    /// `storage` holds an `F` written by `SyncFn::new`, not moved out or dropped yet; it is
-    /// moved out here, and must not be used again.
-    unsafe fn call(storage: *mut Storage, run: RunContext) -> Outcome {
-        // SAFETY: the caller's: an `F` at the start of the storage (aligned, see `Storage`).
-        let func = unsafe { storage.cast::<F>().read() };
-        func(run)
-    }
+    /// `storage` holds what `SyncFn::new` wrote there for this place, not taken yet; it is not
+    /// used again.
+    unsafe fn take(storage: *mut Storage) -> Self::Taken;
+}
 
-    /// # Safety
-    ///
-    /// As `call`.
-    unsafe fn drop(storage: *mut Storage) {
-        // SAFETY: as in `call`.
-        unsafe { storage.cast::<F>().drop_in_place() };
+/// A closure `F` stored in the record.
+struct Inline<F>(PhantomData<F>);
+
+/// A closure `F` stored in a box, whose pointer is in the record.
+struct Boxed<F>(PhantomData<F>);
+
+impl<F: FnOnce(RunContext) -> Outcome> Place for Inline<F> {
+    type Taken = F;
+
+    unsafe fn take(storage: *mut Storage) -> F {
+        // SAFETY: the caller's: an `F` at the start of the storage (aligned, see `Storage`),
+        // moved out once.
+        unsafe { storage.cast::<F>().read() }
     }
 }
 
-impl<F> Boxed<F>
-where
-    F: FnOnce(RunContext) -> Outcome,
-{
-    const TABLE: Table = Table {
-        call: Self::call,
-        drop: Self::drop,
-    };
+impl<F: FnOnce(RunContext) -> Outcome> Place for Boxed<F> {
+    type Taken = Box<F>;
 
-    /// # Safety
-    ///
-    /// `storage` holds the pointer of a `Box<F>` written by `SyncFn::new`, not taken yet; it
-    /// is taken here, and must not be used again.
-    unsafe fn call(storage: *mut Storage, run: RunContext) -> Outcome {
+    unsafe fn take(storage: *mut Storage) -> Box<F> {
         // SAFETY: the caller's: the box's pointer, from `Box::into_raw`, taken once.
-        let func = unsafe { Box::from_raw(storage.cast::<*mut F>().read()) };
-        func(run)
+        unsafe { Box::from_raw(storage.cast::<*mut F>().read()) }
     }
+}
 
-    /// # Safety
-    ///
-    /// As `call`.
-    unsafe fn drop(storage: *mut Storage) {
-        // SAFETY: as in `call`.
-        drop(unsafe { Box::from_raw(storage.cast::<*mut F>().read()) });
-    }
+/// The table's `call`: takes the closure out and calls it.
+///
+/// # Safety
+///
+/// As [`Place::take`].
+unsafe fn call<P: Place>(storage: *mut Storage, run: RunContext) -> Outcome {
+    // SAFETY: the caller's.
+    let func = unsafe { P::take(storage) };
+    func(run)
+}
+
+/// The table's `drop`: takes the closure out and drops it.
+///
+/// # Safety
+///
+/// As [`Place::take`].
+unsafe fn drop_taken<P: Place>(storage: *mut Storage) {
+    // SAFETY: the caller's.
+    drop(unsafe { P::take(storage) });
 }
 
 impl SyncFn {
@@ -127,12 +131,12 @@ impl SyncFn {
         let table = if size_of::<F>() <= INLINE_BYTES && align_of::<F>() <= align_of::<usize>() {
             // SAFETY: `F` fits at the start of the storage, aligned (checked above).
             unsafe { storage.as_mut_ptr().cast::<F>().write(func) };
-            &Inline::<F>::TABLE
+            &<Inline<F> as Place>::TABLE
         } else {
             let boxed = Box::into_raw(Box::new(func));
             // SAFETY: a pointer fits in the storage, aligned.
             unsafe { storage.as_mut_ptr().cast::<*mut F>().write(boxed) };
-            &Boxed::<F>::TABLE
+            &<Boxed<F> as Place>::TABLE
         };
         SyncFn { table, storage }
     }
