@@ -5,7 +5,14 @@
 //! A worker looks, in order, at
 //! 1. its next-task slot (`context.rs`), then the front of its own queue (its own newest
 //!    spawns: LIFO, cache-hot);
-//! 2. the injector, where threads outside the pool submit (FIFO);
+//! 2. the injector, where threads outside the pool submit (FIFO), taking the oldest job and
+//!    up to `INJECTOR_BATCH - 1` more behind it into the front of its own queue, in order
+//!    (tokio's workers take from their injector in batches too). A worker that takes one job
+//!    per look keeps pace with a thread pushing a stream of small jobs job by job, so every
+//!    push and every take moves the injector's lines from one core to the other (on the
+//!    engine's `independent` workload with one worker: 220-300 ns per op in most runs,
+//!    against 110-160 with batches); the jobs taken along stay visible to thieves in the
+//!    worker's queue;
 //! 3. the backs of the other queues, visited from a random start with a random stride
 //!    coprime with the worker count (each visited once, thieves spread out), stealing
 //!    about half of the first non-empty one (`RunQueue::pop_back_half`);
@@ -137,6 +144,7 @@ use crate::unwind::PanicHandler;
 use depengine_sync::{
     AtomicU8, AtomicUsize, Backoff, CachePadded, UnsafeCell, fence, spin_hint, yield_now,
 };
+use smallvec::SmallVec;
 use std::convert::Infallible;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
@@ -160,6 +168,9 @@ const SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(50);
 /// and spinning, the pusher of the engine's `independent` workload lost a quarter of its
 /// time to such misses).
 const MAX_PAUSES_PER_LOOK: u32 = 64;
+
+/// The most jobs one look at the injector takes (step 2 of the module documentation).
+const INJECTOR_BATCH: usize = 16;
 
 /// The most tasks one steal moves; bounds the time a thief holds a victim's lock.
 const MAX_STEAL: usize = 64;
@@ -426,8 +437,32 @@ impl<T: Item> Shared<T> {
     pub(crate) fn find_work(&self, index: usize) -> Option<Work<T>> {
         self.take_next(index)
             .or_else(|| self.queues[index].pop_front())
-            .or_else(|| self.injector.steal())
+            .or_else(|| self.steal_injected(index))
             .or_else(|| self.steal(index))
+    }
+
+    /// Step 2: takes the injector's oldest job, and up to `INJECTOR_BATCH - 1` more behind
+    /// it into the front of worker `index`'s own queue, in their order (pushed newest first,
+    /// so the next `pop_front` takes the oldest). Called by worker `index` only.
+    fn steal_injected(&self, index: usize) -> Option<Work<T>> {
+        let first = self.injector.steal()?;
+        let own = &self.queues[index];
+        let mut batch = SmallVec::<[Work<T>; INJECTOR_BATCH]>::new();
+        while batch.len() < INJECTOR_BATCH - 1
+            && let Some(job) = self.injector.steal()
+        {
+            batch.push(job);
+        }
+        while let Some(job) = batch.pop() {
+            // SAFETY: `steal_injected` runs on worker `index` (its callers are that worker's
+            // search for work), the owner of `own`.
+            if let Err(job) = unsafe { own.push_front(job) } {
+                // The own queue is full: the job goes back to the injector's tail (behind
+                // newer ones; FIFO among outside jobs is best effort, as between workers).
+                self.injector.push(job);
+            }
+        }
+        Some(first)
     }
 
     /// Visits every other queue once, in a random coprime order, and steals about

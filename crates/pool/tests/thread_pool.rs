@@ -602,3 +602,23 @@ fn a_panicking_start_hook_goes_to_the_panic_handler() {
     drop(pool);
     assert_eq!(panics.load(Ordering::Relaxed), 2);
 }
+
+/// A worker takes the injector's jobs in batches (into its own queue): spawns from outside
+/// still run in the order they were made on a pool of one worker.
+#[test]
+fn outside_spawns_run_in_order_on_one_worker() {
+    let pool = ThreadPool::new(1).unwrap();
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    // Holds the worker until every later spawn is queued.
+    pool.spawn(move || gate_rx.recv().unwrap());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let count = n(100);
+    for i in 0..count {
+        let order = Arc::clone(&order);
+        pool.spawn(move || order.lock().unwrap().push(i));
+    }
+    gate_tx.send(()).unwrap();
+    drop(pool);
+    let order = order.lock().unwrap();
+    assert_eq!(*order, (0..count).collect::<Vec<_>>());
+}
