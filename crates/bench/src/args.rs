@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::taskbench::{GridFlags, Kernel};
+
 /// Flags of one invocation; sizes default to the full (non-`--quick`) benchmark.
 #[derive(Debug, Clone)]
 pub(crate) struct Args {
@@ -17,6 +19,8 @@ pub(crate) struct Args {
     pub(crate) bulk: usize,
     /// Run only these workloads; empty means all.
     pub(crate) workloads: Vec<String>,
+    /// The `taskbench` group's grid and kernel.
+    pub(crate) grid: GridFlags,
 }
 
 impl Args {
@@ -31,6 +35,7 @@ impl Args {
             ops: 200_000,
             bulk: 64,
             workloads: Vec::new(),
+            grid: GridFlags::default(),
         };
         while let Some(flag) = words.next() {
             let mut value = || words.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -43,6 +48,13 @@ impl Args {
                 "--idle-ms" => parsed.idle = Duration::from_millis(number(&flag, &value()?)?),
                 "--ops" => parsed.ops = number(&flag, &value()?)?,
                 "--bulk" => parsed.bulk = number(&flag, &value()?)?,
+                "--width" => parsed.grid.width = number(&flag, &value()?)?,
+                "--kernel" => parsed.grid.kernel = Kernel::parse(&value()?)?,
+                "--output" => parsed.grid.output = number(&flag, &value()?)?,
+                "--radix" => parsed.grid.radix = number(&flag, &value()?)?,
+                "--max-iterations" => parsed.grid.max_iterations = number(&flag, &value()?)?,
+                "--scale" => parsed.grid.scale = number(&flag, &value()?)?,
+                "--max-steps" => parsed.grid.max_steps = number(&flag, &value()?)?,
                 "--workloads" => {
                     parsed.workloads = value()?.split(',').map(str::to_owned).collect();
                 }

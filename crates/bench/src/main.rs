@@ -8,6 +8,7 @@ mod args;
 mod engine;
 mod graph;
 mod pool;
+mod taskbench;
 
 use std::process::ExitCode;
 
@@ -16,7 +17,7 @@ use args::Args;
 fn main() -> ExitCode {
     let mut words = std::env::args().skip(1);
     let Some(group) = words.next() else {
-        eprintln!("usage: depengine-bench <pool|graph> --system <name> [flags]");
+        eprintln!("usage: depengine-bench <pool|graph|engine|taskbench> --system <name> [flags]");
         return ExitCode::from(2);
     };
     let args = match Args::parse(words) {
@@ -30,7 +31,10 @@ fn main() -> ExitCode {
         "pool" => pool::run(&args),
         "graph" => graph::run(&args),
         "engine" => engine::run(&args),
-        other => Err(format!("unknown group `{other}` (expected pool or graph)")),
+        "taskbench" => taskbench::run(&args),
+        other => Err(format!(
+            "unknown group `{other}` (expected pool, graph, engine or taskbench)"
+        )),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

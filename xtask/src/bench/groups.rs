@@ -42,7 +42,7 @@ impl Harness {
 }
 
 /// Every group, in the order `all` runs them.
-pub(crate) const GROUPS: &[Group] = &[POOL, GRAPH, ENGINE];
+pub(crate) const GROUPS: &[Group] = &[POOL, GRAPH, ENGINE, TASKBENCH];
 
 /// The group called `name`.
 pub(crate) fn find(name: &str) -> Option<&'static Group> {
@@ -135,6 +135,52 @@ const ENGINE: Group = Group {
     quick_sizes: &["--ops", "20000"],
 };
 
+/// Task Bench's graphs (`crates/bench/README.md`, "The `taskbench` group"): per pattern, the
+/// METG(50%), the overhead per task, the peak, and the efficiency curve's points.
+const TASKBENCH: Group = Group {
+    name: "taskbench",
+    ours: "depengine-perdevice",
+    systems: &[
+        rust("depengine-perdevice"),
+        rust("rayon"),
+        cpp("libgomp", &TASKBENCH_LIBGOMP),
+        cpp("libomp", &TASKBENCH_LIBOMP),
+    ],
+    workloads: &[
+        "trivial.metg",
+        "no_comm.metg",
+        "stencil_1d.metg",
+        "stencil_1d_periodic.metg",
+        "dom.metg",
+        "tree.metg",
+        "fft.metg",
+        "all_to_all.metg",
+        "nearest.metg",
+        "spread.metg",
+        "random_nearest.metg",
+        "trivial.overhead",
+        "no_comm.overhead",
+        "stencil_1d.overhead",
+        "stencil_1d_periodic.overhead",
+        "dom.overhead",
+        "tree.overhead",
+        "fft.overhead",
+        "all_to_all.overhead",
+        "nearest.overhead",
+        "spread.overhead",
+        "random_nearest.overhead",
+    ],
+    full_sizes: &["--scale", "24", "--max-iterations", "65536"],
+    quick_sizes: &[
+        "--scale",
+        "18",
+        "--max-iterations",
+        "4096",
+        "--max-steps",
+        "2000",
+    ],
+};
+
 const EIGEN: CppHarness = CppHarness {
     binary: "pool_eigen",
     source: "pool_eigen.cpp",
@@ -213,6 +259,25 @@ const ENGINE_MXNET: CppHarness = CppHarness {
         package: "mxnet",
         lib: "mxnet",
     },
+};
+
+const TASKBENCH_LIBGOMP: CppHarness = CppHarness {
+    binary: "taskbench_libgomp",
+    source: "taskbench_omp.cpp",
+    compiler: "g++",
+    flags: &["-O2", "-std=c++17", "-fopenmp"],
+    libs: &[],
+    library: Library::System,
+};
+
+/// The same OpenMP source against LLVM's runtime: clang++ `-fopenmp` links libomp.
+const TASKBENCH_LIBOMP: CppHarness = CppHarness {
+    binary: "taskbench_libomp",
+    source: "taskbench_omp.cpp",
+    compiler: "clang++",
+    flags: &["-O2", "-std=c++17", "-fopenmp"],
+    libs: &[],
+    library: Library::System,
 };
 
 const fn rust(name: &'static str) -> System {

@@ -172,7 +172,7 @@ impl Options {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask bench [pool|graph|engine|all] [--quick] [--runs N] \
+const USAGE: &str = "usage: cargo xtask bench [pool|graph|engine|taskbench|all] [--quick] [--runs N] \
                      [--threads N] [--ops N,N,..] [--workloads a,b]";
 
 /// `cargo xtask bench [args]`.
