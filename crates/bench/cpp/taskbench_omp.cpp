@@ -182,7 +182,8 @@ private:
 
 enum class Kernel { compute_bound, busy_wait };
 
-// 64 FLOPs per iteration on 32 f64 values; returns the bits of their sum.
+// 64 FLOPs per iteration on 32 f64 values; returns the integer part of their sum (its low byte
+// fills the tile, as the README says).
 std::uint64_t compute_bound(std::uint64_t seed, std::uint64_t iterations) {
     double a[32];
     for (int k = 0; k < 32; ++k) a[k] = double(seed + std::uint64_t(k));
@@ -190,9 +191,7 @@ std::uint64_t compute_bound(std::uint64_t seed, std::uint64_t iterations) {
         for (int k = 0; k < 32; ++k) a[k] = a[k] * 0.9999999 + 1e-7;
     double sum = 0;
     for (int k = 0; k < 32; ++k) sum += a[k];
-    std::uint64_t bits;
-    std::memcpy(&bits, &sum, sizeof bits);
-    return bits;
+    return std::uint64_t(sum);
 }
 
 // Spins reading the monotonic clock until 10 * iterations ns have passed; returns the number of
@@ -394,24 +393,23 @@ std::uint64_t steps_for(const Config& config, std::uint64_t iterations) {
     return std::min(std::max<std::uint64_t>(steps, 16), config.max_steps);
 }
 
-// The granularity where the efficiency falls below 0.5, over the runs with iterations >= 1 in
-// sweep order (coarse first).
+// The granularity where the efficiency falls below 0.5, found from the fine end over the runs
+// with iterations >= 1 (sweep order is coarse first): the finest run at or above 0.5 and the
+// next finer one, interpolated in log-granularity; the finest run's granularity if it is at or
+// above 0.5; 0 if no run reaches 0.5.
 double metg(const std::vector<Run>& runs, double peak) {
-    const Run* previous = nullptr;
-    const Run* finest = nullptr;
-    for (const Run& run : runs) {
-        if (run.iterations == 0) continue;
-        const double e2 = run.rate / peak;
-        if (e2 < 0.5) {
-            if (previous == nullptr) return run.granularity;
-            const double g1 = previous->granularity, e1 = previous->rate / peak;
-            const double g2 = run.granularity;
-            return g1 * std::pow(g2 / g1, (e1 - 0.5) / (e1 - e2));
-        }
-        previous = &run;
-        finest = &run;
+    std::vector<const Run*> working;
+    for (const Run& run : runs)
+        if (run.iterations != 0) working.push_back(&run);
+    for (std::size_t k = working.size(); k-- > 0;) {
+        const double e1 = working[k]->rate / peak;
+        if (e1 < 0.5) continue;
+        const double g1 = working[k]->granularity;
+        if (k + 1 == working.size()) return g1;
+        const double g2 = working[k + 1]->granularity, e2 = working[k + 1]->rate / peak;
+        return g1 * std::pow(g2 / g1, (e1 - 0.5) / (e1 - e2));
     }
-    return finest != nullptr ? finest->granularity : 0.0;
+    return 0.0;
 }
 
 void sweep(const Config& config, const NamedPattern& named) {
