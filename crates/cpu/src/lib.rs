@@ -61,7 +61,7 @@ mod priority_block;
 mod worker_block;
 
 pub use priority_block::PriorityBlock;
-pub use worker_block::{WorkerBlock, WorkerHook};
+pub use worker_block::{BlockOptions, WorkerBlock, WorkerHook};
 
 /// Why a block of workers could not start.
 #[derive(Debug, thiserror::Error)]

@@ -39,8 +39,55 @@ pub struct WorkerBlock<T: Item = Infallible> {
     pool: ThreadPool<T>,
 }
 
-/// A hook a worker of a block calls with its index (see [`WorkerBlock::with_hooks`]).
+/// A hook a worker of a block calls with its index (see [`BlockOptions`]).
 pub type WorkerHook = Box<dyn Fn(usize) + Send + Sync>;
+
+/// How a block's workers start, beyond the block's name and size
+/// ([`WorkerBlock::with_options`]); the default: no hooks, workers not pinned.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_cpu::{BlockOptions, WorkerBlock};
+/// use std::sync::mpsc;
+///
+/// let (started, workers) = mpsc::channel();
+/// let started = std::sync::Mutex::new(started);
+/// let options = BlockOptions {
+///     on_start: Some(Box::new(move |index| started.lock().unwrap().send(index).unwrap())),
+///     pin_threads: true,
+///     ..BlockOptions::default()
+/// };
+/// let block = WorkerBlock::with_options("pinned", 2, options).expect("threads start");
+/// let mut indices: Vec<usize> = workers.iter().take(2).collect();
+/// indices.sort();
+/// assert_eq!(indices, [0, 1]);
+/// drop(block);
+/// ```
+#[derive(Default)]
+pub struct BlockOptions {
+    /// Called by each worker with its index when it starts (before its first task): how an
+    /// owner gives the workers per-thread state, such as a reference to what their tasks
+    /// belong to. Such a reference lives as long as the workers: an owner that the workers'
+    /// hooks keep alive must end the block with
+    /// [`shut_down_and_join`](WorkerBlock::shut_down_and_join).
+    pub on_start: Option<WorkerHook>,
+    /// Called by each worker with its index when it exits (after its last task).
+    pub on_exit: Option<WorkerHook>,
+    /// Pins worker `i` to core `i % cores` (`depengine_pool`'s `Builder::pin_threads`): a core
+    /// that cannot be pinned is a `tracing` warning, and the worker runs unpinned.
+    pub pin_threads: bool,
+}
+
+impl fmt::Debug for BlockOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockOptions")
+            .field("on_start", &self.on_start.is_some())
+            .field("on_exit", &self.on_exit.is_some())
+            .field("pin_threads", &self.pin_threads)
+            .finish()
+    }
+}
 
 impl WorkerBlock {
     /// Starts a block of `threads` workers named `<name>-<i>`.
@@ -51,25 +98,20 @@ impl WorkerBlock {
     /// [`depengine_pool::MAX_THREADS`], [`BlockError::Spawn`] if a thread could not start
     /// (the threads already started are shut down and joined).
     pub fn new(name: &str, threads: usize) -> Result<Self, BlockError> {
-        Self::with_hooks(name, threads, None, None)
+        Self::with_options(name, threads, BlockOptions::default())
     }
 }
 
 impl<T: Item> WorkerBlock<T> {
-    /// As [`new`](Self::new), with hooks each worker calls with its index when it starts
-    /// (before its first task) and when it exits (after its last): how an owner gives the
-    /// workers per-thread state, such as a reference to what their tasks belong to. Such a
-    /// reference lives as long as the workers: an owner that the workers' hooks keep alive
-    /// must end the block with [`shut_down_and_join`](Self::shut_down_and_join).
+    /// As [`new`](Self::new), with `options` (hooks, pinning).
     ///
     /// # Errors
     ///
     /// As [`new`](Self::new).
-    pub fn with_hooks(
+    pub fn with_options(
         name: &str,
         threads: usize,
-        on_start: Option<WorkerHook>,
-        on_exit: Option<WorkerHook>,
+        options: BlockOptions,
     ) -> Result<Self, BlockError> {
         if threads == 0 {
             return Err(BlockError::ZeroThreads {
@@ -79,11 +121,12 @@ impl<T: Item> WorkerBlock<T> {
         let mut builder = ThreadPool::builder()
             .threads(threads)
             .thread_name(name)
+            .pin_threads(options.pin_threads)
             .never_inline();
-        if let Some(hook) = on_start {
+        if let Some(hook) = options.on_start {
             builder = builder.on_thread_start(hook);
         }
-        if let Some(hook) = on_exit {
+        if let Some(hook) = options.on_exit {
             builder = builder.on_thread_exit(hook);
         }
         let pool = builder

@@ -133,6 +133,10 @@ pub const MAX_PENDING: &str = "DEPENGINE_MAX_PENDING";
 /// integer up to [`MAX_BULK_SIZE`], or `0` / `off` for no bulk execution (the default).
 pub const BULK_SIZE: &str = "DEPENGINE_BULK_SIZE";
 
+/// `1` (or `true`, `on`): pin the CPU workers to cores (see [`EngineConfig::pin_workers`]);
+/// `0` (`false`, `off`): leave them where the OS puts them.
+pub const PIN_WORKERS: &str = "DEPENGINE_PIN_WORKERS";
+
 /// The largest [`EngineConfig::bulk_size`]: a segment holds every var its first op uses until
 /// its last op ran, and keeps the functions of the ops that joined it until then; segments
 /// larger than a few thousand ops only hold vars longer.
@@ -225,6 +229,13 @@ pub struct EngineConfig {
     /// does next: nothing waits for a flush. Ops pushed after a segment on its vars wait for
     /// the whole segment. `docs/engine.md`, "Bulk execution", has the design.
     pub bulk_size: usize,
+    /// Pins the CPU workers to cores: worker `i` of each CPU block (each CPU device's block in
+    /// `ThreadedPerDevice`, the shared block in `ThreadedPooled`) to core `i % cores`. The
+    /// priority and copy blocks' workers, and the threads that push, stay where the OS puts
+    /// them. A core that cannot be pinned (a CPU set smaller than the worker count, a platform
+    /// without affinity) is a `tracing` warning, and its worker runs unpinned. Default: off
+    /// (`docs/engine.md`, "Worker placement", has the measurements behind it).
+    pub pin_workers: bool,
     /// The `profiler_output` that `from_lookup` read from [`PROFILER_OUTPUT`]: while the field
     /// still holds it, errors about the path name the variable, not the field.
     profiler_output_from_env: Option<PathBuf>,
@@ -247,6 +258,7 @@ impl Default for EngineConfig {
             stall_warning: Some(Duration::from_secs(10)),
             max_pending: None,
             bulk_size: 0,
+            pin_workers: false,
             profiler_output_from_env: None,
         }
     }
@@ -331,6 +343,9 @@ impl EngineConfig {
         if let Some(value) = lookup(BULK_SIZE) {
             config.bulk_size = bulk_size(BULK_SIZE, &value)?;
         }
+        if let Some(value) = lookup(PIN_WORKERS) {
+            config.pin_workers = flag(PIN_WORKERS, &value)?;
+        }
         for (variable, field) in [
             (CPU_WORKER_NTHREADS, &mut config.cpu_worker_threads),
             (CPU_PRIORITY_NTHREADS, &mut config.cpu_priority_threads),
@@ -414,6 +429,12 @@ impl EngineConfig {
     /// [`bulk_size`](Self::bulk_size)).
     pub fn bulk_size(mut self, ops: usize) -> Self {
         self.bulk_size = ops;
+        self
+    }
+
+    /// Pins the CPU workers to cores, or not (see [`pin_workers`](Self::pin_workers)).
+    pub fn pin_workers(mut self, pin: bool) -> Self {
+        self.pin_workers = pin;
         self
     }
 
@@ -559,6 +580,7 @@ impl fmt::Debug for EngineConfig {
             .field("stall_warning", &self.stall_warning)
             .field("max_pending", &self.max_pending)
             .field("bulk_size", &self.bulk_size)
+            .field("pin_workers", &self.pin_workers)
             .finish_non_exhaustive()
     }
 }
@@ -693,6 +715,24 @@ mod tests {
                 "{error:?}"
             );
         }
+    }
+
+    #[test]
+    fn reads_whether_to_pin_the_workers() {
+        let read = |value: &str| EngineConfig::from_lookup(lookup(&[(PIN_WORKERS, value)]));
+        for on in ["1", "true", " ON "] {
+            assert!(read(on).unwrap().pin_workers, "{on}");
+        }
+        for off in ["0", "false", "off"] {
+            assert!(!read(off).unwrap().pin_workers, "{off}");
+        }
+        assert!(!EngineConfig::from_lookup(lookup(&[])).unwrap().pin_workers);
+        let error = read("cores").unwrap_err();
+        assert!(
+            matches!(&error, ConfigError::Invalid { variable, .. } if *variable == PIN_WORKERS),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains(PIN_WORKERS), "{error}");
     }
 
     #[test]

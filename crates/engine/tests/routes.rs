@@ -100,3 +100,67 @@ fn naive_runs_everything_on_the_pushing_thread() {
         );
     }
 }
+
+/// The cores the thread running an op pushed with `context` and `property` may run on.
+fn cores_of_worker(engine: &Engine, context: Context, property: FnProperty) -> usize {
+    let (tx, rx) = mpsc::channel();
+    engine
+        .op("cores")
+        .on(context)
+        .prop(property)
+        .push_sync(move |_| {
+            tx.send(core_affinity::get_core_ids().map_or(0, |cores| cores.len()))?;
+            Ok(())
+        })
+        .unwrap();
+    engine.wait_for_all().unwrap();
+    rx.recv().unwrap()
+}
+
+/// `EngineConfig::pin_workers`: the CPU block's workers each run on one core; the priority
+/// block's workers are left where they are. (Skipped on a machine that cannot report
+/// affinity, or with a single core, where pinning changes nothing.)
+#[test]
+fn pinned_cpu_workers_run_on_one_core_each() {
+    let cores = core_affinity::get_core_ids().map_or(0, |cores| cores.len());
+    if cores < 2 {
+        eprintln!("skipped: {cores} core(s) visible, pinning is not observable");
+        return;
+    }
+    for kind in [EngineKind::ThreadedPerDevice, EngineKind::ThreadedPooled] {
+        let pinned = Engine::new(
+            depengine::EngineConfig::default()
+                .kind(kind)
+                .cpu_worker_threads(2)
+                .pin_workers(true),
+        )
+        .unwrap();
+        assert_eq!(
+            cores_of_worker(&pinned, Context::cpu(0), FnProperty::Normal),
+            1,
+            "{kind:?}"
+        );
+        let free = Engine::new(
+            depengine::EngineConfig::default()
+                .kind(kind)
+                .cpu_worker_threads(2),
+        )
+        .unwrap();
+        assert_eq!(
+            cores_of_worker(&free, Context::cpu(0), FnProperty::Normal),
+            cores,
+            "{kind:?}"
+        );
+    }
+    let pinned = Engine::new(
+        depengine::EngineConfig::default()
+            .kind(EngineKind::ThreadedPerDevice)
+            .cpu_worker_threads(2)
+            .pin_workers(true),
+    )
+    .unwrap();
+    assert_eq!(
+        cores_of_worker(&pinned, Context::cpu(0), FnProperty::CpuPrioritized),
+        cores
+    );
+}

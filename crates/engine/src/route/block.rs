@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use depengine_cpu::WorkerBlock;
+use depengine_cpu::{BlockOptions, WorkerBlock};
 use depengine_graph::ReadyOp;
 use depengine_pool::Item;
 
@@ -18,6 +18,15 @@ use crate::thread::serving::{self, BlockRunner};
 
 /// A CPU worker block of the engine: its pool queues the block's ready ops.
 pub(crate) type CpuBlock = WorkerBlock<BlockOp>;
+
+/// Whether a block's workers are pinned to cores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pinning {
+    /// Worker `i` on core `i % cores` (`EngineConfig::pin_workers`).
+    Pinned,
+    /// Where the OS puts them.
+    Free,
+}
 
 /// A ready op queued on block `key`.
 pub(crate) struct BlockOp {
@@ -33,23 +42,24 @@ impl Item for BlockOp {
 }
 
 /// Starts block `key` of engine `engine`: `threads` workers named `<name>-<i>`, each running
-/// the block's ops with `runner` (which the workers hold until the block is shut down).
+/// the block's ops with `runner` (which the workers hold until the block is shut down), pinned
+/// to cores if `pinned` (`EngineConfig::pin_workers`).
 pub(crate) fn start(
     name: &str,
     threads: usize,
+    pinned: Pinning,
     engine: u64,
     key: BlockKey,
     runner: Arc<dyn BlockRunner>,
 ) -> Result<CpuBlock> {
-    WorkerBlock::with_hooks(
-        name,
-        threads,
-        Some(Box::new(move |_| {
+    let options = BlockOptions {
+        on_start: Some(Box::new(move |_| {
             serving::enter_block(engine, key, Arc::clone(&runner));
         })),
-        Some(Box::new(|_| serving::leave_block())),
-    )
-    .map_err(|error| EngineError::WorkerStart {
+        on_exit: Some(Box::new(|_| serving::leave_block())),
+        pin_threads: pinned == Pinning::Pinned,
+    };
+    WorkerBlock::with_options(name, threads, options).map_err(|error| EngineError::WorkerStart {
         message: error.to_string(),
     })
 }

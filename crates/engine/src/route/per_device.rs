@@ -10,7 +10,7 @@ use depengine_cpu::PriorityBlock;
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
 use crate::op::record::{BlockKey, Route};
-use crate::route::block::{self, CpuBlock};
+use crate::route::block::{self, CpuBlock, Pinning};
 use crate::route::lazy::Lazy;
 use crate::thread::serving::BlockRunner;
 
@@ -21,15 +21,18 @@ pub(crate) struct PerDevice {
     cpu: Box<[Lazy<CpuBlock>]>,
     priority: Lazy<PriorityBlock>,
     cpu_threads: usize,
+    /// Whether the CPU blocks' workers are pinned (the priority block's never are).
+    pinning: Pinning,
     priority_threads: usize,
 }
 
 impl PerDevice {
-    pub(crate) fn new(cpu_threads: usize, priority_threads: usize) -> Self {
+    pub(crate) fn new(cpu_threads: usize, pinning: Pinning, priority_threads: usize) -> Self {
         PerDevice {
             cpu: (0..MAX_CPU_DEVICES).map(|_| Lazy::new()).collect(),
             priority: Lazy::new(),
             cpu_threads,
+            pinning,
             priority_threads,
         }
     }
@@ -78,6 +81,7 @@ impl PerDevice {
             block::start(
                 &format!("depengine-cpu{id}"),
                 self.cpu_threads,
+                self.pinning,
                 engine,
                 BlockKey::Cpu(id),
                 runner(),
