@@ -159,7 +159,9 @@ impl<F: FnOnce() -> R + Send, R: Send> StackJob<F, R> {
             // SAFETY: as above; the owner reads `result` only after the latch.
             job.result.with_mut(|cell| unsafe { *cell = Some(result) });
         }
-        job.latch.set();
+        // SAFETY: the owner keeps the job (and so its latch) alive until the latch is set,
+        // and only this run sets it.
+        unsafe { Latch::set(&raw const job.latch) };
     }
 
     /// Runs the closure on the owner's thread (the job was never handed out, or was

@@ -3,7 +3,9 @@
 //! A latch usually lives in the waiter's stack frame (a `join` job, a `scope`), so the
 //! thread that sets it must not touch it after the waiter may have returned. Hence the
 //! protocol below: the setter's *last* access to the latch is the store of `SET`, and
-//! the handle it unparks afterwards is its own clone.
+//! the handle it unparks afterwards is its own clone; and the setter reaches the latch
+//! through a raw pointer, never a `&Latch` argument, which would have to outlive the
+//! call (see `Latch::set`).
 //!
 //! ```text
 //!            waiter: store handle, CAS
@@ -50,24 +52,41 @@ impl Latch {
         self.state.load(Acquire) == SET
     }
 
-    /// Sets the latch and wakes its waiter, if parked. After this call the latch may
-    /// already be freed; `set` itself touches it no more after its final store.
-    pub(crate) fn set(&self) {
-        let mut state = self.state.load(Acquire);
+    /// Sets the latch `this` points at and wakes its waiter, if parked. After the store of
+    /// `SET` the latch may already be freed; `set` touches it no more.
+    ///
+    /// A raw pointer, not `&self`: the waiter may return and free the latch (its stack
+    /// frame) as soon as it sees `SET`, while this call still runs, and a reference argument
+    /// must stay valid until its function returns (Miri reports the deallocation of a
+    /// protected `&Latch`, whose padding is not interior-mutable). Only references to the
+    /// atomic state (interior-mutable throughout) and, while the waiter cannot leave, to the
+    /// sleeper slot are made.
+    ///
+    /// # Safety
+    ///
+    /// `this` points at a latch that stays alive until its state is `SET` (its waiter waits
+    /// for that), and that nobody else sets.
+    pub(crate) unsafe fn set(this: *const Self) {
+        // SAFETY: the latch is alive until `SET` is stored (the caller's contract); the
+        // reference covers the atomic alone and is not used after that store.
+        let state = unsafe { &(*this).state };
+        let mut current = state.load(Acquire);
         loop {
-            match state {
-                UNSET => match self.state.compare_exchange(UNSET, SET, AcqRel, Acquire) {
+            match current {
+                UNSET => match state.compare_exchange(UNSET, SET, AcqRel, Acquire) {
                     Ok(_) => return,
-                    Err(actual) => state = actual,
+                    Err(actual) => current = actual,
                 },
                 SLEEPING => {
                     // SAFETY: the Acquire load of SLEEPING synchronizes with the waiter's
-                    // Release CAS, after which the waiter only parks until SET.
-                    let sleeper = self.sleeper.with(|cell| unsafe { (*cell).clone() });
+                    // Release CAS, after which the waiter only parks until SET, so the
+                    // latch is alive and its sleeper slot is no longer written.
+                    let sleeper =
+                        unsafe { &(*this).sleeper }.with(|cell| unsafe { (*cell).clone() });
                     // Release: pairs with `probe`'s Acquire (see there why the loom model
                     // does not fail with this store `Relaxed`: the unpark below also
                     // orders the setter's work before the parked waiter's return).
-                    self.state.store(SET, Release);
+                    state.store(SET, Release);
                     if let Some(thread) = sleeper {
                         thread.unpark();
                     }
@@ -125,12 +144,22 @@ impl CountLatch {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Counts one down; the last one sets the latch.
-    pub(crate) fn count_down(&self) {
+    /// Counts the latch `this` points at one down; the last one sets the latch. A raw
+    /// pointer, as for [`Latch::set`]: the waiter may free the latch once it is set.
+    ///
+    /// # Safety
+    ///
+    /// `this` points at a count latch that stays alive until it is set (its waiter waits
+    /// for that), counted down at most as many times as it was counted up.
+    pub(crate) unsafe fn count_down(this: *const Self) {
+        // SAFETY: alive until set (the caller's contract): this decrement comes first.
+        let pending = unsafe { &(*this).pending };
         // AcqRel: the last decrement acquires every earlier one's work and releases it
         // to the waiter through the latch.
-        if self.pending.fetch_sub(1, AcqRel) == 1 {
-            self.latch.set();
+        if pending.fetch_sub(1, AcqRel) == 1 {
+            // SAFETY: the count reached zero here, so nobody else sets the latch, which
+            // stays alive until it is set.
+            unsafe { Latch::set(&raw const (*this).latch) };
         }
     }
 

@@ -171,7 +171,9 @@ impl Blocks {
                     *first = Some(payload);
                 }
             }
-            self.finished.count_down();
+            // SAFETY: `self` is in an `Arc` this helper holds, so the latch outlives the
+            // call; each claimed block counts down once, and `finished` counts them all.
+            unsafe { CountLatch::count_down(&raw const self.finished) };
         }
     }
 }

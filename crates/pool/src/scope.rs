@@ -47,7 +47,9 @@ impl ThreadPool {
             _invariant: PhantomData,
         };
         let result = panic::catch_unwind(AssertUnwindSafe(|| op(&scope)));
-        scope.pending.count_down();
+        // SAFETY: `scope` is this frame's, alive until the wait below returns; this is the
+        // count of the initial 1.
+        unsafe { CountLatch::count_down(&raw const scope.pending) };
         match self.shared.current_index() {
             Some(index) => self.shared.wait_until(index, scope.pending.latch()),
             None => scope.pending.wait(),
@@ -82,7 +84,9 @@ impl<'scope> Scope<'scope> {
                     *first = Some(payload);
                 }
             }
-            scope.pending.count_down();
+            // SAFETY: `ThreadPool::scope` keeps the scope alive until `pending` is set,
+            // which needs this count; `spawn` counted it up.
+            unsafe { CountLatch::count_down(&raw const scope.pending) };
         };
         // SAFETY: the job borrows only `'scope` data and the scope itself, both alive
         // until `ThreadPool::scope` returns, which waits for this job to finish; the

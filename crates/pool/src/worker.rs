@@ -6,7 +6,8 @@
 //! 1. its next-task slot (`context.rs`), then the front of its own queue (its own newest
 //!    spawns: LIFO, cache-hot);
 //! 2. the injector, where threads outside the pool submit (FIFO), taking the oldest job and
-//!    up to `INJECTOR_BATCH - 1` more behind it into the front of its own queue, in order
+//!    up to `INJECTOR_BATCH - 1` more behind it (as many as its own queue has room for)
+//!    into the front of its own queue, in order
 //!    (tokio's workers take from their injector in batches too). A worker that takes one job
 //!    per look keeps pace with a thread pushing a stream of small jobs job by job, so every
 //!    push and every take moves the injector's lines from one core to the other (on the
@@ -442,13 +443,17 @@ impl<T: Item> Shared<T> {
     }
 
     /// Step 2: takes the injector's oldest job, and up to `INJECTOR_BATCH - 1` more behind
-    /// it into the front of worker `index`'s own queue, in their order (pushed newest first,
-    /// so the next `pop_front` takes the oldest). Called by worker `index` only.
+    /// it (as many as worker `index`'s own queue has room for) into the front of that queue,
+    /// in their order (pushed newest first, so the next `pop_front` takes the oldest).
+    /// Called by worker `index` only.
     fn steal_injected(&self, index: usize) -> Option<Work<T>> {
         let first = self.injector.steal()?;
         let own = &self.queues[index];
+        // Only this worker pushes to its queue, and thieves only take from it: the room
+        // seen here can only grow while the batch is taken.
+        let room = own.capacity().saturating_sub(own.len());
         let mut batch = SmallVec::<[Work<T>; INJECTOR_BATCH]>::new();
-        while batch.len() < INJECTOR_BATCH - 1
+        while batch.len() < room.min(INJECTOR_BATCH - 1)
             && let Some(job) = self.injector.steal()
         {
             batch.push(job);
@@ -457,8 +462,7 @@ impl<T: Item> Shared<T> {
             // SAFETY: `steal_injected` runs on worker `index` (its callers are that worker's
             // search for work), the owner of `own`.
             if let Err(job) = unsafe { own.push_front(job) } {
-                // The own queue is full: the job goes back to the injector's tail (behind
-                // newer ones; FIFO among outside jobs is best effort, as between workers).
+                // Not reached (the room above): kept so that no job is ever lost.
                 self.injector.push(job);
             }
         }
