@@ -4,7 +4,7 @@
 //! ```text
 //!                    depengine          the facade: API, engine kinds, config, failure policy
 //!          ┌─────────────┴─────────────┐
-//!          │                     depengine-cpu         depengine-cuda (planned)
+//!          │                     depengine-cpu         depengine-cuda (its executors: planned)
 //!          │                   ┌───────┴───────┐              │
 //!          │                   │               └──────┬───────┘
 //!   depengine-graph     depengine-pool         depengine-device  ◄── this crate
@@ -21,8 +21,9 @@
 //! blocks of `depengine-cpu` (which implements `Executor` for its `WorkerBlock` and
 //! `PriorityBlock`), GPU ops to the executors a [`DeviceBackend`] hands out, one for compute and
 //! one for copies per device (MXNet's `gpu_normal_workers_` and `gpu_copy_workers_`).
-//! `depengine-cuda` will implement `DeviceBackend` with one stream per worker; an engine built
-//! without a backend rejects GPU ops at push time.
+//! `depengine-cuda` (today: driver discovery and its kernels, `docs/cuda.md`) will implement
+//! `DeviceBackend` with one stream per worker; an engine built without a backend rejects GPU ops
+//! at push time.
 //!
 //! ```
 //! use std::sync::{Arc, mpsc};

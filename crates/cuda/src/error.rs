@@ -1,0 +1,60 @@
+//! [`CudaError`]: why CUDA cannot be used, or which CUDA call failed.
+
+/// Why CUDA cannot be used here, or which CUDA call failed and how.
+///
+/// ```
+/// use depengine_cuda::CudaError;
+///
+/// let error = CudaError::DeviceOutOfRange { device: 3, count: 1 };
+/// assert_eq!(error.to_string(), "CUDA device 3 does not exist (1 device(s) found)");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CudaError {
+    /// No CUDA driver library could be loaded.
+    #[error("no CUDA driver: none of {tried} could be loaded (an NVIDIA driver installs libcuda)")]
+    NoDriver {
+        /// The library names tried.
+        tried: String,
+    },
+    /// The driver loaded, but it reports no device.
+    #[error("the CUDA driver reports no device")]
+    NoDevice,
+    /// A device id beyond the devices the driver reports.
+    #[error("CUDA device {device} does not exist ({count} device(s) found)")]
+    DeviceOutOfRange {
+        /// The requested device.
+        device: usize,
+        /// The devices found.
+        count: usize,
+    },
+    /// No NVRTC library could be loaded, so kernels cannot be compiled.
+    #[error(
+        "no NVRTC library: none of {tried} could be loaded (PyPI's nvidia-cuda-nvrtc-cu12 ships \
+         one: put its nvidia/cuda_nvrtc/lib folder on LD_LIBRARY_PATH)"
+    )]
+    NoNvrtc {
+        /// The library names tried.
+        tried: String,
+    },
+    /// A CUDA driver call failed.
+    #[error("{call} failed: {source}")]
+    Driver {
+        /// The driver function.
+        call: &'static str,
+        /// The driver's error.
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
+    /// NVRTC could not compile the kernels.
+    #[error("NVRTC could not compile the kernels: {message}")]
+    Compile {
+        /// NVRTC's log (or, when compiling did not get that far, the failing NVRTC call).
+        message: String,
+    },
+}
+
+/// The library names cudarc tries for `library` (`cuda`, `nvrtc`), for messages.
+pub(crate) fn candidates(library: &str) -> String {
+    cudarc::get_lib_name_candidates(library).join(", ")
+}
