@@ -9,21 +9,32 @@ use std::sync::mpsc;
 use common::engine;
 use depengine::{Context, Engine, EngineError, EngineKind, FnProperty};
 
-/// The name of the thread that ran one op pushed with `context` and `property`.
-fn runs_on(engine: &Engine, context: Context, property: FnProperty) -> String {
+/// What `probe` returns on the thread that runs one op pushed with `context` and `property`.
+fn on_worker<R: Send + 'static>(
+    engine: &Engine,
+    context: Context,
+    property: FnProperty,
+    probe: fn() -> R,
+) -> R {
     let (tx, rx) = mpsc::channel();
     engine
         .op("where")
         .on(context)
         .prop(property)
         .push_sync(move |_| {
-            let name = std::thread::current().name().unwrap_or("").to_owned();
-            tx.send(name)?;
-            Ok(())
+            // The receiver waits below: the send cannot fail.
+            let _ = tx.send(probe());
         })
         .unwrap();
     engine.wait_for_all().unwrap();
     rx.recv().unwrap()
+}
+
+/// The name of the thread that ran one op pushed with `context` and `property`.
+fn runs_on(engine: &Engine, context: Context, property: FnProperty) -> String {
+    on_worker(engine, context, property, || {
+        std::thread::current().name().unwrap_or("").to_owned()
+    })
 }
 
 #[test]
@@ -103,18 +114,9 @@ fn naive_runs_everything_on_the_pushing_thread() {
 
 /// The cores the thread running an op pushed with `context` and `property` may run on.
 fn cores_of_worker(engine: &Engine, context: Context, property: FnProperty) -> usize {
-    let (tx, rx) = mpsc::channel();
-    engine
-        .op("cores")
-        .on(context)
-        .prop(property)
-        .push_sync(move |_| {
-            tx.send(core_affinity::get_core_ids().map_or(0, |cores| cores.len()))?;
-            Ok(())
-        })
-        .unwrap();
-    engine.wait_for_all().unwrap();
-    rx.recv().unwrap()
+    on_worker(engine, context, property, || {
+        core_affinity::get_core_ids().map_or(0, |cores| cores.len())
+    })
 }
 
 /// `EngineConfig::pin_workers`: the CPU block's workers each run on one core; the priority
