@@ -58,7 +58,7 @@ pub type WorkerHook = Box<dyn Fn(usize) + Send + Sync>;
 ///     pin_threads: true,
 ///     ..BlockOptions::default()
 /// };
-/// let block = WorkerBlock::with_options("pinned", 2, options).expect("threads start");
+/// let block: WorkerBlock = WorkerBlock::with_options("pinned", 2, options).expect("threads start");
 /// let mut indices: Vec<usize> = workers.iter().take(2).collect();
 /// indices.sort();
 /// assert_eq!(indices, [0, 1]);
