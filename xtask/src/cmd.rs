@@ -94,6 +94,12 @@ impl Cmd {
     /// An error only when it cannot be started.
     pub(crate) fn capture(&self, timeout: Duration) -> Result<Captured> {
         self.echo();
+        self.capture_without_echo(timeout)
+    }
+
+    /// `capture` for a caller that prints the command line itself (above progress bars) or
+    /// that only asks a question (`rustc --version`).
+    pub(crate) fn capture_without_echo(&self, timeout: Duration) -> Result<Captured> {
         let mut child = self
             .command()
             .stdin(Stdio::null())

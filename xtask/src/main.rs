@@ -16,8 +16,8 @@ use std::process::ExitCode;
 const COMMANDS: &[(&str, &str, &str)] = &[
     (
         "bench",
-        "[pool|graph|all] [--quick] [--runs N] [--threads N]",
-        "run every system side by side; medians to target/bench/<group>.json",
+        "[--only GROUP] [--quick] [--runs N] [--threads N]",
+        "every group's systems side by side; summary, target/bench/report.{md,json}, charts",
     ),
     (
         "bench-ab",

@@ -16,6 +16,17 @@ pub(crate) struct Group {
     pub(crate) full_sizes: &'static [&'static str],
     /// Size flags of `--quick`.
     pub(crate) quick_sizes: &'static [&'static str],
+    /// Workloads whose name contains one of these are the points of a curve (Task Bench's
+    /// efficiency against granularity): in the JSON files and the charts, not in the summary
+    /// table.
+    pub(crate) curve_points: &'static [&'static str],
+}
+
+impl Group {
+    /// Whether `workload` is a point of a curve rather than a row of the summary table.
+    pub(crate) fn is_curve_point(&self, workload: &str) -> bool {
+        self.curve_points.iter().any(|part| workload.contains(part))
+    }
 }
 
 /// One contender of a group.
@@ -88,6 +99,7 @@ const POOL: Group = Group {
         "--idle-ms",
         "200",
     ],
+    curve_points: &[],
 };
 
 const GRAPH: Group = Group {
@@ -97,6 +109,7 @@ const GRAPH: Group = Group {
     workloads: &[],
     full_sizes: &["--ops", "200000"],
     quick_sizes: &["--ops", "20000"],
+    curve_points: &[],
 };
 
 const ENGINE: Group = Group {
@@ -133,6 +146,7 @@ const ENGINE: Group = Group {
     ],
     full_sizes: &["--ops", "200000"],
     quick_sizes: &["--ops", "20000"],
+    curve_points: &[],
 };
 
 /// Task Bench's graphs (`crates/bench/README.md`, "The `taskbench` group"): per pattern, the
@@ -179,6 +193,7 @@ const TASKBENCH: Group = Group {
         "--max-steps",
         "2000",
     ],
+    curve_points: &[".eff.", ".gran."],
 };
 
 const EIGEN: CppHarness = CppHarness {

@@ -1,24 +1,37 @@
-//! `cargo xtask bench`: every system of a group, side by side, in the same run.
+//! `cargo xtask bench`: every system of every group, side by side, in one run.
 //!
-//! Builds `depengine-bench` (release) and the C++ peers, then runs `--runs` rounds; each round
-//! invokes every system of the group once, in an order rotated per round so that machine noise
-//! hits all of them alike. The table shows medians and the ratio to our system; the same figures
-//! go to `<target>/bench/<group>.json`. The protocol is in `crates/bench/README.md`.
+//! Builds `depengine-bench` (release), then per group the C++ peers it needs (a peer that cannot
+//! be built is skipped with the reason), and runs `--runs` rounds; each round invokes every
+//! system of the group once, in an order rotated per round so that machine noise hits all of
+//! them alike. A progress bar per group shows where the run is (`progress.rs`). At the end, one
+//! summary table of medians, ranges and ratios to our own system (`table.rs`, `units.rs`), and
+//! the files of `report.rs`: `<target>/bench/<group>.json`, `report.json`, `report.md` and the
+//! SVG charts (`charts.rs`). The protocol is in `crates/bench/README.md`.
 
 pub(crate) mod ab;
+mod charts;
 mod cpp;
 mod groups;
+mod machine;
+mod progress;
 mod protocol;
 mod report;
 mod results;
 mod stats;
+mod table;
+mod units;
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cmd::{Cmd, Result};
 use groups::{GROUPS, Group, Harness, System};
+use machine::Machine;
+use progress::RunProgress;
+use report::RunReport;
 use results::GroupResults;
+use table::{RATIO_MEANING, SummaryTable};
 
 /// Runs for published figures.
 const DEFAULT_RUNS: usize = 5;
@@ -89,7 +102,7 @@ impl Options {
     }
 
     fn parse(mut args: impl Iterator<Item = String>) -> Result<Self> {
-        let mut group = None;
+        let (mut group, mut only) = (None, None);
         let (mut quick, mut runs, mut threads) = (false, None, DEFAULT_THREADS);
         let (mut ops, mut workloads) = (None, None);
         while let Some(arg) = args.next() {
@@ -113,16 +126,19 @@ impl Options {
                 "--workloads" => {
                     workloads = Some(args.next().ok_or("--workloads needs a value")?);
                 }
+                "--only" => only = Some(args.next().ok_or("--only needs a group")?),
                 name if !name.starts_with('-') && group.is_none() => group = Some(arg),
                 other => return Err(format!("bench: unexpected argument `{other}`\n{USAGE}")),
             }
         }
-        let groups = match group.as_deref() {
-            None | Some("all") => GROUPS.iter().collect(),
-            Some(name) => vec![
-                groups::find(name)
-                    .ok_or_else(|| format!("bench: unknown group `{name}`\n{USAGE}"))?,
-            ],
+        let groups = match (group, only) {
+            (Some(_), Some(_)) => {
+                return Err(format!(
+                    "bench: name the groups once, with --only or as the argument\n{USAGE}"
+                ));
+            }
+            (Some(list), None) | (None, Some(list)) => select_groups(&list)?,
+            (None, None) => GROUPS.iter().collect(),
         };
         if ops.is_some()
             && let Some(group) = groups.iter().find(|g| !g.full_sizes.contains(&"--ops"))
@@ -172,7 +188,29 @@ impl Options {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask bench [pool|graph|engine|taskbench|all] [--quick] [--runs N] \
+/// The groups `list` names (`engine`, `pool,engine` or `all`), in run order.
+fn select_groups(list: &str) -> Result<Vec<&'static Group>> {
+    if list == "all" {
+        return Ok(GROUPS.iter().collect());
+    }
+    let mut named = Vec::new();
+    for name in list.split(',') {
+        let group = groups::find(name).ok_or_else(|| {
+            let known: Vec<&str> = GROUPS.iter().map(|g| g.name).collect();
+            format!(
+                "bench: unknown group `{name}` (groups: {})\n{USAGE}",
+                known.join(", ")
+            )
+        })?;
+        named.push(group);
+    }
+    Ok(GROUPS
+        .iter()
+        .filter(|group| named.iter().any(|named| named.name == group.name))
+        .collect())
+}
+
+const USAGE: &str = "usage: cargo xtask bench [GROUP|all] [--only GROUP[,GROUP..]] [--quick] [--runs N] \
                      [--threads N] [--ops N,N,..] [--workloads a,b]";
 
 /// `cargo xtask bench [args]`.
@@ -180,6 +218,12 @@ pub(crate) fn main(args: impl Iterator<Item = String>) -> Result {
     let args: Vec<String> = args.collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!("{USAGE}\n");
+        let names: Vec<&str> = GROUPS.iter().map(|g| g.name).collect();
+        println!(
+            "  GROUP        one of {}; default: all, in that order",
+            names.join(", ")
+        );
+        println!("  --only LIST  these groups only (pool,engine)");
         println!("  --quick      smaller sizes, {QUICK_RUNS} runs unless --runs");
         println!("  --runs N     rounds of invocations (default {DEFAULT_RUNS})");
         println!("  --threads N  worker threads of every system (default {DEFAULT_THREADS})");
@@ -199,50 +243,133 @@ pub(crate) fn main(args: impl Iterator<Item = String>) -> Result {
     run(&options)
 }
 
-/// Builds everything, runs every selected group, prints and writes the results. An error when
-/// one of our own systems failed; failed or missing peers are only reported.
+/// Builds everything, runs every selected group, prints the summary and writes the report. An
+/// error when one of our own systems failed; failed or missing peers are only reported.
 pub(crate) fn run(options: &Options) -> Result {
     Cmd::cargo()
         .args(["build", "--release", "-p", "depengine-bench"])
         .run()?;
     let target = target_dir();
     let rust_binary = target.join("release").join("depengine-bench");
-    let bin_dir = target.join("bench").join("bin");
+    let bench_dir = target.join("bench");
+    let bin_dir = bench_dir.join("bin");
 
-    let mut fatal = Vec::new();
-    for &group in &options.groups {
-        let (contenders, skipped) = prepare(group, options, &rust_binary, &bin_dir);
-        let mut results = GroupResults::new(group, options, skipped);
-        for round in 0..options.runs {
-            println!("== {} round {}/{}", group.name, round + 1, options.runs);
-            for sized in &contenders {
-                for offset in 0..sized.len() {
-                    let contender = &sized[(round + offset) % sized.len()];
-                    if !results.has_failed(contender.system.name) {
-                        let outcome = contender
-                            .invoke()
-                            .map(|measurements| contender.label_rows(measurements));
-                        results.record(contender.system.name, outcome);
-                    }
-                }
-            }
-        }
-        report::print_table(&results);
-        report::write_json(&results, &target.join("bench"))?;
-        fatal.extend(
+    let names: Vec<&str> = options.groups.iter().map(|g| g.name).collect();
+    let progress = RunProgress::new(&names);
+    let mut all_results = Vec::new();
+    for (index, &group) in options.groups.iter().enumerate() {
+        let (contenders, skipped) =
+            progress.suspend(|| prepare(group, options, &rust_binary, &bin_dir));
+        let results = run_group(group, options, &contenders, skipped, &progress, index);
+        let path = report::write_group_json(&results, &bench_dir)?;
+        progress.println(format!("wrote {path}"));
+        all_results.push(results);
+    }
+    if progress.is_drawn() {
+        // The cursor is still on the last bar's line.
+        println!();
+    }
+    drop(progress);
+
+    let compilers = compilers_used(&all_results);
+    let machine = Machine::detect(&compilers);
+    let report = RunReport {
+        options,
+        results: &all_results,
+        machine: &machine,
+    };
+    println!("\nSummary: {}.\n{RATIO_MEANING}.\n", report.settings());
+    print!("{}", SummaryTable::new(&all_results).text());
+    for note in report.skipped_and_failed() {
+        println!("{note}");
+    }
+    println!();
+    for line in report.write(&bench_dir)? {
+        println!("{line}");
+    }
+
+    let fatal: Vec<String> = all_results
+        .iter()
+        .flat_map(|results| {
+            let group = results.group;
             group
                 .systems
                 .iter()
                 .filter(|system| system.harness.failure_is_fatal())
                 .filter(|system| results.has_failed(system.name))
-                .map(|system| format!("{}/{}", group.name, system.name)),
-        );
-    }
+                .map(move |system| format!("{}/{}", group.name, system.name))
+        })
+        .collect();
     if fatal.is_empty() {
         Ok(())
     } else {
         Err(format!("our own systems failed: {}", fatal.join(", ")))
     }
+}
+
+/// Runs `group`'s rounds, its bar (`index`) counting invocations.
+fn run_group(
+    group: &'static Group,
+    options: &Options,
+    contenders: &[Vec<Contender>],
+    skipped: Vec<(&'static str, String)>,
+    progress: &RunProgress,
+    index: usize,
+) -> GroupResults {
+    let mut results = GroupResults::new(group, skipped);
+    let per_round: usize = contenders.iter().map(Vec::len).sum();
+    let bar = progress.start(index, options.runs * per_round);
+    for round in 0..options.runs {
+        if !progress.is_drawn() {
+            println!("== {} round {}/{}", group.name, round + 1, options.runs);
+        }
+        for sized in contenders {
+            for offset in 0..sized.len() {
+                let contender = &sized[(round + offset) % sized.len()];
+                let system = contender.system.name;
+                if !results.has_failed(system) {
+                    bar.set_message(format!("round {}/{}: {system}", round + 1, options.runs));
+                    progress.println(format!("$ {}", contender.command));
+                    let (outcome, warnings) = contender.invoke();
+                    let outcome = outcome.map(|measurements| contender.label_rows(measurements));
+                    for note in warnings.into_iter().chain(results.record(system, outcome)) {
+                        progress.println(note);
+                    }
+                }
+                bar.inc(1);
+            }
+        }
+    }
+    let (failed, skipped) = (results.failed.len(), results.skipped.len());
+    let mut message = format!("{} records", results.records().len());
+    if skipped > 0 {
+        let _ = write!(message, ", {skipped} peer(s) skipped");
+    }
+    if failed > 0 {
+        let _ = write!(message, ", {failed} system(s) failed");
+    }
+    progress.finish(index, message);
+    results
+}
+
+/// The C++ compilers of the peers that were built, for the report's machine block.
+fn compilers_used(results: &[GroupResults]) -> Vec<&'static str> {
+    let mut compilers = Vec::new();
+    for group_results in results {
+        for system in group_results.group.systems {
+            let Harness::Cpp(harness) = system.harness else {
+                continue;
+            };
+            let built = !group_results
+                .skipped
+                .iter()
+                .any(|(name, _)| *name == system.name);
+            if built && !compilers.contains(&harness.compiler) {
+                compilers.push(harness.compiler);
+            }
+        }
+    }
+    compilers
 }
 
 /// Cargo's target directory: `CARGO_TARGET_DIR` when set, else `target` in the workspace root.
@@ -322,20 +449,33 @@ impl Contender {
         measurements
     }
 
-    /// Runs the system once: its measurements, or why it failed.
-    fn invoke(&self) -> std::result::Result<Vec<protocol::Measurement>, String> {
-        let captured = self.command.capture(INVOCATION_TIMEOUT)?;
+    /// Runs the system once (the caller has printed the command line): its measurements, or
+    /// why it failed; and a warning per malformed `RESULT` line.
+    fn invoke(
+        &self,
+    ) -> (
+        std::result::Result<Vec<protocol::Measurement>, String>,
+        Vec<String>,
+    ) {
+        let captured = match self.command.capture_without_echo(INVOCATION_TIMEOUT) {
+            Ok(captured) => captured,
+            Err(error) => return (Err(error), Vec::new()),
+        };
         let (measurements, malformed) = protocol::parse_output(&captured.stdout);
-        for message in malformed {
-            eprintln!("warning: {}: {message}", self.system.name);
-        }
+        let warnings = malformed
+            .into_iter()
+            .map(|message| format!("warning: {}: {message}", self.system.name))
+            .collect();
         let problem = match captured.status {
             None => format!("killed after {} s", INVOCATION_TIMEOUT.as_secs()),
             Some(status) if !status.success() => format!("exited with {status}"),
             Some(_) if measurements.is_empty() => "printed no RESULT line".to_owned(),
-            Some(_) => return Ok(measurements),
+            Some(_) => return (Ok(measurements), warnings),
         };
-        Err(format!("{problem}{}", stderr_tail(&captured.stderr)))
+        (
+            Err(format!("{problem}{}", stderr_tail(&captured.stderr))),
+            warnings,
+        )
     }
 }
 
@@ -400,6 +540,23 @@ mod tests {
             parse(&["pool", "--ops", "1e3"]).is_err(),
             "pool has no --ops"
         );
+    }
+
+    #[test]
+    fn only_and_the_positional_group_select_the_same_groups() {
+        let names =
+            |options: Options| -> Vec<&str> { options.groups.iter().map(|g| g.name).collect() };
+        assert_eq!(names(parse(&["--only", "engine"]).unwrap()), ["engine"]);
+        assert_eq!(names(parse(&["engine", "--quick"]).unwrap()), ["engine"]);
+        // Run order, whatever the order named.
+        assert_eq!(
+            names(parse(&["--only", "taskbench,pool"]).unwrap()),
+            ["pool", "taskbench"]
+        );
+        assert_eq!(names(parse(&["all"]).unwrap()).len(), groups::GROUPS.len());
+        assert!(parse(&["--only", "nope"]).is_err());
+        assert!(parse(&["--only"]).is_err());
+        assert!(parse(&["pool", "--only", "engine"]).is_err());
     }
 
     #[test]

@@ -2,9 +2,19 @@
 
 use std::collections::BTreeMap;
 
-use super::Options;
 use super::groups::Group;
 use super::protocol::Measurement;
+use super::stats::Summary;
+
+/// The summary of one (workload, system) pair: a row of the reports.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Record {
+    pub(crate) group: &'static str,
+    pub(crate) workload: String,
+    pub(crate) system: &'static str,
+    pub(crate) unit: String,
+    pub(crate) summary: Summary,
+}
 
 /// The samples of one (workload, system) pair.
 #[derive(Debug)]
@@ -17,9 +27,6 @@ pub(crate) struct Series {
 #[derive(Debug)]
 pub(crate) struct GroupResults {
     pub(crate) group: &'static Group,
-    pub(crate) runs: usize,
-    pub(crate) threads: usize,
-    pub(crate) quick: bool,
     /// Keyed by (workload, system).
     pub(crate) series: BTreeMap<(String, &'static str), Series>,
     /// Workloads in the order the harnesses first printed them.
@@ -31,16 +38,9 @@ pub(crate) struct GroupResults {
 }
 
 impl GroupResults {
-    pub(crate) fn new(
-        group: &'static Group,
-        options: &Options,
-        skipped: Vec<(&'static str, String)>,
-    ) -> Self {
+    pub(crate) fn new(group: &'static Group, skipped: Vec<(&'static str, String)>) -> Self {
         GroupResults {
             group,
-            runs: options.runs,
-            threads: options.threads,
-            quick: options.quick,
             series: BTreeMap::new(),
             seen: Vec::new(),
             failed: Vec::new(),
@@ -53,20 +53,22 @@ impl GroupResults {
         self.failed.iter().any(|(name, _)| *name == system)
     }
 
-    /// Adds one invocation's outcome.
+    /// Adds one invocation's outcome; what the caller should tell the user about it (a failure,
+    /// a sample ignored).
     pub(crate) fn record(
         &mut self,
         system: &'static str,
         outcome: Result<Vec<Measurement>, String>,
-    ) {
+    ) -> Vec<String> {
         let measurements = match outcome {
             Ok(measurements) => measurements,
             Err(reason) => {
-                eprintln!("{system} failed: {reason}");
+                let note = format!("{system} failed: {reason}");
                 self.failed.push((system, reason));
-                return;
+                return vec![note];
             }
         };
+        let mut notes = Vec::new();
         for m in measurements {
             if !self.seen.contains(&m.workload) {
                 self.seen.push(m.workload.clone());
@@ -81,12 +83,13 @@ impl GroupResults {
             if series.unit == m.unit {
                 series.values.push(m.value);
             } else {
-                eprintln!(
+                notes.push(format!(
                     "warning: {system} reported {} in {}, earlier in {}; sample ignored",
                     m.workload, m.unit, series.unit
-                );
+                ));
             }
         }
+        notes
     }
 
     /// Workloads in table order: the group's declared order, then the others as first printed.
@@ -106,11 +109,35 @@ impl GroupResults {
         let names = self.group.systems.iter().map(|s| s.name);
         names.filter(|name| measured(name)).collect()
     }
+
+    /// A record per (workload, system) pair with samples, in table order: workloads as
+    /// `workloads` orders them, and within one the systems in the group's order.
+    pub(crate) fn records(&self) -> Vec<Record> {
+        let systems = self.systems();
+        let mut records = Vec::new();
+        for workload in self.workloads() {
+            for &system in &systems {
+                let Some(series) = self.series.get(&(workload.to_owned(), system)) else {
+                    continue;
+                };
+                if let Some(summary) = Summary::of(&series.values) {
+                    records.push(Record {
+                        group: self.group.name,
+                        workload: workload.to_owned(),
+                        system,
+                        unit: series.unit.clone(),
+                        summary,
+                    });
+                }
+            }
+        }
+        records
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Options, groups};
+    use super::super::groups;
     use super::{GroupResults, Measurement};
 
     fn measurement(workload: &str, value: f64) -> Measurement {
@@ -123,14 +150,41 @@ mod tests {
 
     #[test]
     fn rows_follow_the_declared_order_then_the_printed_one() {
-        let options = Options::smoke();
         let pool = groups::find("pool").unwrap();
-        let mut results = GroupResults::new(pool, &options, Vec::new());
+        let mut results = GroupResults::new(pool, Vec::new());
         let printed = ["custom", "idle", "spawn_external"].map(|w| measurement(w, 1.0));
-        results.record("eigen", Ok(printed.to_vec()));
-        results.record("rayon", Err("exited with exit status: 1".to_owned()));
+        assert!(results.record("eigen", Ok(printed.to_vec())).is_empty());
+        let notes = results.record("rayon", Err("exited with exit status: 1".to_owned()));
+        assert_eq!(notes, ["rayon failed: exited with exit status: 1"]);
         assert_eq!(results.workloads(), ["spawn_external", "idle", "custom"]);
         assert_eq!(results.systems(), ["eigen"]);
         assert!(results.has_failed("rayon"));
+    }
+
+    #[test]
+    fn records_follow_the_table_and_ignore_a_changed_unit() {
+        let pool = groups::find("pool").unwrap();
+        let mut results = GroupResults::new(pool, Vec::new());
+        results.record("rayon", Ok(vec![measurement("idle", 2.0)]));
+        results.record("rayon", Ok(vec![measurement("idle", 4.0)]));
+        let in_other_unit = Measurement {
+            unit: "us/round".to_owned(),
+            ..measurement("idle", 100.0)
+        };
+        let notes = results.record("rayon", Ok(vec![in_other_unit]));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        results.record("depengine-pool", Ok(vec![measurement("idle", 1.0)]));
+        let records = results.records();
+        let rows: Vec<_> = records
+            .iter()
+            .map(|r| (r.group, r.workload.as_str(), r.system, r.summary.runs))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("pool", "idle", "depengine-pool", 1),
+                ("pool", "idle", "rayon", 2)
+            ]
+        );
     }
 }
