@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::cholesky::CholeskyFlags;
 use crate::taskbench::{GridFlags, Kernel};
 
 /// Flags of one invocation; sizes default to the full (non-`--quick`) benchmark.
@@ -21,6 +22,8 @@ pub(crate) struct Args {
     pub(crate) workloads: Vec<String>,
     /// The `taskbench` group's grid and kernel.
     pub(crate) grid: GridFlags,
+    /// The `cholesky` group's sizes and tile.
+    pub(crate) cholesky: CholeskyFlags,
 }
 
 impl Args {
@@ -36,6 +39,7 @@ impl Args {
             bulk: 64,
             workloads: Vec::new(),
             grid: GridFlags::default(),
+            cholesky: CholeskyFlags::default(),
         };
         while let Some(flag) = words.next() {
             let mut value = || words.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -55,6 +59,13 @@ impl Args {
                 "--max-iterations" => parsed.grid.max_iterations = number(&flag, &value()?)?,
                 "--scale" => parsed.grid.scale = number(&flag, &value()?)?,
                 "--max-steps" => parsed.grid.max_steps = number(&flag, &value()?)?,
+                "--sizes" => {
+                    parsed.cholesky.sizes = value()?
+                        .split(',')
+                        .map(|size| number(&flag, size))
+                        .collect::<Result<_, _>>()?;
+                }
+                "--tile" => parsed.cholesky.tile = number(&flag, &value()?)?,
                 "--workloads" => {
                     parsed.workloads = value()?.split(',').map(str::to_owned).collect();
                 }

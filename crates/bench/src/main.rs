@@ -5,6 +5,7 @@
 //! `xtask` repeats invocations, interleaves systems and takes medians.
 
 mod args;
+mod cholesky;
 mod engine;
 mod graph;
 mod pool;
@@ -17,7 +18,9 @@ use args::Args;
 fn main() -> ExitCode {
     let mut words = std::env::args().skip(1);
     let Some(group) = words.next() else {
-        eprintln!("usage: depengine-bench <pool|graph|engine|taskbench> --system <name> [flags]");
+        eprintln!(
+            "usage: depengine-bench <pool|graph|engine|taskbench|cholesky> --system <name> [flags]"
+        );
         return ExitCode::from(2);
     };
     let args = match Args::parse(words) {
@@ -32,8 +35,9 @@ fn main() -> ExitCode {
         "graph" => graph::run(&args),
         "engine" => engine::run(&args),
         "taskbench" => taskbench::run(&args),
+        "cholesky" => cholesky::run(&args),
         other => Err(format!(
-            "unknown group `{other}` (expected pool, graph, engine or taskbench)"
+            "unknown group `{other}` (expected pool, graph, engine, taskbench or cholesky)"
         )),
     };
     match outcome {

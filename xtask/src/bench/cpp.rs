@@ -11,9 +11,6 @@ use crate::cmd::Cmd;
 /// Where the harness sources live, relative to the workspace root.
 const SOURCE_DIR: &str = "crates/bench/cpp";
 
-/// The header every harness includes: a change to it rebuilds them all.
-const COMMON_HEADER: &str = "bench_common.hpp";
-
 /// How long one compiler invocation may take.
 const BUILD_TIMEOUT: Duration = Duration::from_mins(10);
 
@@ -86,7 +83,10 @@ impl CppHarness {
     pub(crate) fn build(&self, bin_dir: &Path) -> Result<PathBuf, String> {
         let source = Path::new(SOURCE_DIR).join(self.source);
         let output = bin_dir.join(self.binary);
-        let inputs = [source.clone(), Path::new(SOURCE_DIR).join(COMMON_HEADER)];
+        // The headers the harnesses share (`bench_common.hpp`, a group's own): a change to
+        // one rebuilds every harness, which is simpler than knowing who includes what.
+        let mut inputs = headers(Path::new(SOURCE_DIR));
+        inputs.push(source.clone());
         if is_up_to_date(&output, &inputs) {
             println!("up to date: {}", output.display());
             return Ok(output);
@@ -155,6 +155,17 @@ fn python_package_dir(package: &str) -> Result<PathBuf, String> {
             "python3 could not look for the `{package}` package"
         )),
     }
+}
+
+/// The `.hpp` files in `dir` (none if it cannot be read: the build then says what is missing).
+fn headers(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|extension| extension == "hpp"))
+        .collect()
 }
 
 /// Whether `output` exists and is newer than every input.
@@ -261,6 +272,25 @@ mod tests {
                 "-Xlinker".to_owned(),
                 dir.to_owned(),
             ]
+        );
+    }
+
+    #[test]
+    fn every_shared_header_is_an_input() {
+        let headers = super::headers(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../crates/bench/cpp"
+        )));
+        for shared in ["bench_common.hpp", "cholesky_common.hpp"] {
+            assert!(
+                headers.iter().any(|path| path.ends_with(shared)),
+                "{shared} not in {headers:?}"
+            );
+        }
+        assert!(
+            headers
+                .iter()
+                .all(|path| path.extension().unwrap() == "hpp")
         );
     }
 

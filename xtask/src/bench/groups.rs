@@ -53,7 +53,7 @@ impl Harness {
 }
 
 /// Every group, in the order `all` runs them.
-pub(crate) const GROUPS: &[Group] = &[POOL, GRAPH, ENGINE, TASKBENCH];
+pub(crate) const GROUPS: &[Group] = &[POOL, GRAPH, ENGINE, TASKBENCH, CHOLESKY];
 
 /// The group called `name`.
 pub(crate) fn find(name: &str) -> Option<&'static Group> {
@@ -196,6 +196,23 @@ const TASKBENCH: Group = Group {
     curve_points: &[".eff.", ".gran."],
 };
 
+/// A tiled Cholesky factorization (`crates/bench/README.md`, "The `cholesky` group"): GFLOP/s
+/// per matrix size (higher is better), each run checked by its residual.
+const CHOLESKY: Group = Group {
+    name: "cholesky",
+    ours: "depengine-perdevice",
+    systems: &[
+        rust("depengine-perdevice"),
+        rust("depengine-1worker"),
+        rust("faer"),
+        cpp("lapack", &CHOLESKY_LAPACK),
+        cpp("omp-tiles", &CHOLESKY_OMP_TILES),
+    ],
+    workloads: &["n512", "n1024", "n2048", "n4096"],
+    full_sizes: &["--sizes", "1024,2048,4096", "--tile", "256"],
+    quick_sizes: &["--sizes", "512", "--tile", "128"],
+};
+
 const EIGEN: CppHarness = CppHarness {
     binary: "pool_eigen",
     source: "pool_eigen.cpp",
@@ -292,6 +309,26 @@ const TASKBENCH_LIBOMP: CppHarness = CppHarness {
     compiler: "clang++",
     flags: &["-O2", "-std=c++17", "-fopenmp"],
     libs: &[],
+    library: Library::System,
+};
+
+/// LAPACK's `dpotrf` from Debian's `OpenBLAS` (`libopenblas-dev`, `liblapacke-dev`).
+const CHOLESKY_LAPACK: CppHarness = CppHarness {
+    binary: "cholesky_lapack",
+    source: "cholesky_lapack.cpp",
+    compiler: "g++",
+    flags: &["-O2", "-std=c++17"],
+    libs: &["-llapacke", "-lopenblas"],
+    library: Library::System,
+};
+
+/// The tile graph on `OpenMP` `depend` (libgomp), `OpenBLAS` kernels on one thread each.
+const CHOLESKY_OMP_TILES: CppHarness = CppHarness {
+    binary: "cholesky_omp_tiles",
+    source: "cholesky_omp_tiles.cpp",
+    compiler: "g++",
+    flags: &["-O2", "-std=c++17", "-fopenmp"],
+    libs: &["-llapacke", "-lopenblas"],
     library: Library::System,
 };
 

@@ -17,6 +17,7 @@ use crate::args::{Args, report};
 pub(crate) use kernel::Kernel;
 use metg::{Curve, Run};
 use pattern::Pattern;
+pub(crate) use pattern::splitmix64;
 
 /// The most tiles a task reads: a typed op names at most 8 data (`depengine::MAX_ACCESSES`),
 /// one of them its output.

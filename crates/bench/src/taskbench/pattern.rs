@@ -102,7 +102,7 @@ fn nearest(i: usize, width: usize, radix: usize, out: &mut Vec<usize>) {
 }
 
 /// Sebastiano Vigna's `splitmix64` finalizer (public domain), as the README gives it.
-fn splitmix64(x: u64) -> u64 {
+pub(crate) fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

@@ -1,0 +1,61 @@
+//! depengine on the tile graph (`tile_dag.rs`): `depengine-perdevice` with `threads` workers,
+//! `depengine-1worker` with one, for the speed-up.
+
+use std::time::Instant;
+
+use depengine::{Data, Engine, EngineConfig, EngineKind};
+use faer::Mat;
+
+use super::matrix::{LowerTiles, TileLayout, assemble};
+use super::tile_dag::push_cholesky;
+use super::{Factored, System};
+
+pub(crate) struct Depengine {
+    engine: Engine,
+}
+
+impl Depengine {
+    /// A `ThreadedPerDevice` engine whose priority block (where the tile ops run) has
+    /// `threads` threads, configured otherwise by the `DEPENGINE_*` variables that are set.
+    pub(crate) fn new(threads: usize) -> Result<Self, String> {
+        let config = EngineConfig::from_env()
+            .map_err(err)?
+            .kind(EngineKind::ThreadedPerDevice)
+            .cpu_priority_threads(threads);
+        let engine = Engine::new(config).map_err(err)?;
+        // Starts the block's threads, so that no run's time includes starting them.
+        engine
+            .op("warm-up")
+            .prop(depengine::FnProperty::CpuPrioritized)
+            .push_sync(|_| {})
+            .map_err(err)?;
+        engine.wait_for_all().map_err(err)?;
+        Ok(Depengine { engine })
+    }
+}
+
+impl System for Depengine {
+    fn factor(&mut self, layout: TileLayout) -> Result<Factored, String> {
+        let engine = &self.engine;
+        let tiles: LowerTiles<Data<Mat<f64>>> = LowerTiles::try_new(layout, |i, j| {
+            engine.data(layout.tile_of_matrix(i, j)).map_err(err)
+        })?;
+        let start = Instant::now();
+        push_cholesky(engine, layout, &tiles).map_err(err)?;
+        engine.wait_for_all().map_err(err)?;
+        let seconds = start.elapsed().as_secs_f64();
+        let tiles = tiles
+            .into_vec()
+            .into_iter()
+            .map(|tile| engine.take(tile).map_err(err))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Factored {
+            seconds,
+            factor: assemble(layout, tiles),
+        })
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}

@@ -1,0 +1,162 @@
+//! The `cholesky` group: a tiled Cholesky factorization of a symmetric positive definite
+//! matrix (`README.md` beside this crate, "The `cholesky` group").
+//!
+//! For each size, a system factors the same matrix (`matrix.rs`) twice, the first time
+//! untimed (a warm-up); the harness checks the second factor's relative residual (`‖A − L Lᵀ‖_F / ‖A‖_F` below [`TOLERANCE`], else the run
+//! fails) and reports `n³ / 3` flops over the factorization's wall time, in GFLOP/s.
+
+mod depengine;
+mod faer;
+mod kernels;
+mod matrix;
+mod tile_dag;
+
+use ::faer::{Mat, Par};
+
+use crate::args::{Args, report};
+use matrix::{TileLayout, relative_residual};
+
+/// The largest relative residual a factor may leave.
+pub(crate) const TOLERANCE: f64 = 1e-12;
+
+/// The sizes and the tile, from the command line.
+#[derive(Clone, Debug)]
+pub(crate) struct CholeskyFlags {
+    /// Matrix sizes (`--sizes 1024,2048`), each run in turn.
+    pub(crate) sizes: Vec<usize>,
+    /// Tile side (`--tile`); a size it does not divide has a smaller last tile.
+    pub(crate) tile: usize,
+}
+
+impl Default for CholeskyFlags {
+    fn default() -> Self {
+        CholeskyFlags {
+            sizes: vec![1024, 2048, 4096],
+            tile: 256,
+        }
+    }
+}
+
+/// A factorization and its time.
+pub(crate) struct Factored {
+    /// Wall time of the factorization alone (not making the matrix, not the check).
+    seconds: f64,
+    /// `L` in the lower triangle (what is above the diagonal is not read).
+    factor: Mat<f64>,
+}
+
+/// A system of the group: factors the test matrix of `layout.n`.
+trait System {
+    fn factor(&mut self, layout: TileLayout) -> Result<Factored, String>;
+}
+
+/// `depengine-bench cholesky --system NAME`: every size, factored and checked.
+pub(crate) fn run(args: &Args) -> Result<(), String> {
+    let flags = &args.cholesky;
+    let mut system: Box<dyn System> = match args.system.as_str() {
+        "depengine-perdevice" => Box::new(depengine::Depengine::new(args.threads)?),
+        "depengine-1worker" => Box::new(depengine::Depengine::new(1)?),
+        "faer" => Box::new(faer::Faer::new(args.threads)?),
+        other => {
+            return Err(format!(
+                "unknown system `{other}` (expected depengine-perdevice, depengine-1worker or \
+                 faer)"
+            ));
+        }
+    };
+    // The check, untimed, on as many threads as the run.
+    let checker = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.threads)
+        .build()
+        .map_err(|e| e.to_string())?;
+    for &n in &flags.sizes {
+        let workload = format!("n{n}");
+        if !args.wants(&workload) {
+            continue;
+        }
+        let layout = TileLayout::new(n, flags.tile)?;
+        // An untimed warm-up at the same size first (first touches of memory, the libraries'
+        // buffers, threads that slept): the figure is the steady rate.
+        system.factor(layout)?;
+        let factored = system.factor(layout)?;
+        let residual = checker
+            .install(|| relative_residual(factored.factor.as_ref(), Par::rayon(args.threads)));
+        check(n, residual)?;
+        let gflops = flops(n) / factored.seconds / 1e9;
+        eprintln!(
+            "{} n {n} tile {}: {:.3} s, {gflops:.2} GFLOP/s, residual {residual:.2e}",
+            args.system, flags.tile, factored.seconds
+        );
+        report(&workload, gflops, "GFLOP/s");
+    }
+    Ok(())
+}
+
+/// A Cholesky factorization's flops, by convention: `n³ / 3`.
+fn flops(n: usize) -> f64 {
+    let n = n as f64;
+    n * n * n / 3.0
+}
+
+/// Fails the run when the factor is not one.
+fn check(n: usize, residual: f64) -> Result<(), String> {
+    // A NaN residual compares false, so it fails too.
+    if residual < TOLERANCE {
+        Ok(())
+    } else {
+        Err(format!(
+            "n {n}: relative residual ‖A − L Lᵀ‖_F / ‖A‖_F = {residual:.3e}, above {TOLERANCE:e}"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ::faer::Par;
+
+    use super::matrix::{TileLayout, relative_residual};
+    use super::{System, check};
+
+    fn residual(system: &mut dyn System, n: usize, tile: usize) -> f64 {
+        let factored = system.factor(TileLayout::new(n, tile).unwrap()).unwrap();
+        relative_residual(factored.factor.as_ref(), Par::Seq)
+    }
+
+    /// The tile graph on depengine factors the matrix: n = 256 in 4 × 4 tiles of 64.
+    #[test]
+    fn the_tile_graph_factors_the_matrix() {
+        let mut system = super::depengine::Depengine::new(2).unwrap();
+        let residual = residual(&mut system, 256, 64);
+        assert!(check(256, residual).is_ok(), "residual {residual:e}");
+    }
+
+    /// A size the tile does not divide: the last tile row and column are narrower (200 =
+    /// 3 × 64 + 8), and a size smaller than one tile is a single POTRF.
+    #[test]
+    fn the_tile_graph_factors_a_size_the_tile_does_not_divide() {
+        let mut system = super::depengine::Depengine::new(2).unwrap();
+        for (n, tile) in [(200, 64), (37, 64), (130, 1 << 10), (65, 8)] {
+            let residual = residual(&mut system, n, tile);
+            assert!(
+                check(n, residual).is_ok(),
+                "n {n} tile {tile}: {residual:e}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_worker_and_faer_factor_the_matrix() {
+        let mut one = super::depengine::Depengine::new(1).unwrap();
+        let mut faer = super::faer::Faer::new(2).unwrap();
+        for system in [&mut one as &mut dyn System, &mut faer] {
+            let residual = residual(system, 192, 64);
+            assert!(check(192, residual).is_ok(), "residual {residual:e}");
+        }
+    }
+
+    #[test]
+    fn a_large_or_nan_residual_fails_the_run() {
+        assert!(check(8, 1e-3).is_err());
+        assert!(check(8, f64::NAN).is_err());
+    }
+}
