@@ -211,6 +211,7 @@ const CHOLESKY: Group = Group {
     workloads: &["n512", "n1024", "n2048", "n4096"],
     full_sizes: &["--sizes", "1024,2048,4096", "--tile", "256"],
     quick_sizes: &["--sizes", "512", "--tile", "128"],
+    curve_points: &[],
 };
 
 const EIGEN: CppHarness = CppHarness {
