@@ -22,6 +22,11 @@ namespace cholesky {
 // The largest relative residual a factor may leave.
 constexpr double kTolerance = 1e-12;
 
+// How long a harness factors a size untimed (at least once) before the timed run, as the Rust
+// systems do (crates/bench/src/cholesky/mod.rs, WARM_UP): first touches of memory, the
+// libraries' buffers, where the OS puts the threads.
+constexpr double kWarmUpSeconds = 0.2;
+
 // The group's flags beyond bench::Flags: `--sizes a,b,..` and `--tile T`.
 struct Flags {
     bench::Flags common;

@@ -15,9 +15,8 @@
 //
 // One `parallel` region of `threads` threads; its `single` thread creates every task of the
 // factorization in the sequential order, then waits with `taskwait` (running tasks meanwhile).
-// Each size is factored twice, the first time untimed (a warm-up: first touches of memory,
-// OpenBLAS's buffers, the team's threads); timed: the second, from before the first task is
-// created to after the region's end.
+// Each size is factored untimed for a warm-up (cholesky_common.hpp), then once timed: from
+// before the first task is created to after the region's end.
 //
 // Build: g++ -O2 -std=c++17 -fopenmp cholesky_omp_tiles.cpp -o cholesky_omp_tiles -llapacke
 //        -lopenblas
@@ -147,7 +146,11 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "n %zu tile %zu: too many tiles\n", n, flags.tile);
             return 2;
         }
-        for (int run = 0; run < 2; ++run) {  // an untimed warm-up, then the timed run
+        const auto warming = bench::Clock::now();
+        bool timed = false;
+        while (!timed) {
+            // The warm-up's runs, untimed, then the timed run.
+            timed = bench::seconds_since(warming) >= cholesky::kWarmUpSeconds;
             Tiles tiles(n, flags.tile);
             std::atomic<int> failed{0};
             const auto start = bench::Clock::now();
@@ -160,7 +163,7 @@ int main(int argc, char** argv) {
                              failed.load());
                 return 1;
             }
-            if (run == 1) {
+            if (timed) {
                 // On one OpenBLAS thread: a pool of OpenBLAS's own threads would spin for a
                 // while after the check, beside the next size's team.
                 const double residual = cholesky::relative_residual(n, tiles.assemble(), 1);
