@@ -66,6 +66,7 @@ impl Args {
                         .collect::<Result<_, _>>()?;
                 }
                 "--tile" => parsed.cholesky.tile = number(&flag, &value()?)?,
+                "--timeline" => parsed.cholesky.timeline = Some(value()?.into()),
                 "--workloads" => {
                     parsed.workloads = value()?.split(',').map(str::to_owned).collect();
                 }

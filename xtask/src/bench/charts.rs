@@ -7,6 +7,8 @@
 //!   and `<pattern>.gran.<iterations>` records.
 //! - `cholesky-gflops.svg`: the `cholesky` group's GFLOP/s by matrix size, a line per system,
 //!   from its `n<size>` records.
+//! - `cholesky-timeline.svg`: one factorization on depengine, a row per worker thread and a
+//!   slice per op (`timeline.rs`), from the group's timeline file rather than the records.
 //!
 //! A chart whose records are missing (its group did not run) is skipped with the reason. Text
 //! is written as SVG `<text>` in the viewer's sans-serif font: plotters needs no font file.
@@ -22,7 +24,10 @@ use plotters::coord::Shift;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::prelude::*;
 
+use super::groups::CHOLESKY_TIMELINE;
 use super::results::Record;
+
+mod timeline;
 
 /// The pattern the efficiency chart shows when it ran.
 const EFFICIENCY_PATTERN: &str = "stencil_1d";
@@ -91,6 +96,16 @@ pub(crate) fn draw_all(records: &[Record], dir: &Path) -> Result<Vec<Chart>, Str
         };
         drawn.push(chart);
     }
+    let (file, title) = (
+        "cholesky-timeline.svg",
+        "Tiled Cholesky: timeline of one factorization",
+    );
+    let path = dir.join(file);
+    drawn.push(match timeline::draw(&dir.join(CHOLESKY_TIMELINE), &path) {
+        Ok(Outcome::Drawn(title)) => Chart::Drawn { title, file },
+        Ok(Outcome::NoData(reason)) => Chart::Skipped { title, reason },
+        Err(error) => return Err(format!("cannot draw {}: {error}", path.display())),
+    });
     Ok(drawn)
 }
 
@@ -443,22 +458,32 @@ fn draw_legend(
     systems: &[&str],
     colours: &Colours,
 ) -> Result<(), Box<dyn Error>> {
+    let entries: Vec<(String, RGBColor)> = systems
+        .iter()
+        .map(|&system| (system.to_owned(), colours.of(system)))
+        .collect();
+    draw_swatches(area, &entries)
+}
+
+/// A swatch of its colour and a label per entry, top to bottom.
+fn draw_swatches(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    entries: &[(String, RGBColor)],
+) -> Result<(), Box<dyn Error>> {
     let style = (FONT, 15).into_font().color(&BLACK);
-    for (system, y) in systems.iter().zip((60..).step_by(24)) {
-        area.draw(&Rectangle::new(
-            [(8, y - 6), (24, y + 6)],
-            colours.of(system).filled(),
-        ))?;
-        area.draw(&Text::new((*system).to_owned(), (32, y - 8), style.clone()))?;
+    for ((label, colour), y) in entries.iter().zip((60..).step_by(24)) {
+        area.draw(&Rectangle::new([(8, y - 6), (24, y + 6)], colour.filled()))?;
+        area.draw(&Text::new(label.clone(), (32, y - 8), style.clone()))?;
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::groups::CHOLESKY_TIMELINE;
     use super::super::results::Record;
     use super::super::stats::Summary;
-    use super::{Chart, draw_all, efficiency_curves};
+    use super::{Chart, draw_all, efficiency_curves, timeline};
 
     fn record(
         group: &'static str,
@@ -529,14 +554,24 @@ mod tests {
     #[test]
     fn every_chart_is_drawn_with_every_system_in_it() {
         let dir = chart_dir("all");
+        let ops = [
+            ("depengine-cpu-priority-0", "potrf", 10.0, 20.0),
+            ("depengine-cpu-priority-1", "gemm", 20.0, 40.0),
+        ];
+        std::fs::write(dir.join(CHOLESKY_TIMELINE), timeline::synthetic(&ops)).unwrap();
         let charts = draw_all(&synthetic(), &dir).unwrap();
-        assert_eq!(charts.len(), 3);
+        assert_eq!(charts.len(), 4);
         for chart in charts {
             let Chart::Drawn { file, .. } = chart else {
                 panic!("not drawn: {chart:?}");
             };
             let svg = std::fs::read_to_string(dir.join(file)).unwrap();
             assert!(svg.starts_with("<svg"), "{file}");
+            if file == "cholesky-timeline.svg" {
+                // One system: its threads and kernels instead (`timeline.rs` tests them).
+                assert!(svg.contains("depengine-cpu-priority-1"), "{svg}");
+                continue;
+            }
             for system in ["depengine-perdevice", "rayon", "libgomp"] {
                 assert!(svg.contains(system), "{file} lacks {system}");
             }

@@ -20,7 +20,22 @@ pub(crate) struct Group {
     /// efficiency against granularity): in the JSON files and the charts, not in the summary
     /// table.
     pub(crate) curve_points: &'static [&'static str],
+    /// The system whose first invocation of a run also writes a timeline of its ops
+    /// (`--timeline <target>/bench/<file>`), for the timeline chart; `None` for most groups.
+    pub(crate) timeline: Option<Timeline>,
 }
+
+/// Where a group's timeline comes from and goes (see `Group::timeline`).
+#[derive(Debug)]
+pub(crate) struct Timeline {
+    /// The system that records it.
+    pub(crate) system: &'static str,
+    /// Its file name, in the report's directory.
+    pub(crate) file: &'static str,
+}
+
+/// The file of the `cholesky` group's timeline: one factorization on `depengine-perdevice`.
+pub(crate) const CHOLESKY_TIMELINE: &str = "cholesky-timeline.json";
 
 impl Group {
     /// Whether `workload` is a point of a curve rather than a row of the summary table.
@@ -100,6 +115,7 @@ const POOL: Group = Group {
         "200",
     ],
     curve_points: &[],
+    timeline: None,
 };
 
 const GRAPH: Group = Group {
@@ -110,6 +126,7 @@ const GRAPH: Group = Group {
     full_sizes: &["--ops", "200000"],
     quick_sizes: &["--ops", "20000"],
     curve_points: &[],
+    timeline: None,
 };
 
 const ENGINE: Group = Group {
@@ -147,6 +164,7 @@ const ENGINE: Group = Group {
     full_sizes: &["--ops", "200000"],
     quick_sizes: &["--ops", "20000"],
     curve_points: &[],
+    timeline: None,
 };
 
 /// Task Bench's graphs (`crates/bench/README.md`, "The `taskbench` group"): per pattern, the
@@ -194,6 +212,7 @@ const TASKBENCH: Group = Group {
         "2000",
     ],
     curve_points: &[".eff.", ".gran."],
+    timeline: None,
 };
 
 /// A tiled Cholesky factorization (`crates/bench/README.md`, "The `cholesky` group"): GFLOP/s
@@ -212,6 +231,10 @@ const CHOLESKY: Group = Group {
     full_sizes: &["--sizes", "1024,2048,4096", "--tile", "256"],
     quick_sizes: &["--sizes", "512", "--tile", "128"],
     curve_points: &[],
+    timeline: Some(Timeline {
+        system: "depengine-perdevice",
+        file: CHOLESKY_TIMELINE,
+    }),
 };
 
 const EIGEN: CppHarness = CppHarness {
@@ -368,6 +391,22 @@ mod tests {
         for group in GROUPS {
             let ours = group.systems.iter().find(|s| s.name == group.ours).unwrap();
             assert!(matches!(ours.harness, Harness::Rust));
+        }
+    }
+
+    /// `--timeline` is a flag of our own binary: only a Rust system of the group records one.
+    #[test]
+    fn timelines_are_recorded_by_our_own_systems() {
+        for group in GROUPS {
+            if let Some(timeline) = &group.timeline {
+                let system = group.systems.iter().find(|s| s.name == timeline.system);
+                assert!(
+                    matches!(system.map(|s| &s.harness), Some(Harness::Rust)),
+                    "{}: {}",
+                    group.name,
+                    timeline.system
+                );
+            }
         }
     }
 }

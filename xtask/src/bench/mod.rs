@@ -6,7 +6,9 @@
 //! them alike. A progress bar per group shows where the run is (`progress.rs`). At the end, one
 //! summary table of medians, ranges and ratios to our own system (`table.rs`, `units.rs`), and
 //! the files of `report.rs`: `<target>/bench/<group>.json`, `report.json`, `report.md` and the
-//! SVG charts (`charts.rs`). The protocol is in `crates/bench/README.md`.
+//! SVG charts (`charts.rs`). A group with a timeline (`Group::timeline`: the `cholesky` group)
+//! has its system write one in the first round, for the timeline chart. The protocol is in
+//! `crates/bench/README.md`.
 
 pub(crate) mod ab;
 mod charts;
@@ -252,14 +254,14 @@ pub(crate) fn run(options: &Options) -> Result {
     let target = target_dir();
     let rust_binary = target.join("release").join("depengine-bench");
     let bench_dir = target.join("bench");
-    let bin_dir = bench_dir.join("bin");
+    remove_timelines(&bench_dir)?;
 
     let names: Vec<&str> = options.groups.iter().map(|g| g.name).collect();
     let progress = RunProgress::new(&names);
     let mut all_results = Vec::new();
     for (index, &group) in options.groups.iter().enumerate() {
         let (contenders, skipped) =
-            progress.suspend(|| prepare(group, options, &rust_binary, &bin_dir));
+            progress.suspend(|| prepare(group, options, &rust_binary, &bench_dir));
         let results = run_group(group, options, &contenders, skipped, &progress, index);
         let path = report::write_group_json(&results, &bench_dir)?;
         progress.println(format!("wrote {path}"));
@@ -329,8 +331,9 @@ fn run_group(
                 let system = contender.system.name;
                 if !results.has_failed(system) {
                     bar.set_message(format!("round {}/{}: {system}", round + 1, options.runs));
-                    progress.println(format!("$ {}", contender.command));
-                    let (outcome, warnings) = contender.invoke();
+                    let command = contender.command_in(round);
+                    progress.println(format!("$ {command}"));
+                    let (outcome, warnings) = contender.invoke(&command);
                     let outcome = outcome.map(|measurements| contender.label_rows(measurements));
                     for note in warnings.into_iter().chain(results.record(system, outcome)) {
                         progress.println(note);
@@ -372,6 +375,22 @@ fn compilers_used(results: &[GroupResults]) -> Vec<&'static str> {
     compilers
 }
 
+/// Creates `bench_dir` and removes the timelines a previous run left there (`Group::timeline`):
+/// the timeline chart is drawn only from this run's.
+fn remove_timelines(bench_dir: &Path) -> Result {
+    std::fs::create_dir_all(bench_dir)
+        .map_err(|error| format!("cannot create {}: {error}", bench_dir.display()))?;
+    for timeline in GROUPS.iter().filter_map(|group| group.timeline.as_ref()) {
+        let path = bench_dir.join(timeline.file);
+        if let Err(error) = std::fs::remove_file(&path)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(format!("cannot remove {}: {error}", path.display()));
+        }
+    }
+    Ok(())
+}
+
 /// Cargo's target directory: `CARGO_TARGET_DIR` when set, else `target` in the workspace root.
 fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
@@ -383,23 +402,27 @@ struct Contender {
     command: Cmd,
     /// The size's label under `--ops` (appended to each workload's name).
     label: Option<String>,
+    /// Where its first invocation writes the group's timeline (`Group::timeline`).
+    timeline: Option<PathBuf>,
 }
 
 /// The group's runnable systems, one list per size (see `Options::size_runs`), and the C++
-/// peers that could not be built, with the reason.
+/// peers that could not be built, with the reason. The peers' binaries go to `bench_dir/bin`,
+/// the group's timeline to `bench_dir`.
 fn prepare(
     group: &'static Group,
     options: &Options,
     rust_binary: &Path,
-    bin_dir: &Path,
+    bench_dir: &Path,
 ) -> (Vec<Vec<Contender>>, Vec<(&'static str, String)>) {
+    let bin_dir = bench_dir.join("bin");
     let threads = options.threads.to_string();
     let mut binaries = Vec::new();
     let mut skipped = Vec::new();
     for system in group.systems {
         match system.harness {
             Harness::Rust => binaries.push((system, None)),
-            Harness::Cpp(harness) => match harness.build(bin_dir) {
+            Harness::Cpp(harness) => match harness.build(&bin_dir) {
                 Ok(binary) => binaries.push((system, Some(binary))),
                 Err(reason) => {
                     println!("skipping {}: {reason}", system.name);
@@ -408,10 +431,11 @@ fn prepare(
             },
         }
     }
-    let contenders = options
-        .size_runs(group)
+    let size_runs = options.size_runs(group);
+    let contenders = size_runs
         .into_iter()
-        .map(|(label, sizes)| {
+        .enumerate()
+        .map(|(size_run, (label, sizes))| {
             binaries
                 .iter()
                 .map(|(system, binary)| {
@@ -423,10 +447,17 @@ fn prepare(
                     if let Some(workloads) = &options.workloads {
                         command = command.args(["--workloads", workloads]);
                     }
+                    // One timeline per run: in the first size run (there are more only under --ops).
+                    let timeline = group
+                        .timeline
+                        .as_ref()
+                        .filter(|timeline| size_run == 0 && timeline.system == system.name)
+                        .map(|timeline| bench_dir.join(timeline.file));
                     Contender {
                         system,
                         command,
                         label: label.clone(),
+                        timeline,
                     }
                 })
                 .collect()
@@ -436,6 +467,17 @@ fn prepare(
 }
 
 impl Contender {
+    /// Its command line in round `round` (from 0): with `--timeline` in the first round when it
+    /// records the group's timeline, as it is otherwise. The bench profiles one more
+    /// factorization after the timed one of its size (`crates/bench/README.md`), so the round's
+    /// figures are those of unprofiled runs.
+    fn command_in(&self, round: usize) -> Cmd {
+        match &self.timeline {
+            Some(path) if round == 0 => self.command.clone().arg("--timeline").arg(path),
+            _ => self.command.clone(),
+        }
+    }
+
     /// Names each measurement's row after the size it ran at (under `--ops`).
     fn label_rows(
         &self,
@@ -449,15 +491,16 @@ impl Contender {
         measurements
     }
 
-    /// Runs the system once (the caller has printed the command line): its measurements, or
-    /// why it failed; and a warning per malformed `RESULT` line.
+    /// Runs `command`, the system's command line in this round (the caller has printed it),
+    /// once: its measurements, or why it failed; and a warning per malformed `RESULT` line.
     fn invoke(
         &self,
+        command: &Cmd,
     ) -> (
         std::result::Result<Vec<protocol::Measurement>, String>,
         Vec<String>,
     ) {
-        let captured = match self.command.capture_without_echo(INVOCATION_TIMEOUT) {
+        let captured = match command.capture_without_echo(INVOCATION_TIMEOUT) {
             Ok(captured) => captured,
             Err(error) => return (Err(error), Vec::new()),
         };

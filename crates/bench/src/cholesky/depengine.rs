@@ -54,6 +54,10 @@ impl System for Depengine {
             factor: assemble(layout, tiles),
         })
     }
+
+    fn engine(&self) -> Option<&Engine> {
+        Some(&self.engine)
+    }
 }
 
 fn err(e: impl std::fmt::Display) -> String {

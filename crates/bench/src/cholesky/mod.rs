@@ -4,14 +4,18 @@
 //! For each size, a system factors the same matrix (`matrix.rs`) untimed for [`WARM_UP`]
 //! (at least once), then once timed; the harness checks that factor's relative residual
 //! (`‖A − L Lᵀ‖_F / ‖A‖_F` below [`TOLERANCE`], else the run fails) and reports `n³ / 3` flops
-//! over the factorization's wall time, in GFLOP/s.
+//! over the factorization's wall time, in GFLOP/s. With `--timeline PATH`, a depengine system
+//! then factors the first size once more, untimed, with the engine's profiler on, and writes
+//! the ops' records to `PATH` (`timeline.rs`).
 
 mod depengine;
 mod faer;
 mod kernels;
 mod matrix;
 mod tile_dag;
+mod timeline;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ::faer::{Mat, Par};
@@ -34,6 +38,9 @@ pub(crate) struct CholeskyFlags {
     pub(crate) sizes: Vec<usize>,
     /// Tile side (`--tile`); a size it does not divide has a smaller last tile.
     pub(crate) tile: usize,
+    /// Where to write the ops of one more factorization of the first size, profiled
+    /// (`--timeline PATH`; depengine's systems only).
+    pub(crate) timeline: Option<PathBuf>,
 }
 
 impl Default for CholeskyFlags {
@@ -41,6 +48,7 @@ impl Default for CholeskyFlags {
         CholeskyFlags {
             sizes: vec![1024, 2048, 4096],
             tile: 256,
+            timeline: None,
         }
     }
 }
@@ -56,6 +64,12 @@ pub(crate) struct Factored {
 /// A system of the group: factors the test matrix of `layout.n`.
 trait System {
     fn factor(&mut self, layout: TileLayout) -> Result<Factored, String>;
+
+    /// The engine the system runs its ops on, whose profiler records them (`--timeline`):
+    /// depengine's systems only.
+    fn engine(&self) -> Option<&::depengine::Engine> {
+        None
+    }
 }
 
 /// `depengine-bench cholesky --system NAME`: every size, factored and checked.
@@ -72,11 +86,29 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
             ));
         }
     };
+    // Refused before any work: a system without the profiler has no timeline to write.
+    let mut pending_timeline = match (&flags.timeline, system.engine()) {
+        (None, _) => None,
+        (Some(path), Some(engine)) => Some((path, engine.clone())),
+        (Some(_), None) => {
+            return Err(format!(
+                "--timeline: `{}` has no profiler (depengine-perdevice and depengine-1worker \
+                 have)",
+                args.system
+            ));
+        }
+    };
     // The check, untimed, on as many threads as the run.
     let checker = rayon::ThreadPoolBuilder::new()
         .num_threads(args.threads)
         .build()
         .map_err(|e| e.to_string())?;
+    // The factor's relative residual, or the error that fails the run.
+    let residual_of = |n: usize, factored: &Factored| {
+        let residual = checker
+            .install(|| relative_residual(factored.factor.as_ref(), Par::rayon(args.threads)));
+        check(n, residual).map(|()| residual)
+    };
     for &n in &flags.sizes {
         let workload = format!("n{n}");
         if !args.wants(&workload) {
@@ -91,15 +123,31 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
             warming.elapsed() < WARM_UP
         } {}
         let factored = system.factor(layout)?;
-        let residual = checker
-            .install(|| relative_residual(factored.factor.as_ref(), Par::rayon(args.threads)));
-        check(n, residual)?;
+        let residual = residual_of(n, &factored)?;
         let gflops = flops(n) / factored.seconds / 1e9;
         eprintln!(
             "{} n {n} tile {}: {:.3} s, {gflops:.2} GFLOP/s, residual {residual:.2e}",
             args.system, flags.tile, factored.seconds
         );
         report(&workload, gflops, "GFLOP/s");
+        // After the timed run, so that the profiler never runs during one.
+        if let Some((path, engine)) = pending_timeline.take() {
+            let (factored, profile) = timeline::factor_profiled(&engine, system.as_mut(), layout)?;
+            residual_of(n, &factored)?;
+            let run = timeline::TimelineRun {
+                system: &args.system,
+                layout,
+                threads: args.threads,
+            };
+            timeline::write(path, &run, &profile)?;
+            eprintln!(
+                "{} n {n} tile {}: {} ops profiled, written to {}",
+                args.system,
+                flags.tile,
+                profile.len(),
+                path.display()
+            );
+        }
     }
     Ok(())
 }
@@ -128,6 +176,7 @@ mod tests {
 
     use super::matrix::{TileLayout, relative_residual};
     use super::{System, check};
+    use crate::args::Args;
 
     fn residual(system: &mut dyn System, n: usize, tile: usize) -> f64 {
         let factored = system.factor(TileLayout::new(n, tile).unwrap()).unwrap();
@@ -164,6 +213,70 @@ mod tests {
             let residual = residual(system, 192, 64);
             assert!(check(192, residual).is_ok(), "residual {residual:e}");
         }
+    }
+
+    /// `--timeline` writes a record per op of one factorization of the first size: n = 256
+    /// in 4 × 4 tiles of 64 is 4 POTRF, 6 TRSM (one per tile below the diagonal), 6 SYRK
+    /// and 4 GEMM (one per tile `(i, j)`, `i > j`, per step `k < j`).
+    #[test]
+    fn the_timeline_has_a_record_per_op_of_the_first_size() {
+        let path = std::env::temp_dir().join(format!(
+            "depengine-bench-timeline-{}.json",
+            std::process::id()
+        ));
+        let flags = [
+            "--system",
+            "depengine-perdevice",
+            "--threads",
+            "2",
+            "--sizes",
+            "256,128",
+            "--tile",
+            "64",
+            "--timeline",
+            path.to_str().unwrap(),
+        ];
+        let args = Args::parse(flags.into_iter().map(str::to_owned)).unwrap();
+        super::run(&args).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let timeline: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(timeline["system"], "depengine-perdevice");
+        assert_eq!(
+            (timeline["n"].as_u64(), timeline["tile"].as_u64()),
+            (Some(256), Some(64))
+        );
+        let ops = timeline["ops"].as_array().unwrap();
+        let count = |name: &str| ops.iter().filter(|op| op["op"] == name).count();
+        let counts = [count("potrf"), count("trsm"), count("syrk"), count("gemm")];
+        assert_eq!(counts, [4, 6, 6, 4], "{text}");
+        assert_eq!(ops.len(), 20, "no other op: {text}");
+        let mut last_start = 0.0;
+        for op in ops {
+            let thread = op["thread"].as_str().unwrap();
+            assert!(thread.starts_with("depengine-cpu-priority"), "{thread}");
+            let (start, end) = (
+                op["start_us"].as_f64().unwrap(),
+                op["end_us"].as_f64().unwrap(),
+            );
+            assert!(last_start <= start && start <= end, "{op}");
+            last_start = start;
+        }
+    }
+
+    #[test]
+    fn a_system_without_the_profiler_refuses_a_timeline() {
+        let path = std::env::temp_dir().join("depengine-bench-no-timeline.json");
+        let flags = ["--system", "faer", "--sizes", "64", "--timeline"]
+            .into_iter()
+            .chain(path.to_str());
+        let args = Args::parse(flags.map(str::to_owned)).unwrap();
+        let error = super::run(&args).unwrap_err();
+        assert!(
+            error.starts_with("--timeline: `faer` has no profiler"),
+            "{error}"
+        );
+        assert!(!path.exists());
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //!
 //! The ops are `CpuPrioritized`: depengine runs those on its priority block, highest priority
 //! first (a `Normal` op goes to a work-stealing worker block, which has no priority order).
+//! They are marked for the profiler (`OpBuilder::profiled`): in `ProfileMode::Marked` it
+//! records the factorization's kernels and none of the other ops the harness pushes (the
+//! `take`s of the tiles), which is how `--timeline` (`timeline.rs`) profiles them.
 
 use depengine::{BoxError, Data, Engine, EngineError, FnProperty};
 use faer::Mat;
@@ -40,6 +43,7 @@ pub(crate) fn push_cholesky(
             .op(name)
             .prop(FnProperty::CpuPrioritized)
             .priority(priority(i, j))
+            .profiled()
     };
     for k in 0..count {
         op("potrf", k, k)
