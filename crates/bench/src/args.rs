@@ -1,9 +1,7 @@
 //! Command-line flags shared by every group, and the `RESULT` line they print.
 
+use std::path::PathBuf;
 use std::time::Duration;
-
-use crate::cholesky::CholeskyFlags;
-use crate::taskbench::{GridFlags, Kernel};
 
 /// Flags of one invocation; sizes default to the full (non-`--quick`) benchmark.
 #[derive(Debug, Clone)]
@@ -53,7 +51,7 @@ impl Args {
                 "--ops" => parsed.ops = number(&flag, &value()?)?,
                 "--bulk" => parsed.bulk = number(&flag, &value()?)?,
                 "--width" => parsed.grid.width = number(&flag, &value()?)?,
-                "--kernel" => parsed.grid.kernel = Kernel::parse(&value()?)?,
+                "--kernel" => parsed.grid.kernel = value()?,
                 "--output" => parsed.grid.output = number(&flag, &value()?)?,
                 "--radix" => parsed.grid.radix = number(&flag, &value()?)?,
                 "--max-iterations" => parsed.grid.max_iterations = number(&flag, &value()?)?,
@@ -101,4 +99,58 @@ pub(crate) fn report(workload: &str, value: f64, unit: &str) {
 /// Wall time per item in nanoseconds.
 pub(crate) fn ns_per(elapsed: Duration, items: u64) -> f64 {
     elapsed.as_secs_f64() * 1e9 / items.max(1) as f64
+}
+
+/// The `taskbench` group's grid and kernel (`crates/bench/README.md`, "The `taskbench`
+/// group").
+#[derive(Clone, Debug)]
+pub(crate) struct GridFlags {
+    /// Points per step; 0: as many as threads.
+    pub(crate) width: usize,
+    /// The kernel's name (`compute_bound`, `busy_wait`), parsed by the group.
+    pub(crate) kernel: String,
+    /// Bytes per tile.
+    pub(crate) output: usize,
+    pub(crate) radix: usize,
+    /// The coarsest grain, in kernel iterations.
+    pub(crate) max_iterations: u64,
+    /// `2^scale` iterations of work per run, spread over the steps.
+    pub(crate) scale: u32,
+    pub(crate) max_steps: u64,
+}
+
+impl Default for GridFlags {
+    fn default() -> Self {
+        GridFlags {
+            width: 0,
+            kernel: "compute_bound".to_owned(),
+            output: 16,
+            radix: 3,
+            max_iterations: 1 << 16,
+            scale: 24,
+            max_steps: 10_000,
+        }
+    }
+}
+
+/// The `cholesky` group's sizes and tile (`crates/bench/README.md`, "The `cholesky` group").
+#[derive(Clone, Debug)]
+pub(crate) struct CholeskyFlags {
+    /// Matrix sizes (`--sizes 1024,2048`), each run in turn.
+    pub(crate) sizes: Vec<usize>,
+    /// Tile side (`--tile`); a size it does not divide has a smaller last tile.
+    pub(crate) tile: usize,
+    /// Where to write the ops of one more factorization of the first size, profiled
+    /// (`--timeline PATH`; depengine's systems only).
+    pub(crate) timeline: Option<PathBuf>,
+}
+
+impl Default for CholeskyFlags {
+    fn default() -> Self {
+        CholeskyFlags {
+            sizes: vec![1024, 2048, 4096],
+            tile: 256,
+            timeline: None,
+        }
+    }
 }

@@ -15,7 +15,6 @@ mod matrix;
 mod tile_dag;
 mod timeline;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ::faer::{Mat, Par};
@@ -30,28 +29,6 @@ pub(crate) const TOLERANCE: f64 = 1e-12;
 /// everywhere: libgomp's team at 1024 (tile 256) ran its first two or three factorizations of
 /// a process at a third of its later rate here, its threads sharing one core at first.
 pub(crate) const WARM_UP: Duration = Duration::from_millis(200);
-
-/// The sizes and the tile, from the command line.
-#[derive(Clone, Debug)]
-pub(crate) struct CholeskyFlags {
-    /// Matrix sizes (`--sizes 1024,2048`), each run in turn.
-    pub(crate) sizes: Vec<usize>,
-    /// Tile side (`--tile`); a size it does not divide has a smaller last tile.
-    pub(crate) tile: usize,
-    /// Where to write the ops of one more factorization of the first size, profiled
-    /// (`--timeline PATH`; depengine's systems only).
-    pub(crate) timeline: Option<PathBuf>,
-}
-
-impl Default for CholeskyFlags {
-    fn default() -> Self {
-        CholeskyFlags {
-            sizes: vec![1024, 2048, 4096],
-            tile: 256,
-            timeline: None,
-        }
-    }
-}
 
 /// A factorization and its time.
 pub(crate) struct Factored {

@@ -13,8 +13,8 @@ mod tile;
 
 use smallvec::SmallVec;
 
-use crate::args::{Args, report};
-pub(crate) use kernel::Kernel;
+use crate::args::{Args, GridFlags, report};
+use kernel::Kernel;
 use metg::{Curve, Run};
 use pattern::Pattern;
 pub(crate) use pattern::splitmix64;
@@ -22,36 +22,6 @@ pub(crate) use pattern::splitmix64;
 /// The most tiles a task reads: a typed op names at most 8 data (`depengine::MAX_ACCESSES`),
 /// one of them its output.
 const MAX_INPUTS: usize = ::depengine::MAX_ACCESSES - 1;
-
-/// The graph's sizes and kernel, from the command line.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct GridFlags {
-    /// Points per step; 0: as many as threads.
-    pub(crate) width: usize,
-    pub(crate) kernel: Kernel,
-    /// Bytes per tile.
-    pub(crate) output: usize,
-    pub(crate) radix: usize,
-    /// The coarsest grain, in kernel iterations.
-    pub(crate) max_iterations: u64,
-    /// `2^scale` iterations of work per run, spread over the steps.
-    pub(crate) scale: u32,
-    pub(crate) max_steps: u64,
-}
-
-impl Default for GridFlags {
-    fn default() -> Self {
-        GridFlags {
-            width: 0,
-            kernel: Kernel::ComputeBound,
-            output: 16,
-            radix: 3,
-            max_iterations: 1 << 16,
-            scale: 24,
-            max_steps: 10_000,
-        }
-    }
-}
 
 /// One graph to run: a pattern on a grid at one grain.
 #[derive(Clone, Copy, Debug)]
@@ -114,7 +84,8 @@ trait System {
 
 /// `depengine-bench taskbench --system NAME`: every selected pattern's sweep.
 pub(crate) fn run(args: &Args) -> Result<(), String> {
-    let flags = args.grid;
+    let flags = &args.grid;
+    let kernel = Kernel::parse(&flags.kernel)?;
     let width = if flags.width == 0 {
         args.threads
     } else {
@@ -156,8 +127,8 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
                 pattern.name()
             ));
         }
-        let curve = sweep(system.as_mut(), pattern, width, &flags, args.threads)?;
-        report_curve(pattern, &curve, flags.kernel);
+        let curve = sweep(system.as_mut(), pattern, width, flags, kernel, args.threads)?;
+        report_curve(pattern, &curve, kernel);
     }
     Ok(())
 }
@@ -173,6 +144,7 @@ fn sweep(
     pattern: Pattern,
     width: usize,
     flags: &GridFlags,
+    kernel: Kernel,
     threads: usize,
 ) -> Result<Curve, String> {
     let mut runs = Vec::new();
@@ -184,7 +156,7 @@ fn sweep(
             width,
             steps,
             radix: flags.radix,
-            kernel: flags.kernel,
+            kernel,
             iterations,
             output: flags.output,
         };
@@ -200,7 +172,7 @@ fn sweep(
     Ok(Curve {
         runs,
         threads,
-        work_per_iteration: flags.kernel.work_per_iteration(),
+        work_per_iteration: kernel.work_per_iteration(),
     })
 }
 
