@@ -91,29 +91,16 @@ impl OpenSegment {
     /// was pushed (`entries_now`), vars that [`member_vars`](Self::member_vars) accepts, and
     /// the segment still open. Whether the segment is full now; the op back if it did not
     /// join.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the op's every property is checked against the segment's"
-    )]
-    fn try_join(
-        &mut self,
-        engine: u64,
-        context: Context,
-        priority: i32,
-        reads: &[Var],
-        writes: &[Var],
-        entries_now: u64,
-        op: Joining,
-    ) -> Result<bool, Joining> {
-        if engine != self.engine
-            || context != self.context
-            || priority != self.priority
+    fn try_join(&mut self, request: &JoinRequest<'_>, op: Joining) -> Result<bool, Joining> {
+        if request.engine != self.engine
+            || request.context != self.context
+            || request.priority != self.priority
             || self.ops >= self.max_ops
-            || entries_now != self.joinable_at
+            || request.entries_now != self.joinable_at
         {
             return Err(op);
         }
-        let Some((vars, used, written)) = self.member_vars(reads, writes) else {
+        let Some((vars, used, written)) = self.member_vars(request.reads, request.writes) else {
             return Err(op);
         };
         let member = Member {
@@ -178,6 +165,18 @@ impl OpenSegment {
     }
 }
 
+/// What an open segment checks of an op that would join it, besides its function: the
+/// engine, context and priority it is pushed with, its var lists, and the count of graph
+/// entries when it is pushed (`run/bulk/entries.rs`).
+pub(crate) struct JoinRequest<'a> {
+    pub(crate) engine: u64,
+    pub(crate) context: Context,
+    pub(crate) priority: i32,
+    pub(crate) reads: &'a [Var],
+    pub(crate) writes: &'a [Var],
+    pub(crate) entries_now: u64,
+}
+
 /// The set of positions in `range`.
 fn mask(range: std::ops::Range<usize>) -> Positions {
     range.fold(0, |set, position| set | 1 << position)
@@ -186,21 +185,13 @@ fn mask(range: std::ops::Range<usize>) -> Positions {
 /// Appends an op to this thread's open segment, if it may join (see
 /// [`OpenSegment::try_join`]); gives the op back if it may not. A segment that becomes full
 /// is dropped from the thread: the next op starts a new one.
-pub(crate) fn try_join(
-    engine: u64,
-    context: Context,
-    priority: i32,
-    reads: &[Var],
-    writes: &[Var],
-    entries_now: u64,
-    op: Joining,
-) -> Result<(), Joining> {
+pub(crate) fn try_join(request: &JoinRequest<'_>, op: Joining) -> Result<(), Joining> {
     let full = thread::with(|cx| {
         let mut open = cx.open_segment.borrow_mut();
         let Some(segment) = open.as_mut() else {
             return Err(op);
         };
-        let full = segment.try_join(engine, context, priority, reads, writes, entries_now, op)?;
+        let full = segment.try_join(request, op)?;
         Ok(if full { open.take() } else { None })
     })?;
     // Outside the context: the thread's last reference to a segment that already ran.
@@ -266,6 +257,24 @@ mod tests {
     use depengine_graph::Graph;
     use std::borrow::Cow;
 
+    fn request<'a>(
+        engine: u64,
+        context: Context,
+        priority: i32,
+        reads: &'a [Var],
+        writes: &'a [Var],
+        entries_now: u64,
+    ) -> JoinRequest<'a> {
+        JoinRequest {
+            engine,
+            context,
+            priority,
+            reads,
+            writes,
+            entries_now,
+        }
+    }
+
     fn first_op() -> Member {
         Member {
             name: OpName::from(Cow::Borrowed("first")),
@@ -325,7 +334,7 @@ mod tests {
             profiled: false,
         };
         let join = |open: &mut OpenSegment, reads: &[Var], writes: &[Var]| {
-            open.try_join(1, Context::cpu(0), 0, reads, writes, 5, op())
+            open.try_join(&request(1, Context::cpu(0), 0, reads, writes, 5), op())
                 .is_ok()
         };
         // Writes `b`: in conflict with the first op (reads `a`, writes `b`, `c`).
@@ -342,7 +351,7 @@ mod tests {
         assert!(!join(&mut open, &[b], &[c]));
         // Writes `b`, which the last op reads; the segment is full after it (4 ops).
         assert_eq!(
-            open.try_join(1, Context::cpu(0), 0, &[], &[b], 5, op())
+            open.try_join(&request(1, Context::cpu(0), 0, &[], &[b], 5), op())
                 .ok(),
             Some(true)
         );
@@ -367,14 +376,17 @@ mod tests {
             (1, Context::cpu(0), 0, 6),
         ];
         for (engine, context, priority, entries) in cases {
-            let joined = open.try_join(engine, context, priority, &[], &[b], entries, op());
+            let joined = open.try_join(
+                &request(engine, context, priority, &[], &[b], entries),
+                op(),
+            );
             assert!(joined.is_err());
         }
         let mut taken = Vec::new();
         assert!(open.segment.take_into(&mut taken));
         taken.clear();
         assert!(!open.segment.take_into(&mut taken), "closes");
-        let refused = open.try_join(1, Context::cpu(0), 0, &[], &[b], 5, op());
+        let refused = open.try_join(&request(1, Context::cpu(0), 0, &[], &[b], 5), op());
         assert!(refused.is_err(), "closed");
     }
 }

@@ -94,7 +94,7 @@ use crate::error::Result;
 use crate::op::record::{OpFn, OpRecord, Route};
 use crate::op::segment::{Member, MemberVars, Segment};
 use crate::run::EngineState;
-use crate::thread::open_segment::{self, Joining, OpenSegment};
+use crate::thread::open_segment::{self, JoinRequest, Joining, OpenSegment};
 
 pub(crate) use entries::GraphEntries;
 
@@ -154,15 +154,15 @@ impl EngineState {
         let joined = if self.pending.is_shut_down() {
             Err(op)
         } else {
-            open_segment::try_join(
-                self.id,
-                record.context,
-                record.priority,
+            let request = JoinRequest {
+                engine: self.id,
+                context: record.context,
+                priority: record.priority,
                 reads,
                 writes,
-                bulk.entries.now(),
-                op,
-            )
+                entries_now: bulk.entries.now(),
+            };
+            open_segment::try_join(&request, op)
         };
         let Err(op) = joined else {
             return Ok(());
