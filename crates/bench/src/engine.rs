@@ -42,7 +42,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use depengine::{Completion, Data, Engine, EngineConfig, EngineKind, Var};
+use depengine::{Completion, Data, Engine, EngineConfig, EngineKind, FnProperty, Var};
 
 use crate::args::{Args, ns_per, report};
 
@@ -75,7 +75,7 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         }
     }
     let engine = setup.engine()?;
-    warm_up(&engine)?;
+    warm_up(&engine, FnProperty::Normal)?;
     for deps in [0, 1, 2, 4] {
         let name = format!("push_deps{deps}");
         if args.wants(&name) {
@@ -89,7 +89,7 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
             ..setup
         }
         .unbounded_engine()?;
-        warm_up(&one)?;
+        warm_up(&one, FnProperty::Normal)?;
         report("drain", drain(&one, n)?, "ns/op");
     }
     if args.wants("independent") {
@@ -206,10 +206,15 @@ impl Setup {
     }
 }
 
-/// Starts the engine's CPU block (its threads start with the first op routed to it), so that
-/// no workload's time includes starting threads, whichever runs first.
-fn warm_up(engine: &Engine) -> Result<(), String> {
-    engine.op("warm-up").push_sync(|_| Ok(())).map_err(err)?;
+/// Starts the engine's block that ops of `property` run on (its threads start with the first
+/// op routed to it), so that no workload's time includes starting threads, whichever runs
+/// first. The other groups' depengine systems start theirs with it too.
+pub(crate) fn warm_up(engine: &Engine, property: FnProperty) -> Result<(), String> {
+    engine
+        .op("warm-up")
+        .prop(property)
+        .push_sync(|_| Ok(()))
+        .map_err(err)?;
     engine.wait_for_all().map_err(err)
 }
 

@@ -3,7 +3,9 @@
 
 use std::time::Instant;
 
-use depengine::{Data, Engine, EngineConfig, EngineKind};
+use depengine::{Data, Engine, EngineConfig, EngineKind, FnProperty};
+
+use crate::engine::warm_up;
 use faer::Mat;
 
 use super::matrix::{LowerTiles, TileLayout, assemble};
@@ -23,13 +25,7 @@ impl Depengine {
             .kind(EngineKind::ThreadedPerDevice)
             .cpu_priority_threads(threads);
         let engine = Engine::new(config).map_err(err)?;
-        // Starts the block's threads, so that no run's time includes starting them.
-        engine
-            .op("warm-up")
-            .prop(depengine::FnProperty::CpuPrioritized)
-            .push_sync(|_| {})
-            .map_err(err)?;
-        engine.wait_for_all().map_err(err)?;
+        warm_up(&engine, FnProperty::CpuPrioritized)?;
         Ok(Depengine { engine })
     }
 }

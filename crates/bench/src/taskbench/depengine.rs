@@ -4,7 +4,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use depengine::{BoxError, Data, Engine, EngineConfig, EngineKind};
+use depengine::{BoxError, Data, Engine, EngineConfig, EngineKind, FnProperty};
+
+use crate::engine::warm_up;
 
 use super::tile::{Tile, run_task};
 use super::{Grid, System};
@@ -22,9 +24,7 @@ impl Depengine {
             .kind(EngineKind::ThreadedPerDevice)
             .cpu_worker_threads(threads);
         let engine = Engine::new(config).map_err(err)?;
-        // Starts the workers, so that no run's time includes starting threads.
-        engine.op("warm-up").push_sync(|_| {}).map_err(err)?;
-        engine.wait_for_all().map_err(err)?;
+        warm_up(&engine, FnProperty::Normal)?;
         Ok(Depengine { engine })
     }
 }
