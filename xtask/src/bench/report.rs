@@ -273,15 +273,20 @@ mod tests {
         results
     }
 
+    /// The machine the report tests describe.
+    fn test_machine() -> Machine {
+        Machine {
+            cpu: Some("Test CPU".to_owned()),
+            cores: 2,
+            ..Machine::default()
+        }
+    }
+
     #[test]
     fn the_json_report_parses_back_with_every_field() {
         let options = Options::smoke();
         let results = [pool_results()];
-        let machine = Machine {
-            cpu: Some("Test CPU".to_owned()),
-            cores: 2,
-            ..Machine::default()
-        };
+        let machine = test_machine();
         let report = RunReport {
             options: &options,
             results: &results,
@@ -334,11 +339,7 @@ mod tests {
     fn the_markdown_report_has_the_machine_the_charts_and_the_table() {
         let options = Options::smoke();
         let results = [pool_results()];
-        let machine = Machine {
-            cpu: Some("Test CPU".to_owned()),
-            cores: 2,
-            ..Machine::default()
-        };
+        let machine = test_machine();
         let report = RunReport {
             options: &options,
             results: &results,
