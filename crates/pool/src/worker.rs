@@ -13,7 +13,16 @@
 //!    push and every take moves the injector's lines from one core to the other (on the
 //!    engine's `independent` workload with one worker: 220-300 ns per op in most runs,
 //!    against 110-160 with batches); the jobs taken along stay visible to thieves in the
-//!    worker's queue;
+//!    worker's queue. A worker that has just run a job, and is not back from the sleep
+//!    protocol, leaves fewer than `INJECTOR_BATCH` jobs there for up to `BATCH_WAIT`
+//!    (about a microsecond; its looks during that time are step 4's), so that a stream of
+//!    pushes is taken in batches even when the worker is faster than the pusher: taken
+//!    one by one, every job also moves the lines of the vars and op slots it touches from
+//!    the pusher's core to the worker's and back (on the engine's `push_deps2` workload
+//!    with one worker, 330-410 ns per op against 250-290 with the wait; `random_empty`
+//!    380-510 against 310-350). A job that is alone in the injector starts at most
+//!    `BATCH_WAIT` later; one pushed to a sleeping pool wakes a worker that takes it at
+//!    once;
 //! 3. the backs of the other queues, visited from a random start with a random stride
 //!    coprime with the worker count (each visited once, thieves spread out), stealing
 //!    about half of the first non-empty one (`RunQueue::pop_back_half`);
@@ -172,6 +181,23 @@ const MAX_PAUSES_PER_LOOK: u32 = 64;
 
 /// The most jobs one look at the injector takes (step 2 of the module documentation).
 const INJECTOR_BATCH: usize = 16;
+
+/// How many jobs a worker waiting for a batch wants in the injector before it takes them
+/// (step 2 of the module documentation). One under loom, where the wait is left out of the
+/// models: a look that leaves the jobs where they are writes nothing, so to every other
+/// thread it is a look that found none, which the models cover; and its worker then goes
+/// through the sleep protocol, whose look after `prewait` sees the jobs and sends it back to
+/// take any job (the path of a push that lands between a look and `prewait`, also modeled).
+/// With the wait in, the pool's models took ten times as long.
+const BATCH_LEN: usize = if cfg!(loom) { 1 } else { INJECTOR_BATCH };
+
+/// How long a worker waits for `BATCH_LEN` jobs in the injector (step 2 of the module
+/// documentation).
+const BATCH_WAIT: std::time::Duration = std::time::Duration::from_micros(1);
+
+/// Spin-loop hints between two looks of a worker waiting for a batch: looking back to back
+/// would pull the injector's tail line from the pusher for every job it pushes.
+const PAUSES_PER_BATCH_LOOK: u32 = 16;
 
 /// The most tasks one steal moves; bounds the time a thief holds a victim's lock.
 const MAX_STEAL: usize = 64;
@@ -436,9 +462,19 @@ impl<T: Item> Shared<T> {
     /// stealing. Called by worker `index` only.
     #[inline]
     pub(crate) fn find_work(&self, index: usize) -> Option<Work<T>> {
+        self.look(index, Injected::Any)
+    }
+
+    /// `find_work`, taking from the injector only what `injected` accepts.
+    #[inline]
+    fn look(&self, index: usize, injected: Injected) -> Option<Work<T>> {
         self.take_next(index)
             .or_else(|| self.queues[index].pop_front())
-            .or_else(|| self.steal_injected(index))
+            .or_else(|| match injected {
+                // `len` reads the indices that `steal` would read first anyway.
+                Injected::Batch if BATCH_LEN > 1 && self.injector.len() < BATCH_LEN => None,
+                _ => self.steal_injected(index),
+            })
             .or_else(|| self.steal(index))
     }
 
@@ -503,18 +539,30 @@ impl<T: Item> Shared<T> {
         None
     }
 
-    /// Step 4: keep searching for a while.
-    fn spin_for_work(&self, index: usize) -> Option<Work<T>> {
+    /// Step 4: keep searching for a while; `injected` says what the first looks, up to
+    /// `BATCH_WAIT`, take from the injector (step 2).
+    fn spin_for_work(&self, index: usize, injected: Injected) -> Option<Work<T>> {
         // Relaxed: the count publishes nothing; a push that reads it is answered by the
         // Dekker pair below (the decrement, then a fence, then a look at every queue).
         let hot = self.spinners.fetch_add(1, Relaxed) == 0;
         let mut found = None;
-        let mut pauses = 1;
         let started = (!cfg!(loom)).then(std::time::Instant::now);
+        let mut waiting = injected;
+        let mut pauses = match injected {
+            Injected::Batch => PAUSES_PER_BATCH_LOOK,
+            Injected::Any => 1,
+        };
         // Under loom `SPIN_ROUNDS` is 0 (no spinning in the models): an empty range on purpose.
         #[cfg_attr(loom, allow(clippy::reversed_empty_ranges))]
         for round in 0..SPIN_ROUNDS {
-            found = self.find_work(index);
+            if waiting == Injected::Batch
+                && started.is_none_or(|started| started.elapsed() >= BATCH_WAIT)
+            {
+                // The wait for a batch is over: any job will do, looks ever further apart.
+                waiting = Injected::Any;
+                pauses = 1;
+            }
+            found = self.look(index, waiting);
             if found.is_some() {
                 break;
             }
@@ -527,7 +575,9 @@ impl<T: Item> Shared<T> {
                 // of the module documentation).
                 yield_now();
             }
-            pauses = (pauses * 2).min(MAX_PAUSES_PER_LOOK);
+            if waiting == Injected::Any {
+                pauses = (pauses * 2).min(MAX_PAUSES_PER_LOOK);
+            }
             // The clock is read once every 8 looks: a look is a few loads.
             if round % 8 == 7 && started.is_some_and(|started| started.elapsed() >= SPIN_TIME) {
                 break;
@@ -707,14 +757,22 @@ impl<T: Item> Shared<T> {
         // Whether this worker comes back from the sleep protocol (see `wake_another`).
         let mut woken = false;
         loop {
-            if let Some(job) = self.find_work(index) {
+            // Back from the sleep protocol, a worker takes any job (it was woken for one, or
+            // saw one before sleeping); one that has just run a job waits for a batch from
+            // the injector (step 2 of the module documentation).
+            let injected = if woken {
+                Injected::Any
+            } else {
+                Injected::Batch
+            };
+            if let Some(job) = self.look(index, injected) {
                 if std::mem::take(&mut woken) {
                     self.wake_another();
                 }
                 self.execute(job);
                 continue;
             }
-            if let Some(job) = self.spin_for_work(index) {
+            if let Some(job) = self.spin_for_work(index, injected) {
                 self.wake_another();
                 self.execute(job);
                 continue;
@@ -726,6 +784,15 @@ impl<T: Item> Shared<T> {
         }
         context::set_worker(0, 0);
     }
+}
+
+/// What a look takes from the injector (step 2 of the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Injected {
+    /// Any job there.
+    Any,
+    /// Jobs only if `BATCH_LEN` are there.
+    Batch,
 }
 
 /// What the sleep protocol came back with.
