@@ -33,7 +33,35 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
             "warnings",
         ])
         .run()?;
+    Cmd::cargo()
+        .args([
+            "clippy",
+            "-p",
+            "depengine",
+            "--features",
+            "cuda",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])
+        .run()?;
     Cmd::cargo().args(["test", "--workspace"]).run()?;
+    // The CUDA backend through the engine: without a GPU, the no-driver path (the GPU tests
+    // skip).
+    Cmd::cargo()
+        .args([
+            "test",
+            "-p",
+            "depengine",
+            "--features",
+            "cuda",
+            "--test",
+            "gpu",
+            "--test",
+            "api",
+        ])
+        .run()?;
     // The stress tests at the sizes, which only optimized builds use, and the memory
     // test at its full burst.
     Cmd::cargo()

@@ -2,8 +2,8 @@
 //!
 //! ```text
 //!                    depengine          the facade: API, engine kinds, config, failure policy
-//!          ┌─────────────┴─────────────┐
-//!          │                     depengine-cpu         depengine-cuda (planned)
+//!          ┌─────────────┴─────────────┬ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ┐ feature `cuda`
+//!          │                     depengine-cpu ◄──────── depengine-cuda
 //!          │                     ▲ this crate                 │
 //!          │                   ┌───────┴───────┐              │
 //!          │                   │               └──────┬───────┘
@@ -15,9 +15,10 @@
 //! Lines lead down to dependencies. This crate sits on `depengine-pool` (its worker blocks are
 //! pools) and on `depengine-device`, whose [`Executor`] it implements for both of its blocks: the
 //! facade routes ready CPU ops to them through that trait, as it routes GPU ops to the executors
-//! of a `DeviceBackend` (which `depengine-cuda` will implement, depending on `depengine-device`
-//! only). `depengine-sync` is under every crate that synchronizes (the facade, graph, pool and
-//! this one).
+//! of a `DeviceBackend`: `depengine-cuda` implements it, its GPU workers being this crate's
+//! blocks, each worker with a stream of its own given by the blocks' start hooks
+//! ([`BlockOptions`]). `depengine-sync` is under every crate that synchronizes (the facade,
+//! graph, pool, this one and the CUDA backend).
 //!
 //! - [`WorkerBlock`]: a block of CPU workers on a [`depengine_pool::ThreadPool`] (MXNet's
 //!   `ThreadWorkerBlock<kWorkerQueue>`). Besides closures it carries values of an owner's item

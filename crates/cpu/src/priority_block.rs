@@ -17,7 +17,7 @@ use depengine_device::{Executor, Task};
 use depengine_pool::ThreadPool;
 use depengine_sync::{Arc, Mutex, lock};
 
-use crate::BlockError;
+use crate::{BlockError, BlockOptions};
 
 struct Entry {
     priority: i32,
@@ -100,15 +100,22 @@ impl PriorityBlock {
     /// [`depengine_pool::MAX_THREADS`] (the same bound as a worker block's),
     /// [`BlockError::Spawn`] if a thread could not start (the started ones are shut down).
     pub fn new(name: &str, threads: usize) -> Result<Self, BlockError> {
-        if threads == 0 {
-            return Err(BlockError::ZeroThreads {
-                name: name.to_owned(),
-            });
-        }
-        let pool = ThreadPool::builder()
-            .threads(threads)
-            .thread_name(name)
-            .never_inline()
+        Self::with_options(name, threads, BlockOptions::default())
+    }
+
+    /// As [`new`](Self::new), with `options` (hooks that give the workers per-thread state,
+    /// pinning), as [`WorkerBlock::with_options`](crate::WorkerBlock::with_options) takes them.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn with_options(
+        name: &str,
+        threads: usize,
+        options: BlockOptions,
+    ) -> Result<Self, BlockError> {
+        let pool = options
+            .pool_builder(name, threads)?
             .build()
             .map_err(|error| BlockError::from_pool(name, error))?;
         Ok(PriorityBlock {
@@ -185,6 +192,32 @@ mod tests {
     use crate::BlockError;
     use std::sync::mpsc;
     use std::sync::{Arc, Barrier, Mutex};
+
+    /// The start hook runs on each worker before its first task: per-thread state that the
+    /// tasks find (the CUDA backend's copy workers keep their streams so).
+    #[test]
+    fn each_worker_starts_with_its_hook() {
+        thread_local! {
+            static INDEX: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+        }
+        let options = crate::BlockOptions {
+            on_start: Some(Box::new(|index| INDEX.with(|cell| cell.set(Some(index))))),
+            ..crate::BlockOptions::default()
+        };
+        let block = PriorityBlock::with_options("prio-hooks", 2, options).unwrap();
+        let (tx, rx) = mpsc::channel();
+        for priority in 0..8 {
+            let tx = tx.clone();
+            block.push(
+                priority,
+                Box::new(move || tx.send(INDEX.with(std::cell::Cell::get)).unwrap()),
+            );
+        }
+        for _ in 0..8 {
+            let index = rx.recv().unwrap().expect("the hook ran first");
+            assert!(index < 2, "{index}");
+        }
+    }
 
     #[test]
     fn higher_priority_first_fifo_among_equals() {

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use depengine_device::{Executor, Task};
-use depengine_pool::{Item, ThreadPool};
+use depengine_pool::{Builder, Item, ThreadPool};
 use std::convert::Infallible;
 
 use crate::BlockError;
@@ -79,6 +79,30 @@ pub struct BlockOptions {
     pub pin_threads: bool,
 }
 
+impl BlockOptions {
+    /// The builder of a block's pool: `threads` workers named `<name>-<i>`, never running a
+    /// task on the thread that submits it, with these options.
+    pub(crate) fn pool_builder(self, name: &str, threads: usize) -> Result<Builder, BlockError> {
+        if threads == 0 {
+            return Err(BlockError::ZeroThreads {
+                name: name.to_owned(),
+            });
+        }
+        let mut builder = ThreadPool::builder()
+            .threads(threads)
+            .thread_name(name)
+            .pin_threads(self.pin_threads)
+            .never_inline();
+        if let Some(hook) = self.on_start {
+            builder = builder.on_thread_start(hook);
+        }
+        if let Some(hook) = self.on_exit {
+            builder = builder.on_thread_exit(hook);
+        }
+        Ok(builder)
+    }
+}
+
 impl fmt::Debug for BlockOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BlockOptions")
@@ -113,22 +137,7 @@ impl<T: Item> WorkerBlock<T> {
         threads: usize,
         options: BlockOptions,
     ) -> Result<Self, BlockError> {
-        if threads == 0 {
-            return Err(BlockError::ZeroThreads {
-                name: name.to_owned(),
-            });
-        }
-        let mut builder = ThreadPool::builder()
-            .threads(threads)
-            .thread_name(name)
-            .pin_threads(options.pin_threads)
-            .never_inline();
-        if let Some(hook) = options.on_start {
-            builder = builder.on_thread_start(hook);
-        }
-        if let Some(hook) = options.on_exit {
-            builder = builder.on_thread_exit(hook);
-        }
+        let builder = options.pool_builder(name, threads)?;
         let pool = builder
             .build_for::<T>()
             .map_err(|error| BlockError::from_pool(name, error))?;

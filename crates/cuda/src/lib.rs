@@ -2,8 +2,8 @@
 //!
 //! ```text
 //!                    depengine          the facade
-//!          ┌─────────────┴─────────────┐
-//!          │                     depengine-cpu         depengine-cuda  ◄── this crate
+//!          ┌─────────────┴─────────────┬ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ┐ feature `cuda`
+//!          │                     depengine-cpu ◄──────── depengine-cuda  ◄── this crate
 //!          │                   ┌───────┴───────┐              │
 //!          │                   │               └──────┬───────┘
 //!   depengine-graph     depengine-pool         depengine-device
@@ -14,15 +14,23 @@
 //! typed error ([`CudaError::NoDriver`], [`CudaError::NoNvrtc`]) instead of cudarc's panic.
 //! The bindings are cudarc's for CUDA 12.8; a driver of that version or later loads them.
 //!
-//! What the crate provides so far:
+//! What the crate provides:
 //!
+//! - [`CudaBackend`], the `DeviceBackend` that `depengine`'s `cuda` feature installs: per GPU,
+//!   compute workers (a `depengine-cpu` `WorkerBlock`) and copy workers (a `PriorityBlock`,
+//!   highest priority first), each worker with a non-blocking stream of its own, made current
+//!   for the op it runs ([`CudaRun::current`]);
+//! - the path of a GPU op: its function launches work on the worker's stream and returns; the
+//!   worker records an event on the stream and hands it, with the op's completion, to its
+//!   stream's completion thread, which completes the op (releasing its dependents) once the
+//!   event has fired. No worker waits for the device; a stream's ops complete in stream order;
 //! - [`Driver::probe`]: whether a driver and devices are there, without a panic on a machine
-//!   that has neither;
-//! - [`kernels`]: the CUDA C source of the kernels the backend's tests and bench launch, and
-//!   their compilation to PTX by NVRTC, which needs no GPU.
+//!   that has neither (the backend probes at the first request for a device's workers, and
+//!   reports the reason as a `BackendError`);
+//! - [`kernels`]: the CUDA C source of the kernels the tests launch, and their compilation to
+//!   PTX by NVRTC, which needs no GPU.
 //!
-//! The executors (compute and copy workers, each with its stream) and the completion of GPU
-//! ops by CUDA events are not built yet; `docs/cuda.md` has the design and its state.
+//! `docs/cuda.md` has the design, what is not built yet, and what ran where.
 //!
 //! # Examples
 //!
@@ -36,9 +44,20 @@
 //! }
 //! ```
 
+mod backend;
+mod completer;
+mod device;
 mod driver;
 mod error;
+mod executor;
 pub mod kernels;
+mod run;
 
+pub use backend::CudaBackend;
 pub use driver::Driver;
 pub use error::CudaError;
+pub use run::CudaRun;
+
+/// The cudarc version this crate is built on, for the types [`CudaRun`] hands out
+/// (`cudarc::driver::CudaStream`, `CudaContext`, `CudaSlice`) and launching kernels.
+pub use cudarc;

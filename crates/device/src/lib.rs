@@ -3,8 +3,8 @@
 //!
 //! ```text
 //!                    depengine          the facade: API, engine kinds, config, failure policy
-//!          ┌─────────────┴─────────────┐
-//!          │                     depengine-cpu         depengine-cuda (its executors: planned)
+//!          ┌─────────────┴─────────────┬ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ┐ feature `cuda`
+//!          │                     depengine-cpu ◄──────── depengine-cuda
 //!          │                   ┌───────┴───────┐              │
 //!          │                   │               └──────┬───────┘
 //!   depengine-graph     depengine-pool         depengine-device  ◄── this crate
@@ -21,9 +21,11 @@
 //! blocks of `depengine-cpu` (which implements `Executor` for its `WorkerBlock` and
 //! `PriorityBlock`), GPU ops to the executors a [`DeviceBackend`] hands out, one for compute and
 //! one for copies per device (MXNet's `gpu_normal_workers_` and `gpu_copy_workers_`).
-//! `depengine-cuda` (today: driver discovery and its kernels, `docs/cuda.md`) will implement
-//! `DeviceBackend` with one stream per worker; an engine built without a backend rejects GPU ops
-//! at push time.
+//! `depengine-cuda` implements `DeviceBackend` with one stream per worker; an engine built
+//! without a backend rejects GPU ops at push time. A device op reaches its executor through
+//! [`Executor::execute_device`]: its function starts the work ([`DeviceTask::run`]) and gives
+//! back the [`DeviceCompletion`] that the executor completes once the device has done that
+//! work, so that the op's dependents are released then, and no worker waits for the device.
 //!
 //! ```
 //! use std::sync::{Arc, mpsc};
@@ -131,6 +133,158 @@ pub trait Executor: Send + Sync {
     /// (higher first); FIFO executors may ignore it. The executor must run every task it
     /// accepted, also when it shuts down.
     fn execute(&self, priority: i32, task: Task);
+
+    /// Runs a device op: [`DeviceTask::run`] on one of the executor's workers (which starts
+    /// the op's work on the device, a stream's launches for instance), then completes the
+    /// [`DeviceCompletion`] that `run` returned once that work is done, with its outcome. The
+    /// executor must run every task it accepted and complete every completion, also when it
+    /// shuts down.
+    ///
+    /// The default runs the task as [`execute`](Self::execute) does and completes it as soon
+    /// as `run` returns: right for an executor whose work is done when the function returns
+    /// (CPU threads). A device backend overrides it to complete when the device is done.
+    fn execute_device(&self, task: DeviceTask) {
+        let priority = task.priority();
+        self.execute(priority, Box::new(move || task.run().complete(Ok(()))));
+    }
+}
+
+/// A device op as its executor receives it ([`Executor::execute_device`]): a priority, and a
+/// function that starts the op's work and returns the completion to call once that work is
+/// done. Only running the task gives the completion, so no executor can complete an op before
+/// it ran.
+///
+/// ```
+/// use std::sync::mpsc;
+///
+/// use depengine_device::{DeviceCompletion, DeviceTask};
+///
+/// let (tx, rx) = mpsc::channel();
+/// let task = DeviceTask::new(3, move || {
+///     // Start the work (a kernel launch), then say how to finish the op.
+///     DeviceCompletion::new(move |outcome| tx.send(outcome.is_ok()).unwrap())
+/// });
+/// assert_eq!(task.priority(), 3);
+/// let completion = task.run();
+/// // ... once the device has done the work:
+/// completion.complete(Ok(()));
+/// assert!(rx.recv().unwrap());
+/// ```
+pub struct DeviceTask {
+    priority: i32,
+    run: Box<dyn FnOnce() -> DeviceCompletion + Send + 'static>,
+}
+
+impl DeviceTask {
+    /// A task of `priority` (higher first, in executors that order by it) that runs `run`.
+    pub fn new(priority: i32, run: impl FnOnce() -> DeviceCompletion + Send + 'static) -> Self {
+        DeviceTask {
+            priority,
+            run: Box::new(run),
+        }
+    }
+
+    /// The task's priority.
+    pub fn priority(&self) -> i32 {
+        self.priority
+    }
+
+    /// Runs the task's function on the calling thread (a worker of the executor, with its
+    /// device resources current): it starts the op's work, and the completion it returns
+    /// must be completed once that work is done.
+    pub fn run(self) -> DeviceCompletion {
+        (self.run)()
+    }
+}
+
+impl std::fmt::Debug for DeviceTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceTask")
+            .field("priority", &self.priority)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How an executor finishes a device op once its work on the device is done
+/// ([`complete`](Self::complete)), with the device's outcome. Dropping it uncompleted
+/// completes it with [`DeviceError::Dropped`], so an op is never left pending by an executor
+/// that loses it (a worker that unwinds, say).
+///
+/// ```
+/// use std::sync::mpsc;
+///
+/// use depengine_device::{DeviceCompletion, DeviceError};
+///
+/// let (tx, rx) = mpsc::channel();
+/// drop(DeviceCompletion::new(move |outcome| tx.send(outcome).unwrap()));
+/// assert_eq!(rx.recv().unwrap(), Err(DeviceError::Dropped));
+/// ```
+#[must_use = "an op completes only when its completion is completed (or dropped, as a failure)"]
+pub struct DeviceCompletion {
+    finish: Option<Finish>,
+}
+
+/// What a [`DeviceCompletion`] calls.
+type Finish = Box<dyn FnOnce(Result<(), DeviceError>) + Send + 'static>;
+
+impl DeviceCompletion {
+    /// A completion that calls `finish` with the outcome, once.
+    pub fn new(finish: impl FnOnce(Result<(), DeviceError>) + Send + 'static) -> Self {
+        DeviceCompletion {
+            finish: Some(Box::new(finish)),
+        }
+    }
+
+    /// Finishes the op with `outcome`: `Ok` if its work on the device succeeded.
+    pub fn complete(mut self, outcome: Result<(), DeviceError>) {
+        if let Some(finish) = self.finish.take() {
+            finish(outcome);
+        }
+    }
+}
+
+impl Drop for DeviceCompletion {
+    fn drop(&mut self) {
+        if let Some(finish) = self.finish.take() {
+            finish(Err(DeviceError::Dropped));
+        }
+    }
+}
+
+impl std::fmt::Debug for DeviceCompletion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceCompletion")
+            .field("completed", &self.finish.is_none())
+            .finish()
+    }
+}
+
+/// Why a device op's work on the device failed, as its executor reports it through
+/// [`DeviceCompletion::complete`].
+///
+/// ```
+/// use depengine_device::DeviceError;
+///
+/// let error = DeviceError::Failed {
+///     backend: "cuda".to_owned(),
+///     message: "CUDA_ERROR_ILLEGAL_ADDRESS".to_owned(),
+/// };
+/// assert_eq!(error.to_string(), "cuda: CUDA_ERROR_ILLEGAL_ADDRESS");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeviceError {
+    /// The device reported an error for the op's work.
+    #[error("{backend}: {message}")]
+    Failed {
+        /// The backend's name.
+        backend: String,
+        /// The device's error, named as the device names it.
+        message: String,
+    },
+    /// The executor dropped the op's completion without completing it.
+    #[error("the device executor dropped the op without completing it")]
+    Dropped,
 }
 
 /// Why a backend could not provide an executor.

@@ -177,7 +177,10 @@ pub struct EngineConfig {
     pub gpu_worker_threads: usize,
     /// Threads per GPU copy block (default 2, as MXNet).
     pub gpu_copy_threads: usize,
-    /// The device backend GPU ops run on; without one, GPU ops are rejected at push.
+    /// The device backend GPU ops run on; without one, GPU ops are rejected at push. With the
+    /// `cuda` feature the default is a [`CudaBackend`](crate::cuda::CudaBackend), which probes
+    /// the driver at the first GPU op: on a machine without one, that push fails with the
+    /// reason (no driver, no such device), and all CPU work runs as usual.
     pub device_backend: Option<Arc<dyn DeviceBackend>>,
     /// Whether the profiler runs from the start (default `false`; see [`Profiler`]).
     ///
@@ -243,6 +246,12 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
+        // The device backend: CUDA's with the `cuda` feature, none without.
+        #[cfg(feature = "cuda")]
+        let device_backend: Option<Arc<dyn DeviceBackend>> =
+            Some(Arc::new(crate::cuda::CudaBackend::new()));
+        #[cfg(not(feature = "cuda"))]
+        let device_backend = None;
         EngineConfig {
             kind: EngineKind::default(),
             cpu_worker_threads: std::thread::available_parallelism()
@@ -251,7 +260,7 @@ impl Default for EngineConfig {
             cpu_priority_threads: 4,
             gpu_worker_threads: 2,
             gpu_copy_threads: 2,
-            device_backend: None,
+            device_backend,
             profiler_autostart: false,
             profiler_mode: ProfileMode::All,
             profiler_output: None,

@@ -121,3 +121,14 @@ pub struct RunContext {
     /// Its property.
     pub property: FnProperty,
 }
+
+#[cfg(feature = "cuda")]
+impl RunContext {
+    /// The CUDA resources of the GPU worker running this op (the device's context and the
+    /// worker's stream), for an op pushed on a GPU context of an engine on the CUDA backend;
+    /// `None` for any other op. Launch the op's work on the stream and return without waiting
+    /// for it: the op completes, and releases what depends on it, once that work is done.
+    pub fn cuda(&self) -> Option<crate::cuda::CudaRun> {
+        depengine_cuda::CudaRun::current()
+    }
+}

@@ -213,7 +213,16 @@ pub use data::held::Held;
 pub use data::read_future::ReadData;
 pub use data::typed_op::TypedOp;
 pub use data::{DataRefused, TakeError};
-pub use depengine_device::{BackendError, DeviceBackend, Executor, Task};
+pub use depengine_device::{
+    BackendError, DeviceBackend, DeviceCompletion, DeviceError, DeviceTask, Executor, Task,
+};
+
+/// The CUDA backend (`depengine-cuda`), with the `cuda` feature: GPU ops run on its compute
+/// and copy workers, and find their stream with [`RunContext::cuda`].
+#[cfg(feature = "cuda")]
+pub mod cuda {
+    pub use depengine_cuda::{CudaBackend, CudaError, CudaRun, Driver, cudarc, kernels};
+}
 pub use depengine_graph::Var;
 /// The most threads a block of workers may have: each thread count of an [`EngineConfig`] is at
 /// most this (a larger one is [`ConfigError::TooManyThreads`]).

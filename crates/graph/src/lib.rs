@@ -4,8 +4,8 @@
 //!
 //! ```text
 //!                    depengine          the facade: API, engine kinds, config, failure policy
-//!          ┌─────────────┴─────────────┐
-//!          │                     depengine-cpu         depengine-cuda (planned)
+//!          ┌─────────────┴─────────────┬ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ┐ feature `cuda`
+//!          │                     depengine-cpu ◄──────── depengine-cuda
 //!          │                   ┌───────┴───────┐              │
 //!          │                   │               └──────┬───────┘
 //!   depengine-graph     depengine-pool         depengine-device

@@ -101,11 +101,7 @@ impl EngineState {
                 None => self.execute(op, None),
             },
             Route::Device { copy } => match self.workers.executor(record.context, copy) {
-                Ok(executor) => {
-                    let priority = record.priority;
-                    let state = Arc::clone(self);
-                    executor.execute(priority, Box::new(move || state.execute_task(op)));
-                }
+                Ok(executor) => executor.execute_device(self.device_task(op)),
                 // Resolving the route created the executor, so it is found; were it created
                 // here and the backend failed, the op would fail with the backend's error.
                 Err(error) => {

@@ -43,6 +43,7 @@
 //! parts every op reads. Each part documents its own fields' threads.
 
 mod bulk;
+mod device;
 mod dispatch;
 mod execute;
 mod retired;

@@ -1,0 +1,107 @@
+//! [`Completer`]: the thread that completes a stream's ops, in stream order, when their
+//! events fire.
+//!
+//! A GPU worker runs an op's function (which launches work on the worker's stream), records an
+//! event on the stream, and hands the event with the op's completion to its stream's
+//! completer; then it takes its next op. The completer waits for the oldest event (a
+//! blocking-sync event: the thread sleeps in the driver rather than spinning) and completes
+//! its op, which releases the op's dependents. A stream runs its work in order, so its events
+//! fire in the order they were recorded: waiting for the oldest first delays no op.
+//!
+//! No GPU worker ever waits for the device, and no CUDA host callback runs engine code (a host
+//! callback may not call CUDA, and the completion of an op may dispatch a GPU op).
+
+use std::collections::VecDeque;
+use std::thread::JoinHandle;
+
+use cudarc::driver::CudaEvent;
+use depengine_device::{DeviceCompletion, DeviceError};
+use depengine_sync::{Arc, Condvar, Mutex, lock, wait};
+
+/// Ops whose work is launched, oldest first, and whether the worker side is gone.
+#[derive(Default)]
+struct Launched {
+    ops: VecDeque<(CudaEvent, DeviceCompletion)>,
+    closed: bool,
+}
+
+/// What the completer thread and the worker share.
+#[derive(Default)]
+struct Shared {
+    launched: Mutex<Launched>,
+    /// Signaled when an op is launched or the worker side closes.
+    changed: Condvar,
+}
+
+/// A stream's completer: see the module documentation. Dropping it completes every op handed
+/// to it (waiting for their events), then joins the thread.
+pub(crate) struct Completer {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Completer {
+    /// Starts the completer thread of the stream of worker `name`.
+    pub(crate) fn start(name: &str) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared::default());
+        let thread = std::thread::Builder::new()
+            .name(format!("{name}-done"))
+            .spawn({
+                let shared = Arc::clone(&shared);
+                move || complete_launched(&shared)
+            })?;
+        Ok(Completer {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands over an op whose work was launched before `event` was recorded.
+    pub(crate) fn launched(&self, event: CudaEvent, completion: DeviceCompletion) {
+        lock(&self.shared.launched)
+            .ops
+            .push_back((event, completion));
+        self.shared.changed.notify_one();
+    }
+}
+
+impl Drop for Completer {
+    fn drop(&mut self) {
+        lock(&self.shared.launched).closed = true;
+        self.shared.changed.notify_one();
+        if let Some(thread) = self.thread.take() {
+            // A panic there (in an op's completion) was already reported by the panic hook.
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The completer thread: completes the oldest launched op once its event fired, until the
+/// worker side is closed and nothing is left.
+fn complete_launched(shared: &Shared) {
+    loop {
+        let (event, completion) = {
+            let mut launched = lock(&shared.launched);
+            loop {
+                if let Some(op) = launched.ops.pop_front() {
+                    break op;
+                }
+                if launched.closed {
+                    return;
+                }
+                launched = wait(&shared.changed, launched);
+            }
+        };
+        let outcome = event.synchronize().map_err(device_error);
+        drop(event);
+        completion.complete(outcome);
+    }
+}
+
+/// A CUDA error as a device op's failure.
+pub(crate) fn device_error(error: cudarc::driver::DriverError) -> DeviceError {
+    DeviceError::Failed {
+        backend: "cuda".to_owned(),
+        message: error.to_string(),
+    }
+}

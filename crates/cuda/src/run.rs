@@ -1,0 +1,83 @@
+//! [`CudaRun`]: what a GPU op's function gets from the worker that runs it (the device's
+//! context and the worker's stream), held in the crate's one thread-local.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream};
+
+thread_local! {
+    /// The stream of the GPU worker this thread is, if it is one: set by the worker's start
+    /// hook, before its first task, and cleared by its exit hook. Only that thread touches it.
+    static CURRENT: RefCell<Option<CudaRun>> = const { RefCell::new(None) };
+}
+
+/// The CUDA resources of the GPU worker running an op: the device's (primary) context and the
+/// worker's own non-blocking stream. An op launches its work on [`stream`](Self::stream) and
+/// returns without waiting for it: the worker records an event on the stream after the
+/// function returns, and the engine completes the op when that event has fired.
+///
+/// [`current`](Self::current) is `None` on any thread that is not one of this crate's GPU
+/// workers, such as the threads of a test without a GPU:
+///
+/// ```
+/// assert!(depengine_cuda::CudaRun::current().is_none());
+/// ```
+#[derive(Clone, Debug)]
+pub struct CudaRun {
+    device: u32,
+    worker: usize,
+    context: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+}
+
+impl CudaRun {
+    pub(crate) fn new(
+        device: u32,
+        worker: usize,
+        context: Arc<CudaContext>,
+        stream: Arc<CudaStream>,
+    ) -> Self {
+        CudaRun {
+            device,
+            worker,
+            context,
+            stream,
+        }
+    }
+
+    /// The resources of the GPU worker the calling thread is, or `None` on other threads.
+    pub fn current() -> Option<CudaRun> {
+        CURRENT.with(|current| current.borrow().clone())
+    }
+
+    /// The device id.
+    pub fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// The worker's index in its block (compute or copy workers of the device).
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// The device's context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.context
+    }
+
+    /// The worker's stream: launch the op's work here.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Makes `self` the calling thread's (a GPU worker's start hook).
+    pub(crate) fn enter(self) {
+        CURRENT.with(|current| *current.borrow_mut() = Some(self));
+    }
+
+    /// Clears the calling thread's (a GPU worker's exit hook).
+    pub(crate) fn leave() {
+        CURRENT.with(|current| current.borrow_mut().take());
+    }
+}

@@ -1,0 +1,80 @@
+//! The backend's executors: without a driver, asking for a device's workers is a typed error
+//! naming why (the engine reports it to the pusher of a GPU op); with a driver, a device the
+//! driver does not report is `NoSuchDevice`, and a device op on the compute workers completes
+//! once the kernel it launched has run (skipped, saying why, without a GPU or NVRTC).
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::Ptx;
+use depengine_cuda::{CudaBackend, CudaRun, Driver, kernels};
+use depengine_device::{BackendError, DeviceBackend, DeviceCompletion, DeviceTask};
+
+#[test]
+fn without_a_driver_a_devices_workers_are_a_typed_error() {
+    if Driver::probe().is_ok() {
+        return eprintln!("skipped: this machine has a CUDA driver");
+    }
+    let backend = CudaBackend::new();
+    for result in [backend.compute(0, 2), backend.copy(0, 2)] {
+        match result {
+            Err(BackendError::Unavailable {
+                backend,
+                device: 0,
+                message,
+            }) => {
+                assert_eq!(backend, "cuda");
+                assert!(message.contains("no CUDA driver"), "{message}");
+            }
+            Err(other) => panic!("expected Unavailable, got {other}"),
+            Ok(_) => panic!("workers without a driver"),
+        }
+    }
+}
+
+#[test]
+fn a_device_op_completes_after_its_kernel_ran() {
+    let driver = match Driver::probe() {
+        Ok(driver) => driver,
+        Err(reason) => return eprintln!("skipped: {reason}"),
+    };
+    if !kernels::nvrtc_present() {
+        return eprintln!("skipped: no NVRTC to compile the kernels");
+    }
+    let backend = CudaBackend::new();
+    let beyond = u32::try_from(driver.device_count()).unwrap();
+    assert!(matches!(
+        backend.compute(beyond, 1),
+        Err(BackendError::NoSuchDevice { device, .. }) if device == beyond
+    ));
+    let executor = backend.compute(0, 2).unwrap();
+    let ptx = kernels::compile().unwrap();
+    let (done_tx, done_rx) = mpsc::channel();
+    let (ran_tx, ran_rx) = mpsc::channel();
+    executor.execute_device(DeviceTask::new(0, move || {
+        let run = CudaRun::current().expect("a GPU worker");
+        ran_tx.send(run.worker()).unwrap();
+        let module = run.context().load_module(Ptx::from_src(ptx)).unwrap();
+        let spin = module.load_function("spin").unwrap();
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `spin` takes one `long long` and touches no memory.
+        unsafe {
+            run.stream()
+                .launch_builder(&spin)
+                .arg(&100_000_000_i64)
+                .launch(one)
+                .unwrap();
+        }
+        // The kernel is queued, not done: the op completes later, on the completion thread.
+        DeviceCompletion::new(move |outcome| done_tx.send(outcome).unwrap())
+    }));
+    let worker = ran_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(worker < 2);
+    let outcome = done_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(outcome, Ok(()));
+}

@@ -1,0 +1,73 @@
+//! A GPU op on its device executor: the function runs on one of the executor's workers, and
+//! the op completes when the executor says that the work it launched is done.
+//!
+//! ```text
+//! dispatch ──► executor.execute_device(task)
+//!                  worker: task.run() ── launch: run the function (it launches on the
+//!                  │                     worker's stream), keep its outcome
+//!                  └─► records an event, hands it and the completion to its stream's
+//!                      completion thread ── the event fired ──► completion.complete(device)
+//!                                                                   │
+//!                             finish: the function's outcome, else the device's ◄──┘
+//! ```
+//!
+//! The op's vars stay held until the device is done, so no op that uses them (on the CPU or on
+//! another stream) starts before the work this one launched has finished. A skipped op, and an
+//! async function (which completes through its own `Completion`), are finished by
+//! `run_function` as on a CPU worker; their device completion has nothing left to do.
+
+use std::sync::Arc;
+
+use depengine_device::{DeviceCompletion, DeviceError, DeviceTask};
+use depengine_graph::ReadyOp;
+
+use crate::failure::FailureCause;
+use crate::op::record::OpRecord;
+use crate::run::EngineState;
+use crate::run::execute::Returned;
+use crate::thread::task::TaskMarker;
+
+impl EngineState {
+    /// The task that runs ready GPU op `op` on its device executor.
+    pub(super) fn device_task(self: &Arc<Self>, op: ReadyOp<OpRecord>) -> DeviceTask {
+        let priority = op.payload().priority;
+        let state = Arc::clone(self);
+        DeviceTask::new(priority, move || state.launch(op))
+    }
+
+    /// Runs the op's function on the executor's worker; the completion finishes the op.
+    fn launch(self: Arc<Self>, op: ReadyOp<OpRecord>) -> DeviceCompletion {
+        let marker = TaskMarker::enter(self.id);
+        let mut completion = None;
+        self.run_function(op, None, |returned| {
+            let state = Arc::clone(&self);
+            completion = Some(DeviceCompletion::new(move |device| {
+                state.finish_launched(returned, device);
+            }));
+        });
+        // An op finished without a sync function's outcome (skipped, async) waits for nothing.
+        let completion = completion.unwrap_or_else(|| DeviceCompletion::new(drop));
+        // As `execute_task`: this reference goes while the thread is still marked.
+        drop(self);
+        drop(marker);
+        completion
+    }
+
+    /// Finishes an op whose function returned, once the device is done with what it launched:
+    /// with the function's failure if it failed, else with the device's.
+    fn finish_launched(self: Arc<Self>, returned: Returned, device: Result<(), DeviceError>) {
+        let marker = TaskMarker::enter(self.id);
+        let Returned {
+            op,
+            outcome,
+            started,
+        } = returned;
+        let outcome = outcome.and_then(|()| {
+            device.map_err(|error| op.payload().failure(FailureCause::Error(Box::new(error))))
+        });
+        self.profile(|| op.payload().profiled_op(), started, &outcome);
+        self.finish(op, outcome, true, None);
+        drop(self);
+        drop(marker);
+    }
+}
