@@ -4,12 +4,13 @@
 //! With a GPU: a chain of kernels over two compute streams, each op launching a long spin
 //! before its arithmetic so that an op started before its predecessor's work finished would
 //! read stale data, checked element by element against the same arithmetic on the CPU; and a
-//! chain that alternates GPU and CPU ops. cudarc's own per-buffer event tracking is off
+//! chain that alternates GPU and CPU ops, the buffers being typed data (`Data<Slot>`) that
+//! the ops receive as `&`/`&mut`. cudarc's own per-buffer event tracking is off
 //! (`CudaBackend::without_event_tracking`): only the engine orders the buffers' uses. Each
 //! GPU test skips itself, printing why, where no device or no NVRTC is found.
 #![cfg(feature = "cuda")]
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use depengine::cuda::cudarc::driver::{
     CudaFunction, CudaModule, CudaSlice, LaunchConfig, PushKernelArg,
@@ -78,40 +79,35 @@ fn kernels_on(run: &depengine::cuda::CudaRun) -> Result<&'static Kernels, BoxErr
     Ok(KERNELS.get_or_init(|| loaded))
 }
 
-/// A device buffer beside its var: ops that name the var lock it (uncontended: the engine
-/// already runs them one at a time), and launch on their worker's stream. `spare` is a second
-/// buffer of the same size, so that `x = f(x)` writes elsewhere and swaps, and no op frees a
-/// buffer that another stream may still be reading.
+/// A device buffer as typed data: ops receive it as `&Slot` or `&mut Slot` (the engine's
+/// schedule is the proof of exclusivity, no lock) and launch on their worker's stream. `spare`
+/// is a second buffer of the same size, so that `x = f(x)` writes elsewhere and swaps, and no
+/// op frees a buffer that another stream may still be reading.
 #[derive(Default)]
 struct Slot {
     data: Option<CudaSlice<f32>>,
     spare: Option<CudaSlice<f32>>,
 }
 
-type Buffer = Arc<Mutex<Slot>>;
-
 fn cuda(run: &RunContext) -> Result<depengine::cuda::CudaRun, BoxError> {
     run.cuda()
         .ok_or_else(|| "a GPU op ran on a thread that is no GPU worker".into())
 }
 
-/// Fills `buffer` with `values`, and gives it a spare, on the op's stream.
-fn upload(run: &RunContext, buffer: &Buffer, values: &[f32]) -> Result<(), BoxError> {
+/// Fills `slot` with `values`, and gives it a spare, on the op's stream.
+fn upload(run: &RunContext, slot: &mut Slot, values: &[f32]) -> Result<(), BoxError> {
     let run = cuda(run)?;
-    let mut slot = buffer.lock().unwrap();
     slot.data = Some(run.stream().clone_htod(values)?);
     slot.spare = Some(run.stream().alloc_zeros::<f32>(values.len())?);
     Ok(())
 }
 
 /// `x = (x + y) * factor` on the op's stream, after spinning for `SPIN_CYCLES`.
-fn add_then_scale(run: &RunContext, x: &Buffer, y: &Buffer, factor: f32) -> Result<(), BoxError> {
+fn add_then_scale(run: &RunContext, y: &Slot, x: &mut Slot, factor: f32) -> Result<(), BoxError> {
     let run = cuda(run)?;
     let kernels = kernels_on(&run)?;
     let stream = run.stream();
-    let mut x = x.lock().unwrap();
-    let y = y.lock().unwrap();
-    let Slot { data, spare } = &mut *x;
+    let Slot { data, spare } = x;
     let (input, sum) = (
         data.as_ref().ok_or("x unset")?,
         spare.as_mut().ok_or("x unset")?,
@@ -150,6 +146,12 @@ fn add_then_scale(run: &RunContext, x: &Buffer, y: &Buffer, factor: f32) -> Resu
     Ok(())
 }
 
+/// Copies a slot's buffer to the host on a stream of its own (the ops on it have completed).
+fn download(slot: &Slot) -> Result<Vec<f32>, BoxError> {
+    let buffer = slot.data.as_ref().ok_or("not uploaded")?;
+    Ok(buffer.context().default_stream().clone_dtoh(buffer)?)
+}
+
 fn gpu_engine() -> Engine {
     // SAFETY: the buffers of these tests are only used inside ops that name their vars, or
     // after `wait_for_var` on them (the contract of `without_event_tracking`).
@@ -172,39 +174,37 @@ fn a_chain_of_kernels_over_two_streams_matches_the_cpu() {
     };
     eprintln!("{devices} CUDA device(s); running on device 0");
     let engine = gpu_engine();
-    let (vx, vy) = (engine.new_var().unwrap(), engine.new_var().unwrap());
-    let x: Buffer = Arc::default();
-    let y: Buffer = Arc::default();
+    let x = engine.data_named("x", Slot::default()).unwrap();
+    let y = engine.data_named("y", Slot::default()).unwrap();
     let host_y: Vec<f32> = (0..N).map(|i| (i % 7) as f32).collect();
     {
-        let (x, y, host_y) = (Arc::clone(&x), Arc::clone(&y), host_y.clone());
+        let host_y = host_y.clone();
         engine
             .op("upload")
             .on(Context::gpu(0))
-            .writes([vx, vy])
-            .push_sync(move |run| -> Result<(), BoxError> {
-                upload(&run, &x, &vec![1.0_f32; N])?;
-                upload(&run, &y, &host_y)
+            .write(&x)
+            .write(&y)
+            .push_sync(move |run, (x, y)| -> Result<(), BoxError> {
+                upload(&run, x, &vec![1.0_f32; N])?;
+                upload(&run, y, &host_y)
             })
             .unwrap();
     }
     let factors = [0.5_f32, 2.0, 0.25, 4.0, 0.5, 1.5, 0.75, 1.0];
     for (step, factor) in factors.into_iter().enumerate() {
-        let (x, y) = (Arc::clone(&x), Arc::clone(&y));
         engine
             .op(format!("step{step}"))
             .on(Context::gpu(0))
-            .reads([vy])
-            .writes([vx])
-            .push_sync(move |run| add_then_scale(&run, &x, &y, factor))
+            .read(&y)
+            .write(&x)
+            .push_sync(move |run, (y, x)| add_then_scale(&run, y, x, factor))
             .unwrap();
     }
-    engine.wait_for_var(vx).unwrap();
     let expected: Vec<f32> = host_y
         .iter()
         .map(|&y| factors.iter().fold(1.0_f32, |x, &factor| (x + y) * factor))
         .collect();
-    let got = download(&engine, &x);
+    let got = download(&engine.read(&x).unwrap()).unwrap();
     assert_eq!(got.len(), N);
     for (i, (got, expected)) in got.iter().zip(&expected).enumerate() {
         assert!(
@@ -212,15 +212,6 @@ fn a_chain_of_kernels_over_two_streams_matches_the_cpu() {
             "element {i}: {got} != {expected}"
         );
     }
-}
-
-/// Copies `buffer` to the host on a stream of the test's own (its ops have completed).
-fn download(engine: &Engine, buffer: &Buffer) -> Vec<f32> {
-    let _ = engine;
-    let slot = buffer.lock().unwrap();
-    let buffer = slot.data.as_ref().expect("uploaded");
-    let stream = buffer.context().default_stream();
-    stream.clone_dtoh(buffer).unwrap()
 }
 
 #[test]
@@ -231,56 +222,50 @@ fn gpu_and_cpu_ops_alternate_on_one_buffer() {
         Err(reason) => return eprintln!("skipped: {reason}"),
     }
     let engine = gpu_engine();
-    let (vx, vy) = (engine.new_var().unwrap(), engine.new_var().unwrap());
-    let x: Buffer = Arc::default();
-    let y: Buffer = Arc::default();
-    let host = Arc::new(Mutex::new(vec![0.0_f32; N]));
-    {
-        let (x, y) = (Arc::clone(&x), Arc::clone(&y));
-        engine
-            .op("upload")
-            .on(Context::gpu(0))
-            .writes([vx, vy])
-            .push_sync(move |run| -> Result<(), BoxError> {
-                upload(&run, &x, &vec![0.0_f32; N])?;
-                upload(&run, &y, &vec![1.0_f32; N])
-            })
-            .unwrap();
-    }
+    let x = engine.data_named("x", Slot::default()).unwrap();
+    let y = engine.data_named("y", Slot::default()).unwrap();
+    engine
+        .op("upload")
+        .on(Context::gpu(0))
+        .write(&x)
+        .write(&y)
+        .push_sync(|run, (x, y)| -> Result<(), BoxError> {
+            upload(&run, x, &vec![0.0_f32; N])?;
+            upload(&run, y, &vec![1.0_f32; N])
+        })
+        .unwrap();
+    let host = engine.data_named("host", Vec::<f32>::new()).unwrap();
     let rounds = 6;
     for round in 0..rounds {
-        let (gpu_x, gpu_y) = (Arc::clone(&x), Arc::clone(&y));
         engine
             .op(format!("gpu{round}"))
             .on(Context::gpu(0))
-            .reads([vy])
-            .writes([vx])
-            .push_sync(move |run| add_then_scale(&run, &gpu_x, &gpu_y, 1.0))
+            .read(&y)
+            .write(&x)
+            .push_sync(|run, (y, x)| add_then_scale(&run, y, x, 1.0))
             .unwrap();
         // A CPU op reading what the GPU op wrote: it starts only once that work is done, so a
         // copy on a stream of its own sees it (a stale read would see the previous round's).
-        let (x, host) = (Arc::clone(&x), Arc::clone(&host));
         engine
             .op(format!("cpu{round}"))
-            .reads([vx])
-            .push_sync(move |_| -> Result<(), BoxError> {
-                let slot = x.lock().unwrap();
-                let x = slot.data.as_ref().ok_or("x unset")?;
-                let copied = x.context().default_stream().clone_dtoh(x)?;
+            .read(&x)
+            .write(&host)
+            .push_sync(move |_, (x, host)| -> Result<(), BoxError> {
+                let copied = download(x)?;
                 let expected = (round + 1) as f32;
                 if copied.iter().any(|&value| (value - expected).abs() > 1e-6) {
                     return Err(format!("round {round}: a CPU op saw stale GPU data").into());
                 }
-                host.lock().unwrap().copy_from_slice(&copied);
+                *host = copied;
                 Ok(())
             })
             .unwrap();
     }
     engine.wait_for_all().unwrap();
+    let host = engine.read(&host).unwrap();
+    assert_eq!(host.len(), N);
     assert!(
-        host.lock()
-            .unwrap()
-            .iter()
+        host.iter()
             .all(|&value| (value - rounds as f32).abs() <= 1e-6)
     );
 }
