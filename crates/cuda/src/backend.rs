@@ -53,16 +53,25 @@ impl CudaBackend {
     }
 
     /// A backend that turns cudarc's per-buffer event tracking off on the devices it opens,
-    /// for buffers made after that: the engine alone orders their uses.
+    /// for buffers made after that: the engine alone orders their uses. Tracking is a flag of
+    /// cudarc's `CudaContext`, which every engine's backend shares for a device's primary
+    /// context, so it is off for buffers any code of the process makes there afterwards.
     ///
     /// # Safety
     ///
     /// Every use of a buffer made on these devices after this backend opened them (each
-    /// launch, copy and drop) must be ordered by the engine: made inside an op that names the
-    /// buffer's var (a write for a write, a read at least for a read), or, outside any op, only
-    /// once the ops that use it have completed (`wait_for_var`). A GPU op completes only when
-    /// the work it launched has finished, so these ops never overlap on the device; a use that
-    /// bypasses them could race with them, which cudarc's tracking would have prevented.
+    /// launch, copy and drop) must be ordered by the engine: made by a sync GPU op that names
+    /// the buffer's var (a write for a write, a read at least for a read), on that op's stream
+    /// ([`CudaRun::stream`](crate::CudaRun::stream)), or outside any op only once the ops that
+    /// use it have completed (`wait_for_var`, or a CPU op ordered after them). Such an op
+    /// completes only when the work it launched on its stream has finished, so these uses never
+    /// overlap on the device. Not covered, and so not allowed for such buffers:
+    ///
+    /// - work launched on any other stream;
+    /// - an async GPU op (`push_async`), which completes when its `Completion` is completed,
+    ///   whatever its stream still runs;
+    /// - dropping a buffer inside an op whose stream is not the one that made it: cudarc frees
+    ///   a buffer on the stream that allocated it, which does not wait for this op's work.
     pub unsafe fn without_event_tracking() -> Self {
         CudaBackend {
             devices: Mutex::new(HashMap::new()),

@@ -8,8 +8,10 @@
 //! its op, which releases the op's dependents. A stream runs its work in order, so its events
 //! fire in the order they were recorded: waiting for the oldest first delays no op.
 //!
-//! No GPU worker ever waits for the device, and no CUDA host callback runs engine code (a host
-//! callback may not call CUDA, and the completion of an op may dispatch a GPU op).
+//! The engine never makes a GPU worker wait for the device (a blocking cudarc call inside an
+//! op's function, such as a copy from pageable host memory, still waits), and no CUDA host
+//! callback runs engine code (a host callback may not call CUDA, and the completion of an op
+//! may dispatch a GPU op).
 
 use std::collections::VecDeque;
 use std::thread::JoinHandle;
@@ -65,6 +67,14 @@ impl Completer {
     }
 }
 
+impl std::fmt::Debug for Completer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Completer")
+            .field("launched", &lock(&self.shared.launched).ops.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Completer {
     fn drop(&mut self) {
         lock(&self.shared.launched).closed = true;
@@ -94,7 +104,12 @@ fn complete_launched(shared: &Shared) {
         };
         let outcome = event.synchronize().map_err(device_error);
         drop(event);
-        completion.complete(outcome);
+        // The completion runs engine code and users' `Drop`s (a value released with its var):
+        // a panic there must not end this thread, which later ops of the stream wait on. It was
+        // reported by the panic hook.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            completion.complete(outcome);
+        }));
     }
 }
 

@@ -23,9 +23,10 @@ impl GpuDevice {
         })?;
         if !track_events {
             // SAFETY: `CudaBackend::without_event_tracking`'s caller promised that every use
-            // of a buffer made on this device from now on is ordered by the engine (inside ops
-            // that name the buffer's var, each completed only when its event has fired), which
-            // is what cudarc's per-buffer events would otherwise order.
+            // of a buffer made on this device from now on is ordered by the engine: made on the
+            // stream of a sync GPU op naming the buffer's var (completed only when the event
+            // recorded after its function has fired), or after such ops completed. That is the
+            // order cudarc's per-buffer events would otherwise enforce.
             unsafe { context.disable_event_tracking() };
         }
         Ok(GpuDevice { ordinal, context })

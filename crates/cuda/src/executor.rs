@@ -14,7 +14,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use cudarc::driver::sys::CUevent_flags;
 use depengine_cpu::{BlockOptions, PriorityBlock, WorkerBlock};
-use depengine_device::{BackendError, DeviceTask, Executor, Task};
+use depengine_device::{BackendError, DeviceError, DeviceTask, Executor, Task};
 
 use crate::completer::{Completer, device_error};
 use crate::device::GpuDevice;
@@ -40,17 +40,18 @@ impl Kind {
 
 /// The block of workers under a [`StreamExecutor`].
 enum Block {
-    Fifo(WorkerBlock),
-    Priority(PriorityBlock),
+    /// Compute workers: the pool's queues, no order among ready ops.
+    Compute(WorkerBlock),
+    /// Copy workers: highest priority first.
+    Copy(PriorityBlock),
 }
 
 /// See the module documentation.
 pub(crate) struct StreamExecutor {
-    // Field order is drop order: the block first (its drop runs every accepted task, each of
-    // which hands its op to a completer), then the completers (each completes what it holds).
+    /// Its drop runs every accepted task, each of which hands its op to its worker's
+    /// completer, then joins the workers, whose exit hooks drop their `CudaRun`s: the last
+    /// reference to each completer then goes, which completes what it holds and joins it.
     block: Block,
-    /// One per worker, worker `i`'s at `completers[i]`.
-    completers: Arc<[Completer]>,
 }
 
 impl StreamExecutor {
@@ -72,8 +73,8 @@ impl StreamExecutor {
             .map(|_| device.context().new_stream())
             .collect::<Result<_, _>>()
             .map_err(|error| unavailable(format!("creating a stream: {error}")))?;
-        let completers: Arc<[Completer]> = (0..threads)
-            .map(|index| Completer::start(&format!("{name}-{index}")))
+        let completers: Arc<[Arc<Completer>]> = (0..threads)
+            .map(|index| Completer::start(&format!("{name}-{index}")).map(Arc::new))
             .collect::<Result<_, _>>()
             .map_err(|error| unavailable(format!("starting a completion thread: {error}")))?;
         let options = {
@@ -85,6 +86,7 @@ impl StreamExecutor {
                         index,
                         Arc::clone(device.context()),
                         Arc::clone(&streams[index]),
+                        Arc::clone(&completers[index]),
                     )
                     .enter();
                 })),
@@ -93,29 +95,28 @@ impl StreamExecutor {
             }
         };
         let block = match kind {
-            Kind::Compute => WorkerBlock::with_options(&name, threads, options).map(Block::Fifo),
-            Kind::Copy => PriorityBlock::with_options(&name, threads, options).map(Block::Priority),
+            Kind::Compute => WorkerBlock::with_options(&name, threads, options).map(Block::Compute),
+            Kind::Copy => PriorityBlock::with_options(&name, threads, options).map(Block::Copy),
         }
         .map_err(|error| unavailable(error.to_string()))?;
-        Ok(StreamExecutor { block, completers })
+        Ok(StreamExecutor { block })
     }
 
     fn queue(&self, priority: i32, task: Task) {
         match &self.block {
-            Block::Fifo(block) => block.execute(priority, task),
-            Block::Priority(block) => block.execute(priority, task),
+            Block::Compute(block) => block.execute(priority, task),
+            Block::Copy(block) => block.execute(priority, task),
         }
     }
 }
 
 impl Executor for StreamExecutor {
-    /// Runs `task` on a worker, with its stream current, and counts it done when it returns.
+    /// Runs `task` on a worker, with the worker's stream current.
     fn execute(&self, priority: i32, task: Task) {
         self.queue(priority, task);
     }
 
     fn execute_device(&self, task: DeviceTask) {
-        let completers = Arc::clone(&self.completers);
         self.queue(
             task.priority(),
             Box::new(move || {
@@ -123,7 +124,7 @@ impl Executor for StreamExecutor {
                 // Every worker of this block made its `CudaRun` current in its start hook,
                 // before its first task: `None` would be a task run by another thread.
                 let Some(run) = CudaRun::current() else {
-                    return completion.complete(Err(depengine_device::DeviceError::Failed {
+                    return completion.complete(Err(DeviceError::Failed {
                         backend: "cuda".to_owned(),
                         message: "a GPU op ran on a thread that is no GPU worker".to_owned(),
                     }));
@@ -132,8 +133,14 @@ impl Executor for StreamExecutor {
                     .stream()
                     .record_event(Some(CUevent_flags::CU_EVENT_BLOCKING_SYNC))
                 {
-                    Ok(event) => completers[run.worker()].launched(event, completion),
-                    Err(error) => completion.complete(Err(device_error(error))),
+                    Ok(event) => run.completer().launched(event, completion),
+                    Err(error) => {
+                        // No event to wait for: the work launched so far must end before the
+                        // op completes (and its buffers may be reused), so this worker waits
+                        // for its stream, on this failure path only.
+                        let _ = run.stream().synchronize();
+                        completion.complete(Err(device_error(error)));
+                    }
                 }
             }),
         );

@@ -23,7 +23,8 @@
 //! - the path of a GPU op: its function launches work on the worker's stream and returns; the
 //!   worker records an event on the stream and hands it, with the op's completion, to its
 //!   stream's completion thread, which completes the op (releasing its dependents) once the
-//!   event has fired. No worker waits for the device; a stream's ops complete in stream order;
+//!   event has fired. The engine never makes a worker wait for the device; a stream's ops
+//!   complete in stream order;
 //! - [`Driver::probe`]: whether a driver and devices are there, without a panic on a machine
 //!   that has neither (the backend probes at the first request for a device's workers, and
 //!   reports the reason as a `BackendError`);

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream};
 
+use crate::completer::Completer;
+
 thread_local! {
     /// The stream of the GPU worker this thread is, if it is one: set by the worker's start
     /// hook, before its first task, and cleared by its exit hook. Only that thread touches it.
@@ -29,6 +31,8 @@ pub struct CudaRun {
     worker: usize,
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// The completion thread of `stream`, to which the worker hands each op it ran.
+    completer: Arc<Completer>,
 }
 
 impl CudaRun {
@@ -37,12 +41,14 @@ impl CudaRun {
         worker: usize,
         context: Arc<CudaContext>,
         stream: Arc<CudaStream>,
+        completer: Arc<Completer>,
     ) -> Self {
         CudaRun {
             device,
             worker,
             context,
             stream,
+            completer,
         }
     }
 
@@ -69,6 +75,11 @@ impl CudaRun {
     /// The worker's stream: launch the op's work here.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// The completion thread of the worker's stream.
+    pub(crate) fn completer(&self) -> &Completer {
+        &self.completer
     }
 
     /// Makes `self` the calling thread's (a GPU worker's start hook).

@@ -1,7 +1,7 @@
 //! The backend's executors: without a driver, asking for a device's workers is a typed error
 //! naming why (the engine reports it to the pusher of a GPU op); with a driver, a device the
 //! driver does not report is `NoSuchDevice`, and a device op on the compute workers completes
-//! once the kernel it launched has run (skipped, saying why, without a GPU or NVRTC).
+//! only once the kernel it launched has run (skipped, saying why, without a GPU or NVRTC).
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -70,11 +70,22 @@ fn a_device_op_completes_after_its_kernel_ran() {
                 .launch(one)
                 .unwrap();
         }
-        // The kernel is queued, not done: the op completes later, on the completion thread.
-        DeviceCompletion::new(move |outcome| done_tx.send(outcome).unwrap())
+        // The kernel is queued, not done: the op completes later, on the completion thread,
+        // once the work launched so far (`launched`) has finished. The module stays loaded
+        // until then.
+        let launched = run.stream().record_event(None).unwrap();
+        DeviceCompletion::new(move |outcome| {
+            let finished = launched.is_complete();
+            drop(module);
+            done_tx.send((outcome, finished)).unwrap();
+        })
     }));
     let worker = ran_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(worker < 2);
-    let outcome = done_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let (outcome, finished) = done_rx.recv_timeout(Duration::from_secs(30)).unwrap();
     assert_eq!(outcome, Ok(()));
+    assert!(
+        finished,
+        "the op completed before the kernel it launched had run"
+    );
 }

@@ -25,7 +25,8 @@
 //! without a backend rejects GPU ops at push time. A device op reaches its executor through
 //! [`Executor::execute_device`]: its function starts the work ([`DeviceTask::run`]) and gives
 //! back the [`DeviceCompletion`] that the executor completes once the device has done that
-//! work, so that the op's dependents are released then, and no worker waits for the device.
+//! work, so that the op's dependents are released then, and the engine makes no worker wait
+//! for the device.
 //!
 //! ```
 //! use std::sync::{Arc, mpsc};

@@ -129,6 +129,10 @@ impl RunContext {
     /// `None` for any other op. Launch the op's work on the stream and return without waiting
     /// for it: the op completes, and releases what depends on it, once that work is done.
     pub fn cuda(&self) -> Option<crate::cuda::CudaRun> {
-        depengine_cuda::CudaRun::current()
+        if self.context.is_gpu() {
+            depengine_cuda::CudaRun::current()
+        } else {
+            None
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! is finished, and releases what depends on it, only when its executor says the device is
 //! done, with the device's outcome. A stand-in device holds each op's completion until the
 //! test releases it, as a CUDA stream's completion thread holds it until the op's event fires.
+#![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -155,4 +156,45 @@ fn the_functions_own_failure_outlives_a_device_success() {
     held.pop().unwrap().complete(Ok(()));
     let error = engine.wait_for_var(var).unwrap_err().to_string();
     assert!(error.contains("launch refused"), "{error}");
+}
+
+/// An executor that drops every device task unrun.
+struct DropsTasks;
+
+impl Executor for DropsTasks {
+    fn execute(&self, _priority: i32, task: Task) {
+        drop(task);
+    }
+    fn execute_device(&self, task: DeviceTask) {
+        drop(task);
+    }
+}
+
+struct DroppingBackend;
+
+impl DeviceBackend for DroppingBackend {
+    fn name(&self) -> &'static str {
+        "drops"
+    }
+    fn compute(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(Arc::new(DropsTasks))
+    }
+    fn copy(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(Arc::new(DropsTasks))
+    }
+}
+
+#[test]
+fn a_task_the_executor_drops_unrun_fails_its_op() {
+    let engine = Engine::new(
+        EngineConfig::default()
+            .kind(EngineKind::ThreadedPerDevice)
+            .device_backend(Arc::new(DroppingBackend)),
+    )
+    .unwrap();
+    let var = engine.new_var().unwrap();
+    let ran = gpu_then_cpu(&engine, var);
+    let error = engine.wait_for_var(var).unwrap_err().to_string();
+    assert!(error.contains("gpu-write"), "{error}");
+    assert!(!ran.load(Ordering::SeqCst));
 }

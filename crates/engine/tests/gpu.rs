@@ -1,14 +1,14 @@
 //! The CUDA backend through the engine (`--features cuda`).
 //!
 //! Without a CUDA driver (CI): CPU work runs, and a GPU op is refused at push with the reason.
-//! With a GPU: a chain of kernels over two compute streams, each op launching a long spin
-//! before its arithmetic so that an op started before its predecessor's work finished would
-//! read stale data, checked element by element against the same arithmetic on the CPU; and a
+//! With a GPU: a chain of kernels over two compute streams, each op spinning for about a
+//! millisecond between an add and a scale, so that an op started before its predecessor's
+//! work finished would read an unscaled sum, checked element by element against the same arithmetic on the CPU; and a
 //! chain that alternates GPU and CPU ops, the buffers being typed data (`Data<Slot>`) that
 //! the ops receive as `&`/`&mut`. cudarc's own per-buffer event tracking is off
 //! (`CudaBackend::without_event_tracking`): only the engine orders the buffers' uses. Each
 //! GPU test skips itself, printing why, where no device or no NVRTC is found.
-#![cfg(feature = "cuda")]
+#![cfg(all(feature = "cuda", not(loom)))]
 
 use std::sync::{Arc, OnceLock};
 
@@ -102,7 +102,8 @@ fn upload(run: &RunContext, slot: &mut Slot, values: &[f32]) -> Result<(), BoxEr
     Ok(())
 }
 
-/// `x = (x + y) * factor` on the op's stream, after spinning for `SPIN_CYCLES`.
+/// `x = (x + y) * factor` on the op's stream, spinning for `SPIN_CYCLES` between the add and
+/// the scale.
 fn add_then_scale(run: &RunContext, y: &Slot, x: &mut Slot, factor: f32) -> Result<(), BoxError> {
     let run = cuda(run)?;
     let kernels = kernels_on(&run)?;
@@ -125,16 +126,18 @@ fn add_then_scale(run: &RunContext, y: &Slot, x: &mut Slot, factor: f32) -> Resu
     // writes `n` floats of `x`. Every buffer holds `N` floats.
     unsafe {
         stream
-            .launch_builder(&kernels.spin)
-            .arg(&SPIN_CYCLES)
-            .launch(one)?;
-        stream
             .launch_builder(&kernels.add)
             .arg(input)
             .arg(y)
             .arg(&mut *sum)
             .arg(&n)
             .launch(config)?;
+        // Between the two halves of the arithmetic: an op that read `x` before this one's
+        // work finished would see the sum unscaled.
+        stream
+            .launch_builder(&kernels.spin)
+            .arg(&SPIN_CYCLES)
+            .launch(one)?;
         stream
             .launch_builder(&kernels.scale)
             .arg(&mut *sum)

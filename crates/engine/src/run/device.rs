@@ -31,8 +31,11 @@ impl EngineState {
     /// The task that runs ready GPU op `op` on its device executor.
     pub(super) fn device_task(self: &Arc<Self>, op: ReadyOp<OpRecord>) -> DeviceTask {
         let priority = op.payload().priority;
-        let state = Arc::clone(self);
-        DeviceTask::new(priority, move || state.launch(op))
+        let unlaunched = Unlaunched {
+            state: Arc::clone(self),
+            op: Some(op),
+        };
+        DeviceTask::new(priority, move || unlaunched.launch())
     }
 
     /// Runs the op's function on the executor's worker; the completion finishes the op.
@@ -69,5 +72,36 @@ impl EngineState {
         self.finish(op, outcome, true, None);
         drop(self);
         drop(marker);
+    }
+}
+
+/// A GPU op handed to its executor and not run yet: if the executor drops the task unrun, the
+/// op fails (its function dropped unrun) instead of holding its vars forever.
+struct Unlaunched {
+    state: Arc<EngineState>,
+    /// `Some` until the task runs.
+    op: Option<ReadyOp<OpRecord>>,
+}
+
+impl Unlaunched {
+    fn launch(mut self) -> DeviceCompletion {
+        let state = Arc::clone(&self.state);
+        match self.op.take() {
+            Some(op) => state.launch(op),
+            // `op` is taken only here, and `launch` consumes the guard.
+            None => DeviceCompletion::new(drop),
+        }
+    }
+}
+
+impl Drop for Unlaunched {
+    fn drop(&mut self) {
+        if let Some(op) = self.op.take() {
+            let _marker = TaskMarker::enter(self.state.id);
+            let failure = op
+                .payload()
+                .failure(FailureCause::Error(Box::new(DeviceError::Dropped)));
+            self.state.fail_unrun(op, failure);
+        }
     }
 }

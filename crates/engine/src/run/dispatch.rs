@@ -74,8 +74,11 @@ impl EngineState {
     /// Sends a ready op where it runs.
     fn dispatch(self: &Arc<Self>, op: ReadyOp<OpRecord>, from_push: bool) {
         let record = op.payload();
+        // A GPU op goes to its device executor whatever its property: only a worker there has
+        // the stream its function launches on, and completes it when the device is done.
         if from_push
             && record.property.runs_on_pusher()
+            && !matches!(record.route, Route::Device { .. })
             && self.workers.runs_ready_async_on_pusher()
         {
             self.execute(op, None);
@@ -112,7 +115,7 @@ impl EngineState {
         }
     }
 
-    /// A task of the priority block or a device executor: executes the op, and drops this
+    /// A task of the priority block: executes the op, and drops this
     /// reference to the engine while still marked as an engine task (see `Engine`'s shutdown).
     fn execute_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
         let marker = TaskMarker::enter(self.id);
