@@ -16,6 +16,9 @@
 //! - `chain_shared`, `random_empty_shared`: the same again, the way data is reached without
 //!   typed data: each value in an `Arc<Mutex<u64>>` beside a var, the op's closure holding
 //!   clones of its values' `Arc`s and locking each.
+//! - `chain_priority_overhead`: N/100 `CpuPrioritized` ops writing the same var, each spinning
+//!   100 µs (long enough for the idle workers to stop spinning and sleep): (wall time − the
+//!   ops' spinning) / (N/100), in µs, the cost of handing a priority op to the next;
 //! - `random_1us`: the same graph, each op spinning 1 µs; `random_1us_overhead` is
 //!   (measured − ideal) / N, ideal = max(total work / workers, critical path).
 //! - `latency`: push-to-start of one op on an idle engine, median of 101 samples (`us`).
@@ -95,15 +98,7 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     if args.wants("independent") {
         report("independent", independent(&engine, n)?, "ns/op");
     }
-    if args.wants("chain") {
-        report("chain", chain(&engine, n)?, "ns/op");
-    }
-    if args.wants("chain_typed") {
-        report("chain_typed", chain_typed(&engine, n)?, "ns/op");
-    }
-    if args.wants("chain_shared") {
-        report("chain_shared", chain_shared(&engine, n)?, "ns/op");
-    }
+    chains(args, &engine, n)?;
     let graph = if [
         "random_empty",
         "random_1us",
@@ -340,6 +335,47 @@ fn chain(engine: &Engine, n: usize) -> Result<f64, String> {
     Ok(ns_per(elapsed, n as u64))
 }
 
+/// The `chain` workloads.
+fn chains(args: &Args, engine: &Engine, n: usize) -> Result<(), String> {
+    if args.wants("chain") {
+        report("chain", chain(engine, n)?, "ns/op");
+    }
+    if args.wants("chain_typed") {
+        report("chain_typed", chain_typed(engine, n)?, "ns/op");
+    }
+    if args.wants("chain_shared") {
+        report("chain_shared", chain_shared(engine, n)?, "ns/op");
+    }
+    if args.wants("chain_priority_overhead") {
+        report(
+            "chain_priority_overhead",
+            chain_priority_overhead(engine, (n / 100).max(1))?,
+            "us",
+        );
+    }
+    Ok(())
+}
+
+/// How long one `CpuPrioritized` op of a chain takes beyond its 100 µs of spinning, in µs.
+fn chain_priority_overhead(engine: &Engine, n: usize) -> Result<f64, String> {
+    const WORK: Duration = Duration::from_micros(100);
+    let var = engine.new_var().map_err(err)?;
+    let start = Instant::now();
+    for _ in 0..n {
+        engine
+            .op("chain_priority")
+            .writes([var])
+            .prop(FnProperty::CpuPrioritized)
+            .push_sync(|_| spin(WORK))
+            .map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    release(engine, vec![var])?;
+    let spun = WORK.as_secs_f64() * n as f64;
+    Ok((elapsed.as_secs_f64() - spun) * 1e6 / n as f64)
+}
+
 fn chain_typed(engine: &Engine, n: usize) -> Result<f64, String> {
     let data = engine.data(0_u64).map_err(err)?;
     let start = Instant::now();
@@ -475,8 +511,13 @@ impl RandomGraph {
 }
 
 fn spin_1us() {
+    spin(SPIN);
+}
+
+/// Spins for `time`.
+fn spin(time: Duration) {
     let start = Instant::now();
-    while start.elapsed() < SPIN {
+    while start.elapsed() < time {
         std::hint::spin_loop();
     }
 }

@@ -127,6 +127,27 @@ impl PriorityBlock {
 
     /// Queues `task`; workers run higher priorities first, equal priorities in push order.
     pub fn push(&self, priority: i32, task: Task) {
+        let heap = self.queue(priority, task);
+        self.pool.spawn(move || {
+            Heap::run_one(&heap);
+        });
+    }
+
+    /// As [`push`](Self::push), and, called by one of the block's workers whose slot for its
+    /// next task is free, the token that runs the heap's top task waits there, for this worker
+    /// to take as soon as its current task returns (`ThreadPool::spawn_next`): no other worker
+    /// is woken for it. For a task released at the end of the current task, which this worker
+    /// would take next anyway: a woken sleeper would find nothing to do, and its wake-up (a
+    /// futex call, a few microseconds on this machine) would delay this worker.
+    pub fn push_next(&self, priority: i32, task: Task) {
+        let heap = self.queue(priority, task);
+        self.pool.spawn_next(move || {
+            Heap::run_one(&heap);
+        });
+    }
+
+    /// Puts `task` in the heap; returns the heap for its token.
+    fn queue(&self, priority: i32, task: Task) -> Arc<Mutex<Heap>> {
         {
             let mut heap = lock(&self.heap);
             let seq = heap.next_seq;
@@ -137,10 +158,7 @@ impl PriorityBlock {
                 task,
             });
         }
-        let heap = Arc::clone(&self.heap);
-        self.pool.spawn(move || {
-            Heap::run_one(&heap);
-        });
+        Arc::clone(&self.heap)
     }
 
     /// Whether tasks are queued (not yet taken by a worker).

@@ -154,6 +154,7 @@ const ENGINE: Group = Group {
         "chain",
         "chain_typed",
         "chain_shared",
+        "chain_priority_overhead",
         "random_empty",
         "random_empty_typed",
         "random_empty_shared",

@@ -55,6 +55,10 @@ pub(crate) enum BlockKey {
     Pooled,
     PooledCopy,
     Cpu(u32),
+    /// The priority block (`CpuPrioritized` ops of `ThreadedPerDevice`), whose workers run
+    /// tokens that pop its heap rather than the ops themselves: a successor is kept as its
+    /// token (`PriorityBlock::push_next`), and no op's `block_key` is this one.
+    Priority,
 }
 
 /// What the graph stores with one op: 56 bytes (the wait's latch fits beside the record's

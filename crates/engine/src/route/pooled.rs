@@ -58,7 +58,7 @@ impl Pooled {
         match key {
             BlockKey::Pooled => self.normal.get(),
             BlockKey::PooledCopy => self.copy.get(),
-            BlockKey::Cpu(_) => None,
+            BlockKey::Cpu(_) | BlockKey::Priority => None,
         }
     }
 

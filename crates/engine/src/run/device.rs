@@ -50,7 +50,7 @@ impl EngineState {
         });
         // An op finished without a sync function's outcome (skipped, async) waits for nothing.
         let completion = completion.unwrap_or_else(|| DeviceCompletion::new(drop));
-        // As `execute_task`: this reference goes while the thread is still marked.
+        // As for a priority task: this reference goes while the thread is still marked.
         drop(self);
         drop(marker);
         completion

@@ -54,6 +54,19 @@ impl Dispatch<Payload> for Dispatcher<'_> {
             Ok(op) => op,
             Err(wait) => return self.state.release_wait(wait),
         };
+        if self.keep_for == Some(BlockKey::Priority)
+            && !self.kept
+            && matches!(op.payload().route, Route::Priority)
+            && let Some(block) = self.state.workers.priority_block()
+        {
+            // A priority worker's completion: the first released priority op's token waits in
+            // this worker's slot, as a CPU block keeps the op itself (below).
+            self.kept = true;
+            let priority = op.payload().priority;
+            let state = Arc::clone(self.state);
+            block.push_next(priority, Box::new(move || state.execute_priority_task(op)));
+            return;
+        }
         if let Some(key) = self.keep_for
             && op.payload().block_key() == Some(key)
             && let Some(block) = self.state.workers.block(key)
@@ -115,20 +128,17 @@ impl EngineState {
         }
     }
 
-    /// A task of the priority block: executes the op, and drops this
-    /// reference to the engine while still marked as an engine task (see `Engine`'s shutdown).
-    fn execute_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
-        let marker = TaskMarker::enter(self.id);
-        self.execute(op, None);
-        drop(self);
-        drop(marker);
-    }
-
-    /// A task of the priority block: as `execute_task`, marked as serving that block (for a
-    /// wait inside the op, see `stand_in.rs`).
+    /// A task of the priority block: executes the op, marked as serving that block (for a
+    /// wait inside the op, see `stand_in.rs`), and drops this reference to the engine while
+    /// still marked as an engine task (see `Engine`'s shutdown). The first priority op that
+    /// the op's completion releases is kept for this worker (`Dispatcher`,
+    /// `BlockKey::Priority`).
     fn execute_priority_task(self: Arc<Self>, op: ReadyOp<OpRecord>) {
         let serving = Serving::enter(self.id, Served::Priority);
-        self.execute_task(op);
+        let marker = TaskMarker::enter(self.id);
+        self.execute(op, Some(BlockKey::Priority));
+        drop(self);
+        drop(marker);
         drop(serving);
     }
 
