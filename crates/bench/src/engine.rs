@@ -201,6 +201,23 @@ impl Setup {
     }
 }
 
+/// The engine of the other groups' depengine systems: `ThreadedPerDevice`, configured by the
+/// `DEPENGINE_*` variables that are set, with `threads` workers in the block that ops of
+/// `property` run on (the priority block for `CpuPrioritized`, the CPU block otherwise),
+/// warmed up there.
+pub(crate) fn per_device_engine(threads: usize, property: FnProperty) -> Result<Engine, String> {
+    let config = EngineConfig::from_env()
+        .map_err(err)?
+        .kind(EngineKind::ThreadedPerDevice);
+    let config = match property {
+        FnProperty::CpuPrioritized => config.cpu_priority_threads(threads),
+        _ => config.cpu_worker_threads(threads),
+    };
+    let engine = Engine::new(config).map_err(err)?;
+    warm_up(&engine, property)?;
+    Ok(engine)
+}
+
 /// Starts the engine's block that ops of `property` run on (its threads start with the first
 /// op routed to it), so that no workload's time includes starting threads, whichever runs
 /// first. The other groups' depengine systems start theirs with it too.

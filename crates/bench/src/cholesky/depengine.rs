@@ -3,9 +3,9 @@
 
 use std::time::Instant;
 
-use depengine::{Data, Engine, EngineConfig, EngineKind, FnProperty};
+use depengine::{Data, Engine, FnProperty};
 
-use crate::engine::warm_up;
+use crate::engine::per_device_engine;
 use faer::Mat;
 
 use super::matrix::{LowerTiles, TileLayout, assemble};
@@ -18,14 +18,9 @@ pub(crate) struct Depengine {
 
 impl Depengine {
     /// A `ThreadedPerDevice` engine whose priority block (where the tile ops run) has
-    /// `threads` threads, configured otherwise by the `DEPENGINE_*` variables that are set.
+    /// `threads` threads (`crate::engine::per_device_engine`).
     pub(crate) fn new(threads: usize) -> Result<Self, String> {
-        let config = EngineConfig::from_env()
-            .map_err(err)?
-            .kind(EngineKind::ThreadedPerDevice)
-            .cpu_priority_threads(threads);
-        let engine = Engine::new(config).map_err(err)?;
-        warm_up(&engine, FnProperty::CpuPrioritized)?;
+        let engine = per_device_engine(threads, FnProperty::CpuPrioritized)?;
         Ok(Depengine { engine })
     }
 }

@@ -4,9 +4,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use depengine::{BoxError, Data, Engine, EngineConfig, EngineKind, FnProperty};
+use depengine::{BoxError, Data, Engine, FnProperty};
 
-use crate::engine::warm_up;
+use crate::engine::per_device_engine;
 
 use super::tile::{Tile, run_task};
 use super::{Grid, System};
@@ -16,15 +16,10 @@ pub(crate) struct Depengine {
 }
 
 impl Depengine {
-    /// A `ThreadedPerDevice` engine with `threads` CPU workers, configured otherwise by the
-    /// `DEPENGINE_*` variables that are set.
+    /// A `ThreadedPerDevice` engine with `threads` CPU workers
+    /// (`crate::engine::per_device_engine`).
     pub(crate) fn new(threads: usize) -> Result<Self, String> {
-        let config = EngineConfig::from_env()
-            .map_err(err)?
-            .kind(EngineKind::ThreadedPerDevice)
-            .cpu_worker_threads(threads);
-        let engine = Engine::new(config).map_err(err)?;
-        warm_up(&engine, FnProperty::Normal)?;
+        let engine = per_device_engine(threads, FnProperty::Normal)?;
         Ok(Depengine { engine })
     }
 }
