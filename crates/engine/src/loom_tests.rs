@@ -400,22 +400,52 @@ fn async_wait_idle_never_misses_the_last_completion() {
 }
 
 /// A ready op's job in the data models: the op's function, taken out to run it.
-type Job = Option<Box<dyn FnOnce() + Send>>;
+type Job = Option<crate::op::sync_fn::SyncFn>;
 
-/// Runs each op of `ready` (its job), completes it, and goes on with what that released.
+/// What a job sees of its op's vars: `run/held_vars.rs`'s `HeldVars`, for an op of the
+/// models' graph.
+struct ModelVars<'a> {
+    graph: &'a depengine_graph::Graph<Job, ()>,
+    op: &'a depengine_graph::ReadyOp<Job>,
+}
+
+impl crate::op::vars::OpVars for ModelVars<'_> {
+    fn attachment(
+        &self,
+        access: depengine_graph::Access,
+        from_end: usize,
+    ) -> Option<std::ptr::NonNull<()>> {
+        let vars: Vec<_> = match access {
+            depengine_graph::Access::Read => self.op.reads().collect(),
+            depengine_graph::Access::Write => self.op.writes().collect(),
+        };
+        let var = *vars.iter().rev().nth(from_end)?;
+        self.graph.attachment(var)
+    }
+}
+
+/// Runs each op of `ready` (its job, with the op's vars), completes it, and goes on with what
+/// that released.
 fn run_ops(graph: &depengine_graph::Graph<Job, ()>, mut ready: Vec<depengine_graph::ReadyOp<Job>>) {
+    let run = crate::context::RunContext {
+        context: crate::context::Context::cpu(0),
+        priority: 0,
+        property: crate::context::FnProperty::Normal,
+    };
     while let Some(mut op) = ready.pop() {
         if let Some(job) = op.payload_mut().take() {
-            job();
+            let vars = ModelVars { graph, op: &op };
+            job.call(run, &vars).unwrap();
         }
         graph.complete(op, Ok(()), &mut ready).unwrap();
     }
 }
 
 /// Typed data handed over by the graph (role 3 of `data/cell.rs`): two writers on two threads
-/// each write a value, and the op that reads both runs on whichever thread grants it last. Its
-/// reads go through the typed accesses into loom's cell, which fails the model on any access
-/// not ordered after the other thread's write.
+/// each write a value, and the op that reads both runs on whichever thread grants it last. The
+/// ops' functions are those of typed ops (`sync_op`): each finds its data's cells on its vars
+/// (each var made with its cell attached), and reaches the values through them, in loom's
+/// cell, which fails the model on any access not ordered after the other thread's write.
 ///
 /// Catches: the op slot's `grant` weakened to `Relaxed` (depengine-graph's `op_cell.rs`): the
 /// thread that grants last, and runs the reader, sees the other writer's value only through
@@ -426,40 +456,31 @@ fn run_ops(graph: &depengine_graph::Graph<Job, ()>, mut ready: Vec<depengine_gra
     reason = "the model plays the engine's part in the data's roles"
 )]
 fn data_is_handed_over_by_the_graph() {
-    use crate::data::access::{AccessList, ReadAccess, WriteAccess};
+    use crate::data::access::{ReadAccess, WriteAccess, sync_op};
     use crate::data::cell::CellPtr;
 
     loom::model(|| {
         let graph = Arc::new(depengine_graph::Graph::<Job, ()>::new());
-        let (a, b, sum) = (
-            graph.new_var().unwrap(),
-            graph.new_var().unwrap(),
-            graph.new_var().unwrap(),
-        );
         let (cell_a, cell_b, cell_sum) = (
             CellPtr::new(0_u64),
             CellPtr::new(0_u64),
             CellPtr::new(0_u64),
         );
-        let mut ready_a = Vec::new();
-        let mut write_a = WriteAccess::new(cell_a);
-        // SAFETY (all jobs): each runs as its op's function, while the graph holds its vars.
-        let job: Job = Some(Box::new(move || unsafe { write_a.with_refs(|a| *a = 1) }));
-        graph.push(&[], &[a], job, &mut ready_a).unwrap();
-        let mut ready_b = Vec::new();
-        let mut write_b = WriteAccess::new(cell_b);
-        let job: Job = Some(Box::new(move || unsafe { write_b.with_refs(|b| *b = 2) }));
-        graph.push(&[], &[b], job, &mut ready_b).unwrap();
-        let mut reader = (
-            ReadAccess::new(cell_a),
-            ReadAccess::new(cell_b),
-            WriteAccess::new(cell_sum),
+        let (a, b, sum) = (
+            graph.new_attached_var(cell_a.erased()).unwrap(),
+            graph.new_attached_var(cell_b.erased()).unwrap(),
+            graph.new_attached_var(cell_sum.erased()).unwrap(),
         );
-        let job: Job = Some(Box::new(move || unsafe {
-            reader.with_refs(|(a, b, sum)| *sum = *a + *b);
-        }));
+        let mut ready_a = Vec::new();
+        let job = sync_op::<WriteAccess<u64>, _, _>(|_, a| *a = 1);
+        graph.push(&[], &[a], Some(job), &mut ready_a).unwrap();
+        let mut ready_b = Vec::new();
+        let job = sync_op::<WriteAccess<u64>, _, _>(|_, b| *b = 2);
+        graph.push(&[], &[b], Some(job), &mut ready_b).unwrap();
+        type Reader = (ReadAccess<u64>, ReadAccess<u64>, WriteAccess<u64>);
+        let job = sync_op::<Reader, _, _>(|_, (a, b, sum)| *sum = *a + *b);
         let mut none = Vec::new();
-        graph.push(&[a, b], &[sum], job, &mut none).unwrap();
+        graph.push(&[a, b], &[sum], Some(job), &mut none).unwrap();
         assert!(none.is_empty(), "the reader waits for both writers");
 
         let threads: Vec<_> = [ready_a, ready_b]

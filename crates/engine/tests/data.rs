@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{KINDS, engine};
-use depengine::{Engine, EngineConfig, EngineError, TakeError};
+use depengine::{Engine, EngineConfig, EngineError, EngineKind, FnProperty, TakeError};
 
 #[test]
 fn ops_read_and_write_typed_values_in_push_order() {
@@ -37,6 +37,79 @@ fn ops_read_and_write_typed_values_in_push_order() {
         let expected = 16 * (1 + (0..rounds).sum::<u64>());
         assert_eq!(*engine.read(&y).unwrap(), expected, "{kind:?}");
         assert_eq!(engine.take(x).unwrap()[0], 1 + (0..rounds).sum::<u64>());
+    }
+}
+
+/// A sync typed op's function finds each data's value on the data's var, among the op's vars
+/// (`data/access.rs`): whatever plain vars the op names beside its data, in whatever order of
+/// reads and writes the data are named, each reference is that of its own data, of its own
+/// type; also for the ops of a bulk segment, whose vars are positions in the segment's.
+#[test]
+fn typed_accesses_are_matched_to_their_data_beside_plain_vars() {
+    for kind in KINDS {
+        for bulk in [0, 16] {
+            let engine = Engine::new(
+                EngineConfig::default()
+                    .kind(kind)
+                    .cpu_worker_threads(2)
+                    .bulk_size(bulk),
+            )
+            .unwrap();
+            let count = engine.data(1_u64).unwrap();
+            let text = engine.data(String::from("x")).unwrap();
+            let bytes = engine.data(vec![0_u8]).unwrap();
+            let step = engine.data(2_i32).unwrap();
+            let [p, q, r] = [(); 3].map(|()| engine.new_var().unwrap());
+            // Holds every op back until all are pushed, so that a bulk engine joins them.
+            let (tx, rx) = std::sync::mpsc::channel();
+            engine
+                .op("gate")
+                .writes([p])
+                .prop(FnProperty::Async)
+                .push_async(move |_, done| tx.send(done).unwrap())
+                .unwrap();
+            let gate = rx.recv().unwrap();
+            for _ in 0..3 {
+                engine
+                    .op("mixed")
+                    .reads([p, q])
+                    .write(&text)
+                    .read(&count)
+                    .writes([r])
+                    .write(&bytes)
+                    .read(&step)
+                    .push_sync(|_, (text, count, bytes, step)| {
+                        text.push_str(&count.to_string());
+                        bytes.push(u8::try_from(*step).unwrap());
+                    })
+                    .unwrap();
+                // Joins the segment: its vars are the first op's, and it writes only what that
+                // op writes.
+                engine
+                    .op("log count")
+                    .reads([r])
+                    .write(&bytes)
+                    .read(&count)
+                    .push_sync(|_, (bytes, count)| bytes.push(u8::try_from(*count).unwrap()))
+                    .unwrap();
+            }
+            if bulk > 0 && kind != EngineKind::Naive {
+                // The gate, and the six ops in one segment.
+                assert_eq!(engine.stats().pending_ops, 2, "{kind:?}: one segment");
+            }
+            gate.ok();
+            assert_eq!(
+                *engine.read(&text).unwrap(),
+                "x111",
+                "{kind:?}, bulk {bulk}"
+            );
+            assert_eq!(
+                *engine.read(&bytes).unwrap(),
+                [0, 2, 1, 2, 1, 2, 1],
+                "{kind:?}, bulk {bulk}"
+            );
+            assert_eq!(engine.take(count).unwrap(), 1, "{kind:?}, bulk {bulk}");
+        }
     }
 }
 

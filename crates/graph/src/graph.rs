@@ -1,9 +1,10 @@
 //! [`Graph`]: vars, ops and the transitions between them.
 
 use std::num::NonZeroU32;
+use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-use depengine_sync::{AtomicUsize, Mutex, MutexGuard, Ordering, lock};
+use depengine_sync::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering, lock};
 
 use crate::busy::{BusyVar, Holder};
 use crate::error::GraphError;
@@ -86,16 +87,26 @@ impl<E> VarState<E> {
     }
 }
 
-/// One var slot: a 64-byte cache line for the locked state (mutex, generation, deletion mark,
-/// queue counters and the inline ring), so that the threads pushing and completing ops on a var
-/// move one line between cores, and neighbouring vars never share it; and a second line for the
-/// lock-free side entrance (`incoming.rs`), which only single-var pushes onto a var with a
-/// waiting op write (and the lock holder that merges them reads).
-#[repr(align(64))]
+/// One var slot, three cache lines: the locked state (mutex, generation, deletion mark, queue
+/// counters and the inline ring), so that the threads pushing and completing ops on a var move
+/// one line between cores, and neighbouring vars never share it; the lock-free side entrance
+/// (`incoming.rs`), which only single-var pushes onto a var with a waiting op write (and the
+/// lock holder that merges them reads); and the var's attachment, written once when the var
+/// is made and then only read, by the functions of the var's ops: on a line of its own, no
+/// write of the other two ever takes it from their caches. `repr(C)` keeps the fields in this
+/// order.
+#[repr(C, align(64))]
 struct VarSlot<E> {
     state: Mutex<VarState<E>>,
     incoming: Incoming,
+    attachment: Attachment,
 }
+
+/// The word a var was created with ([`Graph::new_attached_var`]); null for a plain var.
+/// Written when the var is created, read by the holders of its ops (see [`Graph::attachment`]
+/// for why `Relaxed` suffices).
+#[repr(align(64))]
+struct Attachment(AtomicPtr<()>);
 
 impl<E> Slot for VarSlot<E> {}
 
@@ -110,6 +121,7 @@ impl<E> Default for VarSlot<E> {
                 queue: VarQueue::default(),
             }),
             incoming: Incoming::default(),
+            attachment: Attachment(AtomicPtr::new(ptr::null_mut())),
         }
     }
 }
@@ -173,6 +185,58 @@ impl<T, E> Graph<T, E> {
     ///
     /// [`GraphError::CapacityExhausted`] when 2^31 vars are live.
     pub fn new_var(&self) -> Result<Var, GraphError> {
+        self.create_var(ptr::null_mut())
+    }
+
+    /// Creates a var that carries `attachment`, a word of its owner's (say, a pointer to the
+    /// value the var guards), which the functions of the ops on the var read back with
+    /// [`attachment`](Self::attachment), with no lookup table of the owner's own.
+    ///
+    /// ```
+    /// use std::ptr::NonNull;
+    ///
+    /// use depengine_graph::Graph;
+    ///
+    /// let value = Box::new(41_u64);
+    /// let graph: Graph<()> = Graph::new();
+    /// let var = graph.new_attached_var(NonNull::from(&*value).cast())?;
+    /// let attached = graph.attachment(var).expect("attached").cast::<u64>();
+    /// // SAFETY: `value` outlives this read, and nothing else accesses it meanwhile.
+    /// assert_eq!(unsafe { *attached.as_ref() }, 41);
+    /// assert_eq!(graph.attachment(graph.new_var()?), None);
+    /// # Ok::<(), depengine_graph::GraphError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new_var`](Self::new_var).
+    pub fn new_attached_var(&self, attachment: NonNull<()>) -> Result<Var, GraphError> {
+        self.create_var(attachment.as_ptr())
+    }
+
+    /// The word `var` was created with ([`new_attached_var`](Self::new_attached_var)); `None`
+    /// for a var created without one, or of another graph.
+    ///
+    /// The slot is looked up by index alone, without the lock that guards its generation: for
+    /// a var deleted and reclaimed meanwhile, this is the word of whichever var took the slot.
+    /// A caller that needs the var's own word reads it while the var cannot be reclaimed: from
+    /// an op pushed on the var and not completed yet (its function, say), or before the var's
+    /// deletion is pushed.
+    ///
+    /// `Relaxed` suffices on both sides: the word is stored when the var is created, before its
+    /// handle is returned, so it happens-before every push that names the var (the handle
+    /// reaches the pushing thread after it, by that thread's program order or by whatever
+    /// passed the handle on), and a push happens-before its op's function runs (the graph's
+    /// grant). The slot is written again only when it is reclaimed, after every op on the var
+    /// completed.
+    #[inline]
+    pub fn attachment(&self, var: Var) -> Option<NonNull<()>> {
+        let slot = self.var_slot(var).ok()?;
+        NonNull::new(slot.attachment.0.load(Ordering::Relaxed))
+    }
+
+    /// `new_var` with the slot's attachment set to `attachment` (null: none).
+    fn create_var(&self, attachment: *mut ()) -> Result<Var, GraphError> {
         let index = self
             .vars
             .alloc()
@@ -181,6 +245,8 @@ impl<T, E> Graph<T, E> {
             .vars
             .get(index)
             .ok_or(GraphError::CapacityExhausted { what: "var" })?;
+        // Relaxed: see `attachment`. The slot is ours alone until the handle is returned.
+        slot.attachment.0.store(attachment, Ordering::Relaxed);
         let generation = lock(&slot.state).generation;
         self.live_vars.fetch_add(1, Ordering::Relaxed);
         Ok(Var {
@@ -1022,14 +1088,15 @@ mod layout_tests {
     use super::*;
 
     /// A var's locked state is exactly one cache line (std's futex mutex is 8 bytes before the
-    /// state), and its `Incoming` ring the next one.
+    /// state), its `Incoming` ring the next one, and its attachment the third.
     #[test]
-    fn var_slot_is_two_cache_lines() {
+    fn var_slot_is_three_cache_lines() {
         assert_eq!(std::mem::align_of::<VarSlot<Failure>>(), 64);
         assert_eq!(std::mem::size_of::<Mutex<VarState<Failure>>>(), 64);
         assert_eq!(std::mem::size_of::<Mutex<VarState<&'static str>>>(), 64);
         assert_eq!(std::mem::offset_of!(VarSlot<Failure>, incoming), 64);
-        assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 128);
+        assert_eq!(std::mem::offset_of!(VarSlot<Failure>, attachment), 128);
+        assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 192);
     }
 
     /// An op slot whose payload is 56 bytes (the engine's op record) is 112 bytes, link

@@ -111,10 +111,9 @@ fn generation(word: u64) -> u32 {
     (word >> GENERATION_SHIFT) as u32
 }
 
-/// See the module documentation. One cache line, apart from the var's locked state; the entries
-/// are allocated the first time the ring opens (most vars never see a chain of single-var ops)
-/// and kept with the var slot.
-#[repr(align(64))]
+/// See the module documentation. On a cache line of its own, apart from the var's locked state
+/// (the var slot's layout puts it there); the entries are allocated the first time the ring
+/// opens (most vars never see a chain of single-var ops) and kept with the var slot.
 #[derive(Default)]
 pub(crate) struct Incoming {
     word: AtomicU64,

@@ -542,3 +542,32 @@ fn dependency_lists_inline_and_on_the_heap() {
         graph.complete(op, Ok(()), &mut ready).unwrap();
     }
 }
+
+/// A var's attachment is the word it was created with, until its slot is reclaimed: then the
+/// var that takes the slot has its own (none, for a plain var). Another graph's var has none
+/// here.
+#[test]
+fn attachment_follows_the_var_that_holds_the_slot() {
+    let graph = G::new();
+    let mut words = [1_u64, 2];
+    let word = |at: &mut u64| std::ptr::NonNull::from(at).cast::<()>();
+    let first = graph.new_attached_var(word(&mut words[0])).unwrap();
+    assert_eq!(graph.attachment(first), Some(word(&mut words[0])));
+    let mut ready = Vec::new();
+    graph.push(&[], &[first], 1, &mut ready).unwrap();
+    graph.delete_var(first, || {}).unwrap();
+    // Deletion waits for op 1: the slot, and its word, stay the var's.
+    assert_eq!(graph.attachment(first), Some(word(&mut words[0])));
+    finish(&graph, &mut ready, 1, Ok(()));
+
+    let plain = graph.new_var().unwrap();
+    assert_eq!(plain.index(), first.index());
+    assert_eq!(graph.attachment(plain), None);
+    graph.delete_var(plain, || {}).unwrap();
+    let second = graph.new_attached_var(word(&mut words[1])).unwrap();
+    assert_eq!(second.index(), first.index());
+    assert_eq!(graph.attachment(second), Some(word(&mut words[1])));
+
+    let other = G::new();
+    assert_eq!(other.attachment(second), None);
+}

@@ -2,19 +2,26 @@
 //! names), the list of them an op carries ([`AccessList`]: one access, or a tuple of up to
 //! [`MAX_ACCESSES`]), and how a list grows by one ([`Append`]).
 //!
-//! An access is the cell's pointer alone (8 bytes): the op's function captures its accesses,
-//! and two of them with a function that captures nothing fit in the op's record
-//! (`op/sync_fn.rs`). The vars go to the graph apart (`typed_op.rs`).
+//! An access is the cell's pointer alone (8 bytes). A sync op's function does not capture its
+//! accesses: it makes them again when it runs, from the op's vars ([`Cells`]), each data's
+//! var carrying its cell's pointer (`Engine::data`, `Graph::new_attached_var`). So its record
+//! holds the user's closure alone, inline when that is small (`op/sync_fn.rs`), however many
+//! data the op names. An async op's function, boxed anyway, captures them (`held.rs`).
 //!
 //! An op's function receives its list's references ([`AccessList::Refs`]): `&T` for a read,
 //! `&mut T` for a write, in the order the builder named them, as one value (a single
 //! reference) or a tuple. The references borrow from the op's run: the function's type is
 //! `for<'a> FnOnce(RunContext, L::Refs<'a>)`, so no reference can leave it.
 
+use std::ptr::NonNull;
+
+use depengine_graph::Access as VarAccess;
+
 use crate::context::RunContext;
 use crate::data::cell::{CellPtr, ExclusiveCell, SharedCell};
 use crate::op::record::SyncFn;
 use crate::op::result::IntoOpResult;
+use crate::op::vars::OpVars;
 
 /// The most typed accesses one op takes: its access list is a tuple of at most this many.
 pub const MAX_ACCESSES: usize = 8;
@@ -59,6 +66,18 @@ pub trait Access: sealed::Sealed + Send + 'static {
     /// What the op's function receives: `&'a T` or `&'a mut T`.
     type Ref<'a>;
 
+    /// Whether the op names its data as a write (else as a read).
+    #[doc(hidden)]
+    const WRITE: bool;
+
+    /// The access to the cell at `cell`.
+    ///
+    /// # Safety
+    ///
+    /// `cell` is the pointer of a live cell of this access's value type (`CellPtr::erased`).
+    #[doc(hidden)]
+    unsafe fn from_cell(cell: NonNull<()>) -> Self;
+
     /// Calls `f` with the reference.
     ///
     /// # Safety
@@ -80,6 +99,14 @@ pub trait Access: sealed::Sealed + Send + 'static {
 impl<T: Send + Sync + 'static> Access for ReadAccess<T> {
     type Ref<'a> = &'a T;
 
+    const WRITE: bool = false;
+
+    #[inline]
+    unsafe fn from_cell(cell: NonNull<()>) -> Self {
+        // SAFETY: the caller's: a cell of `T`.
+        ReadAccess::new(unsafe { CellPtr::from_erased(cell) })
+    }
+
     #[inline]
     unsafe fn with<'s, R>(&'s mut self, f: impl FnOnce(&'s T) -> R) -> R {
         // SAFETY: the caller runs the op that holds the var as a read (role 1); the cell lives
@@ -96,6 +123,14 @@ impl<T: Send + Sync + 'static> Access for ReadAccess<T> {
 
 impl<T: Send + 'static> Access for WriteAccess<T> {
     type Ref<'a> = &'a mut T;
+
+    const WRITE: bool = true;
+
+    #[inline]
+    unsafe fn from_cell(cell: NonNull<()>) -> Self {
+        // SAFETY: the caller's: a cell of `T`.
+        WriteAccess::new(unsafe { CellPtr::from_erased(cell) })
+    }
 
     #[inline]
     unsafe fn with<'s, R>(&'s mut self, f: impl FnOnce(&'s mut T) -> R) -> R {
@@ -118,6 +153,25 @@ pub trait AccessList: Send + 'static {
     /// the accesses were named.
     type Refs<'a>;
 
+    /// How many of the accesses are reads.
+    #[doc(hidden)]
+    const READS: usize;
+
+    /// How many of the accesses are writes.
+    #[doc(hidden)]
+    const WRITES: usize;
+
+    /// The accesses again, from the cells the op's vars carry; `None` if a var carries none.
+    ///
+    /// # Safety
+    ///
+    /// `cells` finds the cells of the data this list was built for, in its order: from the op
+    /// this list's function runs for, while it runs (see [`sync_op`]).
+    #[doc(hidden)]
+    unsafe fn from_cells(cells: &mut Cells<'_>) -> Option<Self>
+    where
+        Self: Sized;
+
     /// Calls `f` with the references.
     ///
     /// # Safety
@@ -137,6 +191,17 @@ pub trait AccessList: Send + 'static {
 
 impl<A: Access> AccessList for A {
     type Refs<'a> = A::Ref<'a>;
+
+    const READS: usize = !A::WRITE as usize;
+
+    const WRITES: usize = A::WRITE as usize;
+
+    #[inline]
+    unsafe fn from_cells(cells: &mut Cells<'_>) -> Option<Self> {
+        let cell = cells.next(A::WRITE)?;
+        // SAFETY: the caller's: the cell of this access's data.
+        Some(unsafe { A::from_cell(cell) })
+    }
 
     #[inline]
     unsafe fn with_refs<R>(&mut self, f: impl for<'a> FnOnce(Self::Refs<'a>) -> R) -> R {
@@ -180,6 +245,17 @@ macro_rules! access_tuple {
         #[allow(non_snake_case, reason = "one binding per type parameter, named after it")]
         impl<$($name: Access),+> AccessList for ($($name,)+) {
             type Refs<'a> = ($($name::Ref<'a>,)+);
+
+            const READS: usize = 0 $(+ !$name::WRITE as usize)+;
+
+            const WRITES: usize = 0 $(+ $name::WRITE as usize)+;
+
+            #[inline]
+            unsafe fn from_cells(cells: &mut Cells<'_>) -> Option<Self> {
+                // In the order named: a tuple's fields are evaluated left to right.
+                // SAFETY: the caller's: each cell is that of its access's data.
+                Some(($(unsafe { $name::from_cell(cells.next($name::WRITE)?) },)+))
+            }
 
             #[inline]
             unsafe fn with_refs<R>(&mut self, f: impl for<'a> FnOnce(Self::Refs<'a>) -> R) -> R {
@@ -235,14 +311,65 @@ append_tuple!(A B C D E);
 append_tuple!(A B C D E F);
 append_tuple!(A B C D E F G);
 
-/// The function of a sync typed op: calls `func` with the references of `accesses`.
-pub(crate) fn sync_op<L, F, R>(mut accesses: L, func: F) -> SyncFn
+/// Finds a typed op's cells among the vars of the op being run. The builder appends the op's
+/// data after its plain vars, each to its reads or its writes in the order named
+/// (`typed_op.rs`): a list of `R` reads and `W` writes finds its cells on the last `R` reads
+/// and the last `W` writes, in order.
+pub struct Cells<'a> {
+    vars: &'a dyn OpVars,
+    /// Data reads not found yet: the next one is the op's `reads`-th last read.
+    reads: usize,
+    /// Likewise for the writes.
+    writes: usize,
+}
+
+impl<'a> Cells<'a> {
+    fn new(vars: &'a dyn OpVars, reads: usize, writes: usize) -> Self {
+        Cells {
+            vars,
+            reads,
+            writes,
+        }
+    }
+
+    /// The cell of the next data read (or write, if `write`) in the order named.
+    #[inline]
+    fn next(&mut self, write: bool) -> Option<NonNull<()>> {
+        let (left, access) = if write {
+            (&mut self.writes, VarAccess::Write)
+        } else {
+            (&mut self.reads, VarAccess::Read)
+        };
+        *left = left.checked_sub(1)?;
+        self.vars.attachment(access, *left)
+    }
+}
+
+/// A typed op's function found a var of its data without the data's cell. Not expected: each
+/// var of a typed op's data carries its cell from the moment it is made, and holds it while
+/// the op runs; the op fails rather than the worker panicking.
+#[derive(Debug, thiserror::Error)]
+#[error("a var of this typed op's data carries no data")]
+struct CellNotFound;
+
+/// The function of a sync typed op: makes its accesses, of list type `L`, from the op's vars
+/// when it runs (`Cells`) and calls `func` with their references. It captures `func` alone.
+pub(crate) fn sync_op<L, F, R>(func: F) -> SyncFn
 where
     L: AccessList,
     F: for<'a> FnOnce(RunContext, L::Refs<'a>) -> R + Send + 'static,
     R: IntoOpResult,
 {
-    SyncFn::new(move |run| {
+    SyncFn::with_vars(move |run, vars| {
+        let mut cells = Cells::new(vars, L::READS, L::WRITES);
+        // SAFETY: `vars` are those of the op this function was pushed with (`SyncFn::call`),
+        // which holds them while it runs. `L` was built with the op's data, in the order
+        // that `typed_op.rs` appended their vars (`Cells`), and each of those vars was made
+        // with its data's cell (`Engine::data`): each cell found is one of the type its
+        // access names, alive while the op holds its var (role 4 of `cell.rs`).
+        let Some(mut accesses) = (unsafe { L::from_cells(&mut cells) }) else {
+            return Err(CellNotFound.into());
+        };
         // SAFETY: this is the op's function, which the engine runs only while the op holds the
         // vars its accesses name (roles 1 and 2 of `cell.rs`).
         unsafe { accesses.with_refs(|refs| func(run, refs)) }.into_op_result()

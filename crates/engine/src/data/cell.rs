@@ -5,7 +5,10 @@
 //! The value lives in a heap cell. The handles own it together (their shared part,
 //! `handle.rs`); every op on the data reaches it through a raw pointer, a [`CellPtr`], so that
 //! an op costs no reference count (an `Arc` clone and drop per access would bounce its counter
-//! between the pusher's and the worker's cores, a cache miss on every op).
+//! between the pusher's and the worker's cores, a cache miss on every op). The data's var
+//! carries the pointer from the moment it is made (`Graph::new_attached_var`): a sync op's
+//! function finds it there when it runs (`access.rs`), an async op captures it when pushed
+//! (`held.rs`). Either way the op was pushed through a handle of the data, on its var.
 //!
 //! # Roles
 //!
@@ -114,6 +117,20 @@ impl<T> CellPtr<T> {
             value: UnsafeCell::new(value),
         });
         CellPtr(NonNull::from(Box::leak(cell)))
+    }
+
+    /// The pointer, untyped: what the data's var carries (`Graph::new_attached_var`).
+    pub(crate) fn erased(self) -> NonNull<()> {
+        self.0.cast()
+    }
+
+    /// The pointer [`erased`](Self::erased) gave.
+    ///
+    /// # Safety
+    ///
+    /// `erased` is from a `CellPtr<T>` of this `T`.
+    pub(crate) unsafe fn from_erased(erased: NonNull<()>) -> Self {
+        CellPtr(erased.cast())
     }
 
     /// Calls `f` with a shared reference to the value (under loom, the whole call is the

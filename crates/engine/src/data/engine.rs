@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::data::cell::CellPtr;
 use crate::data::guard::{ReadGuard, WriteGuard};
 use crate::data::handle::Data;
 use crate::data::hold::{self, Handed, HoldKind, HoldLatch};
@@ -34,10 +35,7 @@ impl Engine {
     ///
     /// As [`new_var`](Self::new_var), with `value` given back ([`DataRefused`]).
     pub fn data<T: Send + 'static>(&self, value: T) -> Result<Data<T>, DataRefused<T>> {
-        match self.new_var() {
-            Ok(var) => Ok(Data::new(self.state(), var, value)),
-            Err(error) => Err(DataRefused { error, value }),
-        }
+        self.new_data(value, None)
     }
 
     /// As [`data`](Self::data), with a name that errors and warnings show (as
@@ -51,9 +49,29 @@ impl Engine {
         name: impl Into<Arc<str>>,
         value: T,
     ) -> Result<Data<T>, DataRefused<T>> {
-        match self.new_var_named(name) {
-            Ok(var) => Ok(Data::new(self.state(), var, value)),
-            Err(error) => Err(DataRefused { error, value }),
+        self.new_data(value, Some(name.into()))
+    }
+
+    /// Moves `value` into a new cell, whose var (named `name`, if any) carries the cell's
+    /// pointer: a typed op's function finds it there (`access.rs`).
+    fn new_data<T: Send + 'static>(
+        &self,
+        value: T,
+        name: Option<Arc<str>>,
+    ) -> Result<Data<T>, DataRefused<T>> {
+        let cell = CellPtr::new(value);
+        match self.create_var(Some(cell.erased())) {
+            Ok(var) => {
+                if let Some(name) = name {
+                    self.state().var_names().insert(var, name);
+                }
+                Ok(Data::new(self.state(), var, cell))
+            }
+            Err(error) => {
+                // SAFETY: role 4 of `cell.rs`: no var carries the cell, so no op reaches it.
+                let value = unsafe { cell.into_inner() };
+                Err(DataRefused { error, value })
+            }
         }
     }
 

@@ -54,11 +54,11 @@ struct DataShared<T: Send + 'static> {
 }
 
 impl<T: Send + 'static> Data<T> {
-    /// Moves `value` into a new cell for `var`, a new var of `engine`.
-    pub(crate) fn new(engine: &Arc<EngineState>, var: Var, value: T) -> Self {
+    /// The handle of `cell`, whose var `var`, a new var of `engine`, carries it.
+    pub(crate) fn new(engine: &Arc<EngineState>, var: Var, cell: CellPtr<T>) -> Self {
         Data {
             shared: Arc::new(DataShared {
-                cell: OwnedCell(CellPtr::new(value)),
+                cell: OwnedCell(cell),
                 var,
                 engine_id: engine.id(),
                 engine: Arc::downgrade(engine),

@@ -14,8 +14,9 @@
 //!
 //! Typed data is a layer over the untyped engine: this module uses the engine's builders,
 //! waits and state, and nothing below it knows of data (the engine state keeps the releases
-//! of `run/retired.rs` as boxed closures). This folder holds the crate's `unsafe` code (the
-//! rest of the crate has none).
+//! of `run/retired.rs` as boxed closures; a data's var carries its cell's pointer as an
+//! untyped word, which a sync function finds through `op/vars.rs`'s `OpVars`). This folder
+//! holds the crate's `unsafe` code, with `op/sync_fn.rs` (the rest of the crate has none).
 
 pub(crate) mod access;
 pub(crate) mod cell;

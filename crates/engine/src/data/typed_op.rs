@@ -85,10 +85,10 @@ pub struct TypedOp<'e, L> {
     data: DataVars,
 }
 
-/// The vars of a typed op's data, in the order named: kept apart from the accesses, which the
-/// op's function captures (their cells alone, so that a small op's function fits in its
-/// record: `op/sync_fn.rs`), and from the builder's plain var lists (which `reads` and
-/// `writes` replace).
+/// The vars of a typed op's data, in the order named: kept apart from the builder's plain var
+/// lists (which `reads` and `writes` replace), and appended after them at the push, each to
+/// the reads or the writes; a sync op's function finds its data's cells there when it runs
+/// (`access.rs`, `Cells`).
 struct DataVars {
     vars: SmallVec<[Var; 4]>,
     /// Bit `i`: the `i`-th data is written.
@@ -231,8 +231,10 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
         F: for<'a> FnOnce(RunContext, L::Refs<'a>) -> R + Send + 'static,
         R: IntoOpResult,
     {
-        let TypedOp { op, accesses, data } = self;
-        push(op, &data, OpFn::Sync(sync_op(accesses, func)))
+        // The function makes its accesses again when it runs, from the op's vars
+        // (`access.rs`): these were for the async path.
+        let TypedOp { op, data, .. } = self;
+        push(op, &data, OpFn::Sync(sync_op::<L, _, _>(func)))
     }
 
     /// Pushes an op that is done when it completes its [`Held`] token (which carries the

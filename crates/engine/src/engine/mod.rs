@@ -10,6 +10,7 @@ pub(crate) mod wait;
 use std::borrow::Cow;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -188,11 +189,20 @@ impl Engine {
     /// [`EngineError::ShutDown`] once the engine was shut down (nothing could be pushed on the
     /// var); [`EngineError::CapacityExhausted`] when 2^31 vars are live.
     pub fn new_var(&self) -> Result<Var> {
+        self.create_var(None)
+    }
+
+    /// Creates a var carrying `attachment` (`Graph::new_attached_var`), or none.
+    pub(crate) fn create_var(&self, attachment: Option<NonNull<()>>) -> Result<Var> {
         let state = self.state();
         if state.pending().is_shut_down() {
             return Err(EngineError::ShutDown);
         }
-        Ok(state.graph().new_var()?)
+        let graph = state.graph();
+        Ok(match attachment {
+            Some(attachment) => graph.new_attached_var(attachment)?,
+            None => graph.new_var()?,
+        })
     }
 
     /// Creates a var named `name`: errors and stall warnings show it as `var "name" (#0.1)`

@@ -1,7 +1,7 @@
 //! What an op is: its name, the record the graph stores for it (function, context, route), the
 //! [`Completion`] an async op completes, the shared part of a reusable operator, what an op's
-//! function may return, the ops of a bulk segment, and how a sync op's function is stored
-//! (`sync_fn.rs`, inline in the record when small).
+//! function may return, the ops of a bulk segment, how a sync op's function is stored
+//! (`sync_fn.rs`, inline in the record when small), and what it sees of its vars (`vars.rs`).
 
 pub(crate) mod completion;
 pub(crate) mod operator;
@@ -13,3 +13,4 @@ pub(crate) mod segment;
     reason = "a small op function stored in the record: its safety argument is sync_fn.rs"
 )]
 pub(crate) mod sync_fn;
+pub(crate) mod vars;

@@ -107,6 +107,11 @@ impl MemberVars {
         &self.at[..usize::from(self.len)]
     }
 
+    /// The positions of the vars the member reads.
+    pub(crate) fn reads(&self) -> &[u8] {
+        &self.at[..usize::from(self.reads)]
+    }
+
     /// The positions of the vars the member writes.
     pub(crate) fn writes(&self) -> &[u8] {
         &self.at[usize::from(self.reads)..usize::from(self.len)]

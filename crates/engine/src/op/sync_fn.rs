@@ -10,10 +10,12 @@
 //! in the record instead, which crosses between the cores anyway; a larger one is boxed, and
 //! the record holds the box's pointer.
 //!
-//! One word inline: a closure that captures one pointer (an `Arc`, a reference, a typed op's
-//! one cell) and nothing else. With it the `SyncFn` is 16 bytes, as a `Box<dyn FnOnce>` is,
-//! and the record stays at 56 bytes (`record.rs`); two words would make it 64, and every op's
-//! slot 120.
+//! One word inline: a closure that captures one pointer (an `Arc`, a reference) and nothing
+//! else. With it the `SyncFn` is 16 bytes, as a `Box<dyn FnOnce>` is, and the record stays at
+//! 56 bytes (`record.rs`); two words would make it 64, and every op's slot 120. A typed op's
+//! function captures no pointer for its accesses: it finds its data through the op's vars
+//! ([`OpVars`], which every call receives), so it is inline whenever the user's closure is
+//! (`data/access.rs`).
 //!
 //! The record holds the bytes and a pointer to a static table of two functions made for the
 //! closure's type: one moves the closure out and calls it, one drops it. The table says
@@ -24,6 +26,7 @@ use std::mem::{ManuallyDrop, MaybeUninit};
 
 use crate::context::RunContext;
 use crate::failure::BoxError;
+use crate::op::vars::OpVars;
 
 /// Bytes of a closure stored in the record.
 pub(crate) const INLINE_BYTES: usize = 8;
@@ -39,13 +42,13 @@ type Outcome = Result<(), BoxError>;
 /// The functions made for one closure type `F` and its layout in `Storage`.
 struct Table {
     /// Moves the closure out of the storage and calls it.
-    call: unsafe fn(*mut Storage, RunContext) -> Outcome,
+    call: unsafe fn(*mut Storage, RunContext, &dyn OpVars) -> Outcome,
     /// Drops the closure in the storage.
     drop: unsafe fn(*mut Storage),
 }
 
-/// A sync op's function: `FnOnce(RunContext) -> Result<(), BoxError> + Send`, inline in the
-/// record when small.
+/// A sync op's function: `FnOnce(RunContext, &dyn OpVars) -> Result<(), BoxError> + Send`,
+/// inline in the record when small.
 pub(crate) struct SyncFn {
     table: &'static Table,
     storage: Storage,
@@ -58,7 +61,7 @@ unsafe impl Send for SyncFn {}
 /// are the same for both places, calling or dropping what `take` returns.
 trait Place: Sized {
     /// The closure, or its box: callable once; dropping it drops what the closure captured.
-    type Taken: FnOnce(RunContext) -> Outcome;
+    type Taken: FnOnce(RunContext, &dyn OpVars) -> Outcome;
 
     const TABLE: Table = Table {
         call: call::<Self>,
@@ -80,7 +83,7 @@ struct Inline<F>(PhantomData<F>);
 /// A closure `F` stored in a box, whose pointer is in the record.
 struct Boxed<F>(PhantomData<F>);
 
-impl<F: FnOnce(RunContext) -> Outcome> Place for Inline<F> {
+impl<F: FnOnce(RunContext, &dyn OpVars) -> Outcome> Place for Inline<F> {
     type Taken = F;
 
     unsafe fn take(storage: *mut Storage) -> F {
@@ -90,7 +93,7 @@ impl<F: FnOnce(RunContext) -> Outcome> Place for Inline<F> {
     }
 }
 
-impl<F: FnOnce(RunContext) -> Outcome> Place for Boxed<F> {
+impl<F: FnOnce(RunContext, &dyn OpVars) -> Outcome> Place for Boxed<F> {
     type Taken = Box<F>;
 
     unsafe fn take(storage: *mut Storage) -> Box<F> {
@@ -104,10 +107,10 @@ impl<F: FnOnce(RunContext) -> Outcome> Place for Boxed<F> {
 /// # Safety
 ///
 /// As [`Place::take`].
-unsafe fn call<P: Place>(storage: *mut Storage, run: RunContext) -> Outcome {
+unsafe fn call<P: Place>(storage: *mut Storage, run: RunContext, vars: &dyn OpVars) -> Outcome {
     // SAFETY: the caller's.
     let func = unsafe { P::take(storage) };
-    func(run)
+    func(run, vars)
 }
 
 /// The table's `drop`: takes the closure out and drops it.
@@ -127,6 +130,17 @@ impl SyncFn {
     where
         F: FnOnce(RunContext) -> Outcome + Send + 'static,
     {
+        // The same size as `func`: what fits inline still does.
+        Self::with_vars(move |run, _: &dyn OpVars| func(run))
+    }
+
+    /// Stores `func`, which also receives the vars of the op it runs for: inline if it fits,
+    /// else in a box.
+    #[inline]
+    pub(crate) fn with_vars<F>(func: F) -> Self
+    where
+        F: FnOnce(RunContext, &dyn OpVars) -> Outcome + Send + 'static,
+    {
         let mut storage = Storage::uninit();
         let table = if size_of::<F>() <= INLINE_BYTES && align_of::<F>() <= align_of::<usize>() {
             // SAFETY: `F` fits at the start of the storage, aligned (checked above).
@@ -141,13 +155,13 @@ impl SyncFn {
         SyncFn { table, storage }
     }
 
-    /// Calls the function, consuming it.
+    /// Calls the function, consuming it; `vars` are those of the op it runs for.
     #[inline]
-    pub(crate) fn call(self, run: RunContext) -> Outcome {
+    pub(crate) fn call(self, run: RunContext, vars: &dyn OpVars) -> Outcome {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: the table was made for what `new` stored; `this` is not dropped, so the
         // closure is moved out (or its box taken) exactly once, here.
-        unsafe { (this.table.call)(&raw mut this.storage, run) }
+        unsafe { (this.table.call)(&raw mut this.storage, run, vars) }
     }
 }
 
@@ -166,6 +180,7 @@ mod tests {
 
     use super::*;
     use crate::context::{Context, FnProperty};
+    use crate::op::vars::NoVars;
 
     fn run() -> RunContext {
         RunContext {
@@ -199,8 +214,11 @@ mod tests {
             drop(counted);
             Err("large".into())
         });
-        assert!(small_fn.call(run()).is_ok());
-        assert_eq!(large_fn.call(run()).unwrap_err().to_string(), "large");
+        assert!(small_fn.call(run(), &NoVars).is_ok());
+        assert_eq!(
+            large_fn.call(run(), &NoVars).unwrap_err().to_string(),
+            "large"
+        );
         assert_eq!(drops.load(Ordering::Relaxed), 2);
 
         let unrun_small = Counted(Arc::clone(&drops));

@@ -17,6 +17,7 @@ use crate::op::operator::OperatorFn;
 use crate::op::record::{BlockKey, OpFn, OpRecord, Payload};
 use crate::profile::recorder::{ProfiledOp, Started};
 use crate::profile::report::ProfiledOutcome;
+use crate::run::held_vars::HeldVars;
 use crate::run::{Dispatcher, EngineState};
 use crate::thread::frame::OpFrame;
 use crate::thread::serving::BlockRunner;
@@ -114,7 +115,9 @@ impl EngineState {
         match func {
             OpFn::Sync(func) => {
                 let started = start();
-                let outcome = self.call_sync(&op, &op.payload().name, run, |run| func.call(run));
+                let vars = HeldVars::of(&self.graph, &op);
+                let outcome =
+                    self.call_sync(&op, &op.payload().name, run, |run| func.call(run, &vars));
                 returned(Returned {
                     op,
                     outcome,

@@ -46,6 +46,7 @@ mod bulk;
 mod device;
 mod dispatch;
 mod execute;
+mod held_vars;
 mod retired;
 
 use std::sync::Arc;

@@ -11,6 +11,7 @@ use crate::failure::OpFailure;
 use crate::op::record::{BlockKey, OpRecord, Payload};
 use crate::op::segment::{Member, Segment};
 use crate::profile::recorder::ProfiledOp;
+use crate::run::held_vars::HeldVars;
 use crate::run::{Dispatcher, EngineState};
 use crate::thread;
 
@@ -126,7 +127,9 @@ impl EngineState {
         } else {
             let started = profiled.then(|| self.profiler.start(thread::profiled()));
             let func = member.func;
-            let outcome = self.call_sync(op, name, record.run_context(), |run| func.call(run));
+            let vars = HeldVars::of_member(&self.graph, op, &member.vars);
+            let outcome =
+                self.call_sync(op, name, record.run_context(), |run| func.call(run, &vars));
             self.profile(profiled_op, started, &outcome);
             if let Err(failure) = &outcome {
                 self.log_own_failure(failure);

@@ -1,0 +1,32 @@
+//! [`OpVars`]: the vars of the op whose function runs, as that function may look at them. A
+//! typed op's function finds its data here (`data/access.rs`): each data's var carries the
+//! pointer to the value's cell (`Graph::new_attached_var`), so the function's record holds no
+//! pointer per access, and a small typed op's function fits in the record (`sync_fn.rs`).
+
+use std::ptr::NonNull;
+
+use depengine_graph::Access;
+
+/// The vars of the op being run (an op, or one op of a bulk segment), in the order it named
+/// them: its reads, then its writes. Implemented where ops run (`run/`), for the duration of
+/// a sync function's call.
+pub(crate) trait OpVars {
+    /// The attachment of the var that the op named `from_end + 1`-th last in its list of
+    /// `access`es (`0`: the last read, or the last write); `None` if the list is shorter or
+    /// that var carries none.
+    ///
+    /// The op holds the var while its function runs, so the var cannot be reclaimed and the
+    /// word is the one it was created with (`Graph::attachment`).
+    fn attachment(&self, access: Access, from_end: usize) -> Option<NonNull<()>>;
+}
+
+/// The vars of an op that names none: for a sync function called with no op around it.
+#[cfg(all(test, not(loom)))]
+pub(crate) struct NoVars;
+
+#[cfg(all(test, not(loom)))]
+impl OpVars for NoVars {
+    fn attachment(&self, _: Access, _: usize) -> Option<NonNull<()>> {
+        None
+    }
+}
