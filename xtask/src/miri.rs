@@ -32,12 +32,14 @@ const ENGINE_TESTS: &[&str] = &[
 ];
 
 /// The engine's typed-data tests (`tests/data.rs`) that take every role of `data/cell.rs`: ops
-/// reading and writing on the workers, an async op's `Held` completed from a thread, guards,
-/// a future given up, `take`, and the release of a value after its last handle (also where the
-/// engine is gone, or the var was deleted by hand). (`tests/random_data.rs` takes the same
+/// reading and writing on the workers (finding their cells on their vars, also as the ops of a
+/// bulk segment), an async op's `Held` completed from a thread, guards, a future given up,
+/// `take`, and the release of a value after its last handle (also where the engine is gone, or
+/// the var was deleted by hand). (`tests/random_data.rs` takes the same
 /// roles at random; under Miri its smallest run takes over 15 minutes.)
 const DATA_TESTS: &[&str] = &[
     "ops_read_and_write_typed_values_in_push_order",
+    "typed_accesses_are_matched_to_their_data_beside_plain_vars",
     "an_async_op_completes_its_held_data_from_another_thread",
     "guards_hold_the_data_against_ops",
     "a_read_future_dropped_before_it_resolves_releases_the_data",
