@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{KINDS, engine};
-use depengine::{Engine, EngineConfig, EngineError, EngineKind, FnProperty, TakeError};
+use common::{KINDS, engine, held_async_op};
+use depengine::{Engine, EngineConfig, EngineError, EngineKind, TakeError};
 
 #[test]
 fn ops_read_and_write_typed_values_in_push_order() {
@@ -61,14 +61,7 @@ fn typed_accesses_are_matched_to_their_data_beside_plain_vars() {
             let step = engine.data(2_i32).unwrap();
             let [p, q, r] = [(); 3].map(|()| engine.new_var().unwrap());
             // Holds every op back until all are pushed, so that a bulk engine joins them.
-            let (tx, rx) = std::sync::mpsc::channel();
-            engine
-                .op("gate")
-                .writes([p])
-                .prop(FnProperty::Async)
-                .push_async(move |_, done| tx.send(done).unwrap())
-                .unwrap();
-            let gate = rx.recv().unwrap();
+            let gate = held_async_op(&engine, p);
             for _ in 0..3 {
                 engine
                     .op("mixed")
