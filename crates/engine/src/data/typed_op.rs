@@ -7,7 +7,6 @@ use std::fmt;
 use depengine_graph::Var;
 
 use crate::context::{Context, FnProperty, RunContext};
-use smallvec::SmallVec;
 
 use crate::data::access::{
     Access, AccessList, Append, MAX_ACCESSES, ReadAccess, WriteAccess, sync_op,
@@ -85,29 +84,33 @@ pub struct TypedOp<'e, L> {
     data: DataVars,
 }
 
-/// The vars of a typed op's data, in the order named: kept apart from the builder's plain var
-/// lists (which `reads` and `writes` replace), and appended after them at the push, each to
-/// the reads or the writes; a sync op's function finds its data's cells there when it runs
-/// (`access.rs`, `Cells`).
+/// What a typed op keeps of its data's vars. The vars themselves are in the builder's lists,
+/// appended as named after the plain vars (each to the reads or the writes), where a sync op's
+/// function finds its data's cells when it runs (`access.rs`, `Cells`); `reads` and `writes`
+/// replace the plain vars before them.
 struct DataVars {
-    vars: SmallVec<[Var; 4]>,
-    /// Bit `i`: the `i`-th data is written.
+    /// How many of the builder's reads, and of its writes, are data (the last ones).
+    reads: u8,
     writes: u8,
     /// The first data named that belongs to another engine (reported at push).
     foreign: Option<Var>,
 }
 
-const _: () = assert!(MAX_ACCESSES <= u8::BITS as usize);
+const _: () = assert!(MAX_ACCESSES <= u8::MAX as usize);
 
 impl DataVars {
-    /// Adds `data`, named by an op to push to the engine with id `engine`.
-    fn add<T: Send + 'static>(&mut self, engine: u64, data: &Data<T>, write: bool) {
+    /// Adds `data` to `op`, an op to push to the engine with id `engine`.
+    #[inline]
+    fn add<T: Send + 'static>(&mut self, op: &mut OpBuilder<'_>, data: &Data<T>, write: bool) {
+        let var = data.var();
+        op.add_var(var, write);
         if write {
-            self.writes |= 1 << self.vars.len();
+            self.writes += 1;
+        } else {
+            self.reads += 1;
         }
-        self.vars.push(data.var());
-        if self.foreign.is_none() && !data.belongs_to(engine) {
-            self.foreign = Some(data.var());
+        if self.foreign.is_none() && !data.belongs_to(op.engine().id()) {
+            self.foreign = Some(var);
         }
     }
 }
@@ -127,13 +130,18 @@ impl<'e> OpBuilder<'e> {
 
 impl<'e, A: Access> TypedOp<'e, A> {
     /// The typed op of `op` whose first data is `data`, reached by `access`.
-    fn first<T: Send + 'static>(op: OpBuilder<'e>, data: &Data<T>, access: A, write: bool) -> Self {
+    fn first<T: Send + 'static>(
+        mut op: OpBuilder<'e>,
+        data: &Data<T>,
+        access: A,
+        write: bool,
+    ) -> Self {
         let mut vars = DataVars {
-            vars: SmallVec::new(),
+            reads: 0,
             writes: 0,
             foreign: None,
         };
-        vars.add(op.engine().id(), data, write);
+        vars.add(&mut op, data, write);
         TypedOp {
             op,
             accesses: access,
@@ -166,7 +174,7 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
         N: Access,
         L: Append<N>,
     {
-        self.data.add(self.op.engine().id(), data, write);
+        self.data.add(&mut self.op, data, write);
         TypedOp {
             op: self.op,
             accesses: self.accesses.append(access),
@@ -174,23 +182,27 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
         }
     }
 
-    /// Plain vars the op reads, beside its data ([`OpBuilder::reads`]).
+    /// Plain vars the op reads, beside its data ([`OpBuilder::reads`]: replacing the plain
+    /// reads given before).
     pub fn reads<I>(mut self, vars: I) -> Self
     where
         I: IntoIterator,
         I::Item: Borrow<Var>,
     {
-        self.op = self.op.reads(vars);
+        self.op
+            .replace_before(false, usize::from(self.data.reads), vars);
         self
     }
 
-    /// Plain vars the op writes, beside its data ([`OpBuilder::writes`]).
+    /// Plain vars the op writes, beside its data ([`OpBuilder::writes`]: replacing the plain
+    /// writes given before).
     pub fn writes<I>(mut self, vars: I) -> Self
     where
         I: IntoIterator,
         I::Item: Borrow<Var>,
     {
-        self.op = self.op.writes(vars);
+        self.op
+            .replace_before(true, usize::from(self.data.writes), vars);
         self
     }
 
@@ -255,14 +267,11 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
     }
 }
 
-/// Pushes `op`, on its plain vars and `data`'s, with `func`, unless it names data of another
-/// engine.
-fn push(mut op: OpBuilder<'_>, data: &DataVars, func: OpFn) -> Result<()> {
+/// Pushes `op`, on its plain vars and its data's, with `func`, unless it names data of
+/// another engine.
+fn push(op: OpBuilder<'_>, data: &DataVars, func: OpFn) -> Result<()> {
     if let Some(var) = data.foreign {
         return Err(op.refuse(EngineError::ForeignData { var, op: None }));
-    }
-    for (position, &var) in data.vars.iter().enumerate() {
-        op.add_var(var, data.writes & (1 << position) != 0);
     }
     op.push(func)
 }

@@ -162,7 +162,7 @@ impl<'e> OpBuilder<'e> {
         self.engine
     }
 
-    /// Adds `var` to the writes (`writes`) or the reads: a typed op's data, at its push.
+    /// Appends `var` to the writes (`writes`) or the reads: a typed op's data, as named.
     #[inline]
     pub(crate) fn add_var(&mut self, var: Var, writes: bool) {
         if writes {
@@ -170,6 +170,23 @@ impl<'e> OpBuilder<'e> {
         } else {
             self.reads.push(var);
         }
+    }
+
+    /// Replaces the reads (`writes`: the writes) but the last `keep`, which stay last: a typed
+    /// op's plain vars replaced before its data's.
+    pub(crate) fn replace_before<I>(&mut self, writes: bool, keep: usize, vars: I)
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Var>,
+    {
+        let list = if writes {
+            &mut self.writes
+        } else {
+            &mut self.reads
+        };
+        let kept: VarList = list.drain(list.len() - keep..).collect();
+        fill(list, vars);
+        list.extend(kept);
     }
 
     /// `error`, refusing this op's push, with the op's (and its vars') names.
