@@ -41,9 +41,10 @@ fn ops_read_and_write_typed_values_in_push_order() {
 }
 
 /// A sync typed op's function finds each data's value on the data's var, among the op's vars
-/// (`data/access.rs`): whatever plain vars the op names beside its data, in whatever order of
-/// reads and writes the data are named, each reference is that of its own data, of its own
-/// type; also for the ops of a bulk segment, whose vars are positions in the segment's.
+/// (`data/access.rs`): whatever plain vars the op names beside its data (replaced after data
+/// were named, too), in whatever order of reads and writes the data are named, each reference
+/// is that of its own data, of its own type; also for the ops of a bulk segment, whose vars
+/// are positions in the segment's (a member's read may be one of the segment's writes).
 #[test]
 fn typed_accesses_are_matched_to_their_data_beside_plain_vars() {
     for kind in KINDS {
@@ -63,11 +64,14 @@ fn typed_accesses_are_matched_to_their_data_beside_plain_vars() {
             // Holds every op back until all are pushed, so that a bulk engine joins them.
             let gate = held_async_op(&engine, p);
             for _ in 0..3 {
+                // Plain reads replaced after a data read (`p` and `q` stay, before `count`),
+                // plain writes named between data writes.
                 engine
                     .op("mixed")
-                    .reads([p, q])
+                    .reads([q])
                     .write(&text)
                     .read(&count)
+                    .reads([p, q])
                     .writes([r])
                     .write(&bytes)
                     .read(&step)
@@ -76,8 +80,9 @@ fn typed_accesses_are_matched_to_their_data_beside_plain_vars() {
                         bytes.push(u8::try_from(*step).unwrap());
                     })
                     .unwrap();
-                // Joins the segment: its vars are the first op's, and it writes only what that
-                // op writes.
+                // Join the segment: their vars are the first op's, and they write only what
+                // that op writes. The second reads a value the first op writes (a read whose
+                // var is among the segment's writes).
                 engine
                     .op("log count")
                     .reads([r])
@@ -85,9 +90,15 @@ fn typed_accesses_are_matched_to_their_data_beside_plain_vars() {
                     .read(&count)
                     .push_sync(|_, (bytes, count)| bytes.push(u8::try_from(*count).unwrap()))
                     .unwrap();
+                engine
+                    .op("log text")
+                    .read(&text)
+                    .write(&bytes)
+                    .push_sync(|_, (text, bytes)| bytes.push(u8::try_from(text.len()).unwrap()))
+                    .unwrap();
             }
             if bulk > 0 && kind != EngineKind::Naive {
-                // The gate, and the six ops in one segment.
+                // The gate, and the nine ops in one segment.
                 assert_eq!(engine.stats().pending_ops, 2, "{kind:?}: one segment");
             }
             gate.ok();
@@ -98,7 +109,7 @@ fn typed_accesses_are_matched_to_their_data_beside_plain_vars() {
             );
             assert_eq!(
                 *engine.read(&bytes).unwrap(),
-                [0, 2, 1, 2, 1, 2, 1],
+                [0, 2, 1, 2, 2, 1, 3, 2, 1, 4],
                 "{kind:?}, bulk {bulk}"
             );
             assert_eq!(engine.take(count).unwrap(), 1, "{kind:?}, bulk {bulk}");

@@ -87,28 +87,36 @@ impl<E> VarState<E> {
     }
 }
 
-/// One var slot, three cache lines: the locked state (mutex, generation, deletion mark, queue
+/// One var slot, two cache lines: the locked state (mutex, generation, deletion mark, queue
 /// counters and the inline ring), so that the threads pushing and completing ops on a var move
-/// one line between cores, and neighbouring vars never share it; the lock-free side entrance
-/// (`incoming.rs`), which only single-var pushes onto a var with a waiting op write (and the
-/// lock holder that merges them reads); and the var's attachment, written once when the var
-/// is made and then only read, by the functions of the var's ops: on a line of its own, no
-/// write of the other two ever takes it from their caches. `repr(C)` keeps the fields in this
-/// order.
+/// one line between cores, and neighbouring vars never share it; and the lock-free side
+/// entrance (`incoming.rs`), which only single-var pushes onto a var with a waiting op write
+/// (and the lock holder that merges them reads). `repr(C)` keeps the fields in this order. The
+/// var's attachment is the slot's head, beside the slab's link, on the line before these two
+/// (`Slot::Header`).
 #[repr(C, align(64))]
 struct VarSlot<E> {
     state: Mutex<VarState<E>>,
     incoming: Incoming,
-    attachment: Attachment,
 }
 
-/// The word a var was created with ([`Graph::new_attached_var`]); null for a plain var.
-/// Written when the var is created, read by the holders of its ops (see [`Graph::attachment`]
-/// for why `Relaxed` suffices).
-#[repr(align(64))]
+/// The word a var was created with ([`Graph::new_attached_var`]); null for a plain var and
+/// once the var is reclaimed. Written when the var is created and when it is reclaimed, read by
+/// the functions of its ops (see [`Graph::attachment`] for why `Relaxed` suffices). On the
+/// line of the slab's link, which is touched only when the slot is handed out or freed, it
+/// stays in the readers' caches; beside the `Incoming` ring, whose line a `chain`'s pusher
+/// writes for every op, it left the worker's cache on every op.
 struct Attachment(AtomicPtr<()>);
 
-impl<E> Slot for VarSlot<E> {}
+impl Default for Attachment {
+    fn default() -> Self {
+        Attachment(AtomicPtr::new(ptr::null_mut()))
+    }
+}
+
+impl<E> Slot for VarSlot<E> {
+    type Header = Attachment;
+}
 
 impl<E> Default for VarSlot<E> {
     fn default() -> Self {
@@ -121,7 +129,6 @@ impl<E> Default for VarSlot<E> {
                 queue: VarQueue::default(),
             }),
             incoming: Incoming::default(),
-            attachment: Attachment(AtomicPtr::new(ptr::null_mut())),
         }
     }
 }
@@ -218,21 +225,28 @@ impl<T, E> Graph<T, E> {
     /// for a var created without one, or of another graph.
     ///
     /// The slot is looked up by index alone, without the lock that guards its generation: for
-    /// a var deleted and reclaimed meanwhile, this is the word of whichever var took the slot.
-    /// A caller that needs the var's own word reads it while the var cannot be reclaimed: from
-    /// an op pushed on the var and not completed yet (its function, say), or before the var's
-    /// deletion is pushed.
+    /// a var deleted meanwhile, this is `None` once the var is reclaimed, and then the word of
+    /// whichever var takes the slot. A caller that needs the var's own word reads it while the
+    /// var cannot be reclaimed: from an op pushed on the var and not completed yet (its
+    /// function, say), or before the var's deletion is pushed.
     ///
-    /// `Relaxed` suffices on both sides: the word is stored when the var is created, before its
-    /// handle is returned, so it happens-before every push that names the var (the handle
-    /// reaches the pushing thread after it, by that thread's program order or by whatever
-    /// passed the handle on), and a push happens-before its op's function runs (the graph's
-    /// grant). The slot is written again only when it is reclaimed, after every op on the var
-    /// completed.
+    /// `Relaxed` on both sides; what orders them is the caller's. The word is stored before
+    /// `new_attached_var` returns the handle, so it happens-before whatever the creating thread
+    /// does next, and before everything that happens after that: a push from a thread that
+    /// got the handle through any synchronization (a channel, a spawn, an `Arc` the creator
+    /// filled in after the call, as the engine's typed data does), and through that push and
+    /// the graph's grant, the function of its op. A handle passed on with no happens-before
+    /// (a `Relaxed` atomic) gives no such guarantee, and may see the slot's earlier word. The
+    /// slot's word changes again only when the var is reclaimed (after every op on it
+    /// completed) and when the slot goes to a new var, after the slab's `free` (`Release`)
+    /// and `alloc` (`Acquire`) of the slot.
     #[inline]
     pub fn attachment(&self, var: Var) -> Option<NonNull<()>> {
-        let slot = self.var_slot(var).ok()?;
-        NonNull::new(slot.attachment.0.load(Ordering::Relaxed))
+        if var.graph != self.id {
+            return None;
+        }
+        let header = self.vars.header(var.index)?;
+        NonNull::new(header.0.load(Ordering::Relaxed))
     }
 
     /// `new_var` with the slot's attachment set to `attachment` (null: none).
@@ -245,8 +259,10 @@ impl<T, E> Graph<T, E> {
             .vars
             .get(index)
             .ok_or(GraphError::CapacityExhausted { what: "var" })?;
-        // Relaxed: see `attachment`. The slot is ours alone until the handle is returned.
-        slot.attachment.0.store(attachment, Ordering::Relaxed);
+        if let Some(header) = self.vars.header(index) {
+            // Relaxed: see `attachment`. The slot is ours alone until the handle is returned.
+            header.0.store(attachment, Ordering::Relaxed);
+        }
         let generation = lock(&slot.state).generation;
         self.live_vars.fetch_add(1, Ordering::Relaxed);
         Ok(Var {
@@ -788,6 +804,11 @@ impl<T, E> Graph<T, E> {
 
     /// The part of reclaiming that happens after the var's lock is released.
     fn finish_reclaim(&self, index: u32, reusable: bool) {
+        if let Some(header) = self.vars.header(index) {
+            // Relaxed: as the store in `create_var` (see `attachment`); before `free` hands
+            // the slot on. A stale handle's lookup finds no word rather than a dangling one.
+            header.0.store(ptr::null_mut(), Ordering::Relaxed);
+        }
         self.live_vars.fetch_sub(1, Ordering::Relaxed);
         if reusable {
             self.vars.free(index);
@@ -1088,15 +1109,20 @@ mod layout_tests {
     use super::*;
 
     /// A var's locked state is exactly one cache line (std's futex mutex is 8 bytes before the
-    /// state), its `Incoming` ring the next one, and its attachment the third.
+    /// state), its `Incoming` ring the next one; its slab entry adds the line of the link and
+    /// the attachment before them.
     #[test]
-    fn var_slot_is_three_cache_lines() {
+    fn var_slot_is_two_cache_lines_after_its_link_and_attachment() {
         assert_eq!(std::mem::align_of::<VarSlot<Failure>>(), 64);
         assert_eq!(std::mem::size_of::<Mutex<VarState<Failure>>>(), 64);
         assert_eq!(std::mem::size_of::<Mutex<VarState<&'static str>>>(), 64);
         assert_eq!(std::mem::offset_of!(VarSlot<Failure>, incoming), 64);
-        assert_eq!(std::mem::offset_of!(VarSlot<Failure>, attachment), 128);
-        assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 192);
+        assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 128);
+        // The slab's entry: the link and the attachment on one line, then the slot.
+        assert_eq!(
+            std::mem::size_of::<crate::slab::Entry<VarSlot<Failure>>>(),
+            192
+        );
     }
 
     /// An op slot whose payload is 56 bytes (the engine's op record) is 112 bytes, link

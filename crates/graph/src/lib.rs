@@ -34,7 +34,8 @@
 //! nothing, a failed op records its failure on the vars it wrote (the engine decides what to do
 //! with it), the graph reports per-var state for stall reports and memory counters for leak
 //! checks, and a var may carry one word of its owner's ([`Graph::new_attached_var`]), which the
-//! functions of its ops read back (the engine's typed data keeps its value's pointer there). The module `var_queue` documents the per-var state machine; `docs/graph.md` in the
+//! functions of its ops read back (the engine's typed data keeps its value's pointer there).
+//! The module `var_queue` documents the per-var state machine; `docs/graph.md` in the
 //! repository has the full design and the concurrency argument.
 //!
 //! # Example

@@ -266,7 +266,9 @@ fn slab_free_list_never_hands_out_a_slot_twice() {
     #[derive(Default)]
     struct Owned(UnsafeCell<u32>);
 
-    impl Slot for Owned {}
+    impl Slot for Owned {
+        type Header = ();
+    }
 
     loom::model(|| {
         let slab: Arc<Slab<Owned>> = Arc::new(Slab::new());
@@ -453,7 +455,9 @@ fn ring_push_races_with_delete_var() {
 #[derive(Default)]
 struct Held(loom::cell::UnsafeCell<u32>);
 
-impl crate::slab::Slot for Held {}
+impl crate::slab::Slot for Held {
+    type Header = ();
+}
 
 /// Writes `owner` into slot `index` of `slab`, which the caller holds (or has to itself).
 #[allow(unsafe_code)]

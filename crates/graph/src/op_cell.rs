@@ -115,6 +115,8 @@ impl<T> Default for OpSlot<T> {
 }
 
 impl<T> Slot for OpSlot<T> {
+    type Header = ();
+
     #[cfg(not(loom))]
     fn bucket(len: usize) -> Box<[Entry<Self>]> {
         let zeroed = Box::<[Entry<Self>]>::new_zeroed_slice(len);

@@ -7,7 +7,8 @@
 //! while the slab can still grow from `&self`. Freed slots are recycled through the free list,
 //! which is what keeps the steady state free of allocation. A slot type chooses how its
 //! buckets are made ([`Slot`]): the op slots' are allocated zeroed, so that a bucket's memory
-//! is only resident once its slots are used.
+//! is only resident once its slots are used. It also chooses what each entry keeps beside the
+//! slot's link (`Slot::Header`): the var slots keep their attachment there.
 //!
 //! # Free list: two stacks
 //!
@@ -97,20 +98,27 @@ const INDEX: u64 = 0xFFFF_FFFF;
 /// One leave in the high half of `returned`.
 const LEFT: u64 = 1 << 32;
 
-/// One slot: its value and its link.
-#[derive(Debug)]
-pub(crate) struct Entry<S> {
+/// One slot: its link, the slot type's header beside it, and its value.
+pub(crate) struct Entry<S: Slot> {
     next: AtomicU32,
+    header: S::Header,
     value: S,
 }
 
-/// What a slab holds: how a bucket of fresh slots is made.
+/// What a slab holds: what it keeps beside each slot's link, and how a bucket of fresh slots
+/// is made.
 pub(crate) trait Slot: Default {
+    /// Kept beside the link ([`header`](Slab::header)), `()` for nothing: a slot value aligned
+    /// to a cache line leaves the rest of the link's line free, and a word written when the
+    /// slot is handed out and then only read (the var slots' attachment) costs nothing there.
+    type Header: Default;
+
     /// `len` fresh entries (by default each `S::default()`, with an unset link).
     fn bucket(len: usize) -> Box<[Entry<Self>]> {
         (0..len)
             .map(|_| Entry {
                 next: AtomicU32::new(NIL),
+                header: Self::Header::default(),
                 value: Self::default(),
             })
             .collect()
@@ -118,7 +126,7 @@ pub(crate) trait Slot: Default {
 }
 
 /// See the module documentation.
-pub(crate) struct Slab<S> {
+pub(crate) struct Slab<S: Slot> {
     /// Bucket `b` holds `32 << b` entries (`4 << b` under loom); null until first used.
     buckets: [AtomicPtr<Entry<S>>; BUCKETS],
     /// Slots handed out so far (the next fresh index).
@@ -209,6 +217,12 @@ impl<S: Slot> Slab<S> {
                 line = line.wrapping_add(LINE);
             }
         }
+    }
+
+    /// The header of slot `index` (`Slot::Header`), if its bucket exists. As
+    /// [`get`](Self::get): for a holder of the slot.
+    pub(crate) fn header(&self, index: u32) -> Option<&S::Header> {
+        self.entry(index).map(|e| &e.header)
     }
 
     /// The link field of a slot in use (see the module documentation), for its holder.
@@ -493,7 +507,7 @@ impl<S: Slot> Slab<S> {
     }
 }
 
-impl<S> Drop for Slab<S> {
+impl<S: Slot> Drop for Slab<S> {
     fn drop(&mut self) {
         for (bucket, first) in self.buckets.iter().enumerate() {
             let first = first.load(Ordering::Relaxed);
@@ -509,9 +523,9 @@ impl<S> Drop for Slab<S> {
 
 /// Buckets a trim detached: dropping this frees them.
 #[must_use = "dropping it frees the memory a trim detached"]
-pub(crate) struct Detached<S>(Vec<Box<[Entry<S>]>>);
+pub(crate) struct Detached<S: Slot>(Vec<Box<[Entry<S>]>>);
 
-impl<S> Detached<S> {
+impl<S: Slot> Detached<S> {
     /// Whether the trim detached anything.
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -519,9 +533,9 @@ impl<S> Detached<S> {
 }
 
 /// A pin of a slab ([`Slab::pin`]): trims wait until it is dropped.
-pub(crate) struct Pin<'a, S>(&'a Slab<S>);
+pub(crate) struct Pin<'a, S: Slot>(&'a Slab<S>);
 
-impl<S> Drop for Pin<'_, S> {
+impl<S: Slot> Drop for Pin<'_, S> {
     fn drop(&mut self) {
         // Release: as in `Slab::leave`.
         self.0.returned.fetch_add(LEFT, Ordering::Release);
@@ -537,7 +551,9 @@ fn next_tag(head: u64) -> u64 {
 mod tests {
     use super::*;
 
-    impl Slot for u8 {}
+    impl Slot for u8 {
+        type Header = ();
+    }
 
     #[test]
     fn locate_covers_buckets_contiguously() {

@@ -559,6 +559,8 @@ fn attachment_follows_the_var_that_holds_the_slot() {
     // Deletion waits for op 1: the slot, and its word, stay the var's.
     assert_eq!(graph.attachment(first), Some(word(&mut words[0])));
     finish(&graph, &mut ready, 1, Ok(()));
+    // Reclaimed: a stale handle finds no word.
+    assert_eq!(graph.attachment(first), None);
 
     let plain = graph.new_var().unwrap();
     assert_eq!(plain.index(), first.index());

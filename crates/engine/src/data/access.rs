@@ -345,11 +345,12 @@ impl<'a> Cells<'a> {
     }
 }
 
-/// A typed op's function found a var of its data without the data's cell. Not expected: each
-/// var of a typed op's data carries its cell from the moment it is made, and holds it while
-/// the op runs; the op fails rather than the worker panicking.
+/// A typed op's function found no cell on a var where its data's should be: an internal error
+/// of depengine's (each var of a typed op's data carries its cell from the moment it is made,
+/// and `Cells` looks only where the builder put those vars). The op fails with it rather than
+/// reading through a null pointer. It cannot tell a wrong var that carries a cell.
 #[derive(Debug, thiserror::Error)]
-#[error("a var of this typed op's data carries no data")]
+#[error("internal error in depengine: a var of this typed op's data carries no cell")]
 struct CellNotFound;
 
 /// The function of a sync typed op: makes its accesses, of list type `L`, from the op's vars

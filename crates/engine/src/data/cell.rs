@@ -41,8 +41,8 @@
 //!      the cell was pushed through a handle, before that drop, so the graph runs the deletion
 //!      after all of them (`Graph::delete_var` calls back once the ops pushed before it
 //!      completed). A typed op's builder borrows the handles it names until it pushes
-//!      (`TypedOp`'s lifetime), so no op can be pushed with a cell pointer after its last
-//!      handle is gone;
+//!      (`TypedOp`'s lifetime), so no op can be pushed on the data after its last handle is
+//!      gone;
 //!    - `Engine::take`, with the last handle, from inside its write hold (no op was pushed
 //!      after it: no handle is left to push one), or, on a shut-down engine, once the engine is
 //!      idle (no op is pushed after a shutdown);

@@ -16,7 +16,9 @@
 //! waits and state, and nothing below it knows of data (the engine state keeps the releases
 //! of `run/retired.rs` as boxed closures; a data's var carries its cell's pointer as an
 //! untyped word, which a sync function finds through `op/vars.rs`'s `OpVars`). This folder
-//! holds the crate's `unsafe` code, with `op/sync_fn.rs` (the rest of the crate has none).
+//! holds most of the crate's `unsafe` code; the rest is `op/sync_fn.rs` (a function stored in
+//! the record) and the two calls of a sync function with its op's vars (`run/execute.rs`,
+//! `run/bulk/runner.rs`), whose contract is `SyncFn::call`'s.
 
 pub(crate) mod access;
 pub(crate) mod cell;

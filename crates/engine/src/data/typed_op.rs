@@ -8,9 +8,7 @@ use depengine_graph::Var;
 
 use crate::context::{Context, FnProperty, RunContext};
 
-use crate::data::access::{
-    Access, AccessList, Append, MAX_ACCESSES, ReadAccess, WriteAccess, sync_op,
-};
+use crate::data::access::{Access, AccessList, Append, ReadAccess, WriteAccess, sync_op};
 use crate::data::handle::Data;
 use crate::data::held::Held;
 use crate::engine::op_builder::OpBuilder;
@@ -79,73 +77,53 @@ use crate::op::result::IntoOpResult;
 /// ```
 #[must_use = "an op builder pushes nothing until push_sync or push_async"]
 pub struct TypedOp<'e, L> {
+    /// The builder, whose lists hold the op's plain vars and then its data's, each appended
+    /// to the reads or the writes as named: a sync op's function finds its data's cells there
+    /// when it runs (`access.rs`, `Cells`), on the last `L::READS` reads and the last
+    /// `L::WRITES` writes. `reads` and `writes` replace the plain vars before them.
     op: OpBuilder<'e>,
     accesses: L,
-    data: DataVars,
-}
-
-/// What a typed op keeps of its data's vars. The vars themselves are in the builder's lists,
-/// appended as named after the plain vars (each to the reads or the writes), where a sync op's
-/// function finds its data's cells when it runs (`access.rs`, `Cells`); `reads` and `writes`
-/// replace the plain vars before them.
-struct DataVars {
-    /// How many of the builder's reads, and of its writes, are data (the last ones).
-    reads: u8,
-    writes: u8,
     /// The first data named that belongs to another engine (reported at push).
     foreign: Option<Var>,
-}
-
-const _: () = assert!(MAX_ACCESSES <= u8::MAX as usize);
-
-impl DataVars {
-    /// Adds `data` to `op`, an op to push to the engine with id `engine`.
-    #[inline]
-    fn add<T: Send + 'static>(&mut self, op: &mut OpBuilder<'_>, data: &Data<T>, write: bool) {
-        let var = data.var();
-        op.add_var(var, write);
-        if write {
-            self.writes += 1;
-        } else {
-            self.reads += 1;
-        }
-        if self.foreign.is_none() && !data.belongs_to(op.engine().id()) {
-            self.foreign = Some(var);
-        }
-    }
 }
 
 impl<'e> OpBuilder<'e> {
     /// Names `data` as a read: the op's function receives `&T`, while other ops may read it
     /// too (hence `T: Sync`).
     pub fn read<T: Send + Sync + 'static>(self, data: &'e Data<T>) -> TypedOp<'e, ReadAccess<T>> {
-        TypedOp::first(self, data, ReadAccess::new(data.cell()), false)
+        TypedOp::first(self, data, ReadAccess::new(data.cell()))
     }
 
     /// Names `data` as a write: the op's function receives `&mut T`, and runs alone on it.
     pub fn write<T: Send + 'static>(self, data: &'e Data<T>) -> TypedOp<'e, WriteAccess<T>> {
-        TypedOp::first(self, data, WriteAccess::new(data.cell()), true)
+        TypedOp::first(self, data, WriteAccess::new(data.cell()))
+    }
+
+    /// Appends `data`'s var, accessed by `A`, to the reads or the writes; `foreign` becomes it
+    /// if it is the first var of another engine's data.
+    #[inline]
+    fn add_data<T: Send + 'static, A: Access>(
+        &mut self,
+        data: &Data<T>,
+        foreign: &mut Option<Var>,
+    ) {
+        let var = data.var();
+        self.add_var(var, A::WRITE);
+        if foreign.is_none() && !data.belongs_to(self.engine().id()) {
+            *foreign = Some(var);
+        }
     }
 }
 
 impl<'e, A: Access> TypedOp<'e, A> {
     /// The typed op of `op` whose first data is `data`, reached by `access`.
-    fn first<T: Send + 'static>(
-        mut op: OpBuilder<'e>,
-        data: &Data<T>,
-        access: A,
-        write: bool,
-    ) -> Self {
-        let mut vars = DataVars {
-            reads: 0,
-            writes: 0,
-            foreign: None,
-        };
-        vars.add(&mut op, data, write);
+    fn first<T: Send + 'static>(mut op: OpBuilder<'e>, data: &Data<T>, access: A) -> Self {
+        let mut foreign = None;
+        op.add_data::<T, A>(data, &mut foreign);
         TypedOp {
             op,
             accesses: access,
-            data: vars,
+            foreign,
         }
     }
 }
@@ -156,7 +134,7 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
     where
         L: Append<ReadAccess<T>>,
     {
-        self.then(data, ReadAccess::new(data.cell()), false)
+        self.then(data, ReadAccess::new(data.cell()))
     }
 
     /// Names `data` as a write too (see [`OpBuilder::write`]).
@@ -164,21 +142,21 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
     where
         L: Append<WriteAccess<T>>,
     {
-        self.then(data, WriteAccess::new(data.cell()), true)
+        self.then(data, WriteAccess::new(data.cell()))
     }
 
     /// This op with `data` named next, reached by `access`.
-    fn then<T, N>(mut self, data: &Data<T>, access: N, write: bool) -> TypedOp<'e, L::Output>
+    fn then<T, N>(mut self, data: &Data<T>, access: N) -> TypedOp<'e, L::Output>
     where
         T: Send + 'static,
         N: Access,
         L: Append<N>,
     {
-        self.data.add(&mut self.op, data, write);
+        self.op.add_data::<T, N>(data, &mut self.foreign);
         TypedOp {
             op: self.op,
             accesses: self.accesses.append(access),
-            data: self.data,
+            foreign: self.foreign,
         }
     }
 
@@ -189,8 +167,7 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
         I: IntoIterator,
         I::Item: Borrow<Var>,
     {
-        self.op
-            .replace_before(false, usize::from(self.data.reads), vars);
+        self.op.replace_before(false, L::READS, vars);
         self
     }
 
@@ -201,8 +178,7 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
         I: IntoIterator,
         I::Item: Borrow<Var>,
     {
-        self.op
-            .replace_before(true, usize::from(self.data.writes), vars);
+        self.op.replace_before(true, L::WRITES, vars);
         self
     }
 
@@ -245,8 +221,8 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
     {
         // The function makes its accesses again when it runs, from the op's vars
         // (`access.rs`): these were for the async path.
-        let TypedOp { op, data, .. } = self;
-        push(op, &data, OpFn::Sync(sync_op::<L, _, _>(func)))
+        let TypedOp { op, foreign, .. } = self;
+        push(op, foreign, OpFn::Sync(sync_op::<L, _, _>(func)))
     }
 
     /// Pushes an op that is done when it completes its [`Held`] token (which carries the
@@ -259,18 +235,22 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
     where
         F: FnOnce(RunContext, Held<L>) + Send + 'static,
     {
-        let TypedOp { op, accesses, data } = self;
+        let TypedOp {
+            op,
+            accesses,
+            foreign,
+        } = self;
         let func = OpFn::Async(Box::new(move |run, completion| {
             func(run, Held::new(accesses, completion));
         }));
-        push(op, &data, func)
+        push(op, foreign, func)
     }
 }
 
 /// Pushes `op`, on its plain vars and its data's, with `func`, unless it names data of
-/// another engine.
-fn push(op: OpBuilder<'_>, data: &DataVars, func: OpFn) -> Result<()> {
-    if let Some(var) = data.foreign {
+/// another engine (`foreign`).
+fn push(op: OpBuilder<'_>, foreign: Option<Var>, func: OpFn) -> Result<()> {
+    if let Some(var) = foreign {
         return Err(op.refuse(EngineError::ForeignData { var, op: None }));
     }
     op.push(func)

@@ -184,6 +184,7 @@ impl<'e> OpBuilder<'e> {
         } else {
             &mut self.reads
         };
+        debug_assert!(keep <= list.len(), "keeps only vars appended to this list");
         let kept: VarList = list.drain(list.len() - keep..).collect();
         fill(list, vars);
         list.extend(kept);

@@ -1,8 +1,7 @@
 //! [`SyncFn`]: a sync op's function, stored in the op's record when it is small, boxed
 //! otherwise.
 //!
-//! Most op functions capture a pointer or two (an `Arc`, a typed op's cell pointers) or
-//! nothing. A `Box<dyn FnOnce>` allocates for every closure that captures anything: a
+//! Most op functions capture a pointer or two (an `Arc`, a reference) or nothing. A `Box<dyn FnOnce>` allocates for every closure that captures anything: a
 //! `malloc` on the pusher, a `free` on the worker (an allocator's per-thread caches do not help
 //! when one thread allocates and another frees) and one more cache line to carry between the
 //! cores, about as much as the rest of an empty op costs (`docs/bench-history.md`, "Engine:
@@ -155,12 +154,19 @@ impl SyncFn {
         SyncFn { table, storage }
     }
 
-    /// Calls the function, consuming it; `vars` are those of the op it runs for.
+    /// Calls the function, consuming it.
+    ///
+    /// # Safety
+    ///
+    /// `vars` are the vars of the op (or the member of a bulk segment) this function was pushed
+    /// with, in the order it named them, and that op holds them for the whole call: a typed
+    /// op's function makes its references from the cells it finds there (`data/access.rs`).
     #[inline]
-    pub(crate) fn call(self, run: RunContext, vars: &dyn OpVars) -> Outcome {
+    pub(crate) unsafe fn call(self, run: RunContext, vars: &dyn OpVars) -> Outcome {
         let mut this = ManuallyDrop::new(self);
-        // SAFETY: the table was made for what `new` stored; `this` is not dropped, so the
-        // closure is moved out (or its box taken) exactly once, here.
+        // SAFETY: the table was made for what `with_vars` stored; `this` is not dropped, so
+        // the closure is moved out (or its box taken) exactly once, here. What the closure
+        // needs of `vars`, the caller's contract gives.
         unsafe { (this.table.call)(&raw mut this.storage, run, vars) }
     }
 }
@@ -214,11 +220,12 @@ mod tests {
             drop(counted);
             Err("large".into())
         });
-        assert!(small_fn.call(run(), &NoVars).is_ok());
-        assert_eq!(
-            large_fn.call(run(), &NoVars).unwrap_err().to_string(),
-            "large"
-        );
+        // SAFETY: an untyped function, which looks at no var; none are named.
+        let small = unsafe { small_fn.call(run(), &NoVars) };
+        assert!(small.is_ok());
+        // SAFETY: as above.
+        let large = unsafe { large_fn.call(run(), &NoVars) };
+        assert_eq!(large.unwrap_err().to_string(), "large");
         assert_eq!(drops.load(Ordering::Relaxed), 2);
 
         let unrun_small = Counted(Arc::clone(&drops));

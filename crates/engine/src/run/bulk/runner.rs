@@ -97,6 +97,10 @@ impl EngineState {
 
     /// Runs one member of the segment `op` (or skips it, rule 2 on its own vars), as an op of
     /// its own for the profiler, `tracing` and the failure log.
+    #[allow(
+        unsafe_code,
+        reason = "a member's function is called with its vars: see the SAFETY comment"
+    )]
     fn run_member(
         &self,
         op: &ReadyOp<OpRecord>,
@@ -128,8 +132,12 @@ impl EngineState {
             let started = profiled.then(|| self.profiler.start(thread::profiled()));
             let func = member.func;
             let vars = HeldVars::of_member(&self.graph, op, &member.vars);
-            let outcome =
-                self.call_sync(op, name, record.run_context(), |run| func.call(run, &vars));
+            let outcome = self.call_sync(op, name, record.run_context(), |run| {
+                // SAFETY: `vars` are the member's, as it named them (positions in the
+                // segment's vars), and the segment holds every one of them until it is
+                // finished, after its last member returned.
+                unsafe { func.call(run, &vars) }
+            });
             self.profile(profiled_op, started, &outcome);
             if let Err(failure) = &outcome {
                 self.log_own_failure(failure);
