@@ -1,11 +1,12 @@
 //! [`SyncFn`]: a sync op's function, stored in the op's record when it is small, boxed
 //! otherwise.
 //!
-//! Most op functions capture a pointer or two (an `Arc`, a reference) or nothing. A `Box<dyn FnOnce>` allocates for every closure that captures anything: a
-//! `malloc` on the pusher, a `free` on the worker (an allocator's per-thread caches do not help
-//! when one thread allocates and another frees) and one more cache line to carry between the
-//! cores, about as much as the rest of an empty op costs (`docs/bench-history.md`, "Engine:
-//! typed data"). A closure of at most [`INLINE_BYTES`] bytes, aligned to at most 8, is stored
+//! Most op functions capture a pointer or two (an `Arc`, a reference) or nothing. A
+//! `Box<dyn FnOnce>` allocates for every closure that captures anything: a `malloc` on the
+//! pusher, a `free` on the worker (an allocator's per-thread caches do not help when one
+//! thread allocates and another frees) and one more cache line to carry between the cores,
+//! about as much as the rest of an empty op costs (`docs/bench-history.md`, "Engine: typed
+//! data"). A closure of at most [`INLINE_BYTES`] bytes, aligned to at most 8, is stored
 //! in the record instead, which crosses between the cores anyway; a larger one is boxed, and
 //! the record holds the box's pointer.
 //!
