@@ -1,9 +1,13 @@
 //! [`OpBuilder`]: `engine.op("name").reads(&[a]).writes([b]).on(ctx).priority(p).push_sync(f)`.
 //!
 //! The builder owns its var lists, so that it can be kept in a variable and changed step by
-//! step (`op = op.reads(&vars)`, with `vars` a temporary). Up to [`INLINE_VARS`] vars per list
-//! are held inline: pushing an op on a handful of vars allocates nothing here (nor in the graph,
-//! up to 4 vars in all; see `Graph::push`).
+//! step (`op = op.reads(&vars)`, with `vars` a temporary). Both lists share one buffer, reads
+//! first, holding up to [`INLINE_VARS`] vars in all without allocating: pushing an op on a
+//! handful of vars allocates nothing here (nor in the graph, up to 4 vars in all; see
+//! `Graph::push`). The builder is moved at every step of the chain, so it is kept small: 120
+//! bytes, which the compiler moves with a few vector moves instead of a call to `memcpy` (two
+//! lists of 4 and the name as a `Cow` made it 176 bytes, a `memcpy` per push:
+//! `docs/bench-history.md`).
 
 use std::borrow::{Borrow, Cow};
 use std::fmt;
@@ -19,11 +23,70 @@ use crate::op::completion::Completion;
 use crate::op::record::{OpFn, OpRecord, SyncFn};
 use crate::op::result::IntoOpResult;
 
-/// Vars a list of the builder holds without allocating.
-const INLINE_VARS: usize = 4;
+/// Vars (reads and writes together) the builder holds without allocating.
+const INLINE_VARS: usize = 5;
 
-/// One of the builder's var lists.
-type VarList = SmallVec<[Var; INLINE_VARS]>;
+/// The builder's reads and writes, in one buffer: the reads, then the writes.
+#[derive(Default)]
+struct VarLists {
+    vars: SmallVec<[Var; INLINE_VARS]>,
+    /// How many of `vars` are reads.
+    reads: usize,
+}
+
+impl VarLists {
+    fn reads(&self) -> &[Var] {
+        &self.vars[..self.reads]
+    }
+
+    fn writes(&self) -> &[Var] {
+        &self.vars[self.reads..]
+    }
+
+    /// Replaces the reads (`writes`: the writes) but the last `keep` with `vars`, which go
+    /// before the kept ones.
+    #[inline]
+    fn replace<I>(&mut self, writes: bool, keep: usize, vars: I)
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Var>,
+    {
+        let (start, end) = if writes {
+            (self.reads, self.vars.len())
+        } else {
+            (0, self.reads)
+        };
+        debug_assert!(keep <= end - start, "keeps only vars appended to this list");
+        let end = end - keep;
+        let before = self.vars.len();
+        if end == before {
+            // The list's end is the buffer's (the writes, or reads before any write): the new
+            // vars are written where they go.
+            self.vars.truncate(start);
+            self.vars.extend(vars.into_iter().map(|var| *var.borrow()));
+        } else {
+            let tail: SmallVec<[Var; INLINE_VARS]> = self.vars.drain(end..).collect();
+            self.vars.truncate(start);
+            self.vars.extend(vars.into_iter().map(|var| *var.borrow()));
+            self.vars.extend(tail);
+        }
+        if !writes {
+            // The writes moved by as many vars as the reads grew (or shrank).
+            self.reads = self.reads + self.vars.len() - before;
+        }
+    }
+
+    /// Appends `var` to the writes (`writes`) or the reads.
+    #[inline]
+    fn push(&mut self, var: Var, writes: bool) {
+        if writes {
+            self.vars.push(var);
+        } else {
+            self.vars.insert(self.reads, var);
+            self.reads += 1;
+        }
+    }
+}
 
 /// Describes one op to push; from [`Engine::op`]. Nothing happens until a `push_*` method.
 ///
@@ -47,9 +110,8 @@ type VarList = SmallVec<[Var; INLINE_VARS]>;
 #[must_use = "an op builder pushes nothing until push_sync or push_async"]
 pub struct OpBuilder<'e> {
     engine: &'e Engine,
-    name: Cow<'static, str>,
-    reads: VarList,
-    writes: VarList,
+    name: OpName,
+    vars: VarLists,
     context: Context,
     priority: i32,
     property: FnProperty,
@@ -61,9 +123,8 @@ impl<'e> OpBuilder<'e> {
     pub(crate) fn new(engine: &'e Engine, name: Cow<'static, str>) -> Self {
         OpBuilder {
             engine,
-            name,
-            reads: VarList::new(),
-            writes: VarList::new(),
+            name: OpName::from(name),
+            vars: VarLists::default(),
             context: Context::cpu(0),
             priority: 0,
             property: FnProperty::Normal,
@@ -78,7 +139,7 @@ impl<'e> OpBuilder<'e> {
         I: IntoIterator,
         I::Item: Borrow<Var>,
     {
-        fill(&mut self.reads, vars);
+        self.vars.replace(false, 0, vars);
         self
     }
 
@@ -89,7 +150,7 @@ impl<'e> OpBuilder<'e> {
         I: IntoIterator,
         I::Item: Borrow<Var>,
     {
-        fill(&mut self.writes, vars);
+        self.vars.replace(true, 0, vars);
         self
     }
 
@@ -165,11 +226,7 @@ impl<'e> OpBuilder<'e> {
     /// Appends `var` to the writes (`writes`) or the reads: a typed op's data, as named.
     #[inline]
     pub(crate) fn add_var(&mut self, var: Var, writes: bool) {
-        if writes {
-            self.writes.push(var);
-        } else {
-            self.reads.push(var);
-        }
+        self.vars.push(var, writes);
     }
 
     /// Replaces the reads (`writes`: the writes) but the last `keep`, which stay last: a typed
@@ -179,21 +236,13 @@ impl<'e> OpBuilder<'e> {
         I: IntoIterator,
         I::Item: Borrow<Var>,
     {
-        let list = if writes {
-            &mut self.writes
-        } else {
-            &mut self.reads
-        };
-        debug_assert!(keep <= list.len(), "keeps only vars appended to this list");
-        let kept: VarList = list.drain(list.len() - keep..).collect();
-        fill(list, vars);
-        list.extend(kept);
+        self.vars.replace(writes, keep, vars);
     }
 
     /// `error`, refusing this op's push, with the op's (and its vars') names.
     #[cold]
     pub(crate) fn refuse(&self, error: EngineError) -> EngineError {
-        self.engine.state().named(error, Some(&self.name))
+        self.engine.state().named(error, Some(self.name.as_str()))
     }
 
     #[inline]
@@ -201,7 +250,7 @@ impl<'e> OpBuilder<'e> {
         let state = self.engine.state();
         // Kept for a push's errors (a literal is copied; an owned name costs a reference count
         // update): the graph drops the record of an op it refuses.
-        let name = OpName::from(self.name);
+        let name = self.name;
         let named = |error| state.named(error, Some(name.as_str()));
         let route = state.route(self.context, self.property).map_err(named)?;
         let record = OpRecord {
@@ -214,33 +263,75 @@ impl<'e> OpBuilder<'e> {
             profiled: self.profiled,
         };
         state
-            .push_record(&self.reads, &self.writes, record)
+            .push_record(self.vars.reads(), self.vars.writes(), record)
             .map_err(named)
     }
-}
-
-/// Replaces `list` with `vars`, in place: the builder's list is written where it lies (a list
-/// built apart and moved in cost a store-forwarding stall per push, `docs/bench-history.md`).
-#[inline]
-fn fill<I>(list: &mut VarList, vars: I)
-where
-    I: IntoIterator,
-    I::Item: Borrow<Var>,
-{
-    list.clear();
-    list.extend(vars.into_iter().map(|var| *var.borrow()));
 }
 
 impl fmt::Debug for OpBuilder<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpBuilder")
             .field("name", &self.name)
-            .field("reads", &self.reads)
-            .field("writes", &self.writes)
+            .field("reads", &self.vars.reads())
+            .field("writes", &self.vars.writes())
             .field("context", &self.context)
             .field("priority", &self.priority)
             .field("property", &self.property)
             .field("profiled", &self.profiled)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{OpBuilder, VarLists};
+    use depengine_graph::{Graph, Var};
+
+    fn vars(n: usize) -> Vec<Var> {
+        let graph = Graph::<(), ()>::new();
+        (0..n).map(|_| graph.new_var().unwrap()).collect()
+    }
+
+    #[test]
+    fn the_builder_stays_below_a_memcpy_call() {
+        assert!(std::mem::size_of::<OpBuilder<'static>>() <= 120);
+    }
+
+    #[test]
+    fn reads_and_writes_share_one_buffer_in_any_order() {
+        let v = vars(9);
+        let mut lists = VarLists::default();
+        lists.replace(true, 0, &v[0..2]);
+        lists.replace(false, 0, &v[2..5]);
+        assert_eq!((lists.reads(), lists.writes()), (&v[2..5], &v[0..2]));
+        // Replacing the reads with fewer, then more, moves the writes along.
+        lists.replace(false, 0, &v[5..6]);
+        assert_eq!((lists.reads(), lists.writes()), (&v[5..6], &v[0..2]));
+        lists.replace(false, 0, &v[3..9]);
+        assert_eq!((lists.reads(), lists.writes()), (&v[3..9], &v[0..2]));
+        lists.replace(true, 0, &v[..0]);
+        assert_eq!((lists.reads(), lists.writes()), (&v[3..9], &[][..]));
+        lists.replace(false, 0, &v[..0]);
+        assert_eq!((lists.reads(), lists.writes()), (&[][..], &[][..]));
+    }
+
+    #[test]
+    fn appended_vars_stay_last_when_the_plain_ones_are_replaced() {
+        let v = vars(8);
+        let mut lists = VarLists::default();
+        lists.replace(false, 0, &v[0..1]);
+        lists.replace(true, 0, &v[1..2]);
+        // A typed op's data: a read and a write, after the plain vars of each list.
+        lists.push(v[2], false);
+        lists.push(v[3], true);
+        assert_eq!(lists.reads(), [v[0], v[2]]);
+        assert_eq!(lists.writes(), [v[1], v[3]]);
+        lists.replace(false, 1, &v[4..6]);
+        lists.replace(true, 1, &v[6..8]);
+        assert_eq!(lists.reads(), [v[4], v[5], v[2]]);
+        assert_eq!(lists.writes(), [v[6], v[7], v[3]]);
+        lists.replace(false, 1, &v[..0]);
+        assert_eq!(lists.reads(), [v[2]]);
+        assert_eq!(lists.writes(), [v[6], v[7], v[3]]);
     }
 }
