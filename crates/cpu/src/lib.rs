@@ -25,7 +25,7 @@
 //!   type unboxed (the facade's ready ops); a task or item submitted from one of the block's own
 //!   workers goes to the front of that worker's queue, or into its next-task slot
 //!   (`spawn_next`/`submit_next`: an op released by a completion runs next on the same core),
-//!   and no task ever runs on the thread that submits it (but see `submit_or_run`). Start and
+//!   and no task ever runs on the thread that submits it (but see `submit_or_run_with`). Start and
 //!   exit hooks give the workers per-thread state.
 //! - [`PriorityBlock`]: a pool whose tasks run highest priority first, FIFO among equals
 //!   (MXNet's `ThreadWorkerBlock<kPriorityQueue>`, which serves `CpuPrioritized` ops): a heap of

@@ -198,6 +198,58 @@ impl<T: Item> ThreadPool<T> {
         self.shared.inject_or_run(Work::Item(item));
     }
 
+    /// As [`submit_or_run`](Self::submit_or_run), but an item run right away is run by `run`
+    /// rather than [`Item::run`]: for a caller that has at hand what the item's own `run`
+    /// would have to look up (the engine, which runs an op it releases with the state it
+    /// completed the releasing op with). A panic in `run` goes to the pool's panic handler,
+    /// as one in `Item::run` does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine_pool::{Item, ThreadPool};
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::mpsc::channel;
+    ///
+    /// struct Count(Arc<AtomicUsize>);
+    ///
+    /// impl Item for Count {
+    ///     fn run(self) {
+    ///         self.0.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    /// }
+    ///
+    /// let pool = Arc::new(
+    ///     ThreadPool::builder()
+    ///         .threads(1)
+    ///         .queue_capacity(4)
+    ///         .build_for::<Count>()
+    ///         .unwrap(),
+    /// );
+    /// let count = Arc::new(AtomicUsize::new(0));
+    /// let (tx, rx) = channel();
+    /// let (inner, total) = (Arc::clone(&pool), Arc::clone(&count));
+    /// pool.spawn(move || {
+    ///     // On the worker: four items fill its queue, the other four run at once, here.
+    ///     let mut ran_here = 0;
+    ///     for _ in 0..8 {
+    ///         inner.submit_or_run_with(Count(Arc::clone(&total)), |item| {
+    ///             ran_here += 1;
+    ///             item.run();
+    ///         });
+    ///     }
+    ///     tx.send(ran_here).unwrap();
+    /// });
+    /// assert_eq!(rx.recv().unwrap(), 4);
+    /// pool.shut_down_and_join(); // runs the four queued
+    /// assert_eq!(count.load(Ordering::Relaxed), 8);
+    /// ```
+    #[inline]
+    pub fn submit_or_run_with(&self, item: T, run: impl FnOnce(T)) {
+        self.shared.inject_item_or_run(item, run);
+    }
+
     /// The item the calling worker keeps to run next ([`submit_next`](Self::submit_next)),
     /// taken out of its slot for the caller to run right here: for an item's own
     /// [`Item::run`], which can then run the successors it releases in a loop instead of

@@ -301,6 +301,34 @@ impl<T: Item> Shared<T> {
         self.inject_with(work, true);
     }
 
+    /// As `inject_or_run` for an item, run by `run` instead of [`Item::run`] when the calling
+    /// worker's queue is full: the caller has at hand what the item's own `run` would look up.
+    #[inline]
+    pub(crate) fn inject_item_or_run(&self, item: T, run: impl FnOnce(T)) {
+        if let Some(index) = self.current_index()
+            && !context::overflowing()
+        {
+            let own = &self.queues[index];
+            // Only this worker pushes to its queue and thieves only take from it, so a queue
+            // seen with room takes the push below; one seen full may have lost a job to a
+            // thief since, which only means the item runs here a little early.
+            if own.len() >= own.capacity() {
+                // As in `inject_with`: what this worker keeps goes where others can run it.
+                if let Some(kept) = self.take_next(index) {
+                    self.injector.push(kept);
+                }
+                context::set_overflowing(true);
+                let outcome = panic::catch_unwind(AssertUnwindSafe(|| run(item)));
+                context::set_overflowing(false);
+                if let Err(payload) = outcome {
+                    self.handle_panic(payload);
+                }
+                return;
+            }
+        }
+        self.inject_or_run(Work::Item(item));
+    }
+
     /// `inject`, with `inline_when_full` deciding what a worker with a full queue does. Never
     /// inline for work spawned by work that runs inline because the worker's queue was full:
     /// that goes to the injector, so that a chain of spawns into a full queue cannot nest

@@ -24,7 +24,7 @@ pub(super) struct Dispatcher<'a> {
     /// (so no lock of the op's is held): the first released op routed to the same block is
     /// kept for this worker, which runs it next (`CpuBlock::submit_next`: the pool's slot for
     /// the worker's next task); when the completion releases more ops onto the block than the
-    /// worker's queue holds, the rest run here at once (`CpuBlock::submit_or_run`) instead of
+    /// worker's queue holds, the rest run here at once (`CpuBlock::submit_or_run_with`) instead of
     /// piling up in the injector.
     keep_for: Option<BlockKey>,
     /// Whether an op was kept for this worker.
@@ -73,7 +73,9 @@ impl Dispatch<Payload> for Dispatcher<'_> {
         {
             let op = BlockOp { op, key };
             if std::mem::replace(&mut self.kept, true) {
-                block.submit_or_run(op);
+                // Run at once with this state, if it is: no trip through `BlockOp::run`'s
+                // lookup of the thread's runner.
+                block.submit_or_run_with(op, |op| self.state.execute(op.op, Some(op.key)));
             } else {
                 block.submit_next(op);
             }
