@@ -21,11 +21,20 @@ use std::sync::Arc;
 use depengine_device::{DeviceCompletion, DeviceError, DeviceTask};
 use depengine_graph::ReadyOp;
 
-use crate::failure::FailureCause;
+use crate::failure::{FailureCause, OpFailure};
 use crate::op::record::OpRecord;
+use crate::profile::recorder::Started;
 use crate::run::EngineState;
-use crate::run::execute::Returned;
 use crate::thread::task::TaskMarker;
+
+/// A GPU op whose function returned, waiting in its completion for the device.
+struct Returned {
+    op: ReadyOp<OpRecord>,
+    /// What the function returned (or its panic), as the op's outcome.
+    outcome: Result<(), OpFailure>,
+    /// When it started, for a profiled op.
+    started: Option<Started>,
+}
 
 impl EngineState {
     /// The task that runs ready GPU op `op` on its device executor.
@@ -42,7 +51,12 @@ impl EngineState {
     fn launch(self: Arc<Self>, op: ReadyOp<OpRecord>) -> DeviceCompletion {
         let marker = TaskMarker::enter(self.id);
         let mut completion = None;
-        self.run_function(op, None, |returned| {
+        self.run_function(op, None, |op, outcome, started| {
+            let returned = Returned {
+                op,
+                outcome,
+                started,
+            };
             let state = Arc::clone(&self);
             completion = Some(DeviceCompletion::new(move |device| {
                 state.finish_launched(returned, device);

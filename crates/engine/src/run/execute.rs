@@ -24,16 +24,6 @@ use crate::thread::serving::BlockRunner;
 use crate::thread::task::TaskMarker;
 use crate::thread::{self, RunQueuedOp};
 
-/// An op whose sync function returned: what [`EngineState::run_function`] hands back for its
-/// caller to finish.
-pub(super) struct Returned {
-    pub(super) op: ReadyOp<OpRecord>,
-    /// What the function returned (or its panic), as the op's outcome.
-    pub(super) outcome: Result<(), OpFailure>,
-    /// When it started, for a profiled op.
-    pub(super) started: Option<Started>,
-}
-
 /// The `tracing` span an op's function runs in: `Span::none()` (a level check) unless a
 /// subscriber wants `TRACE` from `depengine::op`.
 #[inline]
@@ -63,22 +53,19 @@ impl EngineState {
     /// thread: nothing is kept for them.
     pub(super) fn execute(self: &Arc<Self>, op: ReadyOp<OpRecord>, keep_for: Option<BlockKey>) {
         let _marker = TaskMarker::enter(self.id);
-        self.run_function(op, keep_for, |returned| {
-            let Returned {
-                op,
-                outcome,
-                started,
-            } = returned;
+        self.run_function(op, keep_for, |op, outcome, started| {
             self.profile(|| op.payload().profiled_op(), started, &outcome);
             self.finish(op, outcome, true, keep_for);
         });
     }
 
     /// Runs a ready op's function, or skips it (passing on the failure of one of its vars). A
-    /// sync function's op goes to `returned` with what the function returned, to be finished
-    /// (at once on a CPU worker, once the device is done for a GPU op, `run/device.rs`); an
-    /// op that is finished otherwise (skipped, without a function, async, a bulk segment)
-    /// does not, and `returned` is not called.
+    /// sync function's op goes to `returned` with what the function returned (or its panic) as
+    /// the op's outcome, and when it started for a profiled op, to be finished (at once on a
+    /// CPU worker, once the device is done for a GPU op, `run/device.rs`); an op that is
+    /// finished otherwise (skipped, without a function, async, a bulk segment) does not, and
+    /// `returned` is not called. Three arguments rather than one struct of them: 144 bytes,
+    /// which the compiler copied with a call to `memcpy` per op.
     #[allow(
         clippy::inline_always,
         reason = "the CPU workers' per-op path: left to the compiler, `drain` took 133 ns per op against 126 (7 runs, one worker)"
@@ -92,7 +79,7 @@ impl EngineState {
         self: &Arc<Self>,
         mut op: ReadyOp<OpRecord>,
         keep_for: Option<BlockKey>,
-        returned: impl FnOnce(Returned),
+        returned: impl FnOnce(ReadyOp<OpRecord>, Result<(), OpFailure>, Option<Started>),
     ) {
         let profiled = self.profiler.wants(op.payload().profiled);
         if let Some(failure) = self.graph.op_failure(&op) {
@@ -125,11 +112,7 @@ impl EngineState {
                     // `returned` completes it, after this call.
                     unsafe { func.call(run, &vars) }
                 });
-                returned(Returned {
-                    op,
-                    outcome,
-                    started,
-                });
+                returned(op, outcome, started);
             }
             OpFn::Async(func) => self.call_async(op, start(), run, func),
             OpFn::Operator(operator) => match &operator.func {
@@ -139,11 +122,7 @@ impl EngineState {
                     // The last reference to a deleted operator drops its function (and what
                     // it captured), which may panic.
                     let _ = catch_unwind(AssertUnwindSafe(move || drop(operator)));
-                    returned(Returned {
-                        op,
-                        outcome,
-                        started,
-                    });
+                    returned(op, outcome, started);
                 }
                 OperatorFn::Async(func) => {
                     self.call_async(op, start(), run, func);
