@@ -11,7 +11,7 @@ use crate::error::GraphError;
 use crate::incoming::Incoming;
 use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp, VarKey};
 use crate::op_cell::OpSlot;
-use crate::slab::{NIL, Slab, Slot};
+use crate::slab::{Keep, NIL, Slab, Slot};
 use crate::stats::GraphStats;
 use crate::var::{Access, Var, VarStatus};
 use crate::var_queue::{Grant, KEEP_SPILL, NO_OP, VarQueue, Waiter};
@@ -1076,23 +1076,29 @@ impl<T, E> Graph<T, E> {
 
     /// Gives back the op storage a burst of waiting ops grew: if no op waits now and no other
     /// thread uses the op storage (a push, a completion or an [`inspect_op`](Self::inspect_op)
-    /// in progress), frees the op slots beyond the first 992 (about 110 KiB with the engine's
-    /// op record), then asks the allocator to return free memory to the system (on glibc,
-    /// `malloc_trim(0)`: the memory of the slots, and of the vars' queues, which give back a
-    /// burst's spill as they drain); whether it freed anything. Cheap when there is nothing to
-    /// give back (one load); a later burst grows the storage again, as the first one did.
+    /// in progress), frees the op slots beyond the first 992 (about 110 KiB with the engine's op
+    /// record) and beyond what the bursts before this one used too (a program that repeats a
+    /// burst keeps its storage; a burst more than four times the earlier ones gives all of it
+    /// back: `slab.rs`, "Trimming"), then asks the allocator to return free memory to the system
+    /// (on glibc, `malloc_trim(0)`: the memory of the slots, and of the vars' queues, which give
+    /// back a burst's spill as they drain); whether it freed anything. Cheap when there is
+    /// nothing to give back (one load, or a few atomics while storage is kept for repeats); a
+    /// later burst grows the storage again, as the first one did.
     ///
-    /// Pushes wait while the free list is rebuilt (at most 992 slots), not while the memory
-    /// goes back to the system, which takes the calling thread about 0.2 ms per megabyte.
-    /// Ids of ops that waited before (see [`OpId`]) may name other ops once the storage grew
-    /// back.
+    /// Pushes wait while the free list is rebuilt over the slots kept, not while the memory goes
+    /// back to the system, which takes the calling thread about 0.2 ms per megabyte. Ids of ops
+    /// that waited before (see [`OpId`]) may name other ops once the storage grew back.
     #[allow(unsafe_code, reason = "the slab's trim: see the SAFETY comment")]
     pub fn trim(&self) -> bool {
         // SAFETY: the graph touches an op slot only while the slot is allocated (from the push
         // that parks an op in it to the `free` after the op is taken out: the pusher, the
         // releasers, which grant before the owner takes, `pending_ops` under the lock of a var
         // the op waits on) or under a pin (`inspect_parked`), as the slab's contract asks.
-        let detached = unsafe { self.ops.trim(KEEP_OP_BUCKETS) };
+        let detached = unsafe {
+            self.ops.trim(Keep::RecentUse {
+                at_least: KEEP_OP_BUCKETS,
+            })
+        };
         if detached.is_empty() {
             return false;
         }

@@ -491,6 +491,8 @@ fn slab_after_a_burst() -> (Arc<crate::slab::Slab<Held>>, u32) {
 fn slab_trim_sees_the_last_free_of_a_burst() {
     use loom::sync::atomic::{AtomicBool, Ordering};
 
+    use crate::slab::Keep;
+
     loom::model(|| {
         let (slab, last) = slab_after_a_burst();
         let freed = Arc::new(AtomicBool::new(false));
@@ -506,7 +508,7 @@ fn slab_trim_sees_the_last_free_of_a_burst() {
             thread::yield_now();
         }
         // SAFETY: the holder touched only its slot, which it freed.
-        if !unsafe { slab.trim(1) }.is_empty() {
+        if !unsafe { slab.trim(Keep::Buckets(1)) }.is_empty() {
             assert_eq!(slab.slots(), 4);
             let index = slab.alloc().unwrap();
             assert_eq!(index, 0, "a trim hands out the lowest slot first");
@@ -532,6 +534,8 @@ fn slab_trim_sees_the_last_free_of_a_burst() {
 #[test]
 #[allow(unsafe_code)]
 fn slab_trim_races_a_user() {
+    use crate::slab::Keep;
+
     loom::model(|| {
         let (slab, last) = slab_after_a_burst();
         let holder = {
@@ -553,7 +557,7 @@ fn slab_trim_races_a_user() {
         };
         holder.join().unwrap();
         // SAFETY: the threads touch only the slots they hold.
-        let trimmed = !unsafe { slab.trim(1) }.is_empty();
+        let trimmed = !unsafe { slab.trim(Keep::Buckets(1)) }.is_empty();
         let index = user.join().unwrap();
         assert_eq!(slab.in_use(), 0);
         assert_eq!(
@@ -567,7 +571,7 @@ fn slab_trim_races_a_user() {
         }
         // Nobody uses it now: a trim goes through, and what it keeps is handed out again.
         // SAFETY: as above.
-        drop(unsafe { slab.trim(1) });
+        drop(unsafe { slab.trim(Keep::Buckets(1)) });
         assert_eq!(slab.slots(), 4);
         let mut again: Vec<u32> = (0..4).map(|_| slab.alloc().unwrap()).collect();
         again.sort_unstable();
@@ -583,7 +587,7 @@ fn slab_trim_races_a_user() {
 #[test]
 #[allow(unsafe_code)]
 fn slab_trims_race_each_other() {
-    use crate::slab::Slab;
+    use crate::slab::{Keep, Slab};
 
     loom::model(|| {
         let slab: Arc<Slab<Held>> = Arc::new(Slab::new());
@@ -595,7 +599,7 @@ fn slab_trims_race_each_other() {
             .map(|_| {
                 let slab = slab.clone();
                 // SAFETY: nobody holds a slot of this slab.
-                thread::spawn(move || !unsafe { slab.trim(1) }.is_empty())
+                thread::spawn(move || !unsafe { slab.trim(Keep::Buckets(1)) }.is_empty())
             })
             .collect();
         let trims = trimmers

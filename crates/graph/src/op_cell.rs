@@ -117,6 +117,11 @@ impl<T> Default for OpSlot<T> {
 impl<T> Slot for OpSlot<T> {
     type Header = ();
 
+    /// A free op slot holds no op: its wait count is zero, and its `Drop` does nothing. (Under
+    /// loom the slots are dropped one by one, as loom's atomics expect.)
+    #[cfg(not(loom))]
+    const FREE_NEEDS_DROP: bool = false;
+
     #[cfg(not(loom))]
     fn bucket(len: usize) -> Box<[Entry<Self>]> {
         let zeroed = Box::<[Entry<Self>]>::new_zeroed_slice(len);

@@ -573,3 +573,37 @@ fn attachment_follows_the_var_that_holds_the_slot() {
     let other = G::new();
     assert_eq!(other.attachment(second), None);
 }
+
+/// A trim gives back the op storage that a burst of parked ops grew (freeing the buckets
+/// without a visit to each free slot), keeps it once a second burst as large needed it, and the
+/// graph works on with what it kept.
+#[test]
+fn trim_gives_back_the_storage_of_parked_ops_and_keeps_it_for_repeats() {
+    let graph = G::new();
+    let v = graph.new_var().unwrap();
+    // Beyond the 992 slots a trim always keeps.
+    let n = 1200;
+    let burst = || {
+        let mut ready = Vec::new();
+        graph.push(&[], &[v], 0, &mut ready).unwrap();
+        for id in 1..=n {
+            graph.push(&[v], &[], id, &mut ready).unwrap();
+        }
+        assert_eq!(graph.stats().live_op_blocks, n as usize, "the reads wait");
+        finish(&graph, &mut ready, 0, Ok(()));
+        assert_eq!(ready.len(), n as usize);
+        while let Some(op) = ready.pop() {
+            graph.complete(op, Ok(()), &mut ready).unwrap();
+        }
+        let stats = graph.stats();
+        (stats.live_op_blocks, stats.pooled_op_blocks)
+    };
+    assert_eq!(burst(), (0, n as usize));
+    assert!(graph.trim(), "the first burst's storage goes back");
+    assert_eq!(graph.stats().pooled_op_blocks, 992);
+    assert_eq!(burst(), (0, n as usize));
+    assert!(!graph.trim(), "a second burst as large keeps it");
+    let kept = graph.stats().pooled_op_blocks;
+    assert!(kept >= n as usize);
+    assert_eq!(burst(), (0, kept), "without growing");
+}
