@@ -387,8 +387,10 @@ impl<T, E> Graph<T, E> {
         if let Some(&var) = reads.iter().chain(writes).find(|v| v.graph != self.id) {
             return Err(GraphError::ForeignVar { var });
         }
-        let deps =
-            DepList::new(reads, writes).ok_or(GraphError::CapacityExhausted { what: "op" })?;
+        if !DepList::fits(reads, writes) {
+            return Err(GraphError::CapacityExhausted { what: "op" });
+        }
+        let deps = DepList::new(reads, writes);
         if reads.is_empty() && writes.is_empty() {
             // Nothing can hold it back.
             dispatch.dispatch(ReadyOp {

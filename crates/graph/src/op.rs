@@ -75,15 +75,20 @@ pub(crate) enum DepList {
 }
 
 impl DepList {
-    /// The list of `reads` then `writes`; `None` if it holds more than `2^31 - 1` vars (the
-    /// most an op slot's wait count can hold).
-    pub(crate) fn new(reads: &[Var], writes: &[Var]) -> Option<Self> {
+    /// Whether `reads` and `writes` fit in one list: at most `2^31 - 1` vars (the most an op
+    /// slot's wait count can hold).
+    pub(crate) fn fits(reads: &[Var], writes: &[Var]) -> bool {
+        reads.len() + writes.len() <= MAX_DEPS as usize
+    }
+
+    /// The list of `reads` then `writes`, which [`fits`](Self::fits). Not an `Option`: a list
+    /// built and then moved out of one is copied field by field, and the wide loads of the next
+    /// move of the op stall on those narrow stores.
+    pub(crate) fn new(reads: &[Var], writes: &[Var]) -> Self {
         let len = reads.len() + writes.len();
-        if len > MAX_DEPS as usize {
-            return None;
-        }
+        debug_assert!(Self::fits(reads, writes));
         let all = reads.iter().chain(writes).map(|&v| VarKey::of(v));
-        Some(if len <= INLINE_DEPS {
+        if len <= INLINE_DEPS {
             let mut keys = [VarKey::PLACEHOLDER; INLINE_DEPS];
             for (slot, key) in keys.iter_mut().zip(all) {
                 *slot = key;
@@ -98,7 +103,7 @@ impl DepList {
                 reads: reads.len() as u32,
                 keys: all.collect(),
             }
-        })
+        }
     }
 
     /// All vars, reads first.
