@@ -219,11 +219,6 @@ impl EngineState {
     /// Pushes one op record (already routed): on an engine that bulks, into the thread's open
     /// segment if it may join (`bulk/mod.rs`). Without bulk execution: one branch, then the
     /// body of `push_one` (inlined here).
-    #[allow(
-        clippy::inline_always,
-        reason = "the push path: inlined into the builder's push, with `push_one`, the record is not copied into each call (pushing independent ops behind a busy worker: 89 -> 85 ns each)"
-    )]
-    #[inline(always)]
     pub(crate) fn push_record(
         self: &Arc<Self>,
         reads: &[Var],
@@ -237,8 +232,7 @@ impl EngineState {
     }
 
     /// Pushes one op record into the graph.
-    #[allow(clippy::inline_always, reason = "see `push_record`")]
-    #[inline(always)]
+    #[inline]
     fn push_one(self: &Arc<Self>, reads: &[Var], writes: &[Var], record: OpRecord) -> Result<()> {
         self.pending.admit(thread::runs_engine_work)?;
         let mut dispatcher = Dispatcher::new(self, true, None);
