@@ -6,6 +6,14 @@
 //!   meanwhile; only the push loop is timed).
 //! - `drain`: N empty ops parked behind one var, then released at once on a one-worker engine
 //!   without a pending bound: the time that worker takes to run them all.
+//! - `backlog`: N empty ops with no vars, pushed from outside while the only worker of a
+//!   one-worker engine is held by an op, then released: the time that worker takes to run them
+//!   all (the worker's own path for ops queued from outside, with no pusher beside it).
+//! - `push_parked`: on the same engine, N/3 empty ops pushed behind an op that holds their one
+//!   var (each writes it, so each waits), three times, waiting for each burst: the time per
+//!   push of the last burst (the pusher's own path for an op that waits, with no worker beside
+//!   it, into the storage that such bursts keep). Not for the naive engine, which runs the
+//!   holding op on the pusher.
 //! - `independent`: N empty ops with no vars, pushed then waited for.
 //! - `chain`: N empty ops writing the same var.
 //! - `random_empty`: each op reads 2 and writes 1 of 1024 vars (seeded), empty.
@@ -85,16 +93,7 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
             report(&name, push_deps(&engine, n, deps)?, "ns/op");
         }
     }
-    if args.wants("drain") {
-        // Every op parks behind the gate this thread opens: no pending bound.
-        let one = Setup {
-            threads: 1,
-            ..setup
-        }
-        .unbounded_engine()?;
-        warm_up(&one, FnProperty::Normal)?;
-        report("drain", drain(&one, n)?, "ns/op");
-    }
+    one_worker(args, setup, n)?;
     if args.wants("independent") {
         report("independent", independent(&engine, n)?, "ns/op");
     }
@@ -322,6 +321,68 @@ fn push_gate(engine: &Engine, gate: Var) -> Result<OpenGate, String> {
         open_tx.send(()).map_err(err)?;
         started_rx.recv().map_err(err)
     }))
+}
+
+/// The workloads on an engine with one worker and no pending bound (every op parks behind a
+/// gate this thread opens): `drain`, `backlog`, `push_parked`.
+fn one_worker(args: &Args, setup: Setup, n: usize) -> Result<(), String> {
+    let one_worker = || -> Result<Engine, String> {
+        let one = Setup {
+            threads: 1,
+            ..setup
+        }
+        .unbounded_engine()?;
+        warm_up(&one, FnProperty::Normal)?;
+        Ok(one)
+    };
+    if args.wants("drain") {
+        report("drain", drain(&one_worker()?, n)?, "ns/op");
+    }
+    if setup.kind != EngineKind::Naive && (args.wants("backlog") || args.wants("push_parked")) {
+        let one = one_worker()?;
+        if args.wants("backlog") {
+            report("backlog", backlog(&one, n)?, "ns/op");
+        }
+        if args.wants("push_parked") {
+            report("push_parked", push_parked(&one, n)?, "ns/op");
+        }
+    }
+    Ok(())
+}
+
+fn backlog(engine: &Engine, n: usize) -> Result<f64, String> {
+    let gate = engine.new_var().map_err(err)?;
+    let open = push_gate(engine, gate)?;
+    for _ in 0..n {
+        engine.op("backlog").push_sync(|_| Ok(())).map_err(err)?;
+    }
+    let start = open()?;
+    engine.wait_for_all().map_err(err)?;
+    let elapsed = start.elapsed();
+    release(engine, vec![gate])?;
+    Ok(ns_per(elapsed, n as u64))
+}
+
+fn push_parked(engine: &Engine, n: usize) -> Result<f64, String> {
+    let gate = engine.new_var().map_err(err)?;
+    let burst = (n / 3).max(1);
+    let mut elapsed = Duration::ZERO;
+    for _ in 0..3 {
+        let open = push_gate(engine, gate)?;
+        let start = Instant::now();
+        for _ in 0..burst {
+            engine
+                .op("parked")
+                .writes([gate])
+                .push_sync(|_| Ok(()))
+                .map_err(err)?;
+        }
+        elapsed = start.elapsed();
+        open()?;
+        engine.wait_for_all().map_err(err)?;
+    }
+    release(engine, vec![gate])?;
+    Ok(ns_per(elapsed, burst as u64))
 }
 
 fn independent(engine: &Engine, n: usize) -> Result<f64, String> {

@@ -150,6 +150,8 @@ const ENGINE: Group = Group {
         "push_deps2",
         "push_deps4",
         "drain",
+        "backlog",
+        "push_parked",
         "independent",
         "chain",
         "chain_typed",
