@@ -8,7 +8,9 @@
 //!   without a pending bound: the time that worker takes to run them all.
 //! - `backlog`: N empty ops with no vars, pushed from outside while the only worker of a
 //!   one-worker engine is held by an op, then released: the time that worker takes to run them
-//!   all (the worker's own path for ops queued from outside, with no pusher beside it).
+//!   all (the worker's own path for ops queued from outside, with no pusher beside it);
+//!   `push_queued`: the time per push of those ops (the pusher's own path for an op that is
+//!   ready at once, with no worker beside it).
 //! - `push_parked`: on the same engine, N/3 empty ops pushed behind an op that holds their one
 //!   var (each writes it, so each waits), three times, waiting for each burst: the time per
 //!   push of the last burst (the pusher's own path for an op that waits, with no worker beside
@@ -324,7 +326,7 @@ fn push_gate(engine: &Engine, gate: Var) -> Result<OpenGate, String> {
 }
 
 /// The workloads on an engine with one worker and no pending bound (every op parks behind a
-/// gate this thread opens): `drain`, `backlog`, `push_parked`.
+/// gate this thread opens): `drain`, `backlog`, `push_queued`, `push_parked`.
 fn one_worker(args: &Args, setup: Setup, n: usize) -> Result<(), String> {
     let one_worker = || -> Result<Engine, String> {
         let one = Setup {
@@ -338,10 +340,17 @@ fn one_worker(args: &Args, setup: Setup, n: usize) -> Result<(), String> {
     if args.wants("drain") {
         report("drain", drain(&one_worker()?, n)?, "ns/op");
     }
-    if setup.kind != EngineKind::Naive && (args.wants("backlog") || args.wants("push_parked")) {
+    let queued = args.wants("backlog") || args.wants("push_queued");
+    if setup.kind != EngineKind::Naive && (queued || args.wants("push_parked")) {
         let one = one_worker()?;
-        if args.wants("backlog") {
-            report("backlog", backlog(&one, n)?, "ns/op");
+        if queued {
+            let (pushed, ran) = backlog(&one, n)?;
+            if args.wants("push_queued") {
+                report("push_queued", pushed, "ns/op");
+            }
+            if args.wants("backlog") {
+                report("backlog", ran, "ns/op");
+            }
         }
         if args.wants("push_parked") {
             report("push_parked", push_parked(&one, n)?, "ns/op");
@@ -350,17 +359,20 @@ fn one_worker(args: &Args, setup: Setup, n: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn backlog(engine: &Engine, n: usize) -> Result<f64, String> {
+/// `push_queued` and `backlog`, in ns/op.
+fn backlog(engine: &Engine, n: usize) -> Result<(f64, f64), String> {
     let gate = engine.new_var().map_err(err)?;
     let open = push_gate(engine, gate)?;
+    let start = Instant::now();
     for _ in 0..n {
         engine.op("backlog").push_sync(|_| Ok(())).map_err(err)?;
     }
+    let pushed = start.elapsed();
     let start = open()?;
     engine.wait_for_all().map_err(err)?;
-    let elapsed = start.elapsed();
+    let ran = start.elapsed();
     release(engine, vec![gate])?;
-    Ok(ns_per(elapsed, n as u64))
+    Ok((ns_per(pushed, n as u64), ns_per(ran, n as u64)))
 }
 
 fn push_parked(engine: &Engine, n: usize) -> Result<f64, String> {

@@ -151,6 +151,7 @@ const ENGINE: Group = Group {
         "push_deps4",
         "drain",
         "backlog",
+        "push_queued",
         "push_parked",
         "independent",
         "chain",
