@@ -71,11 +71,11 @@ impl Dispatch<Payload> for Dispatcher<'_> {
             && op.payload().block_key() == Some(key)
             && let Some(block) = self.state.workers.block(key)
         {
-            let op = BlockOp { op, key };
+            let op = BlockOp(op);
             if std::mem::replace(&mut self.kept, true) {
                 // Run at once with this state, if it is: no trip through `BlockOp::run`'s
                 // lookup of the thread's runner.
-                block.submit_or_run_with(op, |op| self.state.execute(op.op, Some(op.key)));
+                block.submit_or_run_with(op, |BlockOp(op)| self.state.execute(op, Some(key)));
             } else {
                 block.submit_next(op);
             }
@@ -103,10 +103,10 @@ impl EngineState {
             Route::Inline => naive::run(self, op, |op| self.execute(op, None)),
             Route::Pooled | Route::PooledCopy | Route::Cpu => {
                 let key = record.block_key();
-                match key.and_then(|key| self.workers.block(key).map(|block| (key, block))) {
+                match key.and_then(|key| self.workers.block(key)) {
                     // The op is queued once, unboxed, in the block's pool; the worker that
                     // runs it has the engine (`thread/serving.rs`).
-                    Some((key, block)) => block.submit(BlockOp { op, key }),
+                    Some(block) => block.submit(BlockOp(op)),
                     None => self.execute(op, None),
                 }
             }

@@ -15,6 +15,7 @@ use crate::name::OpName;
 use crate::op::completion::{Completion, FinishAsync};
 use crate::op::operator::OperatorFn;
 use crate::op::record::{BlockKey, OpFn, OpRecord, Payload};
+use crate::route::block::BlockOp;
 use crate::profile::recorder::{ProfiledOp, Started};
 use crate::profile::report::ProfiledOutcome;
 use crate::run::held_vars::HeldVars;
@@ -286,17 +287,20 @@ pub(super) struct BlockOps(pub(super) Arc<EngineState>);
 
 impl BlockRunner for BlockOps {
     #[inline]
-    fn run_block_op(&self, op: ReadyOp<OpRecord>, key: BlockKey) {
+    fn run_block_op(&self, op: ReadyOp<OpRecord>) {
         let state = &self.0;
-        state.execute(op, Some(key));
+        let key = op.payload().block_key();
+        state.execute(op, key);
         // The successors each completion keeps for this worker, run here one after another.
         // The pool's loop would find them in the same slot first thing (`find_work`); taking
         // them here skips its round trip (the item's trip through the worker loop, and the
         // thread-local lookup of the runner per op): `chain` 200 -> 165-170 ns of CPU per op
         // (`perf stat -e task-clock`, `docs/bench-history.md`, "One scheduler").
-        if let Some(block) = state.workers.block(key) {
-            while let Some(next) = block.take_kept() {
-                state.execute(next.op, Some(next.key));
+        // A successor is kept only for an op of the same block (`Dispatcher`), so `key` is the
+        // block of each op taken here.
+        if let Some(block) = key.and_then(|key| state.workers.block(key)) {
+            while let Some(BlockOp(next)) = block.take_kept() {
+                state.execute(next, key);
             }
         }
     }

@@ -40,23 +40,23 @@ impl Served {
 /// The engine as the threads of its CPU blocks see it: runs one of a block's ops (`run/`
 /// implements it).
 pub(crate) trait BlockRunner: Send + Sync {
-    /// Runs (or skips) `op`, queued on block `key`, on this thread (one of the block's workers
-    /// or a stand-in) and completes it.
-    fn run_block_op(&self, op: ReadyOp<OpRecord>, key: BlockKey);
+    /// Runs (or skips) `op`, queued on the block of its route, on this thread (one of the
+    /// block's workers or a stand-in) and completes it.
+    fn run_block_op(&self, op: ReadyOp<OpRecord>);
 }
 
-/// Runs `op`, queued on block `key`, with the runner of the current thread: the task a CPU
-/// block's pool runs for each op.
+/// Runs `op`, queued on the block of its route, with the runner of the current thread: the
+/// task a CPU block's pool runs for each op.
 ///
 /// Only the block's workers and stand-ins run its tasks, and each has its runner from before
 /// its first task until after its last; an op reaching a thread without one would be a broken
 /// hook, which is reported and the op is dropped uncompleted (its dependents then wait, and
 /// the stall warnings name them).
 #[inline]
-pub(crate) fn run_block_op(op: ReadyOp<OpRecord>, key: BlockKey) {
+pub(crate) fn run_block_op(op: ReadyOp<OpRecord>) {
     thread::with(|cx| {
         if let Some(runner) = &*cx.runner.borrow() {
-            runner.run_block_op(op, key);
+            runner.run_block_op(op);
         } else {
             tracing::error!(
                 target: "depengine::engine",
