@@ -14,8 +14,9 @@
 //! - `push_parked`: on the same engine, N/3 empty ops pushed behind an op that holds their one
 //!   var (each writes it, so each waits), three times, waiting for each burst: the time per
 //!   push of the last burst (the pusher's own path for an op that waits, with no worker beside
-//!   it, into the storage that such bursts keep). Not for the naive engine, which runs the
-//!   holding op on the pusher.
+//!   it, into the storage that such bursts keep once they outgrow the 992 op slots a trim
+//!   always keeps: N of 3000 or more). `backlog`, `push_queued` and `push_parked` are not run
+//!   on the naive engine, which runs the holding op on the pusher.
 //! - `independent`: N empty ops with no vars, pushed then waited for.
 //! - `chain`: N empty ops writing the same var.
 //! - `random_empty`: each op reads 2 and writes 1 of 1024 vars (seeded), empty.

@@ -163,9 +163,15 @@ impl<T: Item> WorkerBlock<T> {
         self.pool.submit(item);
     }
 
-    /// Queues `item`, or on a worker of the block whose queue is full runs it at once with
-    /// `run` (see [`ThreadPool::submit_or_run_with`]): only for a caller that holds nothing
-    /// the item needs.
+    /// Queues `item`, or on a worker of the block whose queue is full runs it at once (see
+    /// [`ThreadPool::submit_or_run`]): only for a caller that holds nothing the item needs.
+    #[inline]
+    pub fn submit_or_run(&self, item: T) {
+        self.pool.submit_or_run(item);
+    }
+
+    /// As [`submit_or_run`](Self::submit_or_run), an item run at once being run by `run` (see
+    /// [`ThreadPool::submit_or_run_with`]).
     #[inline]
     pub fn submit_or_run_with(&self, item: T, run: impl FnOnce(T)) {
         self.pool.submit_or_run_with(item, run);

@@ -70,16 +70,19 @@
 //! that pushes bursts of about the same size, waiting for each, should not give the memory back
 //! after every burst and fault it in again for the next (on the engine's `chain` pushes parked
 //! behind a busy var, 20 000 a burst: 110 against 89 ns per push), while a burst larger than
-//! the ones before it should go back once it completed. So the allocators note the highest
-//! index they hand out (`high`, about the slots the burst used at once: a free slot is handed
-//! out again before the slab grows), and a trim that keeps by use keeps enough for the fewer of
-//! the slots this burst used and of those the bursts before it used (`recent`, the larger of
-//! the last burst's use and half the value before it). The first burst's storage goes back; a
-//! second as large keeps it; a larger one gives back what it grew beyond the earlier ones, and
-//! one more than `OUTGROWN` (4) times as large gives all of it back, as after a first burst (a
-//! one-off: keeping even the earlier bursts' share would leave a program that warmed up with
-//! a small burst holding that share after a huge one); memory that bursts stop using goes
-//! back as `recent` halves.
+//! the ones before it should go back once it completed. What a burst used is read off the count
+//! of allocations, which `entered` keeps anyway: the allocations since the last such trim (at
+//! most the slots the slab holds), which for a burst of ops that all wait at once is the slots
+//! it used. A trim that keeps by use keeps enough for the fewer of the slots this burst used
+//! and of those the bursts before it used (`recent`, the larger of the last burst's use and
+//! half the value before it). The first burst's storage goes back; a second as large keeps it;
+//! a larger one gives back what it grew beyond the earlier ones, and one more than `OUTGROWN`
+//! (4) times as large gives all of it back, as after a first burst (a one-off: keeping even the
+//! earlier bursts' share would leave a program that warmed up with a small burst holding that
+//! share after a huge one); a smaller one gives back what it did not use. (Ops that wait and
+//! complete as they go count every allocation, and keep what the slab grew to, which their peak
+//! needed.) A trim that runs while the next burst has begun, between two of its ops, sees part
+//! of that burst as the whole: it keeps less, and the burst grows back.
 
 use std::mem::ManuallyDrop;
 use std::ptr;
@@ -129,9 +132,10 @@ pub(crate) trait Slot: Default {
     /// slot is handed out and then only read (the var slots' attachment) costs nothing there.
     type Header: Default;
 
-    /// Whether a free slot may still own something its `Drop` releases. `false` lets a trim free
-    /// detached buckets without visiting each slot (see [`Detached`]), which would read every
-    /// page of a zeroed bucket, the ones its slots never used included, back into memory.
+    /// Whether a free slot, or its header, may still own something its `Drop` releases.
+    /// `false` lets a trim free detached buckets without visiting each slot (see [`Detached`]),
+    /// which would read every page of a zeroed bucket, the ones its slots never used included,
+    /// back into memory; the headers are not dropped either.
     const FREE_NEEDS_DROP: bool = true;
 
     /// `len` fresh entries (by default each `S::default()`, with an unset link).
@@ -157,9 +161,12 @@ pub(crate) struct Slab<S: Slot> {
     /// Head of the stack `free` pushes onto: `leaves << 32 | index` (see the module
     /// documentation for the count of leaves).
     returned: CachePadded<AtomicU64>,
-    /// The slots the bursts before the last one used, the older halved at each trim that keeps
-    /// by use. Touched only by such trims, which have the slab to themselves.
+    /// For the trims that keep by use (see "Trimming" in the module documentation), which alone
+    /// touch these, one at a time: the slots the bursts before the last one used, the older
+    /// halved at each such trim...
     recent: AtomicU32,
+    /// ...and the count of allocations (`entered`'s) at the last one.
+    trimmed_at: AtomicU64,
 }
 
 /// The allocators' side of the free list.
@@ -168,10 +175,6 @@ struct FreeHead {
     top: AtomicU64,
     /// Allocs and pins begun, ever (the low 63 bits), and `TRIMMING`.
     entered: AtomicU64,
-    /// One past the highest index handed out since the last trim that kept by use
-    /// ([`Keep::RecentUse`]): the slots the burst used, about. Raised by the allocators, reset
-    /// by that trim.
-    high: AtomicU32,
 }
 
 /// A trim that keeps by use gives everything back after a burst that used more than this many
@@ -217,10 +220,10 @@ impl<S: Slot> Slab<S> {
             free: CachePadded::new(FreeHead {
                 top: AtomicU64::new(u64::from(NIL)),
                 entered: AtomicU64::new(0),
-                high: AtomicU32::new(0),
             }),
             returned: CachePadded::new(AtomicU64::new(u64::from(NIL))),
             recent: AtomicU32::new(0),
+            trimmed_at: AtomicU64::new(0),
         }
     }
 
@@ -280,27 +283,10 @@ impl<S: Slot> Slab<S> {
     pub(crate) fn alloc(&self) -> Option<u32> {
         self.enter();
         let index = self.pop();
-        match index {
-            Some(index) => self.note_use(index),
-            None => self.leave(),
+        if index.is_none() {
+            self.leave();
         }
         index
-    }
-
-    /// Raises `high` to cover `index`, just handed out. A load and a store, not a
-    /// read-modify-write, on the allocators' line, which the pop has just written: two
-    /// allocators racing may lose the higher index, and the trim then keeps less (the next
-    /// burst grows back into it). `Relaxed`: a trim reads it after its `Acquire` count of the
-    /// leaves, which every allocator's store happens before. Left out under loom: no ordering
-    /// of the slab's rests on it, and the models would only grow.
-    #[inline]
-    fn note_use(&self, index: u32) {
-        #[cfg(not(loom))]
-        if index >= self.free.high.load(Ordering::Relaxed) {
-            self.free.high.store(index + 1, Ordering::Relaxed);
-        }
-        #[cfg(loom)]
-        let _ = index;
     }
 
     /// `alloc`, counted as a user already.
@@ -485,9 +471,9 @@ impl<S: Slot> Slab<S> {
         entered.wrapping_sub(left) as usize
     }
 
-    /// Detaches every bucket beyond the first `keep_buckets` and forgets their slots, if nobody
-    /// uses the slab (see the module documentation). Dropping what it returns frees them.
-    /// Cheap when there is nothing to free (one load).
+    /// Detaches the buckets beyond those `keep` keeps and forgets their slots, if nobody uses
+    /// the slab (see the module documentation). Dropping what it returns frees them. Cheap
+    /// when the slab holds no more than `keep`'s minimum (one load).
     ///
     /// # Safety
     ///
@@ -517,7 +503,7 @@ impl<S: Slot> Slab<S> {
             let keep = match keep {
                 #[cfg(test)]
                 Keep::Buckets(buckets) => Some(buckets),
-                Keep::RecentUse { at_least } => self.recently_used(at_least),
+                Keep::RecentUse { at_least } => self.recently_used(at_least, entered & !TRIMMING),
             };
             // Checked again now that it is ours: another trim may have run since the first look.
             if let Some(keep) = keep.map(capacity)
@@ -531,17 +517,17 @@ impl<S: Slot> Slab<S> {
         detached
     }
 
-    /// The buckets a trim that keeps by use keeps, with the slab to itself: at least
-    /// `at_least`, and enough for the fewer of the slots used since the last such trim and of
-    /// those the bursts before it used (`recent`); `None` (keep everything, and remember
-    /// nothing) if no slot was handed out since. `Relaxed` throughout: the trim's `Acquire`
-    /// count of the leaves ordered every allocator's store of `high`, and `recent` is the
-    /// trims' alone (one at a time, under `TRIMMING`).
-    fn recently_used(&self, at_least: usize) -> Option<usize> {
-        let used = self.free.high.swap(0, Ordering::Relaxed);
-        if used == 0 {
+    /// The buckets a trim that keeps by use keeps, with the slab to itself (`entered`: the count
+    /// of allocations now): at least `at_least`, and enough for the fewer of the slots used since
+    /// the last such trim and of those the bursts before it used (`recent`); `None` (keep
+    /// everything, and remember nothing) if no slot was handed out since. `Relaxed`: `recent`
+    /// and `trimmed_at` are the trims' alone, one at a time, under `TRIMMING`.
+    fn recently_used(&self, at_least: usize, entered: u64) -> Option<usize> {
+        let allocated = entered.wrapping_sub(self.trimmed_at.swap(entered, Ordering::Relaxed));
+        if allocated == 0 {
             return None;
         }
+        let used = allocated.min(u64::from(self.len.load(Ordering::Relaxed))) as u32;
         let before = self.recent.load(Ordering::Relaxed);
         self.recent.store(used.max(before / 2), Ordering::Relaxed);
         // A burst more than `OUTGROWN` times the recent ones is not a repeat of them: all of it
@@ -647,6 +633,10 @@ impl<S: Slot> Drop for Detached<S> {
             // The `Vec`'s own drop visits every slot.
             return;
         }
+        debug_assert!(
+            !std::mem::needs_drop::<S::Header>(),
+            "a slot type whose free slots own nothing has headers that own nothing"
+        );
         for bucket in self.0.drain(..) {
             let entries = Box::into_raw(bucket) as *mut [ManuallyDrop<Entry<S>>];
             // SAFETY: `ManuallyDrop<Entry<S>>` has the layout of `Entry<S>` (it is
@@ -680,6 +670,52 @@ mod tests {
 
     impl Slot for u8 {
         type Header = ();
+    }
+
+    /// Counts its drops; its free slots own nothing, so a trim frees its buckets undropped.
+    #[derive(Default)]
+    struct Counted;
+
+    static COUNTED_DROPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            COUNTED_DROPS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    impl Slot for Counted {
+        type Header = ();
+        const FREE_NEEDS_DROP: bool = false;
+    }
+
+    /// The buckets a trim detaches from a slab whose free slots own nothing are freed without
+    /// a drop of each slot (under Miri: with their memory freed, nothing leaked); those it
+    /// keeps are dropped with the slab.
+    #[test]
+    fn detached_buckets_of_slots_that_own_nothing_are_freed_undropped() {
+        let slab: Slab<Counted> = Slab::new();
+        let n: u32 = if cfg!(miri) { 100 } else { 1000 };
+        let held: Vec<u32> = (0..n).map(|_| slab.alloc().unwrap()).collect();
+        for index in held {
+            slab.free(index);
+        }
+        // SAFETY: this thread alone uses the slab, and holds no reference into it.
+        let detached = unsafe { slab.trim(Keep::Buckets(1)) };
+        assert!(!detached.is_empty());
+        let before = COUNTED_DROPS.load(Ordering::Relaxed);
+        drop(detached);
+        assert_eq!(
+            COUNTED_DROPS.load(Ordering::Relaxed),
+            before,
+            "no slot dropped"
+        );
+        drop(slab);
+        assert_eq!(
+            COUNTED_DROPS.load(Ordering::Relaxed),
+            before + capacity(1) as usize,
+            "the kept bucket's slots, dropped with the slab"
+        );
     }
 
     #[test]
@@ -798,6 +834,12 @@ mod tests {
         assert_eq!(slab.slots(), back);
         // `recent` is now 3n: a burst of 13n outgrew it, and everything goes back.
         assert!(burst(13 * n), "a one-off burst");
+        assert_eq!(slab.slots(), capacity(1) as usize);
+        // Kept again by two bursts of n, then given back by a smaller one.
+        burst(n);
+        assert!(!burst(n));
+        assert!(slab.slots() >= n as usize);
+        assert!(burst(10), "a smaller burst gives back what it did not use");
         assert_eq!(slab.slots(), capacity(1) as usize);
     }
 

@@ -313,10 +313,7 @@ impl<T: Item> Shared<T> {
             // seen with room takes the push below; one seen full may have lost a job to a
             // thief since, which only means the item runs here a little early.
             if own.len() >= own.capacity() {
-                // As in `inject_with`: what this worker keeps goes where others can run it.
-                if let Some(kept) = self.take_next(index) {
-                    self.injector.push(kept);
-                }
+                self.release_kept(index);
                 context::set_overflowing(true);
                 let outcome = panic::catch_unwind(AssertUnwindSafe(|| run(item)));
                 context::set_overflowing(false);
@@ -343,11 +340,7 @@ impl<T: Item> Shared<T> {
                     if !inline_when_full || context::overflowing() {
                         self.injector.push(work);
                     } else {
-                        // The work about to run here may block (wait for something): what
-                        // this worker keeps for later goes where other threads can run it.
-                        if let Some(kept) = self.take_next(index) {
-                            self.injector.push(kept);
-                        }
+                        self.release_kept(index);
                         context::set_overflowing(true);
                         self.execute(work);
                         context::set_overflowing(false);
@@ -365,6 +358,17 @@ impl<T: Item> Shared<T> {
             None => self.injector.push(work),
         }
         self.wake_one();
+    }
+
+    /// Before worker `index` runs work inline because its queue is full: the work may block
+    /// (wait for something), so what the worker keeps in its next-task slot goes where other
+    /// threads can run it, and one of them is woken for it if none is looking. Called by
+    /// worker `index` only.
+    fn release_kept(&self, index: usize) {
+        if let Some(kept) = self.take_next(index) {
+            self.injector.push(kept);
+            self.wake_one();
+        }
     }
 
     /// Submits a closure (`inject` of a `Work::Job`).

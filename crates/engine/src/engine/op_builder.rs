@@ -282,7 +282,7 @@ impl fmt::Debug for OpBuilder<'_> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::{OpBuilder, VarLists};
     use depengine_graph::{Graph, Var};

@@ -73,9 +73,14 @@ impl Dispatch<Payload> for Dispatcher<'_> {
         {
             let op = BlockOp(op);
             if std::mem::replace(&mut self.kept, true) {
-                // Run at once with this state, if it is: no trip through `BlockOp::run`'s
-                // lookup of the thread's runner.
-                block.submit_or_run_with(op, |BlockOp(op)| self.state.execute(op, Some(key)));
+                // Run at once with this state, if it is, as a queued op runs (the successor it
+                // keeps included), without `BlockOp::run`'s lookup of the thread's runner.
+                block.submit_or_run_with(op, |BlockOp(op)| {
+                    self.state.execute(op, Some(key));
+                    while let Some(BlockOp(next)) = block.take_kept() {
+                        self.state.execute(next, Some(key));
+                    }
+                });
             } else {
                 block.submit_next(op);
             }

@@ -2,8 +2,8 @@
 //! CPU block, or a task of the priority block), for the stand-ins of a wait inside an op; and,
 //! on a CPU block's threads, the engine that runs the block's ops ([`BlockRunner`]).
 //!
-//! A CPU block's ops are queued in the block's pool as small closures holding only the op and
-//! the block's key (no reference to the engine: that would cost a reference count update per
+//! A CPU block's ops are queued in the block's pool as items holding only the op, whose record
+//! names its block (no reference to the engine: that would cost a reference count update per
 //! op on a line every worker writes). The thread that runs one finds the engine in its
 //! context: each worker of the block gets a [`BlockRunner`] when it starts and drops it when
 //! it exits ([`enter_block`], [`leave_block`], called by the block's start and exit hooks), and
