@@ -178,7 +178,7 @@ pub struct EngineConfig {
     /// Threads per GPU copy block (default 2, as MXNet).
     pub gpu_copy_threads: usize,
     /// The device backend GPU ops run on; without one, GPU ops are rejected at push. With the
-    /// `cuda` feature the default is a [`CudaBackend`](crate::cuda::CudaBackend), which probes
+    /// `cuda` feature the default is a `depengine::cuda::CudaBackend`, which probes
     /// the driver at the first GPU op: on a machine without one, that push fails with the
     /// reason (no driver, no such device), and all CPU work runs as usual.
     pub device_backend: Option<Arc<dyn DeviceBackend>>,
