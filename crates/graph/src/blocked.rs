@@ -11,7 +11,9 @@
 //! holds the var) or waiting in the FIFO, whose front is always a write. Facts the walk uses:
 //!
 //! 1. Every request waiting on a var waits for every holder of that var: the front write waits
-//!    for all of them, and every other waiting request is behind that write.
+//!    for all of them, and every other waiting request is behind that write. (Except for reads
+//!    at the front while no write runs, which only launched ops hold back, see `var_queue.rs`:
+//!    they do not wait for the running reads; the first write behind them does.)
 //! 2. A waiting write waits for everything ahead of it in the FIFO, so everything behind it
 //!    waits for it.
 //! 3. A waiting read is granted together with the reads that follow it up to the next write;
@@ -154,6 +156,8 @@ struct Walk {
 /// A copy of the requests waiting on one var.
 struct Fifo {
     waiting: Vec<PendingOp>,
+    /// `waiting[..launch_held]` wait only for launched ops, not for the var's holders.
+    launch_held: usize,
     position: HashMap<OpId, usize>,
     /// `waiting[queued..]` went onto the stack already.
     queued: usize,
@@ -161,7 +165,7 @@ struct Fifo {
 
 impl Fifo {
     fn copy<T, E>(graph: &Graph<T, E>, var: Var) -> Option<Self> {
-        let waiting = graph.pending_ops(var).ok()?;
+        let (waiting, launch_held) = graph.waiting_behind_holders(var).ok()?;
         let position = waiting
             .iter()
             .enumerate()
@@ -170,6 +174,7 @@ impl Fifo {
         Some(Fifo {
             queued: waiting.len(),
             waiting,
+            launch_held,
             position,
         })
     }
@@ -223,7 +228,7 @@ impl Walk {
             return;
         }
         let start = match op {
-            None => 0,
+            None => fifo.launch_held,
             Some((id, _)) => {
                 if !fifo.position.contains_key(&id) {
                     // Pushed after the copy was taken: copy the FIFO again.
@@ -235,7 +240,7 @@ impl Walk {
                 match fifo.position.get(&id) {
                     Some(&at) => fifo.behind(at),
                     // Not waiting on this var: the op holds it (fact 4).
-                    None => 0,
+                    None => fifo.launch_held,
                 }
             }
         };
@@ -294,6 +299,32 @@ mod tests {
             ["reads a, holds b", "reads b", "writes a"]
         );
         assert_eq!(reached(&graph, &[c]), ["waits for unrelated"]);
+    }
+
+    #[test]
+    fn reads_that_only_a_launch_holds_back_do_not_wait_for_the_running_reads() {
+        use crate::Waits;
+
+        let graph: Graph<&str> = Graph::new();
+        let [a] = new_vars(&graph);
+        let mut ready = Ready::new();
+        graph.push(&[], &[a], "kernel", &mut ready).unwrap();
+        graph
+            .push_with(Waits::Launch, &[a], &[], "kernel's reader", &mut ready)
+            .unwrap();
+        let kernel = ready.remove(0);
+        let launched = graph.launch(kernel, &mut ready).unwrap();
+        assert_eq!(ready.len(), 1, "the reader runs behind the launched kernel");
+        // Behind the launched write, not behind the running reader: the host read waits for
+        // the kernel's completion only; the write waits for both.
+        graph.push(&[a], &[], "host read", &mut ready).unwrap();
+        graph.push(&[], &[a], "host write", &mut ready).unwrap();
+        assert_eq!(ready.len(), 1);
+        assert_eq!(reached(&graph, &[a]), ["host write"]);
+        graph
+            .complete_launched(launched, Ok(()), &mut ready)
+            .unwrap();
+        assert_eq!(ready.len(), 2, "the host read runs beside the reader");
     }
 
     #[test]

@@ -21,6 +21,10 @@ pub enum Holder {
     },
     /// This many reads are running.
     Reads(NonZeroU32),
+    /// Nothing runs, and this many launched ops have not completed
+    /// ([`Graph::launch`](crate::Graph::launch)): the requests waiting for completion wait for
+    /// them.
+    Launched(NonZeroU32),
 }
 
 /// One var with running or waiting requests, as listed by

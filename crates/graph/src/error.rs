@@ -37,7 +37,7 @@ pub enum GraphError {
     /// A [`ReadyOp`](crate::ReadyOp) was completed on a graph other than the one that made it ready.
     #[error("the completed op belongs to another graph")]
     ForeignOp,
-    /// The graph ran out of slots (more than 2^31 live vars or waiting ops at once).
+    /// The graph ran out of slots (more than 2^30 - 1 live vars or waiting ops at once).
     #[error("the graph has no free {what} slot left")]
     CapacityExhausted {
         /// `"var"` or `"op"`.

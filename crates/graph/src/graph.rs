@@ -9,11 +9,11 @@ use depengine_sync::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering, lock};
 use crate::busy::{BusyVar, Holder};
 use crate::error::GraphError;
 use crate::incoming::Incoming;
-use crate::op::{DepList, Dispatch, OpId, Parked, PendingOp, ReadyOp, VarKey};
+use crate::op::{DepList, Dispatch, LaunchedOp, OpId, Parked, PendingOp, ReadyOp, VarKey};
 use crate::op_cell::OpSlot;
 use crate::slab::{Keep, NIL, Slab, Slot};
 use crate::stats::GraphStats;
-use crate::var::{Access, Var, VarStatus};
+use crate::var::{Access, Var, VarStatus, Waits};
 use crate::var_queue::{Grant, KEEP_SPILL, NO_OP, VarQueue, Waiter};
 
 /// The default failure type: any error, shared so it can be recorded on several vars.
@@ -133,6 +133,24 @@ impl<E> Default for VarSlot<E> {
     }
 }
 
+/// What a release does on one of an op's vars: complete the op's request (transition 3 or 4, with
+/// the op's failure), launch it (5), or complete it once launched (6, with the failure of its
+/// work).
+enum Step<'f, E> {
+    Complete(Option<&'f E>),
+    Launch,
+    CompleteLaunched(Option<&'f E>),
+}
+
+// By hand: a derive would ask for `E: Copy`, and a step holds only a reference to `E`.
+impl<E> Clone for Step<'_, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for Step<'_, E> {}
+
 /// What reclaiming a var leaves to do once its lock is released.
 struct Reclaimed {
     /// Whether the slot can be reused (its generation did not run out).
@@ -190,7 +208,7 @@ impl<T, E> Graph<T, E> {
     ///
     /// # Errors
     ///
-    /// [`GraphError::CapacityExhausted`] when 2^31 vars are live.
+    /// [`GraphError::CapacityExhausted`] when 2^30 - 1 vars are live.
     pub fn new_var(&self) -> Result<Var, GraphError> {
         self.create_var(ptr::null_mut())
     }
@@ -313,9 +331,9 @@ impl<T, E> Graph<T, E> {
             return;
         }
         slot.incoming.drain(|entry| {
-            let Waiter { op, access } = Waiter::unpack(entry);
-            if state.queue.append(op, access) == Grant::Granted {
-                on_grant(op);
+            let request = Waiter::unpack(entry);
+            if state.queue.append(request) == Grant::Granted {
+                on_grant(request.op);
             }
         });
     }
@@ -373,9 +391,30 @@ impl<T, E> Graph<T, E> {
     /// - [`GraphError::DuplicateVar`]: a var twice in `reads` or twice in `writes`;
     /// - [`GraphError::ReadWriteConflict`]: a var in both;
     /// - [`GraphError::DeletedVar`]: a var that was deleted (or a stale handle);
-    /// - [`GraphError::CapacityExhausted`]: 2^31 ops waiting at once.
+    /// - [`GraphError::CapacityExhausted`]: 2^30 - 1 ops waiting at once.
     pub fn push<D>(
         &self,
+        reads: &[Var],
+        writes: &[Var],
+        payload: T,
+        dispatch: &mut D,
+    ) -> Result<(), GraphError>
+    where
+        D: Dispatch<T> + ?Sized,
+    {
+        self.push_with(Waits::Completion, reads, writes, payload, dispatch)
+    }
+
+    /// As [`push`](Self::push), for an op that `waits` for the launch
+    /// ([`Waits::Launch`], see [`launch`](Self::launch)) or the completion of the earlier ops it
+    /// conflicts with.
+    ///
+    /// # Errors
+    ///
+    /// As [`push`](Self::push).
+    pub fn push_with<D>(
+        &self,
+        waits: Waits,
         reads: &[Var],
         writes: &[Var],
         payload: T,
@@ -409,7 +448,7 @@ impl<T, E> Graph<T, E> {
             _ => None,
         };
         let (payload, deps) = match ring {
-            Some(slot) => match self.try_push_incoming(slot, deps, payload) {
+            Some(slot) => match self.try_push_incoming(slot, waits, deps, payload) {
                 None => return Ok(()),
                 Some(Parked { payload, deps }) => (payload, deps),
             },
@@ -437,6 +476,7 @@ impl<T, E> Graph<T, E> {
             }
             let mut guards: [Option<Guard<'_, E>>; SORT_INLINE] = Default::default();
             self.push_sorted(
+                waits,
                 deps,
                 order,
                 &mut guards[..n],
@@ -449,6 +489,7 @@ impl<T, E> Graph<T, E> {
             order.sort_by_key(|&i| vars[i].index);
             let mut guards: Vec<Option<Guard<'_, E>>> = (0..n).map(|_| None).collect();
             self.push_sorted(
+                waits,
                 deps,
                 &order,
                 &mut guards,
@@ -467,7 +508,13 @@ impl<T, E> Graph<T, E> {
     /// `Incoming` ring: parks the op in a slot and appends its request without taking the var's
     /// lock. Hands the op back (`Some`) when the ring has closed, filled or changed generation
     /// since, or no slot is left: the caller pushes it the locked way, which reports errors.
-    fn try_push_incoming(&self, slot: &VarSlot<E>, deps: DepList, payload: T) -> Option<Parked<T>> {
+    fn try_push_incoming(
+        &self,
+        slot: &VarSlot<E>,
+        waits: Waits,
+        deps: DepList,
+        payload: T,
+    ) -> Option<Parked<T>> {
         let key = deps.all()[0];
         let access = deps.access(0);
         let parked = Parked { payload, deps };
@@ -481,7 +528,12 @@ impl<T, E> Graph<T, E> {
         // Parked before its request is published (the ring's Release store): whoever merges
         // and grants it sees the op.
         op_slot.park(parked, 1);
-        let entry = Waiter { op: index, access }.pack();
+        let entry = Waiter {
+            op: index,
+            access,
+            waits,
+        }
+        .pack();
         if slot.incoming.try_append(key.generation, entry) {
             return None;
         }
@@ -514,8 +566,13 @@ impl<T, E> Graph<T, E> {
     /// completions hold one var lock at a time) and keeps them all until the op is appended
     /// everywhere. That makes the push atomic: no concurrent `delete_var` can slip between
     /// validating a var and appending to it, and either every var gets the request or none does.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the push's own state, split out of `push_with` for its two array sizes"
+    )]
     fn push_sorted<'g, D>(
         &'g self,
+        waits: Waits,
         deps: DepList,
         order: &[usize],
         guards: &mut [Option<Guard<'g, E>>],
@@ -555,19 +612,23 @@ impl<T, E> Graph<T, E> {
             });
             guards[pos] = Some(state);
         }
-        let waits = guards
+        let holding_back = guards
             .iter()
             .enumerate()
             .filter(|(pos, g)| {
                 g.as_ref()
-                    .is_some_and(|g| g.queue.would_wait(deps.access(*pos)))
+                    .is_some_and(|g| g.queue.would_wait(deps.access(*pos), waits))
             })
             .count();
 
-        if waits == 0 {
+        if holding_back == 0 {
             for (pos, guard) in guards.iter_mut().enumerate() {
                 if let Some(state) = guard.as_mut() {
-                    state.queue.append(NO_OP, deps.access(pos));
+                    state.queue.append(Waiter {
+                        op: NO_OP,
+                        access: deps.access(pos),
+                        waits,
+                    });
                 }
                 *guard = None;
             }
@@ -586,7 +647,11 @@ impl<T, E> Graph<T, E> {
         };
         for (pos, guard) in guards.iter_mut().enumerate() {
             if let Some(state) = guard.as_mut() {
-                state.queue.append(index, deps.access(pos));
+                state.queue.append(Waiter {
+                    op: index,
+                    access: deps.access(pos),
+                    waits,
+                });
             }
         }
         // An op on one var that waits there opens the var's ring, so that the ops pushed on it
@@ -601,7 +666,7 @@ impl<T, E> Graph<T, E> {
         }
         // The releasing threads decrement the wait count only after locking one of the vars we
         // hold: our unlock (Release) and their lock (Acquire) order the parking before them.
-        slot.park(Parked { payload, deps }, waits as u32);
+        slot.park(Parked { payload, deps }, holding_back as u32);
         // Dropping the guards (when the caller's array goes out of scope) publishes the op.
         Ok(())
     }
@@ -633,7 +698,90 @@ impl<T, E> Graph<T, E> {
         let ReadyOp { payload, deps, .. } = op;
         let failure = outcome.err();
         for (pos, &key) in deps.all().iter().enumerate() {
-            self.release(key.index, deps.access(pos), failure.as_ref(), dispatch);
+            self.release(
+                key.index,
+                deps.access(pos),
+                Step::Complete(failure.as_ref()),
+                dispatch,
+            );
+        }
+        Ok(payload)
+    }
+
+    /// Launches a ready op whose work goes on after this call (a GPU op whose kernels run on a
+    /// stream after its function returned): the ops behind it that wait for launch
+    /// ([`Waits::Launch`]) may start now, and are dispatched; those that wait for completion
+    /// stay behind it until [`complete_launched`](Self::complete_launched) (the var
+    /// state machine's transitions 5 and 6, `docs/graph.md`). A var the op writes has its
+    /// failure cleared, as by a successful write; the outcome of the work comes with the
+    /// completion.
+    ///
+    /// The graph does not look at the payload here or at the completion, so the op may carry
+    /// another type than the graph's own (see [`ReadyOp::map`]) from its dispatch on.
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::ForeignOp`] if `op` came from another graph; the op is dropped, and that
+    /// graph's vars stay held by it.
+    pub fn launch<U, D>(
+        &self,
+        op: ReadyOp<U>,
+        dispatch: &mut D,
+    ) -> Result<LaunchedOp<U>, GraphError>
+    where
+        D: Dispatch<T> + ?Sized,
+        E: Clone,
+    {
+        if op.graph != self.id {
+            return Err(GraphError::ForeignOp);
+        }
+        let ReadyOp {
+            graph,
+            payload,
+            deps,
+        } = op;
+        for (pos, &key) in deps.all().iter().enumerate() {
+            self.release(key.index, deps.access(pos), Step::Launch, dispatch);
+        }
+        Ok(LaunchedOp {
+            graph,
+            payload,
+            deps,
+        })
+    }
+
+    /// Completes a launched op once its work is done: releases its vars to the ops that wait
+    /// for completion (dispatching those that become ready) and returns its payload. A failure
+    /// in `outcome` is stored on every var the op wrote (replacing any older one); a success
+    /// leaves them as they are (the launch cleared their failures, and an op launched behind
+    /// this one may have written them since).
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::ForeignOp`] if `op` came from another graph; the op is dropped, and that
+    /// graph's vars stay held by it.
+    pub fn complete_launched<U, D>(
+        &self,
+        op: LaunchedOp<U>,
+        outcome: Result<(), E>,
+        dispatch: &mut D,
+    ) -> Result<U, GraphError>
+    where
+        D: Dispatch<T> + ?Sized,
+        E: Clone,
+    {
+        if op.graph != self.id {
+            return Err(GraphError::ForeignOp);
+        }
+        let LaunchedOp { payload, deps, .. } = op;
+        let failure = outcome.err();
+        for (pos, &key) in deps.all().iter().enumerate() {
+            self.release(
+                key.index,
+                deps.access(pos),
+                Step::CompleteLaunched(failure.as_ref()),
+                dispatch,
+            );
         }
         Ok(payload)
     }
@@ -669,13 +817,13 @@ impl<T, E> Graph<T, E> {
                 Access::Write => failure_of(pos),
                 Access::Read => None,
             };
-            self.release(key.index, access, failure, dispatch);
+            self.release(key.index, access, Step::Complete(failure), dispatch);
         }
         Ok(payload)
     }
 
-    /// Transition 3 or 4 on one var, then dispatch whatever it made ready.
-    fn release<D>(&self, var: u32, access: Access, failure: Option<&E>, dispatch: &mut D)
+    /// Transition 3 or 4 (or 5, 6: `step`) on one var, then dispatch whatever it made ready.
+    fn release<D>(&self, var: u32, access: Access, step: Step<'_, E>, dispatch: &mut D)
     where
         D: Dispatch<T> + ?Sized,
         E: Clone,
@@ -694,7 +842,14 @@ impl<T, E> Graph<T, E> {
         let reclaimed = {
             let mut state = lock(&slot.state);
             if access == Access::Write {
-                self.record_outcome(&mut state, failure);
+                match step {
+                    Step::Complete(failure) => self.record_outcome(&mut state, failure),
+                    Step::Launch => self.record_outcome(&mut state, None),
+                    Step::CompleteLaunched(Some(failure)) => {
+                        self.record_outcome(&mut state, Some(failure));
+                    }
+                    Step::CompleteLaunched(None) => {}
+                }
             }
             let ops = &self.ops;
             let mut on_grant = |op| {
@@ -707,7 +862,13 @@ impl<T, E> Graph<T, E> {
                     Self::thread_ready(ops, op, &mut ready, &mut last);
                 }
             };
-            state.queue.complete(access, &mut on_grant);
+            // `false` (a request that was not granted, or not launched) cannot happen: the op
+            // tokens (`ReadyOp`, `LaunchedOp`) come only from a grant or a launch.
+            let _ = match step {
+                Step::Complete(_) => state.queue.complete(access, &mut on_grant),
+                Step::Launch => state.queue.launch(access, &mut on_grant),
+                Step::CompleteLaunched(_) => state.queue.complete_launched(access, &mut on_grant),
+            };
             Self::settle(slot, &mut state, &mut on_grant);
             (state.deleted && state.queue.is_idle()).then(|| self.reclaim(slot, &mut state))
         };
@@ -864,6 +1025,10 @@ impl<T, E> Graph<T, E> {
             waiting: state.queue.waiting_len(),
             deleted: state.deleted,
             failed: state.failure().is_some(),
+            launched: {
+                let launched = state.queue.launched();
+                launched.reads + launched.writes
+            },
         })
     }
 
@@ -877,6 +1042,27 @@ impl<T, E> Graph<T, E> {
     pub fn pending_ops(&self, var: Var) -> Result<Vec<PendingOp>, GraphError> {
         let state = self.lock_merged(var)?;
         Ok(self.waiting_ops(&state))
+    }
+
+    /// The ops waiting on `var`, in push order, and how many of the first ones wait only for
+    /// the var's launched ops, not for its running ones (for `holds_back`): a run of reads at
+    /// the front while no write runs, which a launch holds back (`var_queue.rs`, "Launched
+    /// ops").
+    pub(crate) fn waiting_behind_holders(
+        &self,
+        var: Var,
+    ) -> Result<(Vec<PendingOp>, usize), GraphError> {
+        let state = self.lock_merged(var)?;
+        let waiting = self.waiting_ops(&state);
+        let launch_held = if state.queue.write_running() {
+            0
+        } else {
+            waiting
+                .iter()
+                .take_while(|op| op.access == Access::Read)
+                .count()
+        };
+        Ok((waiting, launch_held))
     }
 
     /// The ops waiting in a var's FIFO (its ring merged), in push order (var lock held).
@@ -932,9 +1118,14 @@ impl<T, E> Graph<T, E> {
                 }
             } else if let Some(reads) = NonZeroU32::new(state.queue.running_reads()) {
                 Holder::Reads(reads)
+            } else if let Some(ops) = NonZeroU32::new({
+                let launched = state.queue.launched();
+                launched.reads + launched.writes
+            }) {
+                Holder::Launched(ops)
             } else {
-                // Idle (the queue's front is a write, granted once no read runs: a var with
-                // waiting requests always has a holder).
+                // Idle (the queue's front is granted once nothing runs or is launched: a var
+                // with waiting requests always has a holder).
                 debug_assert!(state.queue.is_idle());
                 continue;
             };

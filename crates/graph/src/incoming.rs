@@ -96,7 +96,7 @@ const OPEN: u64 = 1 << 16;
 const GENERATION_SHIFT: u32 = 32;
 
 /// An entry not (yet, or no longer) holding a request. Never a packed request of a parked op:
-/// those have an op index below `2^31 - 1`.
+/// those have an op index below `2^30 - 1` (and `EMPTY` has the index bits of `NO_OP`).
 const EMPTY: u32 = u32::MAX;
 
 fn tail(word: u64) -> u8 {

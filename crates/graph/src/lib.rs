@@ -110,6 +110,6 @@ pub use blocked::Visit;
 pub use busy::{BusyVar, Holder};
 pub use error::GraphError;
 pub use graph::{Failure, Graph};
-pub use op::{Dispatch, OpId, PendingOp, ReadyOp};
+pub use op::{Dispatch, LaunchedOp, OpId, PendingOp, ReadyOp};
 pub use stats::GraphStats;
-pub use var::{Access, Var, VarStatus};
+pub use var::{Access, Var, VarStatus, Waits};

@@ -269,8 +269,85 @@ impl<T: fmt::Debug> fmt::Debug for ReadyOp<T> {
     }
 }
 
+/// An op that launched ([`Graph::launch`](crate::Graph::launch)): the ops that wait for launch
+/// ([`Waits::Launch`](crate::Waits::Launch)) may start behind it, the others wait until
+/// [`Graph::complete_launched`](crate::Graph::complete_launched) takes it back. Only a launch
+/// makes one, so only a launched op can complete as launched.
+///
+/// Dropping a `LaunchedOp` without completing it leaves its vars held forever for the ops that
+/// wait for completion, as a `ReadyOp` does.
+///
+/// ```
+/// use depengine_graph::{Graph, LaunchedOp, ReadyOp};
+///
+/// let graph: Graph<&str> = Graph::new();
+/// let x = graph.new_var()?;
+/// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// graph.push(&[], &[x], "kernel", &mut ready)?;
+/// let launched: LaunchedOp<&str> = graph.launch(ready.pop().unwrap(), &mut ready)?;
+/// assert_eq!(launched.writes().collect::<Vec<_>>(), [x]);
+/// assert_eq!(graph.var_status(x)?.launched, 1);
+/// assert_eq!(graph.complete_launched(launched, Ok(()), &mut ready)?, "kernel");
+/// assert_eq!(graph.var_status(x)?.pending(), 0);
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
+#[must_use = "a launched op holds its vars for the ops that wait for completion until it completes"]
+pub struct LaunchedOp<T> {
+    pub(crate) graph: u32,
+    pub(crate) payload: T,
+    pub(crate) deps: DepList,
+}
+
+impl<T> LaunchedOp<T> {
+    /// The payload given to [`Graph::push`](crate::Graph::push).
+    pub fn payload(&self) -> &T {
+        &self.payload
+    }
+
+    /// Mutable access to the payload.
+    pub fn payload_mut(&mut self) -> &mut T {
+        &mut self.payload
+    }
+
+    /// The vars the op reads, as pushed.
+    pub fn reads(&self) -> impl ExactSizeIterator<Item = Var> + '_ {
+        self.deps.reads().iter().map(|key| key.var(self.graph))
+    }
+
+    /// The vars the op writes, as pushed.
+    pub fn writes(&self) -> impl ExactSizeIterator<Item = Var> + '_ {
+        self.deps.writes().iter().map(|key| key.var(self.graph))
+    }
+
+    /// The same op with its payload converted by `f` (see [`ReadyOp::map`]).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> LaunchedOp<U> {
+        let LaunchedOp {
+            graph,
+            payload,
+            deps,
+        } = self;
+        LaunchedOp {
+            graph,
+            payload: f(payload),
+            deps,
+        }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for LaunchedOp<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LaunchedOp")
+            .field("payload", &self.payload)
+            .field("reads", &self.reads().collect::<Vec<_>>())
+            .field("writes", &self.writes().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Where ready ops go. The graph calls it, outside every lock, for each op that becomes ready in
-/// [`Graph::push`](crate::Graph::push) or [`Graph::complete`](crate::Graph::complete).
+/// [`Graph::push`](crate::Graph::push), [`Graph::complete`](crate::Graph::complete),
+/// [`Graph::launch`](crate::Graph::launch) or
+/// [`Graph::complete_launched`](crate::Graph::complete_launched).
 ///
 /// Implemented for closures and for `Vec<ReadyOp<T>>` (which collects them).
 pub trait Dispatch<T> {

@@ -98,9 +98,9 @@ const FIRST_SHIFT: u32 = 5;
 #[cfg(loom)]
 const FIRST_SHIFT: u32 = 2;
 
-/// Most slots a slab can hold: `2^31 - 1`, so every index fits the 31 bits a var's packed queue
+/// Most slots a slab can hold: `2^30 - 1`, so every index fits the 30 bits a var's packed queue
 /// entry has for it, with one value to spare for `NO_OP`.
-const MAX_SLOTS: u32 = (1 << 31) - 1;
+const MAX_SLOTS: u32 = (1 << 30) - 1;
 
 /// Buckets needed to cover `MAX_SLOTS` slots.
 const BUCKETS: usize = (32 - FIRST_SHIFT) as usize;

@@ -56,6 +56,40 @@ pub enum Access {
     Write,
 }
 
+/// What an op waits for from the earlier ops it conflicts with on a var: their completion, or
+/// only their launch ([`Graph::launch`](crate::Graph::launch)).
+///
+/// An op whose work goes on after it returns (a GPU op, whose kernels run on a stream after
+/// the function that launched them returned) launches rather than completes; an op that orders
+/// itself behind the launched work by other means (a GPU op whose stream waits for the launched
+/// op's event) waits for launch, every other op for completion.
+///
+/// ```
+/// use depengine_graph::{Graph, ReadyOp, Waits};
+///
+/// let graph: Graph<&str> = Graph::new();
+/// let x = graph.new_var()?;
+/// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// graph.push_with(Waits::Launch, &[], &[x], "kernel 1", &mut ready)?;
+/// graph.push_with(Waits::Launch, &[x], &[], "kernel 2", &mut ready)?;
+/// graph.push(&[x], &[], "host read", &mut ready)?;
+/// let first = ready.pop().unwrap();
+/// let launched = graph.launch(first, &mut ready)?;
+/// // The second kernel may start behind the first one's work; the host read may not.
+/// assert_eq!(ready.iter().map(|op| *op.payload()).collect::<Vec<_>>(), ["kernel 2"]);
+/// graph.complete_launched(launched, Ok(()), &mut ready)?;
+/// assert_eq!(ready.len(), 2);
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Waits {
+    /// The op starts once the earlier ops it conflicts with have completed (the default).
+    #[default]
+    Completion,
+    /// The op starts once the earlier ops it conflicts with have launched or completed.
+    Launch,
+}
+
 /// A snapshot of one var's dependency state, for stall reports and leak checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -71,12 +105,18 @@ pub struct VarStatus {
     pub deleted: bool,
     /// Whether the var currently holds a failure.
     pub failed: bool,
+    /// Ops on this var that launched ([`Graph::launch`](crate::Graph::launch)) and have not
+    /// completed.
+    pub launched: u32,
 }
 
 impl VarStatus {
-    /// Ops pushed on this var that have not completed: running reads, the running write and the
-    /// waiting requests.
+    /// Ops pushed on this var that have not completed: running reads, the running write, the
+    /// launched ops and the waiting requests.
     pub fn pending(&self) -> usize {
-        self.running_reads as usize + usize::from(self.write_running) + self.waiting
+        self.running_reads as usize
+            + usize::from(self.write_running)
+            + self.launched as usize
+            + self.waiting
     }
 }

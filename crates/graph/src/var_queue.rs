@@ -39,25 +39,49 @@
 //! id (through the `release` callback for transitions 3 and 4, or the [`Grant`] result for 1 and
 //! 2) and decrements the op's wait counter; the op is ready once every var granted it.
 //!
+//! # Launched ops
+//!
+//! An op whose work goes on after it returns (a GPU op: its kernels run on a stream after the
+//! function that launched them returned) can *launch* instead of completing: the ops that wait
+//! for launch ([`Waits::Launch`]: ops that order themselves behind the launched work, a GPU op
+//! making its stream wait for the launched op's event) may start at once, the others only once
+//! the launched op completes. Two more counts say how many launched ops on the var have not
+//! completed, reads and writes (in the cold part, with a hot flag: a var that never saw a launch
+//! does not touch it), and two more transitions move them:
+//!
+//! 5. **launch** a granted request: the count of its access goes up, then the request completes
+//!    as in transition 3 or 4, so that the ops behind it are granted as far as the counts allow;
+//! 6. **complete a launched request**: its count goes down, and the front of the FIFO is granted
+//!    if the counts now allow it.
+//!
+//! Transitions 1 to 4 grant a request that waits for launch as before; one that waits for
+//! completion also needs the counts at zero that it conflicts with: no launched write for a
+//! read, neither for a write. Otherwise it waits at the front of the FIFO, and everything pushed
+//! after it waits behind it, so the FIFO keeps push order: the front can now be a read, which the
+//! launched writes hold back, with reads granted before it still running. A launched op was
+//! granted, so it came before every request still waiting: the counts only ever hold a request
+//! back behind ops pushed before it.
+//!
 //! # Layout
 //!
 //! The whole state is built to share one 64-byte cache line with the var's mutex and the graph's
 //! per-var fields (see `graph.rs`): a var is touched by the pushing thread and by the completing
 //! threads, on different cores, so every extra line a touch needs is an extra cross-core transfer.
 //! The FIFO's first [`RING`] requests live inline, in a fixed ring of packed 4-byte entries
-//! (op index in the low 31 bits, the access in the top bit). Longer FIFOs spill over into a
-//! `VecDeque` in the *cold part*, a box allocated the first time the var needs it and kept for
-//! reuse; the owner of the queue keeps its own rare state there too (`C`: the graph's failure and
-//! deletion callback), so a var has one out-of-line pointer in all.
+//! (op index in the low 30 bits, the access in the top bit, what the op waits for in the next).
+//! Longer FIFOs spill over into a `VecDeque` in the *cold part*, a box allocated the first time
+//! the var needs it and kept for reuse; the counts of launched ops live there, and the owner of
+//! the queue keeps its own rare state there too (`C`: the graph's failure and deletion callback),
+//! so a var has one out-of-line pointer in all.
 //!
 //! Order across the two parts: the ring always holds the front of the FIFO and the spill its
 //! back, and the ring is never empty while the spill holds entries. Appending goes to the ring
 //! while it has room and nothing is spilled, otherwise to the back of the spill; popping the last
 //! entry of the ring refills it with up to [`RING`] entries from the spill's front at once (so
 //! draining a long FIFO touches the cold part once per `RING` pops, not on each, and that line
-//! is not bounced between the pushing and the completing core on every op). The hot `spilled`
-//! flag says whether the spill holds anything, so a var whose FIFO fits the ring never touches
-//! the cold part.
+//! is not bounced between the pushing and the completing core on every op). The hot `cold_holds`
+//! flags say whether the spill holds anything and whether launched ops are counted, so a var
+//! whose FIFO fits the ring, and that saw no launch, never touches the cold part.
 //!
 //! Memory: a spill of up to [`KEEP_SPILL`] entries of capacity keeps it when it drains, so in
 //! steady state appending and releasing allocate nothing; a spill that a burst grew beyond
@@ -66,7 +90,7 @@
 
 use std::collections::VecDeque;
 
-use crate::var::Access;
+use crate::var::{Access, Waits};
 
 /// Op id recorded for a write that was granted when it was pushed (such ops get no slot).
 pub(crate) const NO_OP: u32 = u32::MAX;
@@ -80,9 +104,11 @@ pub(crate) const KEEP_SPILL: usize = 64;
 
 /// The access bit of a packed entry.
 const WRITE_BIT: u32 = 1 << 31;
-/// The op half of a packed entry; [`NO_OP`] packs to this value. Op slot indices are below it
-/// (the slab hands out at most `2^31 - 1` slots).
-const OP_MASK: u32 = WRITE_BIT - 1;
+/// The bit of a packed entry set for a request that waits for launch ([`Waits::Launch`]).
+const LAUNCH_BIT: u32 = 1 << 30;
+/// The op part of a packed entry; [`NO_OP`] packs to this value. Op slot indices are below it
+/// (the slab hands out at most `2^30 - 1` slots).
+const OP_MASK: u32 = LAUNCH_BIT - 1;
 
 /// One request in a var's FIFO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +116,8 @@ pub(crate) struct Waiter {
     /// The op slot index of the waiting op ([`NO_OP`] for a write granted at push).
     pub(crate) op: u32,
     pub(crate) access: Access,
+    /// What the op waits for from the launched ops on the var.
+    pub(crate) waits: Waits,
 }
 
 impl Waiter {
@@ -99,7 +127,11 @@ impl Waiter {
             Access::Read => 0,
             Access::Write => WRITE_BIT,
         };
-        (self.op & OP_MASK) | access
+        let waits = match self.waits {
+            Waits::Completion => 0,
+            Waits::Launch => LAUNCH_BIT,
+        };
+        (self.op & OP_MASK) | access | waits
     }
 
     pub(crate) fn unpack(packed: u32) -> Waiter {
@@ -112,9 +144,43 @@ impl Waiter {
         } else {
             Access::Write
         };
-        Waiter { op, access }
+        let waits = if packed & LAUNCH_BIT == 0 {
+            Waits::Completion
+        } else {
+            Waits::Launch
+        };
+        Waiter { op, access, waits }
     }
 }
+
+/// Launched ops on a var that have not completed (transitions 5 and 6), by access.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Launched {
+    pub(crate) reads: u32,
+    pub(crate) writes: u32,
+}
+
+impl Launched {
+    /// Whether these launched ops hold back a request that waits for their completion.
+    fn hold_back(self, access: Access) -> bool {
+        match access {
+            Access::Read => self.writes > 0,
+            Access::Write => self.reads > 0 || self.writes > 0,
+        }
+    }
+
+    fn count(&mut self, access: Access) -> &mut u32 {
+        match access {
+            Access::Read => &mut self.reads,
+            Access::Write => &mut self.writes,
+        }
+    }
+}
+
+/// `VarQueue::cold_holds` bit: the spill holds entries (then the ring is not empty).
+const SPILLED: u8 = 1;
+/// `VarQueue::cold_holds` bit: the cold part counts launched ops that have not completed.
+const LAUNCHED: u8 = 2;
 
 /// The result of appending a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,11 +191,14 @@ pub(crate) enum Grant {
     Queued,
 }
 
-/// The out-of-line part of a var: the FIFO's spill-over and the owner's rare state.
+/// The out-of-line part of a var: the FIFO's spill-over, the launched ops, and the owner's rare
+/// state.
 #[derive(Debug, Default)]
 pub(crate) struct Cold<C> {
     /// The back of the FIFO once the ring is full (packed entries).
     spill: VecDeque<u32>,
+    /// Launched ops that have not completed.
+    launched: Launched,
     /// The owner's rare state.
     pub(crate) extra: C,
 }
@@ -145,8 +214,8 @@ pub(crate) struct VarQueue<C> {
     head: u8,
     len: u8,
     head_running: bool,
-    /// The spill holds entries (then the ring is not empty).
-    spilled: bool,
+    /// What the cold part holds that the hot paths must look at: [`SPILLED`], [`LAUNCHED`].
+    cold_holds: u8,
 }
 
 impl<C> Default for VarQueue<C> {
@@ -158,7 +227,7 @@ impl<C> Default for VarQueue<C> {
             head: 0,
             len: 0,
             head_running: false,
-            spilled: false,
+            cold_holds: 0,
         }
     }
 }
@@ -172,18 +241,47 @@ impl<C> VarQueue<C> {
         (self.len > 0).then(|| Waiter::unpack(self.ring[usize::from(self.head)]))
     }
 
+    /// Whether the spill holds entries.
+    fn spilled(&self) -> bool {
+        self.cold_holds & SPILLED != 0
+    }
+
+    fn set_spilled(&mut self, spilled: bool) {
+        if spilled {
+            self.cold_holds |= SPILLED;
+        } else {
+            self.cold_holds &= !SPILLED;
+        }
+    }
+
+    /// The launched ops on the var that have not completed.
+    pub(crate) fn launched(&self) -> Launched {
+        match &self.cold {
+            Some(cold) if self.cold_holds & LAUNCHED != 0 => cold.launched,
+            _ => Launched::default(),
+        }
+    }
+
+    /// Whether `request`, at the front of the FIFO (or appended to an empty one), may start as
+    /// far as the launched ops are concerned.
+    fn launched_allow(&self, request: Waiter) -> bool {
+        request.waits == Waits::Launch
+            || self.cold_holds & LAUNCHED == 0
+            || !self.launched().hold_back(request.access)
+    }
+
     fn push_back(&mut self, waiter: Waiter)
     where
         C: Default,
     {
         let packed = waiter.pack();
-        if !self.spilled && usize::from(self.len) < RING {
+        if !self.spilled() && usize::from(self.len) < RING {
             let at = (usize::from(self.head) + usize::from(self.len)) % RING;
             self.ring[at] = packed;
             self.len += 1;
         } else {
             self.cold_or_default().spill.push_back(packed);
-            self.spilled = true;
+            self.set_spilled(true);
         }
     }
 
@@ -194,7 +292,7 @@ impl<C> VarQueue<C> {
         self.head = ((usize::from(self.head) + 1) % RING) as u8;
         self.len -= 1;
         if self.len == 0
-            && self.spilled
+            && self.spilled()
             && let Some(cold) = self.cold.as_mut()
         {
             // Refill the whole ring at once, so the thread draining a long FIFO touches the cold
@@ -208,13 +306,14 @@ impl<C> VarQueue<C> {
                 *slot = packed;
                 self.len += 1;
             }
-            self.spilled = !cold.spill.is_empty();
-            if !self.spilled && cold.spill.capacity() > KEEP_SPILL {
+            let spilled = !cold.spill.is_empty();
+            if !spilled && cold.spill.capacity() > KEEP_SPILL {
                 // A burst's spill, drained: give its memory back, all of it (a small buffer
                 // reallocated now would land among the burst's freed memory and keep a page of
                 // it resident; the next spill allocates afresh).
                 cold.spill = VecDeque::new();
             }
+            self.set_spilled(spilled);
         }
     }
 
@@ -244,61 +343,80 @@ impl<C> VarQueue<C> {
         &mut self.cold_or_default().extra
     }
 
-    /// Whether appending a request with `access` now would have to wait.
-    pub(crate) fn would_wait(&self, access: Access) -> bool {
-        match access {
+    /// Whether appending a request with `access` that `waits` for launch or completion would
+    /// have to wait now.
+    pub(crate) fn would_wait(&self, access: Access, waits: Waits) -> bool {
+        let busy = match access {
             Access::Read => !self.is_empty(),
             Access::Write => !self.is_empty() || self.running_reads > 0,
-        }
+        };
+        busy || !self.launched_allow(Waiter {
+            op: NO_OP,
+            access,
+            waits,
+        })
     }
 
-    /// Transition 1: append a read by `op`.
-    pub(crate) fn append_read(&mut self, op: u32) -> Grant
+    /// Transition 1 or 2: appends `request`.
+    pub(crate) fn append(&mut self, request: Waiter) -> Grant
     where
         C: Default,
     {
-        if self.is_empty() {
-            self.running_reads += 1;
-            Grant::Granted
-        } else {
-            self.push_back(Waiter {
-                op,
-                access: Access::Read,
-            });
-            Grant::Queued
+        match request.access {
+            Access::Read => {
+                if self.is_empty() && self.launched_allow(request) {
+                    self.running_reads += 1;
+                    Grant::Granted
+                } else {
+                    self.push_back(request);
+                    Grant::Queued
+                }
+            }
+            Access::Write => {
+                let ready =
+                    self.is_empty() && self.running_reads == 0 && self.launched_allow(request);
+                self.push_back(request);
+                if ready {
+                    self.head_running = true;
+                    Grant::Granted
+                } else {
+                    Grant::Queued
+                }
+            }
         }
     }
 
-    /// Transition 2: append a write by `op`.
-    pub(crate) fn append_write(&mut self, op: u32) -> Grant
-    where
-        C: Default,
-    {
-        let ready = self.is_empty() && self.running_reads == 0;
-        self.push_back(Waiter {
-            op,
-            access: Access::Write,
-        });
-        if ready {
-            self.head_running = true;
-            Grant::Granted
-        } else {
-            Grant::Queued
+    /// Grants what the front of the FIFO may start now, calling `release` with each op: the run
+    /// of reads there, as far as the launched ops allow, then a write if no read runs. Called
+    /// whenever the front may have become free: a write left it (transition 4), the last read
+    /// completed (3), a launched op completed (6).
+    fn advance(&mut self, release: &mut impl FnMut(u32)) {
+        if self.head_running {
+            return;
+        }
+        while let Some(front) = self.front() {
+            if !self.launched_allow(front) {
+                return;
+            }
+            match front.access {
+                Access::Read => {
+                    self.pop_front();
+                    self.running_reads += 1;
+                    release(front.op);
+                }
+                Access::Write => {
+                    if self.running_reads == 0 {
+                        self.head_running = true;
+                        release(front.op);
+                    }
+                    return;
+                }
+            }
         }
     }
 
-    /// Appends a request with `access` (transition 1 or 2).
-    pub(crate) fn append(&mut self, op: u32, access: Access) -> Grant
-    where
-        C: Default,
-    {
-        match access {
-            Access::Read => self.append_read(op),
-            Access::Write => self.append_write(op),
-        }
-    }
-
-    /// Transition 3: a granted read completed. Calls `release` with the write it unblocks, if any.
+    /// Transition 3: a granted read completed. Calls `release` with what it unblocks: a write,
+    /// or reads that the launched ops held back no more.
     ///
     /// Returns `false` (and changes nothing) if no read was running: the caller broke the
     /// protocol.
@@ -307,12 +425,8 @@ impl<C> VarQueue<C> {
             return false;
         }
         self.running_reads -= 1;
-        if self.running_reads == 0
-            && let Some(front) = self.front()
-        {
-            debug_assert!(front.access == Access::Write && !self.head_running);
-            self.head_running = true;
-            release(front.op);
+        if self.running_reads == 0 {
+            self.advance(&mut release);
         }
         true
     }
@@ -327,21 +441,7 @@ impl<C> VarQueue<C> {
         }
         self.pop_front();
         self.head_running = false;
-        while let Some(Waiter {
-            op,
-            access: Access::Read,
-        }) = self.front()
-        {
-            self.pop_front();
-            self.running_reads += 1;
-            release(op);
-        }
-        if self.running_reads == 0
-            && let Some(front) = self.front()
-        {
-            self.head_running = true;
-            release(front.op);
-        }
+        self.advance(&mut release);
         true
     }
 
@@ -353,9 +453,57 @@ impl<C> VarQueue<C> {
         }
     }
 
-    /// No request is running or waiting.
+    /// Transition 5: launches a granted request with `access`: counts it as launched, then
+    /// completes it as transition 3 or 4 does, calling `release` with what may start now.
+    ///
+    /// Returns `false` (and changes nothing) if no request with `access` was granted.
+    pub(crate) fn launch(&mut self, access: Access, release: impl FnMut(u32)) -> bool
+    where
+        C: Default,
+    {
+        let granted = match access {
+            Access::Read => self.running_reads > 0,
+            Access::Write => self.head_running,
+        };
+        if !granted {
+            return false;
+        }
+        *self.cold_or_default().launched.count(access) += 1;
+        self.cold_holds |= LAUNCHED;
+        self.complete(access, release)
+    }
+
+    /// Transition 6: a launched request with `access` completed. Calls `release` with the ops
+    /// at the front of the FIFO that may start now.
+    ///
+    /// Returns `false` (and changes nothing) if no launched request with `access` was counted.
+    pub(crate) fn complete_launched(
+        &mut self,
+        access: Access,
+        mut release: impl FnMut(u32),
+    ) -> bool {
+        let Some(cold) = self
+            .cold
+            .as_mut()
+            .filter(|_| self.cold_holds & LAUNCHED != 0)
+        else {
+            return false;
+        };
+        let count = cold.launched.count(access);
+        if *count == 0 {
+            return false;
+        }
+        *count -= 1;
+        if cold.launched == Launched::default() {
+            self.cold_holds &= !LAUNCHED;
+        }
+        self.advance(&mut release);
+        true
+    }
+
+    /// No request is running, launched or waiting.
     pub(crate) fn is_idle(&self) -> bool {
-        self.running_reads == 0 && self.is_empty()
+        self.running_reads == 0 && self.is_empty() && self.cold_holds & LAUNCHED == 0
     }
 
     pub(crate) fn running_reads(&self) -> u32 {
@@ -379,7 +527,7 @@ impl<C> VarQueue<C> {
         let spill = self
             .cold
             .iter()
-            .filter(|_| self.spilled)
+            .filter(|_| self.spilled())
             .flat_map(|c| c.spill.iter().copied());
         ring.chain(spill).map(Waiter::unpack)
     }
@@ -390,8 +538,8 @@ impl<C> VarQueue<C> {
     }
 
     pub(crate) fn waiting_len(&self) -> usize {
-        let spill = match (&self.cold, self.spilled) {
-            (Some(cold), true) => cold.spill.len(),
+        let spill = match &self.cold {
+            Some(cold) if self.spilled() => cold.spill.len(),
             _ => 0,
         };
         usize::from(self.len) + spill - usize::from(self.head_running)
@@ -419,6 +567,32 @@ impl<C> VarQueue<C> {
 mod tests {
     use super::*;
 
+    /// A request of `op` that waits for completion.
+    fn request(op: u32, access: Access) -> Waiter {
+        Waiter {
+            op,
+            access,
+            waits: Waits::Completion,
+        }
+    }
+
+    fn read(op: u32) -> Waiter {
+        request(op, Access::Read)
+    }
+
+    fn write(op: u32) -> Waiter {
+        request(op, Access::Write)
+    }
+
+    /// A request of `op` that waits for launch.
+    fn on_launch(op: u32, access: Access) -> Waiter {
+        Waiter {
+            op,
+            access,
+            waits: Waits::Launch,
+        }
+    }
+
     fn released(f: impl FnOnce(&mut dyn FnMut(u32)) -> bool) -> (bool, Vec<u32>) {
         let mut out = Vec::new();
         let ok = f(&mut |op| out.push(op));
@@ -428,9 +602,9 @@ mod tests {
     #[test]
     fn read_on_idle_var_is_granted() {
         let mut q = VarQueue::<()>::default();
-        assert!(!q.would_wait(Access::Read));
-        assert_eq!(q.append_read(1), Grant::Granted);
-        assert_eq!(q.append_read(2), Grant::Granted);
+        assert!(!q.would_wait(Access::Read, Waits::Completion));
+        assert_eq!(q.append(read(1)), Grant::Granted);
+        assert_eq!(q.append(read(2)), Grant::Granted);
         assert_eq!(q.running_reads(), 2);
         assert_eq!(q.waiting_len(), 0);
         assert!(!q.is_idle());
@@ -439,23 +613,23 @@ mod tests {
     #[test]
     fn write_on_idle_var_is_granted_and_stays_at_head() {
         let mut q = VarQueue::<()>::default();
-        assert!(!q.would_wait(Access::Write));
-        assert_eq!(q.append_write(1), Grant::Granted);
+        assert!(!q.would_wait(Access::Write, Waits::Completion));
+        assert_eq!(q.append(write(1)), Grant::Granted);
         assert!(q.write_running());
         assert_eq!(q.waiting_len(), 0);
-        assert!(q.would_wait(Access::Read));
-        assert!(q.would_wait(Access::Write));
+        assert!(q.would_wait(Access::Read, Waits::Completion));
+        assert!(q.would_wait(Access::Write, Waits::Completion));
     }
 
     #[test]
     fn write_waits_for_running_reads() {
         let mut q = VarQueue::<()>::default();
-        q.append_read(1);
-        q.append_read(2);
-        assert!(q.would_wait(Access::Write));
-        assert_eq!(q.append_write(3), Grant::Queued);
+        q.append(read(1));
+        q.append(read(2));
+        assert!(q.would_wait(Access::Write, Waits::Completion));
+        assert_eq!(q.append(write(3)), Grant::Queued);
         // A read pushed after the write waits behind it.
-        assert_eq!(q.append_read(4), Grant::Queued);
+        assert_eq!(q.append(read(4)), Grant::Queued);
         let (ok, out) = released(|r| q.complete_read(r));
         assert!(ok);
         assert!(out.is_empty(), "one read still runs");
@@ -469,11 +643,11 @@ mod tests {
     #[test]
     fn complete_write_releases_following_run_of_reads() {
         let mut q = VarQueue::<()>::default();
-        q.append_write(1);
-        q.append_read(2);
-        q.append_read(3);
-        q.append_write(4);
-        q.append_read(5);
+        q.append(write(1));
+        q.append(read(2));
+        q.append(read(3));
+        q.append(write(4));
+        q.append(read(5));
         let (ok, out) = released(|r| q.complete_write(r));
         assert!(ok);
         assert_eq!(out, vec![2, 3]);
@@ -493,8 +667,8 @@ mod tests {
     #[test]
     fn complete_write_releases_next_write() {
         let mut q = VarQueue::<()>::default();
-        q.append_write(1);
-        assert_eq!(q.append_write(2), Grant::Queued);
+        q.append(write(1));
+        assert_eq!(q.append(write(2)), Grant::Queued);
         let (_, out) = released(|r| q.complete_write(r));
         assert_eq!(out, vec![2]);
         assert!(q.write_running());
@@ -508,20 +682,125 @@ mod tests {
         let mut q = VarQueue::<()>::default();
         assert!(!q.complete_read(|_| unreachable!()));
         assert!(!q.complete_write(|_| unreachable!()));
-        q.append_read(1);
+        q.append(read(1));
         assert!(!q.complete_write(|_| unreachable!()));
-        q.append_write(2);
+        q.append(write(2));
         // The write waits: completing "it" is refused, the read still runs.
         assert!(!q.complete_write(|_| unreachable!()));
         assert_eq!(q.running_reads(), 1);
     }
 
     #[test]
+    fn a_launched_write_lets_only_the_ops_that_wait_for_launch_start() {
+        let mut q = VarQueue::<()>::default();
+        assert_eq!(q.append(write(1)), Grant::Granted);
+        assert_eq!(q.append(on_launch(2, Access::Read)), Grant::Queued);
+        assert_eq!(q.append(read(3)), Grant::Queued);
+        assert_eq!(q.append(on_launch(4, Access::Write)), Grant::Queued);
+        let (ok, out) = released(|r| q.launch(Access::Write, r));
+        assert!(ok);
+        // The read that waits for launch starts; the one behind it waits for the write's
+        // completion, and the write behind both waits for it.
+        assert_eq!(out, vec![2]);
+        assert_eq!(
+            q.launched(),
+            Launched {
+                reads: 0,
+                writes: 1
+            }
+        );
+        assert!(
+            q.would_wait(Access::Read, Waits::Launch),
+            "behind a waiting read"
+        );
+        let (_, out) = released(|r| q.complete_read(r));
+        assert!(out.is_empty(), "read 3 still waits for the launched write");
+        let (ok, out) = released(|r| q.complete_launched(Access::Write, r));
+        assert!(ok);
+        assert_eq!(out, vec![3]);
+        assert_eq!(q.launched(), Launched::default());
+        let (_, out) = released(|r| q.complete_read(r));
+        assert_eq!(out, vec![4]);
+        let (_, out) = released(|r| q.complete_write(r));
+        assert!(out.is_empty());
+        assert!(q.is_idle());
+    }
+
+    #[test]
+    fn a_write_that_waits_for_completion_waits_for_launched_reads_too() {
+        let mut q = VarQueue::<()>::default();
+        q.append(on_launch(1, Access::Read));
+        q.append(on_launch(2, Access::Read));
+        let (_, out) = released(|r| q.launch(Access::Read, r));
+        assert!(out.is_empty());
+        // Launched reads hold back no read, and a write that waits for launch only until they
+        // launched.
+        assert!(!q.would_wait(Access::Read, Waits::Completion));
+        assert!(q.would_wait(Access::Write, Waits::Completion));
+        assert!(
+            q.would_wait(Access::Write, Waits::Launch),
+            "read 2 still runs"
+        );
+        let (_, out) = released(|r| q.launch(Access::Read, r));
+        assert!(out.is_empty());
+        assert!(!q.would_wait(Access::Write, Waits::Launch));
+        assert_eq!(q.append(write(3)), Grant::Queued);
+        assert!(!q.is_idle());
+        let (_, out) = released(|r| q.complete_launched(Access::Read, r));
+        assert!(out.is_empty(), "one launched read left");
+        let (_, out) = released(|r| q.complete_launched(Access::Read, r));
+        assert_eq!(out, vec![3]);
+        assert!(q.write_running());
+    }
+
+    #[test]
+    fn a_read_held_back_by_a_launch_keeps_push_order() {
+        let mut q = VarQueue::<()>::default();
+        q.append(on_launch(1, Access::Write));
+        let (_, out) = released(|r| q.launch(Access::Write, r));
+        assert!(out.is_empty());
+        // An empty FIFO, but the launched write holds the read back: it waits at the front, and
+        // a read that waits for launch queues behind it rather than passing it.
+        assert_eq!(q.append(read(2)), Grant::Queued);
+        assert_eq!(q.append(on_launch(3, Access::Read)), Grant::Queued);
+        assert_eq!(q.waiting_len(), 2);
+        let (_, out) = released(|r| q.complete_launched(Access::Write, r));
+        assert_eq!(out, vec![2, 3]);
+        assert_eq!(q.running_reads(), 2);
+    }
+
+    #[test]
+    fn launching_or_completing_what_is_not_there_is_refused() {
+        let mut q = VarQueue::<()>::default();
+        assert!(!q.launch(Access::Read, |_| unreachable!()));
+        assert!(!q.complete_launched(Access::Write, |_| unreachable!()));
+        q.append(write(1));
+        assert!(!q.launch(Access::Read, |_| unreachable!()));
+        assert!(q.launch(Access::Write, |_| unreachable!()));
+        assert!(!q.complete_launched(Access::Read, |_| unreachable!()));
+        assert!(q.complete_launched(Access::Write, |_| unreachable!()));
+        assert!(q.is_idle());
+    }
+
+    #[test]
+    fn requests_that_wait_for_launch_pack_their_bit() {
+        for waiter in [
+            on_launch(7, Access::Read),
+            on_launch(OP_MASK - 1, Access::Write),
+            on_launch(NO_OP, Access::Write),
+            write(NO_OP),
+            read(0),
+        ] {
+            assert_eq!(Waiter::unpack(waiter.pack()), waiter);
+        }
+    }
+
+    #[test]
     fn a_drained_spill_gives_its_memory_back() {
         let mut q = VarQueue::<()>::default();
-        q.append_write(0);
+        q.append(write(0));
         for op in 1..1000 {
-            q.append(op, Access::Write);
+            q.append(request(op, Access::Write));
         }
         assert!(q.spill_capacity() >= 1000 - RING);
         for _ in 0..1000 {
@@ -530,9 +809,9 @@ mod tests {
         assert!(q.is_idle());
         assert!(q.spill_capacity() <= KEEP_SPILL);
         // A small spill keeps its capacity: no reallocation in a steady state.
-        q.append_write(0);
+        q.append(write(0));
         for op in 1..40 {
-            q.append(op, Access::Write);
+            q.append(request(op, Access::Write));
         }
         let capacity = q.spill_capacity();
         for _ in 0..40 {
@@ -544,9 +823,9 @@ mod tests {
     #[test]
     fn trim_drops_spare_capacity() {
         let mut q = VarQueue::<()>::default();
-        q.append_write(0);
+        q.append(write(0));
         for op in 1..100 {
-            q.append(op, Access::Write);
+            q.append(request(op, Access::Write));
         }
         for _ in 0..100 {
             q.complete(Access::Write, |_| {});
@@ -646,7 +925,7 @@ mod tests {
                 } else {
                     Access::Read
                 };
-                assert_eq!(q.append(op, access), m.append(op, access));
+                assert_eq!(q.append(request(op, access)), m.append(op, access));
                 op += 1;
                 check_same(&q, &m);
             }
@@ -666,35 +945,29 @@ mod tests {
                 check_same(&q, &m);
             }
             assert!(q.is_idle());
-            assert!(!q.spilled);
+            assert!(!q.spilled());
         }
     }
 
     #[test]
     fn granted_write_at_push_packs_no_op() {
         let mut q = VarQueue::<()>::default();
-        assert_eq!(q.append_write(NO_OP), Grant::Granted);
+        assert_eq!(q.append(write(NO_OP)), Grant::Granted);
         assert_eq!(q.front().map(|w| w.op), Some(NO_OP));
         let max = OP_MASK - 1;
-        assert_eq!(q.append_read(max), Grant::Queued);
-        assert_eq!(
-            q.waiting().collect::<Vec<_>>(),
-            vec![Waiter {
-                op: max,
-                access: Access::Read
-            }]
-        );
+        assert_eq!(q.append(read(max)), Grant::Queued);
+        assert_eq!(q.waiting().collect::<Vec<_>>(), vec![read(max)]);
     }
 
     #[test]
     fn short_fifos_never_allocate_the_cold_part() {
         let mut q = VarQueue::<()>::default();
-        q.append_write(0);
+        q.append(write(0));
         for op in 1..RING as u32 {
-            q.append(op, Access::Read);
+            q.append(request(op, Access::Read));
         }
         assert!(q.cold.is_none());
-        q.append(99, Access::Read);
-        assert!(q.cold.is_some() && q.spilled);
+        q.append(read(99));
+        assert!(q.cold.is_some() && q.spilled());
     }
 }

@@ -1,15 +1,19 @@
 //! Property test: random workloads checked against a sequential model of `MXNet`'s semantics.
 //!
-//! A workload has up to 16 vars and a list of ops with random read/write sets. It is run by a
-//! random interleaving of pushes, completions (chosen among the ready ops, some of them failing)
-//! and var deletions. After every step the set of ready ops must equal what the model allows:
+//! A workload has up to 16 vars and a list of ops with random read/write sets, each waiting for
+//! the completion or for the launch of the ops before it. It is run by a random interleaving of
+//! pushes, completions (chosen among the ready ops, some of them failing), launches of ready ops
+//! and completions of launched ones (some failing), and var deletions. After every step the set
+//! of ready ops must equal what the model allows. An op is granted on var `v` once every earlier
+//! op on `v` was granted on `v` (a var grants in push order), and
 //!
-//! - a read of `v` is allowed once every earlier write of `v` completed;
-//! - a write of `v` is allowed once every earlier op on `v` completed;
+//! - for a read of `v`: every earlier write of `v` completed;
+//! - for a write of `v`: every earlier op on `v` completed;
 //!
-//! which implies that writes become ready in push order and never overlap another op on their
-//! var, that a read never runs while a later write runs, and that nothing is ready early or
-//! late. Each op must be dispatched exactly once, every var's failure must be that of the last
+//! where for an op that waits for launch, launched counts as completed. The op is allowed once
+//! every one of its vars granted it. Without launches this implies that writes become ready in
+//! push order and never overlap another op on their var, that a read never runs while a later
+//! write runs, and that nothing is ready early or late. Each op must be dispatched exactly once, every var's failure must be that of the last
 //! write that completed on it, a deleted var's callback must run exactly when its last op
 //! completes, and at the end everything completes and no op block or var is left. From each
 //! ready op's vars, `holds_back` must reach exactly the ops that wait for it, directly or
@@ -19,13 +23,19 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use depengine_graph::{Graph, GraphError, ReadyOp, Var, Visit};
+use depengine_graph::{Graph, GraphError, LaunchedOp, ReadyOp, Var, Visit, Waits};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
 struct OpSpec {
     reads: u16,
     writes: u16,
+    waits: Waits,
+}
+
+/// One in three ops waits for launch.
+fn waits() -> impl Strategy<Value = Waits> {
+    prop_oneof![2 => Just(Waits::Completion), 1 => Just(Waits::Launch)]
 }
 
 #[derive(Debug, Clone)]
@@ -39,27 +49,30 @@ fn workload() -> impl Strategy<Value = Workload> {
     let max_ops = if cfg!(miri) { 12 } else { 64 };
     (1usize..=16).prop_flat_map(move |vars| {
         let mask = (1u32 << vars) - 1;
-        let many = (any::<u16>(), any::<u16>()).prop_map(move |(r, w)| {
+        let many = (any::<u16>(), any::<u16>(), waits()).prop_map(move |(r, w, waits)| {
             let reads = u32::from(r) & mask;
             // Keep the lists small and disjoint: at most 4 vars each.
             let writes = u32::from(w) & mask & !reads;
             OpSpec {
                 reads: sparse(reads),
                 writes: sparse(writes),
+                waits,
             }
         });
         // Ops on one var take the lock-free way into a busy var (`Incoming`): make them common.
-        let one = (0..vars, any::<bool>()).prop_map(|(var, write)| {
+        let one = (0..vars, any::<bool>(), waits()).prop_map(|(var, write, waits)| {
             let bit = 1u16 << var;
             if write {
                 OpSpec {
                     reads: 0,
                     writes: bit,
+                    waits,
                 }
             } else {
                 OpSpec {
                     reads: bit,
                     writes: 0,
+                    waits,
                 }
             }
         });
@@ -96,6 +109,7 @@ fn bits(mask: u16) -> impl Iterator<Item = usize> {
 enum State {
     Waiting,
     Ready,
+    Launched,
     Completed,
 }
 
@@ -120,14 +134,38 @@ impl Model {
         }
     }
 
-    /// Whether the model allows the `at`-th pushed op to be ready.
+    /// Whether the model allows the `at`-th pushed op to be ready: every var it uses granted
+    /// it.
     fn allowed(&self, at: usize) -> bool {
         let me = &self.spec[self.pushed[at].0];
-        self.pushed[..at].iter().all(|&(earlier, state)| {
-            let e = &self.spec[earlier];
-            let conflict = (me.writes & (e.reads | e.writes)) | (me.reads & e.writes);
-            conflict == 0 || state == State::Completed
-        })
+        bits(me.reads | me.writes).all(|v| self.granted_on(v)[at])
+    }
+
+    /// Per pushed op (by push position), whether var `v` granted it: every earlier op on `v`
+    /// was granted there, and every earlier op on `v` that it conflicts with there completed
+    /// (or launched, for an op that waits for launch).
+    fn granted_on(&self, v: usize) -> Vec<bool> {
+        let bit = 1u16 << v;
+        let uses = |at: usize| {
+            let s = &self.spec[self.pushed[at].0];
+            (s.reads | s.writes) & bit != 0
+        };
+        let mut granted = vec![false; self.pushed.len()];
+        let mut all_before = true;
+        for at in (0..self.pushed.len()).filter(|&at| uses(at)) {
+            let me = &self.spec[self.pushed[at].0];
+            let clear = (0..at).filter(|&e| uses(e)).all(|e| {
+                let (earlier, state) = self.pushed[e];
+                let other = &self.spec[earlier];
+                let conflict = (me.writes | other.writes) & bit != 0;
+                !conflict
+                    || state == State::Completed
+                    || (me.waits == Waits::Launch && state == State::Launched)
+            });
+            granted[at] = all_before && clear;
+            all_before &= granted[at];
+        }
+        granted
     }
 
     /// The waiting ops that wait, directly or through other ops, for op `op`: `x`
@@ -182,6 +220,7 @@ fn run(w: &Workload) -> Result<(), TestCaseError> {
         deleted: vec![false; w.vars],
     };
     let mut ready: Vec<ReadyOp<usize>> = Vec::new();
+    let mut launched: Vec<LaunchedOp<usize>> = Vec::new();
     let mut dispatched = vec![0u32; w.ops.len()];
     let mut next_op = 0;
     let mut choices = w.choices.iter().copied();
@@ -189,6 +228,7 @@ fn run(w: &Workload) -> Result<(), TestCaseError> {
     let mut step = |choice: u32,
                     model: &mut Model,
                     ready: &mut Vec<ReadyOp<usize>>,
+                    launched: &mut Vec<LaunchedOp<usize>>,
                     next_op: &mut usize|
      -> Result<bool, TestCaseError> {
         let mut out = Vec::new();
@@ -206,13 +246,15 @@ fn run(w: &Workload) -> Result<(), TestCaseError> {
                 prop_assert_eq!(result, Ok(()));
                 model.deleted[v] = true;
             }
-        } else if can_push && (ready.is_empty() || choice.is_multiple_of(3)) {
+        } else if can_push
+            && ((ready.is_empty() && launched.is_empty()) || choice.is_multiple_of(3))
+        {
             let op = *next_op;
             *next_op += 1;
             let spec = &w.ops[op];
             let read_vars: Vec<Var> = bits(spec.reads).map(|i| vars[i]).collect();
             let write_vars: Vec<Var> = bits(spec.writes).map(|i| vars[i]).collect();
-            let result = graph.push(&read_vars, &write_vars, op, &mut out);
+            let result = graph.push_with(spec.waits, &read_vars, &write_vars, op, &mut out);
             let first_deleted = bits(spec.reads | spec.writes).find(|&i| model.deleted[i]);
             if let Some(i) = first_deleted {
                 prop_assert!(
@@ -227,6 +269,20 @@ fn run(w: &Workload) -> Result<(), TestCaseError> {
                 prop_assert_eq!(result, Ok(()));
                 model.pushed.push((op, State::Waiting));
             }
+        } else if !launched.is_empty() && (ready.is_empty() || choice % 7 == 2) {
+            // A launched op's work is done.
+            let at = (choice as usize / 7) % launched.len();
+            let op = launched.swap_remove(at);
+            let id = *op.payload();
+            let fails = choice % 5 == 1;
+            let outcome = if fails { Err(id as u32) } else { Ok(()) };
+            prop_assert_eq!(graph.complete_launched(op, outcome, &mut out), Ok(id));
+            model.set(id, State::Completed);
+            if fails {
+                for v in bits(w.ops[id].writes) {
+                    model.failure[v] = Some(id as u32);
+                }
+            }
         } else if !ready.is_empty() {
             let at = (choice as usize / 3) % ready.len();
             let op = ready.swap_remove(at);
@@ -237,12 +293,21 @@ fn run(w: &Workload) -> Result<(), TestCaseError> {
                 .chain(bits(spec.writes))
                 .find_map(|i| model.failure[i]);
             prop_assert_eq!(graph.op_failure(&op), expected_failure);
-            let fails = choice % 5 == 1;
-            let outcome = if fails { Err(id as u32) } else { Ok(()) };
-            prop_assert_eq!(graph.complete(op, outcome, &mut out), Ok(id));
-            model.set(id, State::Completed);
-            for v in bits(spec.writes) {
-                model.failure[v] = fails.then_some(id as u32);
+            if choice % 5 == 3 {
+                // Launches: its work goes on; a write clears its vars' failures.
+                launched.push(graph.launch(op, &mut out).unwrap());
+                model.set(id, State::Launched);
+                for v in bits(spec.writes) {
+                    model.failure[v] = None;
+                }
+            } else {
+                let fails = choice % 5 == 1;
+                let outcome = if fails { Err(id as u32) } else { Ok(()) };
+                prop_assert_eq!(graph.complete(op, outcome, &mut out), Ok(id));
+                model.set(id, State::Completed);
+                for v in bits(spec.writes) {
+                    model.failure[v] = fails.then_some(id as u32);
+                }
             }
         } else {
             return Ok(false);
@@ -265,11 +330,17 @@ fn run(w: &Workload) -> Result<(), TestCaseError> {
     };
 
     for choice in choices.by_ref() {
-        step(choice, &mut model, &mut ready, &mut next_op)?;
+        step(choice, &mut model, &mut ready, &mut launched, &mut next_op)?;
     }
     // Finish: push the rest and complete everything, in a deterministic order.
     let mut tail = 0u32;
-    while step(tail.wrapping_mul(3), &mut model, &mut ready, &mut next_op)? {
+    while step(
+        tail.wrapping_mul(3),
+        &mut model,
+        &mut ready,
+        &mut launched,
+        &mut next_op,
+    )? {
         tail = tail.wrapping_add(7);
     }
     prop_assert!(
@@ -307,7 +378,7 @@ fn check(
         }
         let allowed = model.allowed(at);
         prop_assert_eq!(
-            state == State::Ready,
+            state == State::Ready || state == State::Launched,
             allowed,
             "op {} is {:?} but the model says allowed = {}",
             op,
@@ -315,9 +386,13 @@ fn check(
             allowed
         );
     }
-    // `holds_back` from each running op's vars reaches exactly the ops waiting for it.
+    // `holds_back` from each running op's vars reaches exactly the ops waiting for it. The
+    // model's waits are conflicts on vars, which launched ops change (an op that waits for
+    // launch no longer waits for a launched op, one held back by a launch holds back the
+    // requests pushed after it): checked while no op is launched.
+    let launches = model.pushed.iter().any(|&(_, s)| s == State::Launched);
     for &(op, state) in &model.pushed {
-        if state != State::Ready {
+        if state != State::Ready || launches {
             continue;
         }
         let spec = &model.spec[op];

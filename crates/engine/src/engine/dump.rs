@@ -35,7 +35,7 @@ pub(crate) fn write_pending<W: Write + ?Sized>(state: &EngineState, out: &mut W)
     let mut ops: BTreeMap<OpId, Option<String>> = BTreeMap::new();
     let holders = busy.iter().filter_map(|var| match var.holder {
         Holder::Write { op } => op,
-        Holder::Reads(_) => None,
+        Holder::Reads(_) | Holder::Launched(_) => None,
     });
     let waiting = busy
         .iter()
@@ -133,6 +133,8 @@ fn running_holder(state: &EngineState, var: Var, holder: Holder) -> String {
         Holder::Write { .. } => "running write".to_owned(),
         Holder::Reads(reads) if reads.get() == 1 => "1 running read".to_owned(),
         Holder::Reads(reads) => format!("{reads} running reads"),
+        Holder::Launched(ops) if ops.get() == 1 => "1 launched device op".to_owned(),
+        Holder::Launched(ops) => format!("{ops} launched device ops"),
     };
     match state.blocked_waits().holder_waits_for(var) {
         Some(waited_for) => {
