@@ -38,6 +38,9 @@ pub struct CudaBackend {
     /// per device in an engine, which caches them).
     devices: Mutex<HashMap<u32, Arc<GpuDevice>>>,
     track_events: bool,
+    /// Whether a GPU op's stream waits for the fences of the launched ops it was released
+    /// behind (off only to show the race the waits prevent).
+    fence_waits: bool,
 }
 
 impl CudaBackend {
@@ -49,6 +52,7 @@ impl CudaBackend {
         CudaBackend {
             devices: Mutex::new(HashMap::new()),
             track_events: true,
+            fence_waits: true,
         }
     }
 
@@ -63,9 +67,11 @@ impl CudaBackend {
     /// launch, copy and drop) must be ordered by the engine: made by a sync GPU op that names
     /// the buffer's var (a write for a write, a read at least for a read), on that op's stream
     /// ([`CudaRun::stream`](crate::CudaRun::stream)), or outside any op only once the ops that
-    /// use it have completed (`wait_for_var`, or a CPU op ordered after them). Such an op
-    /// completes only when the work it launched on its stream has finished, so these uses never
-    /// overlap on the device. Not covered, and so not allowed for such buffers:
+    /// use it have completed (`wait_for_var`, or a CPU op ordered after them). A GPU op that
+    /// uses a buffer after another starts its work after the other's work (its stream waits for
+    /// the other's event, or the other completed), and a CPU op only once the GPU ops before it
+    /// completed, when their work had finished, so these uses never overlap on the device. Not
+    /// covered, and so not allowed for such buffers:
     ///
     /// - work launched on any other stream;
     /// - an async GPU op (`push_async`), which completes when its `Completion` is completed,
@@ -76,7 +82,25 @@ impl CudaBackend {
         CudaBackend {
             devices: Mutex::new(HashMap::new()),
             track_events: false,
+            fence_waits: true,
         }
+    }
+
+    /// This backend, with the waits that order a GPU op's work behind the launched ops it
+    /// depends on switched off: a GPU op released at another's launch starts its work at once,
+    /// racing with that op's. For showing that race, which the GPU tests do (its results
+    /// differ from the CPU's); never for real work.
+    ///
+    /// # Safety
+    ///
+    /// GPU ops then read and write buffers while the work of the ops before them still uses
+    /// them: only buffers of plain numbers, whose wrong values are the point, may be used, and
+    /// only with cudarc's event tracking off ([`without_event_tracking`](Self::without_event_tracking)),
+    /// since tracking would order the uses itself.
+    #[must_use]
+    pub unsafe fn without_fence_waits(mut self) -> Self {
+        self.fence_waits = false;
+        self
     }
 
     /// Device `id`, opened on first use.
@@ -109,7 +133,12 @@ impl CudaBackend {
         threads: usize,
     ) -> Result<Arc<dyn Executor>, BackendError> {
         let device = self.device(id)?;
-        Ok(Arc::new(StreamExecutor::start(&device, kind, threads)?))
+        Ok(Arc::new(StreamExecutor::start(
+            &device,
+            kind,
+            threads,
+            self.fence_waits,
+        )?))
     }
 }
 
@@ -126,6 +155,7 @@ impl fmt::Debug for CudaBackend {
         f.debug_struct("CudaBackend")
             .field("opened", &opened)
             .field("track_events", &self.track_events)
+            .field("fence_waits", &self.fence_waits)
             .finish()
     }
 }

@@ -14,6 +14,7 @@
 //! may dispatch a GPU op).
 
 use std::collections::VecDeque;
+use std::sync::Arc as StdArc;
 use std::thread::JoinHandle;
 
 use cudarc::driver::CudaEvent;
@@ -23,7 +24,7 @@ use depengine_sync::{Arc, Condvar, Mutex, lock, wait};
 /// Ops whose work is launched, oldest first, and whether the worker side is gone.
 #[derive(Default)]
 struct Launched {
-    ops: VecDeque<(CudaEvent, DeviceCompletion)>,
+    ops: VecDeque<(StdArc<CudaEvent>, DeviceCompletion)>,
     closed: bool,
 }
 
@@ -58,8 +59,9 @@ impl Completer {
         })
     }
 
-    /// Hands over an op whose work was launched before `event` was recorded.
-    pub(crate) fn launched(&self, event: CudaEvent, completion: DeviceCompletion) {
+    /// Hands over an op whose work was launched before `event` was recorded (and which shares
+    /// it with its fence, `fence.rs`).
+    pub(crate) fn launched(&self, event: StdArc<CudaEvent>, completion: DeviceCompletion) {
         lock(&self.shared.launched)
             .ops
             .push_back((event, completion));

@@ -5,9 +5,12 @@
 //! engine dispatches an op only once its dependencies completed), a [`PriorityBlock`] for
 //! copies, which `MXNet` serves highest priority first. A worker's start hook makes its
 //! [`CudaRun`] current, so that the op it runs finds the stream (`CudaRun::current`). A
-//! device op ([`Executor::execute_device`]) runs its function on a worker, which then records
-//! a blocking-sync event on its stream and hands the event and the op's completion to its
-//! stream's completer; the op completes when the event has fired (`completer.rs`).
+//! device op ([`Executor::execute_device`]) first makes the worker's stream wait for the fences
+//! of the launched ops it was released behind (`fence.rs`), then runs its function on the
+//! worker, which records a blocking-sync event on its stream, reports the op launched with
+//! that event as its fence (releasing the GPU ops behind it), and hands the event and the op's
+//! completion to its stream's completer; the op completes when the event has fired
+//! (`completer.rs`).
 
 use std::sync::Arc;
 
@@ -18,6 +21,7 @@ use depengine_device::{BackendError, DeviceError, DeviceTask, Executor, Task};
 
 use crate::completer::{Completer, device_error};
 use crate::device::GpuDevice;
+use crate::fence::{self, StreamFence};
 use crate::run::CudaRun;
 
 /// Which ops a [`StreamExecutor`] serves.
@@ -52,6 +56,10 @@ pub(crate) struct StreamExecutor {
     /// completer, then joins the workers, whose exit hooks drop their `CudaRun`s: the last
     /// reference to each completer then goes, which completes what it holds and joins it.
     block: Block,
+    /// Whether an op's stream waits for the fences it was released behind: always, but for
+    /// the GPU tests that show the race the waits prevent
+    /// (`CudaBackend::without_fence_waits`).
+    fence_waits: bool,
 }
 
 impl StreamExecutor {
@@ -60,6 +68,7 @@ impl StreamExecutor {
         device: &Arc<GpuDevice>,
         kind: Kind,
         threads: usize,
+        fence_waits: bool,
     ) -> Result<Self, BackendError> {
         let name = format!("depengine-gpu{}-{}", device.ordinal(), kind.label());
         let unavailable = |message: String| BackendError::Unavailable {
@@ -99,7 +108,7 @@ impl StreamExecutor {
             Kind::Copy => PriorityBlock::with_options(&name, threads, options).map(Block::Copy),
         }
         .map_err(|error| unavailable(error.to_string()))?;
-        Ok(StreamExecutor { block })
+        Ok(StreamExecutor { block, fence_waits })
     }
 
     fn queue(&self, priority: i32, task: Task) {
@@ -117,13 +126,20 @@ impl Executor for StreamExecutor {
     }
 
     fn execute_device(&self, task: DeviceTask) {
+        let fence_waits = self.fence_waits;
         self.queue(
             task.priority(),
             Box::new(move || {
-                let completion = task.run();
                 // Every worker of this block made its `CudaRun` current in its start hook,
                 // before its first task: `None` would be a task run by another thread.
-                let Some(run) = CudaRun::current() else {
+                let run = CudaRun::current();
+                if let Some(run) = &run
+                    && fence_waits
+                {
+                    fence::wait_for(run.stream(), task.fences());
+                }
+                let mut completion = task.run();
+                let Some(run) = run else {
                     return completion.complete(Err(DeviceError::Failed {
                         backend: "cuda".to_owned(),
                         message: "a GPU op ran on a thread that is no GPU worker".to_owned(),
@@ -133,7 +149,11 @@ impl Executor for StreamExecutor {
                     .stream()
                     .record_event(Some(CUevent_flags::CU_EVENT_BLOCKING_SYNC))
                 {
-                    Ok(event) => run.completer().launched(event, completion),
+                    Ok(event) => {
+                        let event = Arc::new(event);
+                        completion.launched(StreamFence::fence(run.stream(), &event));
+                        run.completer().launched(event, completion);
+                    }
                     Err(error) => {
                         // No event to wait for: the work launched so far must end before the
                         // op completes (and its buffers may be reused), so this worker waits

@@ -20,11 +20,13 @@
 //!   compute workers (a `depengine-cpu` `WorkerBlock`) and copy workers (a `PriorityBlock`,
 //!   highest priority first), each worker with a non-blocking stream of its own, made current
 //!   for the op it runs ([`CudaRun::current`]);
-//! - the path of a GPU op: its function launches work on the worker's stream and returns; the
-//!   worker records an event on the stream and hands it, with the op's completion, to its
-//!   stream's completion thread, which completes the op (releasing its dependents) once the
-//!   event has fired. The engine never makes a worker wait for the device; a stream's ops
-//!   complete in stream order;
+//! - the path of a GPU op: its stream first waits (on the device) for the events of the
+//!   launched GPU ops it was released behind; its function launches work on the worker's
+//!   stream and returns; the worker records an event on the stream, reports the op launched
+//!   with that event as its fence (the engine releases the GPU ops behind it then), and hands
+//!   the event, with the op's completion, to its stream's completion thread, which completes
+//!   the op (releasing its CPU dependents) once the event has fired. The engine never makes a
+//!   worker wait for the device; a stream's ops complete in stream order;
 //! - [`Driver::probe`]: whether a driver and devices are there, without a panic on a machine
 //!   that has neither (the backend probes at the first request for a device's workers, and
 //!   reports the reason as a `BackendError`);
@@ -51,6 +53,7 @@ mod device;
 mod driver;
 mod error;
 mod executor;
+mod fence;
 pub mod kernels;
 mod run;
 

@@ -26,7 +26,11 @@
 //! [`Executor::execute_device`]: its function starts the work ([`DeviceTask::run`]) and gives
 //! back the [`DeviceCompletion`] that the executor completes once the device has done that
 //! work, so that the op's dependents are released then, and the engine makes no worker wait
-//! for the device.
+//! for the device. An executor that can order device work behind a point in other work (a
+//! CUDA stream waiting for an event) reports, before that, that the op's work was launched,
+//! with a [`Fence`] after it ([`DeviceCompletion::launched`]): the engine then releases the
+//! device ops behind it at once, each with the fences it must start after
+//! ([`DeviceTask::fences`]), and holds the CPU ops behind it until the completion.
 //!
 //! ```
 //! use std::sync::{Arc, mpsc};
@@ -81,6 +85,7 @@
     reason = "the docs name MXNet and its members, which are not items of this crate"
 )]
 
+use std::any::Any;
 use std::sync::Arc;
 
 /// A unit of work handed to an executor: runs once, on whatever thread the executor picks.
@@ -141,19 +146,66 @@ pub trait Executor: Send + Sync {
     /// executor must run every task it accepted and complete every completion, also when it
     /// shuts down.
     ///
+    /// An executor that can order device work behind a point in other work (a CUDA stream
+    /// waiting for an event) reports the op's launch before its completion
+    /// ([`DeviceCompletion::launched`], with a [`Fence`] after the op's work), and makes the
+    /// work of each task start after the task's [`fences`](DeviceTask::fences).
+    ///
     /// The default runs the task as [`execute`](Self::execute) does and completes it as soon
     /// as `run` returns: right for an executor whose work is done when the function returns
-    /// (CPU threads). A device backend overrides it to complete when the device is done.
+    /// (CPU threads), which reports no launches and so gets no fences. A device backend
+    /// overrides it to complete when the device is done.
     fn execute_device(&self, task: DeviceTask) {
         let priority = task.priority();
         self.execute(priority, Box::new(move || task.run().complete(Ok(()))));
     }
 }
 
-/// A device op as its executor receives it ([`Executor::execute_device`]): a priority, and a
-/// function that starts the op's work and returns the completion to call once that work is
-/// done. Only running the task gives the completion, so no executor can complete an op before
-/// it ran.
+/// A point in a device's work that later device work can be ordered behind (a CUDA event
+/// recorded on a stream after an op's launches). An executor reports one when a device op's
+/// work was launched ([`DeviceCompletion::launched`]), and the engine hands it to the device
+/// ops it releases behind that op ([`DeviceTask::fences`]), whose executor makes their work
+/// start after it. Opaque to the engine: a backend makes its own fences and reads them back.
+///
+/// ```
+/// use depengine_device::Fence;
+///
+/// /// A backend's fence: the stream and the position in it.
+/// struct StreamPoint {
+///     stream: u32,
+///     position: u64,
+/// }
+///
+/// let fence = Fence::new(StreamPoint { stream: 1, position: 7 });
+/// let point = fence.downcast_ref::<StreamPoint>().expect("one of ours");
+/// assert_eq!((point.stream, point.position), (1, 7));
+/// assert!(fence.downcast_ref::<u32>().is_none());
+/// ```
+#[derive(Clone)]
+pub struct Fence(Arc<dyn Any + Send + Sync>);
+
+impl Fence {
+    /// A fence that carries `point`, the backend's own description of it.
+    pub fn new(point: impl Any + Send + Sync) -> Self {
+        Fence(Arc::new(point))
+    }
+
+    /// The backend's description, if it is a `T`.
+    pub fn downcast_ref<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for Fence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fence").finish_non_exhaustive()
+    }
+}
+
+/// A device op as its executor receives it ([`Executor::execute_device`]): a priority, the
+/// fences its work must start after, and a function that starts the op's work and returns the
+/// completion to call once that work is done. Only running the task gives the completion, so
+/// no executor can complete an op before it ran.
 ///
 /// ```
 /// use std::sync::mpsc;
@@ -173,6 +225,7 @@ pub trait Executor: Send + Sync {
 /// ```
 pub struct DeviceTask {
     priority: i32,
+    fences: Vec<Fence>,
     run: Box<dyn FnOnce() -> DeviceCompletion + Send + 'static>,
 }
 
@@ -181,13 +234,31 @@ impl DeviceTask {
     pub fn new(priority: i32, run: impl FnOnce() -> DeviceCompletion + Send + 'static) -> Self {
         DeviceTask {
             priority,
+            fences: Vec::new(),
             run: Box::new(run),
         }
+    }
+
+    /// The same task, whose work must start after `fences` (the launched device ops it was
+    /// released behind).
+    #[must_use]
+    pub fn after(mut self, fences: Vec<Fence>) -> Self {
+        self.fences = fences;
+        self
     }
 
     /// The task's priority.
     pub fn priority(&self) -> i32 {
         self.priority
+    }
+
+    /// The fences the task's work must start after: its executor orders the work it launches
+    /// behind each of them (a CUDA stream waits for each event not recorded on it), or waits
+    /// until each is passed. Only an executor that reports launches
+    /// ([`DeviceCompletion::launched`]) makes fences, so the tasks of one that does not have
+    /// none.
+    pub fn fences(&self) -> &[Fence] {
+        &self.fences
     }
 
     /// Runs the task's function on the calling thread (a worker of the executor, with its
@@ -202,14 +273,67 @@ impl std::fmt::Debug for DeviceTask {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceTask")
             .field("priority", &self.priority)
+            .field("fences", &self.fences.len())
             .finish_non_exhaustive()
     }
 }
 
-/// How an executor finishes a device op once its work on the device is done
-/// ([`complete`](Self::complete)), with the device's outcome. Dropping it uncompleted
-/// completes it with [`DeviceError::Dropped`], so an op is never left pending by an executor
-/// that loses it (a worker that unwinds, say).
+/// The engine's side of a device op whose function ran, as its executor reports to it through
+/// a [`DeviceCompletion`]: first, optionally, that the op's work was launched, then that it is
+/// done.
+///
+/// ```
+/// use std::sync::mpsc::{self, Sender};
+///
+/// use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, Fence};
+///
+/// /// Reports each step of the op.
+/// struct Reporting(Sender<&'static str>);
+///
+/// impl DeviceOp for Reporting {
+///     fn launched(self: Box<Self>, _fence: Fence) -> Box<dyn DeviceOp> {
+///         self.0.send("launched").unwrap();
+///         self
+///     }
+///     fn complete(self: Box<Self>, outcome: Result<(), DeviceError>) {
+///         self.0.send(if outcome.is_ok() { "done" } else { "failed" }).unwrap();
+///     }
+/// }
+///
+/// let (tx, rx) = mpsc::channel();
+/// let mut completion = DeviceCompletion::for_op(Box::new(Reporting(tx)));
+/// completion.launched(Fence::new(()));
+/// completion.complete(Ok(()));
+/// assert_eq!(rx.iter().collect::<Vec<_>>(), ["launched", "done"]);
+/// ```
+pub trait DeviceOp: Send + 'static {
+    /// The op's work was launched, and device work ordered behind `fence` would start only
+    /// after it. Called at most once, before [`complete`](Self::complete), which goes to the
+    /// op this returns (`self`, or what the op is once launched).
+    fn launched(self: Box<Self>, fence: Fence) -> Box<dyn DeviceOp>;
+
+    /// The op's work is done, with the device's outcome: `Ok` if it succeeded.
+    fn complete(self: Box<Self>, outcome: Result<(), DeviceError>);
+}
+
+/// A [`DeviceOp`] that only completes: a function called with the outcome.
+struct CompleteOnly<F>(F);
+
+impl<F: FnOnce(Result<(), DeviceError>) + Send + 'static> DeviceOp for CompleteOnly<F> {
+    fn launched(self: Box<Self>, _fence: Fence) -> Box<dyn DeviceOp> {
+        self
+    }
+
+    fn complete(self: Box<Self>, outcome: Result<(), DeviceError>) {
+        (self.0)(outcome);
+    }
+}
+
+/// How an executor finishes a device op: optionally, [`launched`](Self::launched) once the
+/// op's work was launched (an executor that can order device work behind a [`Fence`]); then
+/// [`complete`](Self::complete) once the work is done, with the device's outcome. Dropping it
+/// uncompleted completes it with [`DeviceError::Dropped`], so an op is never left pending by an
+/// executor that loses it (a worker that unwinds, say).
 ///
 /// ```
 /// use std::sync::mpsc;
@@ -222,32 +346,43 @@ impl std::fmt::Debug for DeviceTask {
 /// ```
 #[must_use = "an op completes only when its completion is completed (or dropped, as a failure)"]
 pub struct DeviceCompletion {
-    finish: Option<Finish>,
+    /// `Some` until completed.
+    op: Option<Box<dyn DeviceOp>>,
 }
 
-/// What a [`DeviceCompletion`] calls.
-type Finish = Box<dyn FnOnce(Result<(), DeviceError>) + Send + 'static>;
-
 impl DeviceCompletion {
-    /// A completion that calls `finish` with the outcome, once.
+    /// A completion that calls `finish` with the outcome, once, and ignores a launch.
     pub fn new(finish: impl FnOnce(Result<(), DeviceError>) + Send + 'static) -> Self {
-        DeviceCompletion {
-            finish: Some(Box::new(finish)),
+        Self::for_op(Box::new(CompleteOnly(finish)))
+    }
+
+    /// A completion that reports to `op`.
+    pub fn for_op(op: Box<dyn DeviceOp>) -> Self {
+        DeviceCompletion { op: Some(op) }
+    }
+
+    /// Reports that the op's work was launched and that device work ordered behind `fence`
+    /// starts only after it: the engine releases the device ops behind this one now, and the
+    /// others once it completes. At most once, before [`complete`](Self::complete); an executor
+    /// that cannot order work behind a fence never calls it.
+    pub fn launched(&mut self, fence: Fence) {
+        if let Some(op) = self.op.take() {
+            self.op = Some(op.launched(fence));
         }
     }
 
     /// Finishes the op with `outcome`: `Ok` if its work on the device succeeded.
     pub fn complete(mut self, outcome: Result<(), DeviceError>) {
-        if let Some(finish) = self.finish.take() {
-            finish(outcome);
+        if let Some(op) = self.op.take() {
+            op.complete(outcome);
         }
     }
 }
 
 impl Drop for DeviceCompletion {
     fn drop(&mut self) {
-        if let Some(finish) = self.finish.take() {
-            finish(Err(DeviceError::Dropped));
+        if let Some(op) = self.op.take() {
+            op.complete(Err(DeviceError::Dropped));
         }
     }
 }
@@ -255,7 +390,7 @@ impl Drop for DeviceCompletion {
 impl std::fmt::Debug for DeviceCompletion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceCompletion")
-            .field("completed", &self.finish.is_none())
+            .field("completed", &self.op.is_none())
             .finish()
     }
 }

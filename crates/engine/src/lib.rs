@@ -214,7 +214,8 @@ pub use data::read_future::ReadData;
 pub use data::typed_op::TypedOp;
 pub use data::{DataRefused, TakeError};
 pub use depengine_device::{
-    BackendError, DeviceBackend, DeviceCompletion, DeviceError, DeviceTask, Executor, Task,
+    BackendError, DeviceBackend, DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Executor,
+    Fence, Task,
 };
 
 /// The CUDA backend (`depengine-cuda`), with the `cuda` feature: GPU ops run on its compute

@@ -198,3 +198,248 @@ fn a_task_the_executor_drops_unrun_fails_its_op() {
     assert!(error.contains("gpu-write"), "{error}");
     assert!(!ran.load(Ordering::SeqCst));
 }
+
+/// A device that reports launches, as a CUDA backend does: `execute_device` records the fences
+/// a task came with, runs its function at once (on the dispatching thread), reports the op
+/// launched with a fence naming the op (its launch order), and keeps its completion until the
+/// test releases it.
+#[derive(Default)]
+struct LaunchingDevice {
+    state: Mutex<Launches>,
+    arrived: Condvar,
+}
+
+#[derive(Default)]
+struct Launches {
+    /// Per launched op (by launch order): the launch orders of the fences its task came with.
+    fences: Vec<Vec<usize>>,
+    /// The completions of launched ops not released yet, with their launch order.
+    held: Vec<(usize, DeviceCompletion)>,
+}
+
+impl LaunchingDevice {
+    /// Waits until op `order` launched (counting from 0), and returns the fences of every op
+    /// launched so far.
+    fn launched(&self, order: usize) -> Vec<Vec<usize>> {
+        let state = self.state.lock().unwrap();
+        let (state, timeout) = self
+            .arrived
+            .wait_timeout_while(state, Duration::from_secs(10), |s| s.fences.len() <= order)
+            .unwrap();
+        assert!(!timeout.timed_out(), "{} ops launched", state.fences.len());
+        state.fences.clone()
+    }
+
+    /// Releases the completion of op `order` with `outcome`.
+    fn complete(&self, order: usize, outcome: Result<(), DeviceError>) {
+        let completion = {
+            let mut state = self.state.lock().unwrap();
+            let at = state
+                .held
+                .iter()
+                .position(|(held, _)| *held == order)
+                .expect("a launched op");
+            state.held.swap_remove(at).1
+        };
+        completion.complete(outcome);
+    }
+}
+
+impl Executor for LaunchingDevice {
+    fn execute(&self, _priority: i32, task: Task) {
+        task();
+    }
+
+    fn execute_device(&self, task: DeviceTask) {
+        let fences = task
+            .fences()
+            .iter()
+            .map(|fence| *fence.downcast_ref::<usize>().expect("a fence of ours"))
+            .collect();
+        let order = {
+            let mut state = self.state.lock().unwrap();
+            state.fences.push(fences);
+            state.fences.len() - 1
+        };
+        let mut completion = task.run();
+        // Unlocked: the launch releases the device ops behind this one, which come back here.
+        completion.launched(depengine::Fence::new(order));
+        self.state.lock().unwrap().held.push((order, completion));
+        self.arrived.notify_all();
+    }
+}
+
+struct Launching(Arc<LaunchingDevice>);
+
+impl DeviceBackend for Launching {
+    fn name(&self) -> &'static str {
+        "launching"
+    }
+    fn compute(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(self.0.clone())
+    }
+    fn copy(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(self.0.clone())
+    }
+}
+
+fn launching_engine() -> (Engine, Arc<LaunchingDevice>) {
+    let device = Arc::new(LaunchingDevice::default());
+    let config = EngineConfig::default()
+        .kind(EngineKind::ThreadedPerDevice)
+        .device_backend(Arc::new(Launching(Arc::clone(&device))));
+    (Engine::new(config).unwrap(), device)
+}
+
+/// Pushes a GPU op named `name` that reads `reads` and writes `writes`.
+fn gpu_op(
+    engine: &Engine,
+    name: &'static str,
+    reads: &[depengine::Var],
+    writes: &[depengine::Var],
+) {
+    engine
+        .op(name)
+        .on(Context::gpu(0))
+        .reads(reads.iter().copied())
+        .writes(writes.iter().copied())
+        .push_sync(|_| Ok(()))
+        .unwrap();
+}
+
+/// Pushes a CPU op reading `var`; returns its flag.
+fn cpu_read(engine: &Engine, var: depengine::Var) -> Arc<AtomicBool> {
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    engine
+        .op("cpu-read")
+        .reads([var])
+        .push_sync(move |_| flag.store(true, Ordering::SeqCst))
+        .unwrap();
+    ran
+}
+
+/// Gives a wrongly released CPU op the time to run.
+fn settle() {
+    std::thread::sleep(Duration::from_millis(20));
+}
+
+#[test]
+fn gpu_ops_behind_a_launched_op_start_at_once_after_its_fence_and_cpu_ops_wait_for_all() {
+    let (engine, device) = launching_engine();
+    let [x, y] = [engine.new_var().unwrap(), engine.new_var().unwrap()];
+    gpu_op(&engine, "a", &[], &[x]);
+    gpu_op(&engine, "b", &[x], &[y]);
+    let ran = cpu_read(&engine, y);
+    // `b` launched while `a` is not done, ordered behind `a`'s fence.
+    assert_eq!(device.launched(1), [vec![], vec![0]]);
+    settle();
+    assert!(!ran.load(Ordering::SeqCst));
+    device.complete(0, Ok(()));
+    settle();
+    assert!(!ran.load(Ordering::SeqCst), "b's work is not done");
+    device.complete(1, Ok(()));
+    engine.wait_for_all().unwrap();
+    assert!(ran.load(Ordering::SeqCst));
+}
+
+#[test]
+fn a_write_launches_after_the_reads_before_it_and_waits_for_their_fences() {
+    let (engine, device) = launching_engine();
+    let [x, y] = [engine.new_var().unwrap(), engine.new_var().unwrap()];
+    gpu_op(&engine, "read x", &[x], &[]);
+    gpu_op(&engine, "read x, y", &[x, y], &[]);
+    gpu_op(&engine, "write x", &[], &[x]);
+    gpu_op(&engine, "read y", &[y], &[]);
+    // The reads start with no fence; the write after both of theirs; the last read of `y`,
+    // beside a launched read, with none.
+    let fences = device.launched(3);
+    assert_eq!(fences[..2], [vec![], vec![]]);
+    let write = fences.iter().position(|f| f.len() == 2).expect("the write");
+    assert_eq!(fences[write], [0, 1]);
+    for order in 0..4 {
+        device.complete(order, Ok(()));
+    }
+    engine.wait_for_all().unwrap();
+}
+
+#[test]
+fn a_device_failure_after_the_launch_reaches_the_cpu_ops_behind() {
+    let (engine, device) = launching_engine();
+    let x = engine.new_var().unwrap();
+    gpu_op(&engine, "kernel", &[], &[x]);
+    gpu_op(&engine, "next kernel", &[x], &[]);
+    let ran = cpu_read(&engine, x);
+    device.launched(1);
+    device.complete(
+        0,
+        Err(DeviceError::Failed {
+            backend: "launching".to_owned(),
+            message: "CUDA_ERROR_ILLEGAL_ADDRESS".to_owned(),
+        }),
+    );
+    device.complete(1, Ok(()));
+    let error = engine.wait_for_var(x).unwrap_err().to_string();
+    assert!(error.contains("kernel"), "{error}");
+    assert!(error.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{error}");
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "the reader of a failed var ran"
+    );
+}
+
+#[test]
+fn waits_and_deletions_wait_for_the_launched_work() {
+    let (engine, device) = launching_engine();
+    let x = engine.new_var().unwrap();
+    gpu_op(&engine, "kernel", &[], &[x]);
+    device.launched(0);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            engine.wait_for_var(x).unwrap();
+            done_tx.send(()).unwrap();
+        });
+        assert!(
+            done_rx.recv_timeout(Duration::from_millis(50)).is_err(),
+            "wait_for_var returned before the launched work was done"
+        );
+        assert_eq!(engine.stats().pending_ops, 1);
+        device.complete(0, Ok(()));
+        done_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    });
+    engine.wait_for_all().unwrap();
+}
+
+#[test]
+fn an_op_whose_function_failed_does_not_launch() {
+    let (engine, device) = launching_engine();
+    let x = engine.new_var().unwrap();
+    engine
+        .op("refused")
+        .on(Context::gpu(0))
+        .writes([x])
+        .push_sync(|_| Err::<(), depengine::BoxError>("launch refused".into()))
+        .unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    engine
+        .op("behind")
+        .on(Context::gpu(0))
+        .reads([x])
+        .push_sync(move |_| flag.store(true, Ordering::SeqCst))
+        .unwrap();
+    device.launched(0);
+    settle();
+    assert_eq!(
+        device.launched(0).len(),
+        1,
+        "released behind a failed function"
+    );
+    device.complete(0, Ok(()));
+    // The op behind is skipped (its var failed): its function never runs.
+    let error = engine.wait_for_var(x).unwrap_err().to_string();
+    assert!(error.contains("launch refused"), "{error}");
+    device.complete(1, Ok(()));
+    assert!(!ran.load(Ordering::SeqCst));
+}

@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use depengine_graph::{ReadyOp, Var};
+use depengine_graph::{LaunchedOp, ReadyOp, Var};
 
 use crate::context::RunContext;
 use crate::failure::{BoxError, FailureCause, OpFailure, panic_message};
@@ -251,6 +251,37 @@ impl EngineState {
         let _ = self
             .graph
             .complete(op.map(Payload::Op), outcome, &mut dispatcher);
+        self.finished(failed_writes);
+    }
+
+    /// Completes a launched GPU op (`run/device.rs`) once the device is done with its work,
+    /// with `outcome`: as `finish` does for an op that did not launch, releasing the ops behind
+    /// it that wait for completion.
+    pub(super) fn finish_launched(
+        self: &Arc<Self>,
+        op: LaunchedOp<OpRecord>,
+        outcome: Result<(), OpFailure>,
+    ) {
+        let failed_writes: Option<Vec<Var>> = outcome.is_err().then(|| op.writes().collect());
+        if let Err(failure) = &outcome {
+            self.log_own_failure(failure);
+        }
+        let mut dispatcher = Dispatcher::new(self, false, None);
+        // Launched from this graph, so `complete_launched` cannot fail.
+        let _ = self.graph.complete_launched(op, outcome, &mut dispatcher);
+        self.finished(failed_writes);
+    }
+
+    /// Counts an op done that the graph could not complete (only another graph's op, which
+    /// the engine never hands it): nobody waits for it forever.
+    pub(super) fn finish_uncompleted(&self) {
+        self.finished(None);
+    }
+
+    /// What every completion ends with: a failed op's written vars go to the failure log, and
+    /// the op is counted done.
+    #[inline]
+    fn finished(&self, failed_writes: Option<Vec<Var>>) {
         if let Some(vars) = failed_writes {
             let holds_failure = |var| matches!(self.graph.var_failure(var), Ok(Some(_)));
             self.failures.add_vars(vars, holds_failure);

@@ -34,25 +34,28 @@
 //!   threads that build an error or a warning look names up.
 //! - `retired_data`, [`RetiredData`] (`run/retired.rs`): a thread dropping the last handle of
 //!   a value whose var was deleted by hand keeps its release there; the state's drop runs it.
+//! - `fences`, [`LaunchedFences`] (`run/fences.rs`): the threads that launch and complete GPU
+//!   ops register and remove their fences; threads that dispatch a GPU op look them up.
 //! - `bulk`, [`Bulk`] (`bulk/mod.rs`), on an engine that bulks: pushers count their entries
 //!   into the graph and read the count to join their segments.
 //!
 //! A pusher touches `pending`, `graph` and `workers`; a worker `profiler`, `graph`,
 //! `failures` (only for a failed op), `workers` (to queue what it released) and `pending`. The
-//! cold parts, `blocked_waits`, `stand_ins`, `var_names` and `retired_data`, are boxed, off the lines of the
-//! parts every op reads. Each part documents its own fields' threads.
+//! cold parts, `blocked_waits`, `stand_ins`, `var_names`, `retired_data` and `fences`, are
+//! boxed, off the lines of the parts every op reads. Each part documents its own fields' threads.
 
 mod bulk;
 mod device;
 mod dispatch;
 mod execute;
+mod fences;
 mod held_vars;
 mod retired;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use depengine_graph::{Graph, Var};
+use depengine_graph::{Graph, Var, Waits};
 
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::{Context, FnProperty};
@@ -75,6 +78,7 @@ use bulk::Bulk;
 #[cfg(all(test, loom))]
 pub(crate) use bulk::GraphEntries;
 use dispatch::Dispatcher;
+use fences::LaunchedFences;
 use retired::RetiredData;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
@@ -97,6 +101,8 @@ pub(crate) struct EngineState {
     var_names: Box<VarNames>,
     /// Data values released when the state drops (misuse only: `run/retired.rs`).
     retired_data: Box<RetiredData>,
+    /// The fences of the launched GPU ops, by var (`run/fences.rs`).
+    fences: Box<LaunchedFences>,
     /// Bulk execution, if the engine bulks (`EngineConfig::bulk_size` of 2 or more).
     bulk: Option<Box<Bulk>>,
 }
@@ -131,6 +137,7 @@ impl EngineState {
             stand_ins: Box::default(),
             var_names: Box::default(),
             retired_data: Box::default(),
+            fences: Box::default(),
             bulk: Bulk::new(config.bulk_size),
         })
     }
@@ -236,9 +243,14 @@ impl EngineState {
     fn push_one(self: &Arc<Self>, reads: &[Var], writes: &[Var], record: OpRecord) -> Result<()> {
         self.pending.admit(thread::runs_engine_work)?;
         let mut dispatcher = Dispatcher::new(self, true, None);
-        if let Err(error) = self
-            .graph
-            .push(reads, writes, Payload::Op(record), &mut dispatcher)
+        // A GPU op may start behind launched GPU work, which its stream waits for.
+        let waits = match record.route {
+            Route::Device { .. } => Waits::Launch,
+            _ => Waits::Completion,
+        };
+        if let Err(error) =
+            self.graph
+                .push_with(waits, reads, writes, Payload::Op(record), &mut dispatcher)
         {
             let _ = self.pending.done();
             return Err(error.into());

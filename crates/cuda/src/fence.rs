@@ -1,0 +1,50 @@
+//! [`StreamFence`]: the fence a GPU worker reports once an op's work was launched, and the waits
+//! that order the work of the ops released behind it.
+//!
+//! After an op's function returns, its worker records an event on its stream: the fence. The
+//! engine releases the GPU ops behind the op at once (`depengine-device`'s
+//! `DeviceCompletion::launched`), each with the fences of the launched ops it depends on; before
+//! running such an op, its worker makes its own stream wait for each fence's event
+//! (`cuStreamWaitEvent`: the device waits, not the host). A fence recorded on the worker's own
+//! stream needs no wait: a stream runs its work in order.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaEvent, CudaStream};
+use depengine_device::Fence;
+
+/// The fence of a launched GPU op: an event recorded on the stream its work was launched on,
+/// after that work.
+pub(crate) struct StreamFence {
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) event: Arc<CudaEvent>,
+}
+
+impl StreamFence {
+    /// The engine's fence for `event`, recorded on `stream`.
+    pub(crate) fn fence(stream: &Arc<CudaStream>, event: &Arc<CudaEvent>) -> Fence {
+        Fence::new(StreamFence {
+            stream: Arc::clone(stream),
+            event: Arc::clone(event),
+        })
+    }
+}
+
+/// Makes `stream`'s next work start after each of `fences` recorded on another stream. A wait
+/// that CUDA refuses becomes a host wait for the event, on this failure path only, so the
+/// order holds; an event that failed leaves the order to the failed work's own error (CUDA's
+/// errors are sticky: the work behind it fails too). Fences of another backend carry no order
+/// this backend knows: there are none, as an engine has one backend.
+pub(crate) fn wait_for(stream: &Arc<CudaStream>, fences: &[Fence]) {
+    for fence in fences {
+        let Some(point) = fence.downcast_ref::<StreamFence>() else {
+            continue;
+        };
+        if Arc::ptr_eq(&point.stream, stream) {
+            continue;
+        }
+        if stream.wait(&point.event).is_err() {
+            let _ = point.event.synchronize();
+        }
+    }
+}
