@@ -7,6 +7,7 @@
 mod args;
 mod cholesky;
 mod engine;
+mod gpu;
 mod graph;
 mod pool;
 mod taskbench;
@@ -19,11 +20,17 @@ fn main() -> ExitCode {
     let mut words = std::env::args().skip(1);
     let Some(group) = words.next() else {
         eprintln!(
-            "usage: depengine-bench <pool|graph|engine|taskbench|cholesky> --system <name> [flags]"
+            "usage: depengine-bench <pool|graph|engine|taskbench|cholesky|gpu> --system <name> [flags]\n       depengine-bench gpu --probe"
         );
         return ExitCode::from(2);
     };
-    let args = match Args::parse(words) {
+    let words: Vec<String> = words.collect();
+    // `gpu --probe`: whether the GPU group can run here (`SKIP <reason>` if not).
+    if group == "gpu" && words.iter().any(|word| word == "--probe") {
+        gpu::probe();
+        return ExitCode::SUCCESS;
+    }
+    let args = match Args::parse(words.into_iter()) {
         Ok(args) => args,
         Err(message) => {
             eprintln!("depengine-bench: {message}");
@@ -36,8 +43,9 @@ fn main() -> ExitCode {
         "engine" => engine::run(&args),
         "taskbench" => taskbench::run(&args),
         "cholesky" => cholesky::run(&args),
+        "gpu" => gpu::run(&args),
         other => Err(format!(
-            "unknown group `{other}` (expected pool, graph, engine, taskbench or cholesky)"
+            "unknown group `{other}` (expected pool, graph, engine, taskbench, cholesky or gpu)"
         )),
     };
     match outcome {

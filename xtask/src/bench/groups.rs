@@ -23,6 +23,10 @@ pub(crate) struct Group {
     /// The system whose first invocation of a run also writes a timeline of its ops
     /// (`--timeline <target>/bench/<file>`), for the timeline chart; `None` for most groups.
     pub(crate) timeline: Option<Timeline>,
+    /// Whether the group needs hardware that not every machine has (a GPU): then
+    /// `depengine-bench <group> --probe` prints `SKIP <reason>` where it cannot run, and every
+    /// system of the group is skipped with that reason.
+    pub(crate) probed: bool,
 }
 
 /// Where a group's timeline comes from and goes (see `Group::timeline`).
@@ -68,7 +72,7 @@ impl Harness {
 }
 
 /// Every group, in the order `all` runs them.
-pub(crate) const GROUPS: &[Group] = &[POOL, GRAPH, ENGINE, TASKBENCH, CHOLESKY];
+pub(crate) const GROUPS: &[Group] = &[POOL, GRAPH, ENGINE, TASKBENCH, CHOLESKY, GPU];
 
 /// The group called `name`.
 pub(crate) fn find(name: &str) -> Option<&'static Group> {
@@ -116,6 +120,7 @@ const POOL: Group = Group {
     ],
     curve_points: &[],
     timeline: None,
+    probed: false,
 };
 
 const GRAPH: Group = Group {
@@ -127,6 +132,7 @@ const GRAPH: Group = Group {
     quick_sizes: &["--ops", "20000"],
     curve_points: &[],
     timeline: None,
+    probed: false,
 };
 
 const ENGINE: Group = Group {
@@ -169,6 +175,7 @@ const ENGINE: Group = Group {
     quick_sizes: &["--ops", "20000"],
     curve_points: &[],
     timeline: None,
+    probed: false,
 };
 
 /// Task Bench's graphs (`crates/bench/README.md`, "The `taskbench` group"): per pattern, the
@@ -217,6 +224,7 @@ const TASKBENCH: Group = Group {
     ],
     curve_points: &[".eff.", ".gran."],
     timeline: None,
+    probed: false,
 };
 
 /// A tiled Cholesky factorization (`crates/bench/README.md`, "The `cholesky` group"): GFLOP/s
@@ -239,6 +247,20 @@ const CHOLESKY: Group = Group {
         system: "depengine-perdevice",
         file: CHOLESKY_TIMELINE,
     }),
+    probed: false,
+};
+
+/// GPU ops through the engine against the same launches made directly (`crates/bench/src/gpu.rs`).
+const GPU: Group = Group {
+    name: "gpu",
+    ours: "depengine-cuda",
+    systems: &[rust("depengine-cuda"), rust("raw-cuda")],
+    workloads: &["kernel_chain", "kernel_chain_streams", "overlap"],
+    full_sizes: &["--ops", "20000"],
+    quick_sizes: &["--ops", "2000"],
+    curve_points: &[],
+    timeline: None,
+    probed: true,
 };
 
 const EIGEN: CppHarness = CppHarness {

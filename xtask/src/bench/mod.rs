@@ -419,6 +419,19 @@ fn prepare(
     let threads = options.threads.to_string();
     let mut binaries = Vec::new();
     let mut skipped = Vec::new();
+    if let Some(reason) = group
+        .probed
+        .then(|| cannot_run(group, rust_binary))
+        .flatten()
+    {
+        println!("skipping the {} group: {reason}", group.name);
+        let skipped = group
+            .systems
+            .iter()
+            .map(|system| (system.name, reason.clone()))
+            .collect();
+        return (Vec::new(), skipped);
+    }
     for system in group.systems {
         match system.harness {
             Harness::Rust => binaries.push((system, None)),
@@ -464,6 +477,21 @@ fn prepare(
         })
         .collect();
     (contenders, skipped)
+}
+
+/// Why a probed group (`Group::probed`) cannot run here, if it cannot: the reason its probe
+/// prints after `SKIP`, or why the probe itself failed.
+fn cannot_run(group: &Group, rust_binary: &Path) -> Option<String> {
+    let probe = Cmd::new(rust_binary).args([group.name, "--probe"]);
+    match probe.capture_without_echo(INVOCATION_TIMEOUT) {
+        Ok(captured) if captured.status.is_some_and(|status| status.success()) => captured
+            .stdout
+            .lines()
+            .find_map(|line| line.strip_prefix("SKIP "))
+            .map(str::to_owned),
+        Ok(captured) => Some(format!("its probe failed{}", stderr_tail(&captured.stderr))),
+        Err(error) => Some(format!("its probe did not run: {error}")),
+    }
 }
 
 impl Contender {
