@@ -363,6 +363,54 @@ fn ring_pushes_race_with_the_completion_that_closes_it() {
     });
 }
 
+/// A launched op's completion (transition 6) races a push through the ring: a write of `a`
+/// launched; a write that waits for completion parks behind it (opening `a`'s ring); one thread
+/// completes the launched write, which grants the parked one and settles the ring, while
+/// another pushes a second such write alone on `a`, through the ring or the lock. The parked
+/// write is released exactly once, by the completion, and the pushed one only after it.
+#[test]
+fn a_launched_completion_races_a_ring_push() {
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let mut ready = Vec::new();
+        graph
+            .push_with(crate::Waits::Launch, &[], &[a], 0, &mut ready)
+            .unwrap();
+        let launched = graph.launch(ready.pop().unwrap(), &mut ready).unwrap();
+        assert!(ready.is_empty());
+        graph.push(&[], &[a], 1, &mut ready).unwrap();
+        assert!(ready.is_empty(), "the launched write holds it back");
+        let pusher = push_on_thread(&graph, &[], &[a], 2);
+        let completer = {
+            let graph = graph.clone();
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                graph
+                    .complete_launched(launched, Ok(()), &mut released)
+                    .unwrap();
+                released
+            })
+        };
+        let mut released = completer.join().unwrap();
+        released.extend(pushed(pusher));
+        let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
+        assert_eq!(ids, [1], "only the parked write is ready");
+        // The ring holds the pushed write only while the FIFO holds a waiting op (the
+        // completion settled it): reading the FIFO merges it (a debug assertion checks it).
+        let status = graph.var_status(a).unwrap();
+        assert!(status.write_running && status.launched == 0);
+        let mut done = Vec::new();
+        while let Some(op) = released.pop() {
+            done.push(graph.complete(op, Ok(()), &mut released).unwrap());
+            assert!(released.len() <= 1, "two writes of `a` ready at once");
+        }
+        assert_each_once(done, &[1, 2]);
+        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}
+
 /// The ring wraps (its `CAPACITY` is 2 under loom): two writes of `a` fill it behind a parked
 /// one; then a thread inspects `a` (which merges the ring, freeing both entries) while another
 /// pushes a third write, which may reserve entry 0 again at once. The merge's emptying of that
