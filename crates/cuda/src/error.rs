@@ -8,7 +8,7 @@
 /// let error = CudaError::DeviceOutOfRange { device: 3, count: 1 };
 /// assert_eq!(error.to_string(), "CUDA device 3 does not exist (1 device(s) found)");
 /// ```
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum CudaError {
     /// No CUDA driver library could be loaded.
@@ -45,6 +45,30 @@ pub enum CudaError {
         /// The driver's error.
         #[source]
         source: cudarc::driver::DriverError,
+    },
+    /// An allocation of `len` values of `size` bytes each does not fit in memory at all.
+    #[error("{len} values of {size} bytes do not fit in memory")]
+    TooLarge {
+        /// The values asked for.
+        len: usize,
+        /// The size of one value.
+        size: usize,
+    },
+    /// A copy between buffers of different lengths.
+    #[error("a copy of {src} values into a buffer of {dst}")]
+    LengthMismatch {
+        /// The values of the source.
+        src: usize,
+        /// The values the destination holds.
+        dst: usize,
+    },
+    /// A copy on a GPU worker of one device with a device buffer of another.
+    #[error("a device buffer of GPU {buffer} copied on a worker of GPU {worker}")]
+    WrongDevice {
+        /// The buffer's device.
+        buffer: usize,
+        /// The worker's device.
+        worker: u32,
     },
     /// NVRTC could not compile the kernels.
     #[error("NVRTC could not compile the kernels: {message}")]

@@ -31,7 +31,10 @@
 //!   that has neither (the backend probes at the first request for a device's workers, and
 //!   reports the reason as a `BackendError`);
 //! - [`kernels`]: the CUDA C source of the kernels the tests launch, and their compilation to
-//!   PTX by NVRTC, which needs no GPU.
+//!   PTX by NVRTC, which needs no GPU;
+//! - [`memory`]: pinned host memory (`Context::cpu_pinned` data) and copies between it and
+//!   device buffers queued on a GPU worker's stream ([`CudaRun::copy_to_device`],
+//!   [`CudaRun::copy_to_host`]).
 //!
 //! `docs/cuda.md` has the design, what is not built yet, and what ran where.
 //!
@@ -55,6 +58,7 @@ mod error;
 mod executor;
 mod fence;
 pub mod kernels;
+pub mod memory;
 mod run;
 
 pub use backend::CudaBackend;

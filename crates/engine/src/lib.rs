@@ -222,7 +222,7 @@ pub use depengine_device::{
 /// and copy workers, and find their stream with [`RunContext::cuda`].
 #[cfg(feature = "cuda")]
 pub mod cuda {
-    pub use depengine_cuda::{CudaBackend, CudaError, CudaRun, Driver, cudarc, kernels};
+    pub use depengine_cuda::{CudaBackend, CudaError, CudaRun, Driver, cudarc, kernels, memory};
 }
 pub use depengine_graph::Var;
 /// The most threads a block of workers may have: each thread count of an [`EngineConfig`] is at

@@ -15,7 +15,11 @@
 //! - copies from pinned memory to the device (`CopyToGpu` ops) overlapping the compute of the
 //!   batch before, measured against the copies and the compute run one after the other;
 //! - a random mix of GPU and CPU ops on a few buffers against the same ops run in order on
-//!   the CPU.
+//!   the CPU;
+//! - pinned host data (`memory::pinned_zeros`) filled by a `cpu_pinned` op, copied to the
+//!   device (`CudaRun::copy_to_device`), doubled there and copied back
+//!   (`CudaRun::copy_to_host`), and a copy between buffers of different lengths failing its op
+//!   with the typed error.
 //!
 //! The buffers are typed data (`Data<Slot>`) that the ops receive as `&`/`&mut`. cudarc's own
 //! per-buffer event tracking is off (`CudaBackend::without_event_tracking`): only the engine
@@ -31,7 +35,7 @@ use depengine::cuda::cudarc::driver::{
     CudaFunction, CudaModule, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use depengine::cuda::cudarc::nvrtc::Ptx;
-use depengine::cuda::{CudaBackend, Driver, kernels};
+use depengine::cuda::{CudaBackend, Driver, kernels, memory};
 use depengine::{
     BoxError, Context, Data, Engine, EngineConfig, EngineError, EngineKind, FnProperty, RunContext,
 };
@@ -638,4 +642,103 @@ fn a_random_mix_of_gpu_and_cpu_ops_matches_running_them_in_order() {
         let got = download(&engine.read(slot).unwrap()).unwrap();
         assert_eq!(mismatches(&got, &model[v]), 0, "var {v}");
     }
+}
+
+#[test]
+fn pinned_data_goes_to_the_device_and_back_through_copy_ops() {
+    if devices_or_skip().is_none() {
+        return;
+    }
+    let engine = gpu_engine();
+    let len = 1 << 16;
+    let host_in = engine
+        .data_named("in", memory::pinned_zeros::<f32>(0, len).unwrap())
+        .unwrap();
+    let host_out = engine
+        .data_named("out", memory::pinned_zeros::<f32>(0, len).unwrap())
+        .unwrap();
+    let device = engine.data_named("device", Slot::default()).unwrap();
+    engine
+        .op("fill")
+        .on(Context::cpu_pinned(0))
+        .write(&host_in)
+        .push_sync(|_, pinned| -> Result<(), BoxError> {
+            for (i, value) in pinned.as_mut_slice()?.iter_mut().enumerate() {
+                *value = i as f32;
+            }
+            Ok(())
+        })
+        .unwrap();
+    engine
+        .op("allocate")
+        .on(Context::gpu(0))
+        .write(&device)
+        .push_sync(move |run, slot| upload(&run, slot, &vec![0.0_f32; len]))
+        .unwrap();
+    engine
+        .op("to device")
+        .on(Context::gpu(0))
+        .prop(FnProperty::CopyToGpu)
+        .read(&host_in)
+        .write(&device)
+        .push_sync(|run, (host, slot)| -> Result<(), BoxError> {
+            let data = slot.data.as_mut().ok_or("unset")?;
+            Ok(cuda(&run)?.copy_to_device(host, data)?)
+        })
+        .unwrap();
+    engine
+        .op("double")
+        .on(Context::gpu(0))
+        .write(&device)
+        .push_sync(|run, slot| -> Result<(), BoxError> {
+            let run = cuda(&run)?;
+            let kernels = kernels_on(&run)?;
+            let data = slot.data.as_mut().ok_or("unset")?;
+            let n = u32::try_from(data.len())?;
+            // SAFETY: `scale_f32` reads and writes the `n` floats of `data`.
+            unsafe {
+                run.stream()
+                    .launch_builder(&kernels.scale)
+                    .arg(&mut *data)
+                    .arg(&2.0_f32)
+                    .arg(&n)
+                    .launch(LaunchConfig::for_num_elems(n))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    engine
+        .op("to host")
+        .on(Context::gpu(0))
+        .prop(FnProperty::CopyFromGpu)
+        .read(&device)
+        .write(&host_out)
+        .push_sync(|run, (slot, host)| -> Result<(), BoxError> {
+            let data = slot.data.as_ref().ok_or("unset")?;
+            Ok(cuda(&run)?.copy_to_host(data, host)?)
+        })
+        .unwrap();
+    let out = engine.read(&host_out).unwrap();
+    let values = out.as_slice().unwrap();
+    assert!(
+        values
+            .iter()
+            .enumerate()
+            .all(|(i, &value)| (value - 2.0 * i as f32).abs() <= f32::EPSILON * value.abs())
+    );
+    // A copy into a buffer of another length fails the op with a typed error, not a panic.
+    engine
+        .op("mismatch")
+        .on(Context::gpu(0))
+        .prop(FnProperty::CopyToGpu)
+        .read(&host_in)
+        .write(&device)
+        .push_sync(move |run, (host, _slot)| -> Result<(), BoxError> {
+            let run = cuda(&run)?;
+            let mut short = run.stream().alloc_zeros::<f32>(len / 2)?;
+            Ok(run.copy_to_device(host, &mut short)?)
+        })
+        .unwrap();
+    let error = engine.wait_for_var(device.var()).unwrap_err().to_string();
+    assert!(error.contains("a copy of"), "{error}");
 }
