@@ -71,7 +71,8 @@ impl CudaBackend {
     /// uses a buffer after another starts its work after the other's work (its stream waits for
     /// the other's event, or the other completed), and a CPU op only once the GPU ops before it
     /// completed, when their work had finished, so these uses never overlap on the device. Not
-    /// covered, and so not allowed for such buffers:
+    /// covered, and so not allowed for such buffers (nor for any buffer: see `docs/cuda.md`,
+    /// the functions of GPU ops reach the work of earlier GPU ops through their stream only):
     ///
     /// - work launched on any other stream;
     /// - an async GPU op (`push_async`), which completes when its `Completion` is completed,

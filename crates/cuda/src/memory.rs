@@ -109,8 +109,9 @@ impl CudaRun {
     }
 
     /// Queues a copy of `src` into `dst` (pinned host memory) on this worker's stream and
-    /// returns without waiting: `dst` holds the values once the op completed (read it in an op
-    /// ordered after this one, or after `wait_for_var`).
+    /// returns without waiting: `dst` holds the values once the op completed. Read it in a CPU
+    /// op ordered after this one, or after `wait_for_var`: a GPU op ordered after it starts
+    /// when this one launched, and only the work it launches waits for the copy.
     ///
     /// # Errors
     ///

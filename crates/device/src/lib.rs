@@ -254,9 +254,9 @@ impl DeviceTask {
 
     /// The fences the task's work must start after: its executor orders the work it launches
     /// behind each of them (a CUDA stream waits for each event not recorded on it), or waits
-    /// until each is passed. Only an executor that reports launches
-    /// ([`DeviceCompletion::launched`]) makes fences, so the tasks of one that does not have
-    /// none.
+    /// until each is passed. Fences come from the launches that executors report
+    /// ([`DeviceCompletion::launched`]): a backend whose executors report none hands its tasks
+    /// none, and one whose executors do must honour them in every executor.
     pub fn fences(&self) -> &[Fence] {
         &self.fences
     }

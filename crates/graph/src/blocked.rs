@@ -8,7 +8,8 @@
 //! # Algorithm outline
 //!
 //! *Waiting* is about a var's FIFO (see `var_queue`): a request is either granted (the op
-//! holds the var) or waiting in the FIFO, whose front is always a write. Facts the walk uses:
+//! holds the var) or waiting in the FIFO, whose front is a write (or a read that only launched
+//! ops hold back). Facts the walk uses:
 //!
 //! 1. Every request waiting on a var waits for every holder of that var: the front write waits
 //!    for all of them, and every other waiting request is behind that write. (Except for reads

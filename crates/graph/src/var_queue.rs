@@ -6,8 +6,9 @@
 //!
 //! - `running_reads`: how many granted reads have not completed. Running reads are *not* in the
 //!   queue, exactly as in MXNet (`num_pending_reads_`).
-//! - `queue`: a FIFO of requests that are waiting, in push order. Its front is always a write
-//!   (MXNet's `pending_write_`): reads only ever wait behind a write.
+//! - `queue`: a FIFO of requests that are waiting, in push order. Its front is a write (MXNet's
+//!   `pending_write_`): reads only ever wait behind a write, or, once ops launch (below),
+//!   behind a launched write, at the front.
 //! - `head_running`: whether that front write was granted. A running write stays at the front of
 //!   the queue until it completes, so everything pushed after it waits behind it.
 //!
@@ -33,7 +34,8 @@
 //! Consequences, which the property tests check against a sequential model: everything on one
 //! var happens in push order; a read is granted only once every earlier write completed, and never
 //! while a later write runs; a write is granted only once every earlier op completed, and runs
-//! alone.
+//! alone (with launched ops: "completed" reads "launched or completed" for a request that waits
+//! for launch).
 //!
 //! "Granting" an op here only means this var no longer holds it back: the caller is handed the op
 //! id (through the `release` callback for transitions 3 and 4, or the [`Grant`] result for 1 and
@@ -155,12 +157,12 @@ impl Waiter {
 
 /// Launched ops on a var that have not completed (transitions 5 and 6), by access.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Launched {
+pub(crate) struct LaunchedCounts {
     pub(crate) reads: u32,
     pub(crate) writes: u32,
 }
 
-impl Launched {
+impl LaunchedCounts {
     /// Whether these launched ops hold back a request that waits for their completion.
     fn hold_back(self, access: Access) -> bool {
         match access {
@@ -198,7 +200,7 @@ pub(crate) struct Cold<C> {
     /// The back of the FIFO once the ring is full (packed entries).
     spill: VecDeque<u32>,
     /// Launched ops that have not completed.
-    launched: Launched,
+    launched: LaunchedCounts,
     /// The owner's rare state.
     pub(crate) extra: C,
 }
@@ -255,10 +257,10 @@ impl<C> VarQueue<C> {
     }
 
     /// The launched ops on the var that have not completed.
-    pub(crate) fn launched(&self) -> Launched {
+    pub(crate) fn launched(&self) -> LaunchedCounts {
         match &self.cold {
             Some(cold) if self.cold_holds & LAUNCHED != 0 => cold.launched,
-            _ => Launched::default(),
+            _ => LaunchedCounts::default(),
         }
     }
 
@@ -494,7 +496,7 @@ impl<C> VarQueue<C> {
             return false;
         }
         *count -= 1;
-        if cold.launched == Launched::default() {
+        if cold.launched == LaunchedCounts::default() {
             self.cold_holds &= !LAUNCHED;
         }
         self.advance(&mut release);
@@ -704,7 +706,7 @@ mod tests {
         assert_eq!(out, vec![2]);
         assert_eq!(
             q.launched(),
-            Launched {
+            LaunchedCounts {
                 reads: 0,
                 writes: 1
             }
@@ -718,7 +720,7 @@ mod tests {
         let (ok, out) = released(|r| q.complete_launched(Access::Write, r));
         assert!(ok);
         assert_eq!(out, vec![3]);
-        assert_eq!(q.launched(), Launched::default());
+        assert_eq!(q.launched(), LaunchedCounts::default());
         let (_, out) = released(|r| q.complete_read(r));
         assert_eq!(out, vec![4]);
         let (_, out) = released(|r| q.complete_write(r));

@@ -65,6 +65,11 @@ fn warn_stalled_var(state: &EngineState, own: *const (), var: Var, waited: Durat
                 "a running write".to_owned()
             } else if status.running_reads > 0 {
                 format!("{} running read(s)", status.running_reads)
+            } else if status.launched > 0 {
+                format!(
+                    "{} launched device op(s) whose work is not done",
+                    status.launched
+                )
             } else {
                 "no running op (it is being released)".to_owned()
             };

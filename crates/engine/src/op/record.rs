@@ -9,7 +9,7 @@ use crate::context::{Context, FnProperty, RunContext};
 use crate::failure::{FailureCause, OpFailure};
 use crate::name::OpName;
 use crate::op::completion::Completion;
-use crate::op::operator::OperatorDef;
+use crate::op::operator::{OperatorDef, OperatorFn};
 use crate::op::segment::Segment;
 pub(crate) use crate::op::sync_fn::SyncFn;
 use crate::profile::recorder::ProfiledOp;
@@ -26,6 +26,19 @@ pub(crate) enum OpFn {
     Operator(Arc<OperatorDef>),
     /// A bulk segment: sync ops run one after the other (`run/bulk/mod.rs`).
     Segment(Arc<Segment>),
+}
+
+impl OpFn {
+    /// Whether the op's work is what its function launches before returning (a sync function,
+    /// or a sync operator's): on a GPU, work on the worker's stream, which a stream wait orders
+    /// behind launched ops. An async function's work is whatever its `Completion` says.
+    pub(crate) fn is_sync(&self) -> bool {
+        match self {
+            OpFn::Sync(_) | OpFn::Segment(_) => true,
+            OpFn::Async(_) => false,
+            OpFn::Operator(operator) => matches!(operator.func, OperatorFn::Sync(_)),
+        }
+    }
 }
 
 /// Where a ready op goes, resolved at push time (so a bad context is a push error). The device

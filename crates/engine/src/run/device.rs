@@ -9,7 +9,7 @@
 //!                  │        launches on the worker's stream; its outcome is kept (Returned)
 //!                  ├─► records an event: completion.launched(fence)
 //!                  │       if the function succeeded: the fence registered on the op's vars,
-//!                  │       Graph::launch releases the device ops behind it (Launched)
+//!                  │       Graph::launch releases the device ops behind it (LaunchedWork)
 //!                  └─► hands the event and the completion to its stream's completion thread
 //!                          ── the event fired ──► completion.complete(device's outcome)
 //!                                   │
@@ -17,13 +17,17 @@
 //!            (or complete_launched) releases the CPU ops behind it, pending -= 1
 //! ```
 //!
-//! GPU ops are pushed waiting for launch (`Waits::Launch`): once an op launched, the device
-//! ops behind it are released at once, and their work is ordered behind its fence on the
-//! device (a stream waits for its event), so a chain of GPU ops makes no host round trip per
-//! link. The CPU ops behind it (and `wait_for_var`, deletions, every wait) wait for its
-//! completion, when the device is done, so none of them sees the op's data before its work
-//! has finished. An op whose function failed does not launch: it completes with its failure.
-//! An executor that reports no launch completes its ops as CPU workers do, when they are done.
+//! Sync GPU ops are pushed waiting for launch (`Waits::Launch`): once an op launched, the
+//! device ops behind it are released at once, and their work is ordered behind its fence on
+//! the device (a stream waits for its event), so a chain of GPU ops makes no host round trip
+//! per link. Only their *work* is ordered so: the function of such an op runs while the work
+//! it depends on may still be running, so it launches work on its stream and must not read,
+//! on the host, what that earlier work produces. The CPU ops behind a launched op (and
+//! `wait_for_var`, deletions, every wait) wait for its completion, when the device is done, so
+//! none of them sees the op's data before its work has finished; async GPU ops, whose work is
+//! not what they launch on the worker's stream, wait for completion too. An op whose function
+//! failed does not launch: it completes with its failure. An executor that reports no launch
+//! completes its ops as CPU workers do, when they are done.
 //!
 //! A failure of the device's work is known only at the completion: it is stored on the vars
 //! the op wrote then, so every op that waits for completion behind it sees it; device ops
@@ -103,16 +107,19 @@ impl DeviceOp for Returned {
         let marker = TaskMarker::enter(state.id);
         // Registered before the launch releases anything: every device op it releases
         // finds the fence (`run/fences.rs`).
-        let fence = state.fences.register(op.reads(), op.writes(), &fence);
-        // Our own op: the graph takes it.
-        let op = state
+        let registered = state.fences.register(op.reads(), op.writes(), &fence);
+        // Our own op, so the graph takes it; were it refused (another graph's op), its fence
+        // goes and only its count is finished, at its completion.
+        let launched = state
             .graph
-            .launch(op, &mut Dispatcher::new(&state, false, None))
-            .ok();
+            .launch(op, &mut Dispatcher::new(&state, false, None));
+        if launched.is_err() {
+            state.fences.remove_everywhere(registered);
+        }
         drop(marker);
-        Box::new(Launched {
+        Box::new(LaunchedWork {
             state,
-            op: op.map(|op| (op, fence)),
+            op: launched.ok().map(|op| (op, registered)),
             started,
         })
     }
@@ -138,15 +145,15 @@ impl DeviceOp for Returned {
 
 /// A GPU op whose work was launched: the device ops behind it were released; the others wait
 /// for its completion.
-struct Launched {
+struct LaunchedWork {
     state: Arc<EngineState>,
-    /// The op and the id of its fence; `None` had the graph refused the launch, which it
-    /// does only for another graph's op (then only the op's count is finished).
+    /// The op and its id in the fence registry; `None` had the graph refused the launch, which
+    /// it does only for another graph's op (then only the op's count is finished).
     op: Option<(LaunchedOp<OpRecord>, u64)>,
     started: Option<Started>,
 }
 
-impl DeviceOp for Launched {
+impl DeviceOp for LaunchedWork {
     fn launched(self: Box<Self>, _fence: Fence) -> Box<dyn DeviceOp> {
         self
     }
@@ -154,11 +161,13 @@ impl DeviceOp for Launched {
     /// The launched work is done: its fence goes, and the op completes with the device's
     /// outcome, releasing the CPU ops behind it.
     fn complete(self: Box<Self>, device: Result<(), DeviceError>) {
-        let Launched { state, op, started } = *self;
+        let LaunchedWork { state, op, started } = *self;
         let marker = TaskMarker::enter(state.id);
         match op {
-            Some((op, fence)) => {
-                state.fences.remove(fence, op.reads().chain(op.writes()));
+            Some((op, registered)) => {
+                state
+                    .fences
+                    .remove(registered, op.reads().chain(op.writes()));
                 let outcome = device.map_err(|error| device_failure(op.payload(), error));
                 state.profile(|| op.payload().profiled_op(), started, &outcome);
                 state.finish_launched(op, outcome);

@@ -29,7 +29,7 @@ use depengine_graph::{Access, Var};
 use depengine_sync::{Mutex, lock};
 
 /// The fence of one launched op on one var.
-struct Launched {
+struct RegisteredFence {
     /// Which launched op (`LaunchedFences::register` hands the ids out).
     op: u64,
     access: Access,
@@ -49,12 +49,13 @@ struct ByVar {
     /// The id of the next launched op.
     next_op: u64,
     /// Per var with launched ops: their fences, oldest first.
-    fences: HashMap<Var, Vec<Launched>>,
+    fences: HashMap<Var, Vec<RegisteredFence>>,
 }
 
 impl LaunchedFences {
     /// Registers `fence`, after the work of a launched op that reads `reads` and writes
-    /// `writes`, before the op's launch releases anything. Returns the op's id, for `remove`.
+    /// `writes`, before the op's launch releases anything. Returns the op's id in the
+    /// registry, for `remove`.
     pub(crate) fn register(
         &self,
         reads: impl Iterator<Item = Var>,
@@ -68,7 +69,7 @@ impl LaunchedFences {
             .map(|var| (var, Access::Read))
             .chain(writes.map(|var| (var, Access::Write)));
         for (var, access) in uses {
-            state.fences.entry(var).or_default().push(Launched {
+            state.fences.entry(var).or_default().push(RegisteredFence {
                 op,
                 access,
                 fence: fence.clone(),
@@ -82,12 +83,21 @@ impl LaunchedFences {
         let mut state = lock(&self.state);
         for var in vars {
             if let Some(fences) = state.fences.get_mut(&var) {
-                fences.retain(|launched| launched.op != op);
+                fences.retain(|registered| registered.op != op);
                 if fences.is_empty() {
                     state.fences.remove(&var);
                 }
             }
         }
+    }
+
+    /// Removes the fences of `op` from every var, for an op whose vars are no longer known
+    /// (a launch the graph refused): a visit of every fence, on that path only.
+    pub(crate) fn remove_everywhere(&self, op: u64) {
+        lock(&self.state).fences.retain(|_, fences| {
+            fences.retain(|registered| registered.op != op);
+            !fences.is_empty()
+        });
     }
 
     /// The fences a device op that reads `reads` and writes `writes` starts after (see the
@@ -112,11 +122,11 @@ impl LaunchedFences {
                 .get(&var)
                 .into_iter()
                 .flatten()
-                .filter(|launched| access == Access::Write || launched.access == Access::Write);
-            for launched in conflicting {
-                if !ops.contains(&launched.op) {
-                    ops.push(launched.op);
-                    behind.push(launched.fence.clone());
+                .filter(|registered| access == Access::Write || registered.access == Access::Write);
+            for registered in conflicting {
+                if !ops.contains(&registered.op) {
+                    ops.push(registered.op);
+                    behind.push(registered.fence.clone());
                 }
             }
         }
@@ -172,9 +182,12 @@ mod tests {
     #[test]
     fn removing_the_last_fence_of_a_var_forgets_the_var() {
         let fences = LaunchedFences::default();
-        let [x] = vars();
+        let [x, y] = vars();
         let op = fences.register([].into_iter(), [x].into_iter(), &Fence::new("writes x"));
         fences.remove(op, [x].into_iter());
+        assert!(lock(&fences.state).fences.is_empty());
+        let op = fences.register([y].into_iter(), [x].into_iter(), &Fence::new("x, y"));
+        fences.remove_everywhere(op);
         assert!(lock(&fences.state).fences.is_empty());
     }
 }

@@ -243,9 +243,10 @@ impl EngineState {
     fn push_one(self: &Arc<Self>, reads: &[Var], writes: &[Var], record: OpRecord) -> Result<()> {
         self.pending.admit(thread::runs_engine_work)?;
         let mut dispatcher = Dispatcher::new(self, true, None);
-        // A GPU op may start behind launched GPU work, which its stream waits for.
-        let waits = match record.route {
-            Route::Device { .. } => Waits::Launch,
+        // A sync GPU op may start behind launched GPU work: its stream waits for that work,
+        // and its work is what it launches there (`run/device.rs`).
+        let waits = match (&record.route, &record.func) {
+            (Route::Device { .. }, Some(func)) if func.is_sync() => Waits::Launch,
             _ => Waits::Completion,
         };
         if let Err(error) =
