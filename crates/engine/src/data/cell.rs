@@ -26,10 +26,11 @@
 //!    (`ReadWriteConflict`), so one op never gets two references to one value, one of them
 //!    `&mut`.
 //! 3. **Hand-over** between ops: the graph orders every op on a var after the ops pushed on it
-//!    before (reads among themselves aside). The completion of one op releases the var under
-//!    the var's lock, and the next op is granted under the same lock (or takes over its slot
-//!    with an acquire: `op_cell.rs` in depengine-graph), so everything the earlier op did to
-//!    the value happens-before the later op's access. The ops of a bulk segment
+//!    before (reads among themselves aside). The completion of one op (or, for a sync GPU op,
+//!    its launch, after its function returned) releases the var under the var's lock, and the
+//!    next op is granted under the same lock (or takes over its slot with an acquire:
+//!    `op_cell.rs` in depengine-graph), so everything the earlier op did to the value
+//!    happens-before the later op's access. The ops of a bulk segment
 //!    (`run/bulk/`) run one after the other on the thread that runs the segment, which holds
 //!    every var they name (a written one as a write) until the last of them returned: between
 //!    them the hand-over is that thread's program order. Nothing here adds an ordering of its

@@ -31,10 +31,11 @@
 //!
 //! A failure of the device's work is known only at the completion: it is stored on the vars
 //! the op wrote then, so every op that waits for completion behind it sees it; device ops
-//! released at the launch ran behind the failed work (CUDA's errors are sticky: theirs fail
-//! too). A skipped op, and an async function (which completes through its own `Completion`),
-//! are finished by `run_function` as on a CPU worker; their device completion has nothing
-//! left to do.
+//! released at the launch ran behind the failed work (CUDA's errors are sticky within a
+//! context: theirs fail too on the same device; across devices they do not, `docs/cuda.md`).
+//! A skipped op, and an async function (which completes through its own `Completion`), are
+//! finished by `run_function` as on a CPU worker; their device completion has nothing left
+//! to do.
 
 use std::sync::Arc;
 
