@@ -1,9 +1,12 @@
-// Shared pieces of the C++ peer harnesses: flag parsing, timing, process CPU time, the RESULT
+// Shared pieces of the C++ peer harnesses: flag parsing, timing, the threads' CPU time, the RESULT
 // line and the small synchronisation helpers every workload uses. See ../README.md for the
 // protocol these harnesses follow.
 #pragma once
 
-#include <sys/resource.h>
+#include <dirent.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -101,14 +104,6 @@ inline double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// User + system CPU time of the whole process so far, in seconds.
-inline double process_cpu_seconds() {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    auto seconds = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
-    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
 // Prints one measurement in the protocol's format.
 inline void report(const char* workload, double value, const char* unit) {
     std::printf("RESULT %s %.3f %s\n", workload, value, unit);
@@ -119,15 +114,54 @@ inline void report_ns_per(const char* workload, double seconds, std::uint64_t it
     report(workload, seconds * 1e9 / double(items ? items : 1), "ns/task");
 }
 
+// The CPU clocks of every thread of the process but the calling one: each thread's own clock,
+// not the process's `getrusage`, which counts a busy thread's runtime only up to its last
+// scheduler tick or context switch, so that a reading taken right after a workload misses up
+// to a tick of it and the next reading counts that as idle time (`OtherThreads` in
+// `src/pool.rs`, which reads the same clocks). Linux: `/proc/self/task`, and the clock id
+// `pthread_getcpuclockid` gives (the complement of the thread id, shifted by 3, with the
+// per-thread bit 4 and the scheduler clock 2).
+inline std::vector<clockid_t> other_thread_clocks() {
+    std::vector<clockid_t> clocks;
+    const pid_t me = static_cast<pid_t>(syscall(SYS_gettid));
+    if (DIR* dir = opendir("/proc/self/task")) {
+        while (const dirent* entry = readdir(dir)) {
+            char* end = nullptr;
+            const long tid = std::strtol(entry->d_name, &end, 10);
+            if (end == entry->d_name || *end != '\0' || tid == me) continue;
+            clocks.push_back(static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6u));
+        }
+        closedir(dir);
+    }
+    return clocks;
+}
+
+// Each clock's time in seconds, or a negative value for a thread that has exited.
+inline std::vector<double> thread_cpu_seconds(const std::vector<clockid_t>& clocks) {
+    std::vector<double> seconds;
+    for (clockid_t clock : clocks) {
+        timespec time{};
+        seconds.push_back(clock_gettime(clock, &time) == 0
+                              ? double(time.tv_sec) + double(time.tv_nsec) * 1e-9
+                              : -1.0);
+    }
+    return seconds;
+}
+
 // The `idle` workload: sleeps the calling thread for the idle window with the pool alive and
-// reports the CPU the process burnt meanwhile, in ms of CPU per second of wall time.
+// reports the CPU its other threads burnt meanwhile, in ms of CPU per second of wall time.
 inline void measure_idle(const Flags& flags) {
     if (!flags.wants("idle")) return;
-    const double cpu_before = process_cpu_seconds();
+    const std::vector<clockid_t> clocks = other_thread_clocks();
+    const std::vector<double> before = thread_cpu_seconds(clocks);
     const auto start = Clock::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(flags.idle_ms));
     const double wall = seconds_since(start);
-    const double cpu = process_cpu_seconds() - cpu_before;
+    const std::vector<double> after = thread_cpu_seconds(clocks);
+    double cpu = 0.0;
+    for (std::size_t i = 0; i < clocks.size(); ++i) {
+        if (before[i] >= 0.0 && after[i] >= 0.0) cpu += after[i] - before[i];
+    }
     report("idle", cpu * 1e3 / wall, "ms_cpu_per_s");
 }
 
