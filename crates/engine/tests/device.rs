@@ -215,6 +215,8 @@ struct Launches {
     fences: Vec<Vec<usize>>,
     /// The completions of launched ops not released yet, with their launch order.
     held: Vec<(usize, DeviceCompletion)>,
+    /// The test panicked (`DeviceHandle`): completions are no longer held.
+    closed: bool,
 }
 
 impl LaunchingDevice {
@@ -264,7 +266,15 @@ impl Executor for LaunchingDevice {
         let mut completion = task.run();
         // Unlocked: the launch releases the device ops behind this one, which come back here.
         completion.launched(depengine::Fence::new(order));
-        self.state.lock().unwrap().held.push((order, completion));
+        let mut state = self.state.lock().unwrap();
+        if state.closed {
+            drop(state);
+            // Unlocked too: the failure of the dropped completion releases ops behind it.
+            drop(completion);
+            return;
+        }
+        state.held.push((order, completion));
+        drop(state);
         self.arrived.notify_all();
     }
 }
@@ -283,12 +293,43 @@ impl DeviceBackend for Launching {
     }
 }
 
-fn launching_engine() -> (Engine, Arc<LaunchingDevice>) {
+/// The test's handle on its launching device. Should the test panic while the device holds
+/// completions, dropping the handle (before the engine: it comes second in the pair) drops
+/// them and every later one, failing their ops (`DeviceError::Dropped`), so that the engine's
+/// drop, which waits for every op, does not turn the failed assertion into a hang.
+struct DeviceHandle(Arc<LaunchingDevice>);
+
+impl std::ops::Deref for DeviceHandle {
+    type Target = LaunchingDevice;
+    fn deref(&self) -> &LaunchingDevice {
+        &self.0
+    }
+}
+
+impl Drop for DeviceHandle {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let held = {
+                let mut state = self
+                    .0
+                    .state
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                state.closed = true;
+                std::mem::take(&mut state.held)
+            };
+            // Unlocked: each dropped completion fails its op, which may release more.
+            drop(held);
+        }
+    }
+}
+
+fn launching_engine() -> (Engine, DeviceHandle) {
     let device = Arc::new(LaunchingDevice::default());
     let config = EngineConfig::default()
         .kind(EngineKind::ThreadedPerDevice)
         .device_backend(Arc::new(Launching(Arc::clone(&device))));
-    (Engine::new(config).unwrap(), device)
+    (Engine::new(config).unwrap(), DeviceHandle(device))
 }
 
 /// Pushes a GPU op named `name` that reads `reads` and writes `writes`.
@@ -462,16 +503,14 @@ fn an_async_gpu_op_waits_for_the_completion_of_the_launched_ops_before_it() {
         .unwrap();
     device.launched(0);
     settle();
-    // Its work is not what it launches on a stream: it is not released at the launch. (Read
-    // now, asserted once every op completed, so that a failure is not a hang in the drop.)
-    let ran_at_launch = ran.load(Ordering::SeqCst);
+    // Its work is not what it launches on a stream: it is not released at the launch.
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "the async GPU op ran at the launch of the op before it"
+    );
     device.complete(0, Ok(()));
     device.launched(1);
     device.complete(1, Ok(()));
     engine.wait_for_all().unwrap();
-    assert!(
-        !ran_at_launch,
-        "the async GPU op ran at the launch of the op before it"
-    );
     assert!(ran.load(Ordering::SeqCst));
 }
