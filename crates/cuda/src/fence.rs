@@ -32,11 +32,11 @@ impl StreamFence {
 
 /// Makes `stream`'s next work start after each of `fences` recorded on another stream. A wait
 /// that CUDA refuses becomes a host wait for the event, on this failure path only, so the
-/// order holds; an event that failed leaves the order to the failed work's own error (CUDA's
-/// errors are sticky within a context: the work behind it on the same device fails too; across
-/// devices the failure does not pass, `docs/cuda.md`, "What is not built yet"). Fences of
-/// another backend carry no order this backend knows: there are none, as an engine has one
-/// backend.
+/// order holds. The failure of the work behind a fence reaches the ops behind it through the
+/// engine, which completes them with it (`docs/cuda.md`, failures), whether or not their own
+/// work fails too (it does on the same device: CUDA's errors are sticky within a context).
+/// Fences of another backend carry no order this backend knows: there are none, as an engine
+/// has one backend.
 pub(crate) fn wait_for(stream: &Arc<CudaStream>, fences: &[Fence]) {
     for fence in fences {
         let Some(point) = fence.downcast_ref::<StreamFence>() else {

@@ -514,3 +514,84 @@ fn an_async_gpu_op_waits_for_the_completion_of_the_launched_ops_before_it() {
     engine.wait_for_all().unwrap();
     assert!(ran.load(Ordering::SeqCst));
 }
+
+fn kernel_fault() -> Result<(), DeviceError> {
+    Err(DeviceError::Failed {
+        backend: "launching".to_owned(),
+        message: "CUDA_ERROR_ILLEGAL_ADDRESS".to_owned(),
+    })
+}
+
+/// The failure `var` holds (`wait_for_var`'s error).
+fn failure_of(engine: &Engine, var: depengine::Var) -> depengine::OpFailure {
+    match engine.wait_for_var(var) {
+        Err(depengine::EngineError::OpFailed(failure)) => failure,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A launched op's work fails after the GPU ops behind it were released at its launch and
+/// their own work succeeded (as on another device, where CUDA's errors do not follow): they
+/// complete with its failure, as they would have been skipped with it had they waited for its
+/// completion, and so do the ops behind them, whichever of them the device finishes first.
+#[test]
+fn a_device_failure_passes_to_the_gpu_ops_released_at_the_launch_of_the_failed_op() {
+    for failed_first in [true, false] {
+        let (engine, device) = launching_engine();
+        let [x, y, z] = std::array::from_fn(|_| engine.new_var().unwrap());
+        gpu_op(&engine, "kernel", &[], &[x]);
+        gpu_op(&engine, "next kernel", &[x], &[y]);
+        gpu_op(&engine, "last kernel", &[y], &[z]);
+        let ran = cpu_read(&engine, z);
+        assert_eq!(device.launched(2), [vec![], vec![0], vec![1]]);
+        if failed_first {
+            device.complete(0, kernel_fault());
+            device.complete(1, Ok(()));
+            device.complete(2, Ok(()));
+        } else {
+            device.complete(2, Ok(()));
+            device.complete(1, Ok(()));
+            settle();
+            assert_eq!(
+                engine.stats().pending_ops,
+                4,
+                "an op behind the launched op completed before its outcome was known"
+            );
+            device.complete(0, kernel_fault());
+        }
+        let root = failure_of(&engine, x);
+        assert!(
+            root.to_string().contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
+            "{root}"
+        );
+        for var in [y, z] {
+            let passed_on = failure_of(&engine, var);
+            assert!(passed_on.same_failure(&root), "{passed_on} is not {root}");
+        }
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "the reader of a failed var ran"
+        );
+        engine.wait_for_all().unwrap();
+    }
+}
+
+/// A GPU op released behind a launched write completes with the device's own outcome once
+/// that write succeeded, and a failure of its own work stays its own.
+#[test]
+fn an_op_behind_a_successful_launched_write_keeps_its_own_outcome() {
+    let (engine, device) = launching_engine();
+    let [x, y] = std::array::from_fn(|_| engine.new_var().unwrap());
+    gpu_op(&engine, "kernel", &[], &[x]);
+    gpu_op(&engine, "next kernel", &[x], &[y]);
+    device.launched(1);
+    device.complete(1, kernel_fault());
+    device.complete(0, Ok(()));
+    engine.wait_for_var(x).unwrap();
+    let own = failure_of(&engine, y);
+    assert_eq!(own.op_name(), "next kernel");
+    assert!(
+        own.to_string().contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
+        "{own}"
+    );
+}

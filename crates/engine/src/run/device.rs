@@ -30,9 +30,11 @@
 //! completes its ops as CPU workers do, when they are done.
 //!
 //! A failure of the device's work is known only at the completion: it is stored on the vars
-//! the op wrote then, so every op that waits for completion behind it sees it; device ops
-//! released at the launch ran behind the failed work (CUDA's errors are sticky within a
-//! context: theirs fail too on the same device; across devices they do not, `docs/cuda.md`).
+//! the op wrote then, so every op that waits for completion behind it sees it. The device ops
+//! released at the launch ran behind the failed work, and their own work may have succeeded
+//! (on another device: CUDA's errors are sticky within a context only); each of them completes
+//! once the outcomes of the launched writers of its vars are known, passing a failure on
+//! (`Upstream`, `run/fences.rs`, "Failures").
 //! A skipped op, and an async function (which completes through its own `Completion`), are
 //! finished by `run_function` as on a CPU worker; their device completion has nothing left
 //! to do.
@@ -47,6 +49,7 @@ use crate::op::record::OpRecord;
 use crate::profile::recorder::Started;
 use crate::run::EngineState;
 use crate::run::dispatch::Dispatcher;
+use crate::run::fences::{Behind, Registration, Upstream};
 use crate::thread::task::TaskMarker;
 
 impl EngineState {
@@ -54,16 +57,21 @@ impl EngineState {
     /// launched ops it was released behind.
     pub(super) fn device_task(self: &Arc<Self>, op: ReadyOp<OpRecord>) -> DeviceTask {
         let priority = op.payload().priority;
-        let fences = self.fences.behind(op.reads(), op.writes());
+        let Behind { fences, upstream } = self.fences.behind(op.reads(), op.writes());
         let unlaunched = Unlaunched {
             state: Arc::clone(self),
-            op: Some(op),
+            op: Some((op, upstream)),
         };
         DeviceTask::new(priority, move || unlaunched.run()).after(fences)
     }
 
-    /// Runs the op's function on the executor's worker; the completion finishes the op.
-    fn run_on_device(self: Arc<Self>, op: ReadyOp<OpRecord>) -> DeviceCompletion {
+    /// Runs the op's function on the executor's worker; the completion finishes the op, after
+    /// the outcomes of the launched ops it was released behind (`upstream`).
+    fn run_on_device(
+        self: Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        upstream: Upstream,
+    ) -> DeviceCompletion {
         let marker = TaskMarker::enter(self.id);
         let mut completion = None;
         self.run_function(op, None, |op, outcome, started| {
@@ -72,6 +80,7 @@ impl EngineState {
                 op,
                 outcome,
                 started,
+                upstream,
             })));
         });
         // An op finished without a sync function's outcome (skipped, async) waits for nothing.
@@ -91,6 +100,8 @@ struct Returned {
     outcome: Result<(), OpFailure>,
     /// When it started, for a profiled op.
     started: Option<Started>,
+    /// The outcomes of the launched ops it was released behind (`run/fences.rs`, "Failures").
+    upstream: Upstream,
 }
 
 impl DeviceOp for Returned {
@@ -103,42 +114,72 @@ impl DeviceOp for Returned {
             return self;
         }
         let Returned {
-            state, op, started, ..
+            state,
+            op,
+            started,
+            upstream,
+            ..
         } = *self;
         let marker = TaskMarker::enter(state.id);
         // Registered before the launch releases anything: every device op it releases
         // finds the fence (`run/fences.rs`).
-        let registered = state.fences.register(op.reads(), op.writes(), &fence);
+        let registration = state.fences.register(op.reads(), op.writes(), &fence);
         // Our own op, so the graph takes it; were it refused (another graph's op), its fence
         // goes and only its count is finished, at its completion.
         let launched = state
             .graph
             .launch(op, &mut Dispatcher::new(&state, false, None));
         if launched.is_err() {
-            state.fences.remove_everywhere(registered);
+            state.fences.remove_everywhere(&registration);
         }
         drop(marker);
         Box::new(LaunchedWork {
             state,
-            op: launched.ok().map(|op| (op, registered)),
+            op: launched.ok(),
+            registration,
             started,
+            upstream,
         })
     }
 
     /// The device is done with the work the function launched: the op finishes with the
-    /// function's failure if it failed, else with the device's.
+    /// function's failure if it failed, else, once the launched ops it was released behind
+    /// are known, with the first failure among them, else with the device's outcome.
     fn complete(self: Box<Self>, device: Result<(), DeviceError>) {
         let Returned {
             state,
             op,
             outcome,
             started,
+            upstream,
         } = *self;
+        if let Err(own) = outcome {
+            // Its own failure wins over anything passed on: no need to wait.
+            return Returned::finish(state, op, started, Err(own), true);
+        }
+        upstream.then(move |passed_on| {
+            let (outcome, root) = match passed_on {
+                Some(failure) => (Err(failure), false),
+                None => (device.map_err(|e| device_failure(op.payload(), e)), true),
+            };
+            Returned::finish(state, op, started, outcome, root);
+        });
+    }
+}
+
+impl Returned {
+    /// Completes the op with `outcome` (`root`: its own failure, not passed on).
+    fn finish(
+        state: Arc<EngineState>,
+        op: ReadyOp<OpRecord>,
+        started: Option<Started>,
+        outcome: Result<(), OpFailure>,
+        root: bool,
+    ) {
         let marker = TaskMarker::enter(state.id);
-        let outcome =
-            outcome.and_then(|()| device.map_err(|error| device_failure(op.payload(), error)));
         state.profile(|| op.payload().profiled_op(), started, &outcome);
-        state.finish(op, outcome, true, None);
+        state.finish(op, outcome, root, None);
+        // As for a priority task: this reference goes while the thread is still marked.
         drop(state);
         drop(marker);
     }
@@ -148,10 +189,14 @@ impl DeviceOp for Returned {
 /// for its completion.
 struct LaunchedWork {
     state: Arc<EngineState>,
-    /// The op and its id in the fence registry; `None` had the graph refused the launch, which
-    /// it does only for another graph's op (then only the op's count is finished).
-    op: Option<(LaunchedOp<OpRecord>, u64)>,
+    /// The op; `None` had the graph refused the launch, which it does only for another
+    /// graph's op (then only the op's count is finished).
+    op: Option<LaunchedOp<OpRecord>>,
+    /// Its fence's place in the registry, settled with its outcome at its completion.
+    registration: Registration,
     started: Option<Started>,
+    /// The outcomes of the launched ops it was released behind (`run/fences.rs`, "Failures").
+    upstream: Upstream,
 }
 
 impl DeviceOp for LaunchedWork {
@@ -159,24 +204,41 @@ impl DeviceOp for LaunchedWork {
         self
     }
 
-    /// The launched work is done: its fence goes, and the op completes with the device's
-    /// outcome, releasing the CPU ops behind it.
+    /// The launched work is done: once the launched ops it was released behind are known, its
+    /// fence goes, and the op completes with the first failure among them, else with the
+    /// device's outcome, releasing the CPU ops behind it; then the device ops released behind
+    /// it learn that outcome.
     fn complete(self: Box<Self>, device: Result<(), DeviceError>) {
-        let LaunchedWork { state, op, started } = *self;
-        let marker = TaskMarker::enter(state.id);
-        match op {
-            Some((op, registered)) => {
+        let LaunchedWork {
+            state,
+            op,
+            registration,
+            started,
+            upstream,
+        } = *self;
+        upstream.then(move |passed_on| {
+            let marker = TaskMarker::enter(state.id);
+            if let Some(op) = op {
                 state
                     .fences
-                    .remove(registered, op.reads().chain(op.writes()));
-                let outcome = device.map_err(|error| device_failure(op.payload(), error));
+                    .remove(&registration, op.reads().chain(op.writes()));
+                let (outcome, root) = match passed_on {
+                    Some(failure) => (Err(failure), false),
+                    None => (device.map_err(|e| device_failure(op.payload(), e)), true),
+                };
+                let failure = outcome.as_ref().err().cloned();
                 state.profile(|| op.payload().profiled_op(), started, &outcome);
-                state.finish_launched(op, outcome);
+                state.finish_launched(op, outcome, root);
+                // After the failure is stored on the op's vars: the ops behind it pass on what
+                // those vars hold.
+                registration.settle(failure.as_ref());
+            } else {
+                state.finish_uncompleted();
+                registration.settle(None);
             }
-            None => state.finish_uncompleted(),
-        }
-        drop(state);
-        drop(marker);
+            drop(state);
+            drop(marker);
+        });
     }
 }
 
@@ -189,15 +251,16 @@ fn device_failure(record: &OpRecord, error: DeviceError) -> OpFailure {
 /// op fails (its function dropped unrun) instead of holding its vars forever.
 struct Unlaunched {
     state: Arc<EngineState>,
-    /// `Some` until the task runs.
-    op: Option<ReadyOp<OpRecord>>,
+    /// `Some` until the task runs: the op, and the outcomes of the launched ops it was released
+    /// behind.
+    op: Option<(ReadyOp<OpRecord>, Upstream)>,
 }
 
 impl Unlaunched {
     fn run(mut self) -> DeviceCompletion {
         let state = Arc::clone(&self.state);
         match self.op.take() {
-            Some(op) => state.run_on_device(op),
+            Some((op, upstream)) => state.run_on_device(op, upstream),
             // `op` is taken only here, and `run` consumes the guard.
             None => DeviceCompletion::new(drop),
         }
@@ -206,7 +269,7 @@ impl Unlaunched {
 
 impl Drop for Unlaunched {
     fn drop(&mut self) {
-        if let Some(op) = self.op.take() {
+        if let Some((op, _)) = self.op.take() {
             let _marker = TaskMarker::enter(self.state.id);
             let failure = op
                 .payload()

@@ -256,14 +256,17 @@ impl EngineState {
 
     /// Completes a launched GPU op (`run/device.rs`) once the device is done with its work,
     /// with `outcome`: as `finish` does for an op that did not launch, releasing the ops behind
-    /// it that wait for completion.
+    /// it that wait for completion (`root`: a failure is the op's own, not passed on).
     pub(super) fn finish_launched(
         self: &Arc<Self>,
         op: LaunchedOp<OpRecord>,
         outcome: Result<(), OpFailure>,
+        root: bool,
     ) {
         let failed_writes: Option<Vec<Var>> = outcome.is_err().then(|| op.writes().collect());
-        if let Err(failure) = &outcome {
+        if let Err(failure) = &outcome
+            && root
+        {
             self.log_own_failure(failure);
         }
         let mut dispatcher = Dispatcher::new(self, false, None);

@@ -21,12 +21,33 @@
 //!
 //! Only device ops touch the registry (a CPU-only engine never locks it); its one lock is held
 //! for a lookup or an update of the vars of one op.
+//!
+//! # Failures
+//!
+//! A launched op's work can still fail (a kernel fault); that is known only at its completion,
+//! after the device ops behind it were released and ran their functions. Had they waited for
+//! its completion, those that use a var it wrote would have been skipped with its failure
+//! (failure rule 2). On its own device their work fails too (CUDA's errors are sticky within a
+//! context), on another it does not. So each registration carries the op's outcome, settled
+//! when the op completes ([`Registration::settle`]), and `behind` hands a released op, with its
+//! fences, the outcomes of the launched writers of its vars ([`Upstream`]). That op completes
+//! once they are all known: with the first failure among them, passed on, in place of what its
+//! device reported (the same fault, on the same device); its function's own failure still wins.
+//!
+//! The wait blocks no thread. An op whose work is done before an outcome it needs is known
+//! leaves its completion with that outcome, and the thread that settles it completes the op.
+//! That comes soon: the op's work ran behind the fence, so the earlier op's work is done and
+//! its completion on its way. The outcomes form no cycle: an op waits only for ops before it.
 
 use std::collections::HashMap;
+use std::mem;
+use std::sync::Arc;
 
 use depengine_device::Fence;
 use depengine_graph::{Access, Var};
 use depengine_sync::{Mutex, lock};
+
+use crate::failure::OpFailure;
 
 /// The fence of one launched op on one var.
 struct RegisteredFence {
@@ -34,6 +55,8 @@ struct RegisteredFence {
     op: u64,
     access: Access,
     fence: Fence,
+    /// The op's outcome, for the device ops released behind its writes.
+    outcome: Arc<LaunchedOutcome>,
 }
 
 /// See the module documentation. Touched by the threads that launch, complete and dispatch
@@ -52,16 +75,25 @@ struct ByVar {
     fences: HashMap<Var, Vec<RegisteredFence>>,
 }
 
+/// What a device op released behind launched ops starts and completes after.
+pub(crate) struct Behind {
+    /// The fences its work starts after, each once.
+    pub(crate) fences: Vec<Fence>,
+    /// The outcomes it completes after.
+    pub(crate) upstream: Upstream,
+}
+
 impl LaunchedFences {
     /// Registers `fence`, after the work of a launched op that reads `reads` and writes
-    /// `writes`, before the op's launch releases anything. Returns the op's id in the
-    /// registry, for `remove`.
+    /// `writes`, before the op's launch releases anything. The registration is removed
+    /// (`remove`) and settled with the op's outcome (`Registration::settle`) at its completion.
     pub(crate) fn register(
         &self,
         reads: impl Iterator<Item = Var>,
         writes: impl Iterator<Item = Var>,
         fence: &Fence,
-    ) -> u64 {
+    ) -> Registration {
+        let outcome = Arc::new(LaunchedOutcome::default());
         let mut state = lock(&self.state);
         let op = state.next_op;
         state.next_op += 1;
@@ -73,17 +105,19 @@ impl LaunchedFences {
                 op,
                 access,
                 fence: fence.clone(),
+                outcome: Arc::clone(&outcome),
             });
         }
-        op
+        Registration { op, outcome }
     }
 
-    /// Removes the fences of launched op `op` (its work is done), which used `vars`.
-    pub(crate) fn remove(&self, op: u64, vars: impl Iterator<Item = Var>) {
+    /// Removes the fences of the launched op of `registration` (its work is done), which used
+    /// `vars`: the device ops released from now on no longer start or complete after it.
+    pub(crate) fn remove(&self, registration: &Registration, vars: impl Iterator<Item = Var>) {
         let mut state = lock(&self.state);
         for var in vars {
             if let Some(fences) = state.fences.get_mut(&var) {
-                fences.retain(|registered| registered.op != op);
+                fences.retain(|registered| registered.op != registration.op);
                 if fences.is_empty() {
                     state.fences.remove(&var);
                 }
@@ -91,28 +125,33 @@ impl LaunchedFences {
         }
     }
 
-    /// Removes the fences of `op` from every var, for an op whose vars are no longer known
-    /// (a launch the graph refused): a visit of every fence, on that path only.
-    pub(crate) fn remove_everywhere(&self, op: u64) {
+    /// Removes the fences of `registration`'s op from every var, for an op whose vars are no
+    /// longer known (a launch the graph refused): a visit of every fence, on that path only.
+    pub(crate) fn remove_everywhere(&self, registration: &Registration) {
         lock(&self.state).fences.retain(|_, fences| {
-            fences.retain(|registered| registered.op != op);
+            fences.retain(|registered| registered.op != registration.op);
             !fences.is_empty()
         });
     }
 
-    /// The fences a device op that reads `reads` and writes `writes` starts after (see the
-    /// module documentation), each once.
+    /// What a device op that reads `reads` and writes `writes` starts and completes after (see
+    /// the module documentation): the fences of the launched ops it conflicts with, and the
+    /// outcomes of those that write one of its vars.
     pub(crate) fn behind(
         &self,
         reads: impl Iterator<Item = Var>,
         writes: impl Iterator<Item = Var>,
-    ) -> Vec<Fence> {
+    ) -> Behind {
+        let mut behind = Behind {
+            fences: Vec::new(),
+            upstream: Upstream(Vec::new()),
+        };
         let state = lock(&self.state);
         if state.fences.is_empty() {
-            return Vec::new();
+            return behind;
         }
-        let mut ops: Vec<u64> = Vec::new();
-        let mut behind = Vec::new();
+        let mut fenced: Vec<u64> = Vec::new();
+        let mut writers_seen: Vec<u64> = Vec::new();
         let uses = reads
             .map(|var| (var, Access::Read))
             .chain(writes.map(|var| (var, Access::Write)));
@@ -124,9 +163,13 @@ impl LaunchedFences {
                 .flatten()
                 .filter(|registered| access == Access::Write || registered.access == Access::Write);
             for registered in conflicting {
-                if !ops.contains(&registered.op) {
-                    ops.push(registered.op);
-                    behind.push(registered.fence.clone());
+                if !fenced.contains(&registered.op) {
+                    fenced.push(registered.op);
+                    behind.fences.push(registered.fence.clone());
+                }
+                if registered.access == Access::Write && !writers_seen.contains(&registered.op) {
+                    writers_seen.push(registered.op);
+                    behind.upstream.0.push(Arc::clone(&registered.outcome));
                 }
             }
         }
@@ -134,9 +177,109 @@ impl LaunchedFences {
     }
 }
 
+/// A launched op's place in the registry, held by the op until its completion. Settled once:
+/// `settle` takes it, and dropping it unsettled (a completion path that unwound) settles it as
+/// a success, so that no op behind it waits forever.
+pub(crate) struct Registration {
+    op: u64,
+    outcome: Arc<LaunchedOutcome>,
+}
+
+impl Registration {
+    /// Settles the op's outcome (`failure`, if it failed): the device ops released behind its
+    /// writes, and waiting for it, complete now, on this thread.
+    pub(crate) fn settle(self, failure: Option<&OpFailure>) {
+        self.outcome.settle(failure);
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // After `settle` this finds the outcome known and does nothing.
+        self.outcome.settle(None);
+    }
+}
+
+/// What a completion waiting for a launched op's outcome does with it.
+type Waiter = Box<dyn FnOnce(Option<OpFailure>) + Send>;
+
+/// The outcome of a launched op, shared by its registration and the ops released behind it.
+/// Threads: the one completing the op settles it; those completing the ops behind it read it,
+/// or leave their completion with it.
+#[derive(Default)]
+struct LaunchedOutcome {
+    state: Mutex<OutcomeState>,
+}
+
+enum OutcomeState {
+    /// The op has not completed: the completions waiting for it.
+    Pending(Vec<Waiter>),
+    /// It completed, with this failure if it failed.
+    Known(Option<OpFailure>),
+}
+
+impl Default for OutcomeState {
+    fn default() -> Self {
+        OutcomeState::Pending(Vec::new())
+    }
+}
+
+impl LaunchedOutcome {
+    /// Makes the outcome known, unless it is, and runs the waiting completions (unlocked: they
+    /// complete ops, which may release and dispatch more).
+    fn settle(&self, failure: Option<&OpFailure>) {
+        let waiters = {
+            let mut state = lock(&self.state);
+            match &mut *state {
+                OutcomeState::Known(_) => return,
+                OutcomeState::Pending(waiters) => {
+                    let waiters = mem::take(waiters);
+                    *state = OutcomeState::Known(failure.cloned());
+                    waiters
+                }
+            }
+        };
+        for waiter in waiters {
+            waiter(failure.cloned());
+        }
+    }
+}
+
+/// The outcomes of the launched writers a device op was released behind (see "Failures" in
+/// the module documentation). Empty for every op but those released at a launch.
+pub(crate) struct Upstream(Vec<Arc<LaunchedOutcome>>);
+
+impl Upstream {
+    /// Calls `then` once every outcome is known, or one is a failure, with the first failure
+    /// found: at once on this thread if they are known already, else on the thread that
+    /// settles the last one needed.
+    pub(crate) fn then(mut self, then: impl FnOnce(Option<OpFailure>) + Send + 'static) {
+        while let Some(outcome) = self.0.pop() {
+            let mut state = lock(&outcome.state);
+            match &mut *state {
+                OutcomeState::Known(None) => {}
+                OutcomeState::Known(Some(failure)) => {
+                    let failure = failure.clone();
+                    drop(state);
+                    return then(Some(failure));
+                }
+                OutcomeState::Pending(waiters) => {
+                    waiters.push(Box::new(move |failure| match failure {
+                        Some(failure) => then(Some(failure)),
+                        None => self.then(then),
+                    }));
+                    return;
+                }
+            }
+        }
+        then(None);
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::failure::FailureCause;
     use depengine_graph::Graph;
 
     fn vars<const N: usize>() -> [Var; N] {
@@ -152,6 +295,18 @@ mod tests {
             .collect()
     }
 
+    fn failure(op: &'static str) -> OpFailure {
+        OpFailure::new(op.into(), FailureCause::Error("kernel fault".into()))
+    }
+
+    /// What `upstream` passed on so far: empty while it waits, then its one call's failure.
+    fn passed_on(upstream: Upstream) -> Arc<Mutex<Vec<Option<OpFailure>>>> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let calls = Arc::clone(&seen);
+        upstream.then(move |failure| lock(&calls).push(failure));
+        seen
+    }
+
     #[test]
     fn a_read_starts_after_launched_writes_and_a_write_after_everything() {
         let fences = LaunchedFences::default();
@@ -163,18 +318,25 @@ mod tests {
             &Fence::new("reads x, y"),
         );
         assert_eq!(
-            labels(&fences.behind([x].into_iter(), [].into_iter())),
+            labels(&fences.behind([x].into_iter(), [].into_iter()).fences),
             ["writes x"]
         );
-        assert!(fences.behind([y].into_iter(), [].into_iter()).is_empty());
+        assert!(
+            fences
+                .behind([y].into_iter(), [].into_iter())
+                .fences
+                .is_empty()
+        );
+        let behind = fences.behind([].into_iter(), [x, y].into_iter());
         assert_eq!(
-            labels(&fences.behind([].into_iter(), [x, y].into_iter())),
+            labels(&behind.fences),
             ["writes x", "reads x, y"],
             "each op's fence once"
         );
-        fences.remove(write, [x].into_iter());
+        assert_eq!(behind.upstream.0.len(), 1, "the writer's outcome alone");
+        fences.remove(&write, [x].into_iter());
         assert_eq!(
-            labels(&fences.behind([].into_iter(), [x].into_iter())),
+            labels(&fences.behind([].into_iter(), [x].into_iter()).fences),
             ["reads x, y"]
         );
     }
@@ -184,10 +346,52 @@ mod tests {
         let fences = LaunchedFences::default();
         let [x, y] = vars();
         let op = fences.register([].into_iter(), [x].into_iter(), &Fence::new("writes x"));
-        fences.remove(op, [x].into_iter());
+        fences.remove(&op, [x].into_iter());
         assert!(lock(&fences.state).fences.is_empty());
         let op = fences.register([y].into_iter(), [x].into_iter(), &Fence::new("x, y"));
-        fences.remove_everywhere(op);
+        fences.remove_everywhere(&op);
         assert!(lock(&fences.state).fences.is_empty());
+    }
+
+    #[test]
+    fn an_op_behind_launched_writers_waits_for_their_outcomes_and_takes_a_failure() {
+        let fences = LaunchedFences::default();
+        let [x, y] = vars();
+        let first = fences.register([].into_iter(), [x].into_iter(), &Fence::new("x"));
+        let second = fences.register([].into_iter(), [y].into_iter(), &Fence::new("y"));
+        let seen = passed_on(fences.behind([x, y].into_iter(), [].into_iter()).upstream);
+        assert!(lock(&seen).is_empty(), "completed before its writers");
+        second.settle(None);
+        assert!(lock(&seen).is_empty(), "completed before its first writer");
+        let fault = failure("first");
+        first.settle(Some(&fault));
+        let seen = lock(&seen);
+        assert!(matches!(&seen[..], [Some(taken)] if taken.same_failure(&fault)));
+    }
+
+    #[test]
+    fn known_outcomes_pass_on_at_once_and_a_dropped_registration_is_a_success() {
+        let fences = LaunchedFences::default();
+        let [x, y] = vars();
+        let ok = fences.register([].into_iter(), [x].into_iter(), &Fence::new("x"));
+        let failed = fences.register([].into_iter(), [y].into_iter(), &Fence::new("y"));
+        let behind_x = fences.behind([x].into_iter(), [].into_iter()).upstream;
+        let behind_y = fences.behind([].into_iter(), [y].into_iter()).upstream;
+        drop(ok);
+        failed.settle(Some(&failure("y")));
+        assert!(matches!(lock(&passed_on(behind_x))[..], [None]));
+        assert!(matches!(lock(&passed_on(behind_y))[..], [Some(_)]));
+        assert!(matches!(lock(&passed_on(Upstream(Vec::new())))[..], [None]));
+    }
+
+    #[test]
+    fn a_launched_read_passes_no_outcome_on() {
+        let fences = LaunchedFences::default();
+        let [x] = vars();
+        let read = fences.register([x].into_iter(), [].into_iter(), &Fence::new("reads x"));
+        let behind = fences.behind([].into_iter(), [x].into_iter());
+        assert_eq!(labels(&behind.fences), ["reads x"]);
+        read.settle(Some(&failure("reads x")));
+        assert!(matches!(lock(&passed_on(behind.upstream))[..], [None]));
     }
 }
