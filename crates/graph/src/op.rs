@@ -151,27 +151,38 @@ pub struct ReadyOp<T> {
     pub(crate) deps: DepList,
 }
 
+/// The accessors that [`ReadyOp`] and [`LaunchedOp`] share: each holds an op's payload and its
+/// vars, as pushed, in fields of the same names.
+macro_rules! op_accessors {
+    ($op:ident) => {
+        impl<T> $op<T> {
+            /// The payload given to [`Graph::push`](crate::Graph::push).
+            pub fn payload(&self) -> &T {
+                &self.payload
+            }
+
+            /// Mutable access to the payload.
+            pub fn payload_mut(&mut self) -> &mut T {
+                &mut self.payload
+            }
+
+            /// The vars the op reads, as pushed.
+            pub fn reads(&self) -> impl ExactSizeIterator<Item = Var> + '_ {
+                self.deps.reads().iter().map(|key| key.var(self.graph))
+            }
+
+            /// The vars the op writes, as pushed.
+            pub fn writes(&self) -> impl ExactSizeIterator<Item = Var> + '_ {
+                self.deps.writes().iter().map(|key| key.var(self.graph))
+            }
+        }
+    };
+}
+
+op_accessors!(ReadyOp);
+op_accessors!(LaunchedOp);
+
 impl<T> ReadyOp<T> {
-    /// The payload given to [`Graph::push`](crate::Graph::push).
-    pub fn payload(&self) -> &T {
-        &self.payload
-    }
-
-    /// Mutable access to the payload.
-    pub fn payload_mut(&mut self) -> &mut T {
-        &mut self.payload
-    }
-
-    /// The vars the op reads, as pushed.
-    pub fn reads(&self) -> impl ExactSizeIterator<Item = Var> + '_ {
-        self.deps.reads().iter().map(|key| key.var(self.graph))
-    }
-
-    /// The vars the op writes, as pushed.
-    pub fn writes(&self) -> impl ExactSizeIterator<Item = Var> + '_ {
-        self.deps.writes().iter().map(|key| key.var(self.graph))
-    }
-
     /// The same op with its payload converted by `f`: its vars stay as they are, and
     /// [`Graph::complete`](crate::Graph::complete) takes it back once converted to the graph's
     /// payload type again.
@@ -299,26 +310,6 @@ pub struct LaunchedOp<T> {
 }
 
 impl<T> LaunchedOp<T> {
-    /// The payload given to [`Graph::push`](crate::Graph::push).
-    pub fn payload(&self) -> &T {
-        &self.payload
-    }
-
-    /// Mutable access to the payload.
-    pub fn payload_mut(&mut self) -> &mut T {
-        &mut self.payload
-    }
-
-    /// The vars the op reads, as pushed.
-    pub fn reads(&self) -> impl ExactSizeIterator<Item = Var> + '_ {
-        self.deps.reads().iter().map(|key| key.var(self.graph))
-    }
-
-    /// The vars the op writes, as pushed.
-    pub fn writes(&self) -> impl ExactSizeIterator<Item = Var> + '_ {
-        self.deps.writes().iter().map(|key| key.var(self.graph))
-    }
-
     /// The same op with its payload converted by `f` (see [`ReadyOp::map`]).
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> LaunchedOp<U> {
         let LaunchedOp {
