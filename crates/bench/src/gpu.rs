@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use depengine::cuda::cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
-use depengine::cuda::cudarc::nvrtc::Ptx;
 use depengine::cuda::{CudaBackend, Driver, kernels};
 use depengine::{BoxError, Context, Data, Engine, EngineConfig, EngineKind, FnProperty};
 
@@ -87,7 +86,7 @@ impl Device {
         // engine (its backend turns tracking off the same way). Tracking would add two event
         // waits and a record to every raw launch, which the engine's launches do not pay.
         unsafe { context.disable_event_tracking() };
-        let module = context.load_module(Ptx::from_src(kernels::compile()?))?;
+        let module = kernels::load(&context)?;
         Ok(Device {
             scale: module.load_function("scale_f32")?,
             spin: module.load_function("spin")?,

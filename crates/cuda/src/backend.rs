@@ -56,14 +56,17 @@ impl CudaBackend {
         }
     }
 
-    /// A backend that turns cudarc's per-buffer event tracking off on the devices it opens,
-    /// for buffers made after that: the engine alone orders their uses. Tracking is a flag of
-    /// cudarc's `CudaContext`, which every engine's backend shares for a device's primary
-    /// context, so it is off for buffers any code of the process makes there afterwards.
+    /// A backend that turns cudarc's per-buffer event tracking off on the devices it opens:
+    /// the engine alone orders the uses of the buffers made through them. Tracking is a flag
+    /// of a cudarc `CudaContext` object, and each `CudaContext::new` makes a new object (with
+    /// tracking on) for the device's primary context; so it is off only for the buffers made
+    /// through this backend's own contexts (the ones its workers hand out,
+    /// [`CudaRun::context`](crate::CudaRun::context) and their streams), while buffers made
+    /// through another `CudaContext` of the same device keep theirs.
     ///
     /// # Safety
     ///
-    /// Every use of a buffer made on these devices after this backend opened them (each
+    /// Every use of a buffer made through this backend's contexts (each
     /// launch, copy and drop) must be ordered by the engine: made by a sync GPU op that names
     /// the buffer's var (a write for a write, a read at least for a read), on that op's stream
     /// ([`CudaRun::stream`](crate::CudaRun::stream)), or outside any op only once the ops that

@@ -21,6 +21,8 @@ use cudarc::driver::CudaEvent;
 use depengine_device::{DeviceCompletion, DeviceError};
 use depengine_sync::{Arc, Condvar, Mutex, lock, wait};
 
+use crate::host_wait;
+
 /// Ops whose work is launched, oldest first, and whether the worker side is gone.
 #[derive(Default)]
 struct Launched {
@@ -104,7 +106,7 @@ fn complete_launched(shared: &Shared) {
                 launched = wait(&shared.changed, launched);
             }
         };
-        let outcome = event.synchronize().map_err(device_error);
+        let outcome = host_wait::event(&event).map_err(device_error);
         drop(event);
         // The completion runs engine code and users' `Drop`s (a value released with its var):
         // a panic there must not end this thread, which later ops of the stream wait on. It was

@@ -22,6 +22,7 @@ use depengine_device::{BackendError, DeviceError, DeviceTask, Executor, Task};
 use crate::completer::{Completer, device_error};
 use crate::device::GpuDevice;
 use crate::fence::{self, StreamFence};
+use crate::host_wait;
 use crate::run::CudaRun;
 
 /// Which ops a [`StreamExecutor`] serves.
@@ -158,7 +159,7 @@ impl Executor for StreamExecutor {
                         // No event to wait for: the work launched so far must end before the
                         // op completes (and its buffers may be reused), so this worker waits
                         // for its stream, on this failure path only.
-                        let _ = run.stream().synchronize();
+                        let _ = host_wait::stream(run.stream());
                         completion.complete(Err(device_error(error)));
                     }
                 }

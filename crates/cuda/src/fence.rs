@@ -13,6 +13,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaEvent, CudaStream};
 use depengine_device::Fence;
 
+use crate::host_wait;
+
 /// The fence of a launched GPU op: an event recorded on the stream its work was launched on,
 /// after that work.
 pub(crate) struct StreamFence {
@@ -46,7 +48,7 @@ pub(crate) fn wait_for(stream: &Arc<CudaStream>, fences: &[Fence]) {
             continue;
         }
         if stream.wait(&point.event).is_err() {
-            let _ = point.event.synchronize();
+            let _ = host_wait::event(&point.event);
         }
     }
 }

@@ -1,5 +1,12 @@
-//! The kernels the backend's tests and bench launch, in CUDA C, and their compilation to PTX by
-//! NVRTC (no GPU needed: NVRTC is a compiler library).
+//! The kernels the backend's tests and bench launch, in CUDA C, and their compilation by NVRTC
+//! (no GPU needed: NVRTC is a compiler library).
+//!
+//! Two forms: PTX for a virtual architecture ([`compile`]), which checks the source anywhere,
+//! and a CUBIN of machine code for one device's architecture ([`compile_for`], [`load`]), which
+//! is what the tests and the bench load. A driver compiles PTX when it loads it and refuses PTX
+//! newer than itself (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`: NVRTC 12.8's PTX on a 12.2 driver),
+//! while machine code from a newer 12.x NVRTC loads on any 12.x driver (CUDA's minor version
+//! compatibility covers machine code, not PTX).
 //!
 //! ```
 //! use depengine_cuda::{CudaError, kernels};
@@ -11,7 +18,11 @@
 //! }
 //! ```
 
-use cudarc::nvrtc::{CompileError, CompileOptions, compile_ptx_with_opts};
+use std::ffi::{CStr, CString};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaModule};
+use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts, result, sys};
 
 use crate::error::{CudaError, candidates};
 
@@ -80,4 +91,81 @@ pub fn compile() -> Result<String, CudaError> {
         },
     })?;
     Ok(ptx.to_src())
+}
+
+/// Compiles [`SOURCE`] to a CUBIN, the machine code of the GPUs of compute capability
+/// `major.minor` (`sm_90` for an H100), ready for `CudaContext::load_module(Ptx::from_binary(..))`.
+///
+/// # Errors
+///
+/// As [`compile`]; an architecture this NVRTC does not know is [`CudaError::Compile`].
+pub fn compile_for(major: i32, minor: i32) -> Result<Vec<u8>, CudaError> {
+    if !nvrtc_present() {
+        return Err(CudaError::NoNvrtc {
+            tried: candidates("nvrtc"),
+        });
+    }
+    let failed = |call: &str, error: result::NvrtcError| CudaError::Compile {
+        message: format!("{call}: {error:?}"),
+    };
+    let source = CString::new(SOURCE).map_err(|error| CudaError::Compile {
+        message: error.to_string(),
+    })?;
+    let program = Program(
+        result::create_program(&source, None).map_err(|e| failed("nvrtcCreateProgram", e))?,
+    );
+    let options = [format!("--gpu-architecture=sm_{major}{minor}")];
+    // SAFETY: `program.0` was created above and is destroyed only by `Program`'s drop, after
+    // this function's last use of it; the options are plain strings.
+    if let Err(error) = unsafe { result::compile_program(program.0, &options) } {
+        // SAFETY: as above.
+        let log = unsafe { result::get_program_log(program.0) }.map_or_else(
+            |_| format!("{error:?}"),
+            |log| {
+                // SAFETY: NVRTC's log is a NUL-terminated string, which the buffer holds whole.
+                unsafe { CStr::from_ptr(log.as_ptr()) }
+                    .to_string_lossy()
+                    .into_owned()
+            },
+        );
+        return Err(CudaError::Compile { message: log });
+    }
+    let mut size = 0;
+    // SAFETY: as above, on a compiled program; `size` is a valid place for the result.
+    unsafe { sys::nvrtcGetCUBINSize(program.0, &raw mut size) }
+        .result()
+        .map_err(|e| failed("nvrtcGetCUBINSize", e))?;
+    let mut cubin = vec![0_u8; size];
+    // SAFETY: as above; `cubin` holds the `size` bytes NVRTC writes.
+    unsafe { sys::nvrtcGetCUBIN(program.0, cubin.as_mut_ptr().cast()) }
+        .result()
+        .map_err(|e| failed("nvrtcGetCUBIN", e))?;
+    Ok(cubin)
+}
+
+/// Compiles the kernels for `context`'s device ([`compile_for`] its compute capability) and
+/// loads them into it.
+///
+/// # Errors
+///
+/// As [`compile_for`]; a driver call that fails is [`CudaError::Driver`].
+pub fn load(context: &Arc<CudaContext>) -> Result<Arc<CudaModule>, CudaError> {
+    let driver = |call| move |source| CudaError::Driver { call, source };
+    let (major, minor) = context
+        .compute_capability()
+        .map_err(driver("cuDeviceGetAttribute"))?;
+    let cubin = compile_for(major, minor)?;
+    context
+        .load_module(Ptx::from_binary(cubin))
+        .map_err(driver("cuModuleLoadData"))
+}
+
+/// An NVRTC program, destroyed on drop.
+struct Program(sys::nvrtcProgram);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: created by `result::create_program` and destroyed only here, once.
+        let _ = unsafe { result::destroy_program(self.0) };
+    }
 }

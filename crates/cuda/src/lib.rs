@@ -57,6 +57,7 @@ mod driver;
 mod error;
 mod executor;
 mod fence;
+mod host_wait;
 pub mod kernels;
 pub mod memory;
 mod run;

@@ -7,7 +7,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::Ptx;
 use depengine_cuda::{CudaBackend, CudaRun, Driver, kernels};
 use depengine_device::{BackendError, DeviceBackend, DeviceCompletion, DeviceTask};
 
@@ -37,10 +36,10 @@ fn without_a_driver_a_devices_workers_are_a_typed_error() {
 fn a_device_op_completes_after_its_kernel_ran() {
     let driver = match Driver::probe() {
         Ok(driver) => driver,
-        Err(reason) => return eprintln!("skipped: {reason}"),
+        Err(reason) => return skip(&reason.to_string()),
     };
     if !kernels::nvrtc_present() {
-        return eprintln!("skipped: no NVRTC to compile the kernels");
+        return skip("no NVRTC to compile the kernels");
     }
     let backend = CudaBackend::new();
     let beyond = u32::try_from(driver.device_count()).unwrap();
@@ -49,13 +48,12 @@ fn a_device_op_completes_after_its_kernel_ran() {
         Err(BackendError::NoSuchDevice { device, .. }) if device == beyond
     ));
     let executor = backend.compute(0, 2).unwrap();
-    let ptx = kernels::compile().unwrap();
     let (done_tx, done_rx) = mpsc::channel();
     let (ran_tx, ran_rx) = mpsc::channel();
     executor.execute_device(DeviceTask::new(0, move || {
         let run = CudaRun::current().expect("a GPU worker");
         ran_tx.send(run.worker()).unwrap();
-        let module = run.context().load_module(Ptx::from_src(ptx)).unwrap();
+        let module = kernels::load(run.context()).unwrap();
         let spin = module.load_function("spin").unwrap();
         let one = LaunchConfig {
             grid_dim: (1, 1, 1),
@@ -88,4 +86,14 @@ fn a_device_op_completes_after_its_kernel_ran() {
         finished,
         "the op completed before the kernel it launched had run"
     );
+}
+
+/// Skips a GPU test, saying why; with `DEPENGINE_REQUIRE_GPU` set (a run on a GPU machine),
+/// fails it instead.
+fn skip(reason: &str) {
+    assert!(
+        std::env::var_os("DEPENGINE_REQUIRE_GPU").is_none(),
+        "DEPENGINE_REQUIRE_GPU is set, but the GPU test cannot run: {reason}"
+    );
+    eprintln!("skipped: {reason}");
 }

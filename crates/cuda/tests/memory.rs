@@ -25,8 +25,9 @@ fn without_a_driver_pinned_memory_is_refused_with_the_reason() {
 
 #[test]
 fn pinned_memory_is_zeroed_and_past_the_last_device_is_refused() {
-    let Ok(driver) = Driver::probe() else {
-        return eprintln!("skipped: no CUDA driver");
+    let driver = match Driver::probe() {
+        Ok(driver) => driver,
+        Err(reason) => return skip(&reason.to_string()),
     };
     let pinned = memory::pinned_zeros::<u32>(0, 1 << 16).unwrap();
     assert!(pinned.as_slice().unwrap().iter().all(|&value| value == 0));
@@ -35,4 +36,14 @@ fn pinned_memory_is_zeroed_and_past_the_last_device_is_refused() {
         memory::pinned_zeros::<u32>(past, 16),
         Err(CudaError::DeviceOutOfRange { .. })
     ));
+}
+
+/// Skips a GPU test, saying why; with `DEPENGINE_REQUIRE_GPU` set (a run on a GPU machine),
+/// fails it instead.
+fn skip(reason: &str) {
+    assert!(
+        std::env::var_os("DEPENGINE_REQUIRE_GPU").is_none(),
+        "DEPENGINE_REQUIRE_GPU is set, but the GPU test cannot run: {reason}"
+    );
+    eprintln!("skipped: {reason}");
 }

@@ -107,15 +107,17 @@ fn push_errors_name_the_var_and_the_op() {
             "{kind}: {message}"
         );
 
+        // A device that no machine has (the last id the engine accepts): refused with or
+        // without the `cuda` feature and a GPU.
         let message = engine
             .op("on the gpu")
-            .on(Context::gpu(0))
+            .on(Context::gpu(63))
             .writes([weights])
             .push_sync(|_| {})
             .unwrap_err()
             .to_string();
         assert!(
-            message.starts_with("op `on the gpu`: gpu(0)"),
+            message.starts_with("op `on the gpu`: gpu(63)"),
             "{kind}: {message}"
         );
 

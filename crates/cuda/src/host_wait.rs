@@ -1,0 +1,41 @@
+//! Host waits for the work of a stream that wait even when the context holds an error stored
+//! by some other call.
+//!
+//! cudarc stores the failures of calls that cannot return one (its `Drop`s of events, buffers
+//! and pinned memory, from any thread) on the context (`CudaContext::record_err`), and every
+//! safe call first binds the context to the thread, which returns that stored error, clearing
+//! it, *before doing anything*. Its `CudaEvent::synchronize` and `CudaStream::synchronize`
+//! therefore return at once when such an error is there. Trusted, that would complete an op
+//! whose work is still running: its CPU dependents released, its buffers maybe dropped under
+//! the kernel. So these waits take the stored error, make the context current themselves and
+//! wait through the driver, and only then report: the stored error first (it is an error of
+//! the context the op's work ran in), else the wait's own.
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError, result};
+
+/// Waits until the work before `event` on its stream is done.
+pub(crate) fn event(event: &CudaEvent) -> Result<(), DriverError> {
+    let stored = make_current(event.context());
+    // SAFETY: `event` is borrowed, so alive, and it was created in the context made current
+    // above (the wait is made where the event's context is current, as cudarc's own does).
+    let waited = unsafe { result::event::synchronize(event.cu_event()) };
+    stored.and(waited)
+}
+
+/// Waits until the work launched so far on `stream` is done.
+pub(crate) fn stream(stream: &CudaStream) -> Result<(), DriverError> {
+    let stored = make_current(stream.context());
+    // SAFETY: `stream` is borrowed, so alive, and belongs to the context made current above.
+    let waited = unsafe { result::stream::synchronize(stream.cu_stream()) };
+    stored.and(waited)
+}
+
+/// Makes `context` current on this thread; returns the error a call stored on it, if any
+/// (taken, so it is reported once), or the failure to make it current.
+fn make_current(context: &CudaContext) -> Result<(), DriverError> {
+    let stored = context.check_err();
+    // SAFETY: `context` is borrowed, so alive, and its handle valid while it is: a retained
+    // primary context, which cudarc releases only when the last `Arc` to it goes.
+    let current = unsafe { result::ctx::set_current(context.cu_ctx()) };
+    stored.and(current)
+}
