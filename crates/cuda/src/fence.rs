@@ -33,8 +33,10 @@ impl StreamFence {
 }
 
 /// Makes `stream`'s next work start after each of `fences` recorded on another stream. A wait
-/// that CUDA refuses becomes a host wait for the event, on this failure path only, so the
-/// order holds. The failure of the work behind a fence reaches the ops behind it through the
+/// that fails becomes a host wait for the event, on this failure path only, so the order
+/// holds; its error is put back on the context, where the op's completion finds it and fails
+/// (`host_wait.rs`): cudarc's `wait` returns, before waiting, an error some other call stored
+/// there, which would otherwise be lost. The failure of the work behind a fence reaches the ops behind it through the
 /// engine, which completes them with it (`docs/cuda.md`, failures), whether or not their own
 /// work fails too (it does on the same device: CUDA's errors are sticky within a context).
 /// Fences of another backend carry no order this backend knows: there are none, as an engine
@@ -47,8 +49,11 @@ pub(crate) fn wait_for(stream: &Arc<CudaStream>, fences: &[Fence]) {
         if Arc::ptr_eq(&point.stream, stream) {
             continue;
         }
-        if stream.wait(&point.event).is_err() {
-            let _ = host_wait::event(&point.event);
+        if let Err(error) = stream.wait(&point.event) {
+            let waited = host_wait::event(&point.event);
+            let context = stream.context();
+            context.record_err(waited);
+            context.record_err::<()>(Err(error));
         }
     }
 }

@@ -119,16 +119,19 @@ pub fn compile_for(major: i32, minor: i32) -> Result<Vec<u8>, CudaError> {
     // this function's last use of it; the options are plain strings.
     if let Err(error) = unsafe { result::compile_program(program.0, &options) } {
         // SAFETY: as above.
-        let log = unsafe { result::get_program_log(program.0) }.map_or_else(
-            |_| format!("{error:?}"),
-            |log| {
-                // SAFETY: NVRTC's log is a NUL-terminated string, which the buffer holds whole.
-                unsafe { CStr::from_ptr(log.as_ptr()) }
-                    .to_string_lossy()
-                    .into_owned()
-            },
-        );
-        return Err(CudaError::Compile { message: log });
+        let log = unsafe { result::get_program_log(program.0) }
+            .ok()
+            .and_then(|log| {
+                // `c_char` as the byte it is; the log ends at its first NUL, if it has one.
+                let bytes: Vec<u8> = log.iter().map(|&c| c.to_ne_bytes()[0]).collect();
+                CStr::from_bytes_until_nul(&bytes)
+                    .ok()
+                    .map(|text| text.to_string_lossy().trim().to_owned())
+            })
+            .filter(|log| !log.is_empty());
+        return Err(CudaError::Compile {
+            message: log.unwrap_or_else(|| format!("{error:?}")),
+        });
     }
     let mut size = 0;
     // SAFETY: as above, on a compiled program; `size` is a valid place for the result.
@@ -144,19 +147,29 @@ pub fn compile_for(major: i32, minor: i32) -> Result<Vec<u8>, CudaError> {
 }
 
 /// Compiles the kernels for `context`'s device ([`compile_for`] its compute capability) and
-/// loads them into it.
+/// loads them into it. A device newer than this NVRTC knows gets the PTX of [`compile`]
+/// instead, which its driver compiles at load.
 ///
 /// # Errors
 ///
 /// As [`compile_for`]; a driver call that fails is [`CudaError::Driver`].
 pub fn load(context: &Arc<CudaContext>) -> Result<Arc<CudaModule>, CudaError> {
     let driver = |call| move |source| CudaError::Driver { call, source };
+    // cudarc's calls first return an error some other call stored on the context: named as
+    // such, not as the call it would come out of.
+    context
+        .check_err()
+        .map_err(driver("an earlier call (its error stored on the context)"))?;
     let (major, minor) = context
         .compute_capability()
         .map_err(driver("cuDeviceGetAttribute"))?;
-    let cubin = compile_for(major, minor)?;
+    let code = match compile_for(major, minor) {
+        Ok(cubin) => Ptx::from_binary(cubin),
+        Err(CudaError::Compile { .. }) => Ptx::from_src(compile()?),
+        Err(error) => return Err(error),
+    };
     context
-        .load_module(Ptx::from_binary(cubin))
+        .load_module(code)
         .map_err(driver("cuModuleLoadData"))
 }
 

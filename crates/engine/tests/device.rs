@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use depengine::{
     BackendError, Context, DeviceBackend, DeviceCompletion, DeviceError, DeviceTask, Engine,
-    EngineConfig, EngineKind, Executor, Task,
+    EngineConfig, EngineKind, Executor, FnProperty, Task,
 };
 
 /// A device whose work is done when the test says so: `execute_device` runs the op's
@@ -594,4 +594,62 @@ fn an_op_behind_a_successful_launched_write_keeps_its_own_outcome() {
         own.to_string().contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
         "{own}"
     );
+}
+
+/// A backend whose compute workers report launches, as a CUDA stream's do, and whose copy
+/// workers do not (they complete their ops as CPU workers do, when the device is done).
+struct LaunchingCompute(Arc<LaunchingDevice>, Arc<HeldDevice>);
+
+impl DeviceBackend for LaunchingCompute {
+    fn name(&self) -> &'static str {
+        "launching compute"
+    }
+    fn compute(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(self.0.clone())
+    }
+    fn copy(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(self.1.clone())
+    }
+}
+
+/// The op released at a failed op's launch runs on an executor that reports no launch: it too
+/// completes only once that op's outcome is known, and with its failure.
+#[test]
+fn a_device_failure_passes_to_an_op_released_at_its_launch_that_does_not_launch() {
+    let launching = Arc::new(LaunchingDevice::default());
+    let copies = Arc::new(HeldDevice::default());
+    let backend = LaunchingCompute(Arc::clone(&launching), Arc::clone(&copies));
+    let engine = Engine::new(
+        EngineConfig::default()
+            .kind(EngineKind::ThreadedPerDevice)
+            .device_backend(Arc::new(backend)),
+    )
+    .unwrap();
+    let device = DeviceHandle(launching);
+    let [x, y] = std::array::from_fn(|_| engine.new_var().unwrap());
+    gpu_op(&engine, "kernel", &[], &[x]);
+    engine
+        .op("copy")
+        .on(Context::gpu(0))
+        .prop(FnProperty::CopyToGpu)
+        .reads([x])
+        .writes([y])
+        .push_sync(|_| Ok(()))
+        .unwrap();
+    device.launched(0);
+    // Released at the kernel's launch; its own work done first.
+    for copy in copies.take(1) {
+        copy.complete(Ok(()));
+    }
+    settle();
+    assert_eq!(
+        engine.stats().pending_ops,
+        2,
+        "the copy completed before the kernel's outcome was known"
+    );
+    device.complete(0, kernel_fault());
+    let root = failure_of(&engine, x);
+    let passed_on = failure_of(&engine, y);
+    assert!(passed_on.same_failure(&root), "{passed_on} is not {root}");
+    engine.wait_for_all().unwrap();
 }

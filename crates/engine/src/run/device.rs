@@ -13,8 +13,10 @@
 //!                  └─► hands the event and the completion to its stream's completion thread
 //!                          ── the event fired ──► completion.complete(device's outcome)
 //!                                   │
-//!    finish: the function's outcome, else the device's; the fence removed; Graph::complete
-//!            (or complete_launched) releases the CPU ops behind it, pending -= 1
+//!    finish: the function's outcome, else a failure passed on from the launched ops it was
+//!            released behind (run/fences.rs, Failures), else the device's; Graph::complete
+//!            (or complete_launched) releases the CPU ops behind it, pending -= 1; the fence
+//!            removed, its outcome settled for the device ops behind it
 //! ```
 //!
 //! Sync GPU ops are pushed waiting for launch (`Waits::Launch`): once an op launched, the
@@ -42,7 +44,7 @@
 use std::sync::Arc;
 
 use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fence};
-use depengine_graph::{LaunchedOp, ReadyOp};
+use depengine_graph::{LaunchedOp, ReadyOp, Var};
 
 use crate::failure::{FailureCause, OpFailure};
 use crate::op::record::OpRecord;
@@ -204,10 +206,15 @@ impl DeviceOp for LaunchedWork {
         self
     }
 
-    /// The launched work is done: once the launched ops it was released behind are known, its
-    /// fence goes, and the op completes with the first failure among them, else with the
-    /// device's outcome, releasing the CPU ops behind it; then the device ops released behind
-    /// it learn that outcome.
+    /// The launched work is done: once the launched ops it was released behind are known, the
+    /// op completes with the first failure among them, else with the device's outcome,
+    /// releasing the CPU ops behind it; then the device ops released behind it learn that
+    /// outcome, and its fence goes.
+    ///
+    /// In that order: a device op released from now on (behind another launched op) either
+    /// finds this op's registration, and takes its outcome, or was released after the fence
+    /// went, when the failure is stored on the op's vars and skips it (failure rule 2). With
+    /// the fence removed first, one released in between would do neither.
     fn complete(self: Box<Self>, device: Result<(), DeviceError>) {
         let LaunchedWork {
             state,
@@ -219,9 +226,7 @@ impl DeviceOp for LaunchedWork {
         upstream.then(move |passed_on| {
             let marker = TaskMarker::enter(state.id);
             if let Some(op) = op {
-                state
-                    .fences
-                    .remove(&registration, op.reads().chain(op.writes()));
+                let vars: Vec<Var> = op.reads().chain(op.writes()).collect();
                 let (outcome, root) = match passed_on {
                     Some(failure) => (Err(failure), false),
                     None => (device.map_err(|e| device_failure(op.payload(), e)), true),
@@ -229,8 +234,7 @@ impl DeviceOp for LaunchedWork {
                 let failure = outcome.as_ref().err().cloned();
                 state.profile(|| op.payload().profiled_op(), started, &outcome);
                 state.finish_launched(op, outcome, root);
-                // After the failure is stored on the op's vars: the ops behind it pass on what
-                // those vars hold.
+                state.fences.remove(&registration, vars.into_iter());
                 registration.settle(failure.as_ref());
             } else {
                 state.finish_uncompleted();

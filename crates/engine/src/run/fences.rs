@@ -41,6 +41,7 @@
 
 use std::collections::HashMap;
 use std::mem;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use depengine_device::Fence;
@@ -111,8 +112,9 @@ impl LaunchedFences {
         Registration { op, outcome }
     }
 
-    /// Removes the fences of the launched op of `registration` (its work is done), which used
-    /// `vars`: the device ops released from now on no longer start or complete after it.
+    /// Removes the fences of the launched op of `registration` (its work is done and its
+    /// outcome stored on its vars), which used `vars`: the device ops released from now on no
+    /// longer start or complete after it (one that uses a var it failed is skipped instead).
     pub(crate) fn remove(&self, registration: &Registration, vars: impl Iterator<Item = Var>) {
         let mut state = lock(&self.state);
         for var in vars {
@@ -226,7 +228,9 @@ impl Default for OutcomeState {
 
 impl LaunchedOutcome {
     /// Makes the outcome known, unless it is, and runs the waiting completions (unlocked: they
-    /// complete ops, which may release and dispatch more).
+    /// complete ops, which may release and dispatch more). Each runs caught: a panic in one
+    /// (a user's `Drop` of released data) must not leave the others' ops unfinished, nor,
+    /// when this runs in a `Registration`'s drop during an unwind, abort the process.
     fn settle(&self, failure: Option<&OpFailure>) {
         let waiters = {
             let mut state = lock(&self.state);
@@ -240,7 +244,8 @@ impl LaunchedOutcome {
             }
         };
         for waiter in waiters {
-            waiter(failure.cloned());
+            let failure = failure.cloned();
+            let _ = catch_unwind(AssertUnwindSafe(move || waiter(failure)));
         }
     }
 }
