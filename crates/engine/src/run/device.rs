@@ -208,13 +208,14 @@ impl DeviceOp for LaunchedWork {
 
     /// The launched work is done: once the launched ops it was released behind are known, the
     /// op completes with the first failure among them, else with the device's outcome,
-    /// releasing the CPU ops behind it; then the device ops released behind it learn that
-    /// outcome, and its fence goes.
+    /// releasing the CPU ops behind it; then its fence goes, and the device ops released
+    /// behind it learn that outcome.
     ///
-    /// In that order: a device op released from now on (behind another launched op) either
-    /// finds this op's registration, and takes its outcome, or was released after the fence
-    /// went, when the failure is stored on the op's vars and skips it (failure rule 2). With
-    /// the fence removed first, one released in between would do neither.
+    /// The fence goes after the completion: a device op released from now on (behind another
+    /// launched op) either finds this op's registration, and takes its outcome, or was
+    /// released after the fence went, when the failure is stored on the op's vars and skips
+    /// it (failure rule 2). With the fence removed first, one released in between would do
+    /// neither.
     fn complete(self: Box<Self>, device: Result<(), DeviceError>) {
         let LaunchedWork {
             state,
