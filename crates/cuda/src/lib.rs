@@ -30,8 +30,9 @@
 //! - [`Driver::probe`]: whether a driver and devices are there, without a panic on a machine
 //!   that has neither (the backend probes at the first request for a device's workers, and
 //!   reports the reason as a `BackendError`);
-//! - [`kernels`]: the CUDA C source of the kernels the tests launch, and their compilation to
-//!   PTX by NVRTC, which needs no GPU;
+//! - [`kernels`]: the CUDA C source of the kernels the tests launch, their compilation by
+//!   NVRTC (to PTX, and to a device's machine code), which needs no GPU, and their loading
+//!   into a device;
 //! - [`memory`]: pinned host memory (`Context::cpu_pinned` data) and copies between it and
 //!   device buffers queued on a GPU worker's stream ([`CudaRun::copy_to_device`],
 //!   [`CudaRun::copy_to_host`]).
