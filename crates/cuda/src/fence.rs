@@ -36,11 +36,12 @@ impl StreamFence {
 /// that fails becomes a host wait for the event, on this failure path only, so the order
 /// holds; its error is put back on the context, where the op's completion finds it and fails
 /// (`host_wait.rs`): cudarc's `wait` returns, before waiting, an error some other call stored
-/// there, which would otherwise be lost. The failure of the work behind a fence reaches the ops behind it through the
-/// engine, which completes them with it (`docs/cuda.md`, failures), whether or not their own
-/// work fails too (it does on the same device: CUDA's errors are sticky within a context).
-/// Fences of another backend carry no order this backend knows: there are none, as an engine
-/// has one backend.
+/// there, which would otherwise be lost (the context keeps one error: the host wait's own, if
+/// any, is of the same context, and a sticky one fails that completion's wait again). The
+/// failure of the work behind a fence reaches the ops behind it through the engine, which
+/// completes them with it (`docs/cuda.md`, failures), whether or not their own work fails too
+/// (it does on the same device: CUDA's errors are sticky within a context). Fences of another
+/// backend carry no order this backend knows: there are none, as an engine has one backend.
 pub(crate) fn wait_for(stream: &Arc<CudaStream>, fences: &[Fence]) {
     for fence in fences {
         let Some(point) = fence.downcast_ref::<StreamFence>() else {
@@ -50,10 +51,8 @@ pub(crate) fn wait_for(stream: &Arc<CudaStream>, fences: &[Fence]) {
             continue;
         }
         if let Err(error) = stream.wait(&point.event) {
-            let waited = host_wait::event(&point.event);
-            let context = stream.context();
-            context.record_err(waited);
-            context.record_err::<()>(Err(error));
+            let _ = host_wait::event(&point.event);
+            stream.context().record_err::<()>(Err(error));
         }
     }
 }

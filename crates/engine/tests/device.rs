@@ -530,6 +530,32 @@ fn failure_of(engine: &Engine, var: depengine::Var) -> depengine::OpFailure {
     }
 }
 
+/// Gives the ops behind launched op 0 the time to complete too early, checks that the
+/// `pending` ops still are, then fails op 0's work.
+fn fail_the_first_launch_once(engine: &Engine, device: &LaunchingDevice, pending: usize) {
+    settle();
+    assert_eq!(
+        engine.stats().pending_ops,
+        pending,
+        "an op behind the launched op completed before its outcome was known"
+    );
+    device.complete(0, kernel_fault());
+}
+
+/// The failure `root` holds, which each of `vars` holds too, passed on: the same failure.
+fn passed_on_from(
+    engine: &Engine,
+    root: depengine::Var,
+    vars: &[depengine::Var],
+) -> depengine::OpFailure {
+    let root = failure_of(engine, root);
+    for &var in vars {
+        let passed_on = failure_of(engine, var);
+        assert!(passed_on.same_failure(&root), "{passed_on} is not {root}");
+    }
+    root
+}
+
 /// A launched op's work fails after the GPU ops behind it were released at its launch and
 /// their own work succeeded (as on another device, where CUDA's errors do not follow): they
 /// complete with its failure, as they would have been skipped with it had they waited for its
@@ -551,23 +577,13 @@ fn a_device_failure_passes_to_the_gpu_ops_released_at_the_launch_of_the_failed_o
         } else {
             device.complete(2, Ok(()));
             device.complete(1, Ok(()));
-            settle();
-            assert_eq!(
-                engine.stats().pending_ops,
-                4,
-                "an op behind the launched op completed before its outcome was known"
-            );
-            device.complete(0, kernel_fault());
+            fail_the_first_launch_once(&engine, &device, 4);
         }
-        let root = failure_of(&engine, x);
+        let root = passed_on_from(&engine, x, &[y, z]);
         assert!(
             root.to_string().contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
             "{root}"
         );
-        for var in [y, z] {
-            let passed_on = failure_of(&engine, var);
-            assert!(passed_on.same_failure(&root), "{passed_on} is not {root}");
-        }
         assert!(
             !ran.load(Ordering::SeqCst),
             "the reader of a failed var ran"
@@ -641,15 +657,7 @@ fn a_device_failure_passes_to_an_op_released_at_its_launch_that_does_not_launch(
     for copy in copies.take(1) {
         copy.complete(Ok(()));
     }
-    settle();
-    assert_eq!(
-        engine.stats().pending_ops,
-        2,
-        "the copy completed before the kernel's outcome was known"
-    );
-    device.complete(0, kernel_fault());
-    let root = failure_of(&engine, x);
-    let passed_on = failure_of(&engine, y);
-    assert!(passed_on.same_failure(&root), "{passed_on} is not {root}");
+    fail_the_first_launch_once(&engine, &device, 2);
+    passed_on_from(&engine, x, &[y]);
     engine.wait_for_all().unwrap();
 }

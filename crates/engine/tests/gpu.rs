@@ -194,14 +194,16 @@ fn gpu_engine() -> Engine {
     // SAFETY: the buffers of these tests are only used inside ops that name their vars, or
     // after `wait_for_var` on them (the contract of `without_event_tracking`).
     let backend = unsafe { CudaBackend::without_event_tracking() };
-    engine_on(backend)
+    engine_on(backend, 2)
 }
 
-fn engine_on(backend: CudaBackend) -> Engine {
+/// An engine on `backend` with `threads` compute and `threads` copy workers per GPU.
+fn engine_on(backend: CudaBackend, threads: usize) -> Engine {
     Engine::new(
         EngineConfig::default()
             .kind(EngineKind::ThreadedPerDevice)
-            .gpu_worker_threads(2)
+            .gpu_worker_threads(threads)
+            .gpu_copy_threads(threads)
             .device_backend(Arc::new(backend)),
     )
     .unwrap()
@@ -324,7 +326,7 @@ fn without_the_fence_waits_the_same_chain_races() {
     // for, and cudarc's tracking is off; they are read on the host only after
     // `wait_for_var` (through `read`).
     let backend = unsafe { CudaBackend::without_event_tracking().without_fence_waits() };
-    let engine = engine_on(backend);
+    let engine = engine_on(backend, 2);
     let (x, expected) = push_chain(&engine, 0);
     let got = download(&engine.read(&x).unwrap()).unwrap();
     let wrong = mismatches(&got, &expected);
@@ -483,14 +485,7 @@ fn copies_to_the_device_overlap_the_compute_of_the_batch_before() {
     // shorter part where the pipeline reaches about 0.9).
     // SAFETY: as in `gpu_engine`.
     let backend = unsafe { CudaBackend::without_event_tracking() };
-    let engine = Engine::new(
-        EngineConfig::default()
-            .kind(EngineKind::ThreadedPerDevice)
-            .gpu_worker_threads(1)
-            .gpu_copy_threads(1)
-            .device_backend(Arc::new(backend)),
-    )
-    .unwrap();
+    let engine = engine_on(backend, 1);
     let source = engine
         .data_named("pinned", None::<PinnedHostSlice<f32>>)
         .unwrap();

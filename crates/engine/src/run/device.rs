@@ -45,7 +45,9 @@ use std::sync::Arc;
 
 use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fence};
 use depengine_graph::{LaunchedOp, ReadyOp, Var};
+use smallvec::SmallVec;
 
+use crate::data::access::MAX_ACCESSES;
 use crate::failure::{FailureCause, OpFailure};
 use crate::op::record::OpRecord;
 use crate::profile::recorder::Started;
@@ -227,7 +229,8 @@ impl DeviceOp for LaunchedWork {
         upstream.then(move |passed_on| {
             let marker = TaskMarker::enter(state.id);
             if let Some(op) = op {
-                let vars: Vec<Var> = op.reads().chain(op.writes()).collect();
+                // Inline up to a typed op's most vars: no allocation per completion.
+                let vars: SmallVec<[Var; MAX_ACCESSES]> = op.reads().chain(op.writes()).collect();
                 let (outcome, root) = match passed_on {
                     Some(failure) => (Err(failure), false),
                     None => (device.map_err(|e| device_failure(op.payload(), e)), true),
