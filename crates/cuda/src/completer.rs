@@ -17,16 +17,16 @@ use std::collections::VecDeque;
 use std::sync::Arc as StdArc;
 use std::thread::JoinHandle;
 
-use cudarc::driver::CudaEvent;
 use depengine_device::{DeviceCompletion, DeviceError};
 use depengine_sync::{Arc, Condvar, Mutex, lock, wait};
 
+use crate::event::Event;
 use crate::host_wait;
 
 /// Ops whose work is launched, oldest first, and whether the worker side is gone.
 #[derive(Default)]
 struct Launched {
-    ops: VecDeque<(StdArc<CudaEvent>, DeviceCompletion)>,
+    ops: VecDeque<(StdArc<Event>, DeviceCompletion)>,
     closed: bool,
 }
 
@@ -63,7 +63,7 @@ impl Completer {
 
     /// Hands over an op whose work was launched before `event` was recorded (and which shares
     /// it with its fence, `fence.rs`).
-    pub(crate) fn launched(&self, event: StdArc<CudaEvent>, completion: DeviceCompletion) {
+    pub(crate) fn launched(&self, event: StdArc<Event>, completion: DeviceCompletion) {
         lock(&self.shared.launched)
             .ops
             .push_back((event, completion));

@@ -7,7 +7,7 @@
 //! [`CudaRun`] current, so that the op it runs finds the stream (`CudaRun::current`). A
 //! device op ([`Executor::execute_device`]) first makes the worker's stream wait for the fences
 //! of the launched ops it was released behind (`fence.rs`), then runs its function on the
-//! worker, which records a blocking-sync event on its stream, reports the op launched with
+//! worker, which records an event of its stream's pool (`event.rs`) on its stream, reports the op launched with
 //! that event as its fence (releasing the GPU ops behind it), and hands the event and the op's
 //! completion to its stream's completer; the op completes when the event has fired
 //! (`completer.rs`).
@@ -15,12 +15,12 @@
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use cudarc::driver::sys::CUevent_flags;
 use depengine_cpu::{BlockOptions, PriorityBlock, WorkerBlock};
 use depengine_device::{BackendError, DeviceError, DeviceTask, Executor, Task};
 
 use crate::completer::{Completer, device_error};
 use crate::device::GpuDevice;
+use crate::event::EventPool;
 use crate::fence::{self, StreamFence};
 use crate::host_wait;
 use crate::run::CudaRun;
@@ -97,6 +97,7 @@ impl StreamExecutor {
                         Arc::clone(device.context()),
                         Arc::clone(&streams[index]),
                         Arc::clone(&completers[index]),
+                        EventPool::new(Arc::clone(device.context())),
                     )
                     .enter();
                 })),
@@ -146,10 +147,7 @@ impl Executor for StreamExecutor {
                         message: "a GPU op ran on a thread that is no GPU worker".to_owned(),
                     }));
                 };
-                match run
-                    .stream()
-                    .record_event(Some(CUevent_flags::CU_EVENT_BLOCKING_SYNC))
-                {
+                match run.events().record(run.stream()) {
                     Ok(event) => {
                         let event = Arc::new(event);
                         completion.launched(StreamFence::fence(run.stream(), &event));

@@ -10,21 +10,23 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::sys::CUevent_wait_flags;
+use cudarc::driver::{CudaStream, DriverError, result};
 use depengine_device::Fence;
 
+use crate::event::Event;
 use crate::host_wait;
 
 /// The fence of a launched GPU op: an event recorded on the stream its work was launched on,
 /// after that work.
 pub(crate) struct StreamFence {
     pub(crate) stream: Arc<CudaStream>,
-    pub(crate) event: Arc<CudaEvent>,
+    pub(crate) event: Arc<Event>,
 }
 
 impl StreamFence {
     /// The engine's fence for `event`, recorded on `stream`.
-    pub(crate) fn fence(stream: &Arc<CudaStream>, event: &Arc<CudaEvent>) -> Fence {
+    pub(crate) fn fence(stream: &Arc<CudaStream>, event: &Arc<Event>) -> Fence {
         Fence::new(StreamFence {
             stream: Arc::clone(stream),
             event: Arc::clone(event),
@@ -50,9 +52,25 @@ pub(crate) fn wait_for(stream: &Arc<CudaStream>, fences: &[Fence]) {
         if Arc::ptr_eq(&point.stream, stream) {
             continue;
         }
-        if let Err(error) = stream.wait(&point.event) {
+        if let Err(error) = device_wait(stream, &point.event) {
             let _ = host_wait::event(&point.event);
             stream.context().record_err::<()>(Err(error));
         }
+    }
+}
+
+/// Makes `stream`'s next work wait (on the device) for `event`. Returns, before waiting, an
+/// error some other call stored on the context, as cudarc's own `CudaStream::wait` does.
+fn device_wait(stream: &CudaStream, event: &Event) -> Result<(), DriverError> {
+    stream.context().bind_to_thread()?;
+    // SAFETY: both are alive (borrowed); the stream belongs to the context made current above,
+    // and the event may belong to another (a fence of another GPU), which `cuStreamWaitEvent`
+    // allows.
+    unsafe {
+        result::stream::wait_event(
+            stream.cu_stream(),
+            event.cu_event(),
+            CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+        )
     }
 }

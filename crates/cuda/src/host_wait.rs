@@ -11,10 +11,12 @@
 //! wait through the driver, and only then report: the stored error first (it is an error of
 //! the context the op's work ran in), else the wait's own.
 
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError, result};
+use cudarc::driver::{CudaContext, CudaStream, DriverError, result};
+
+use crate::event::Event;
 
 /// Waits until the work before `event` on its stream is done.
-pub(crate) fn event(event: &CudaEvent) -> Result<(), DriverError> {
+pub(crate) fn event(event: &Event) -> Result<(), DriverError> {
     let stored = make_current(event.context());
     // SAFETY: `event` is borrowed, so alive, and it was created in the context made current
     // above (the wait is made where the event's context is current, as cudarc's own does).

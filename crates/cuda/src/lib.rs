@@ -56,6 +56,7 @@ mod completer;
 mod device;
 mod driver;
 mod error;
+mod event;
 mod executor;
 mod fence;
 mod host_wait;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::completer::Completer;
+use crate::event::EventPool;
 
 thread_local! {
     /// The stream of the GPU worker this thread is, if it is one: set by the worker's start
@@ -33,6 +34,8 @@ pub struct CudaRun {
     stream: Arc<CudaStream>,
     /// The completion thread of `stream`, to which the worker hands each op it ran.
     completer: Arc<Completer>,
+    /// The recycled events the worker records on `stream` after each op.
+    events: Arc<EventPool>,
 }
 
 impl CudaRun {
@@ -42,6 +45,7 @@ impl CudaRun {
         context: Arc<CudaContext>,
         stream: Arc<CudaStream>,
         completer: Arc<Completer>,
+        events: Arc<EventPool>,
     ) -> Self {
         CudaRun {
             device,
@@ -49,6 +53,7 @@ impl CudaRun {
             context,
             stream,
             completer,
+            events,
         }
     }
 
@@ -80,6 +85,11 @@ impl CudaRun {
     /// The completion thread of the worker's stream.
     pub(crate) fn completer(&self) -> &Completer {
         &self.completer
+    }
+
+    /// The events the worker records on its stream.
+    pub(crate) fn events(&self) -> &Arc<EventPool> {
+        &self.events
     }
 
     /// Makes `self` the calling thread's (a GPU worker's start hook).

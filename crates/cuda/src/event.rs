@@ -1,0 +1,220 @@
+//! [`Event`]: the CUDA event a GPU worker records after each op, recycled through its
+//! stream's [`EventPool`].
+//!
+//! Every GPU op gets one event: recorded on its worker's stream after its work, it is the op's
+//! fence (other streams wait for it, `fence.rs`) and the point its completer waits for
+//! (`completer.rs`). Creating and destroying an event per op costs more than the launch it
+//! fences: on an H100, with the worker creating events while the completer destroys them,
+//! each call took about 10 µs (the two threads contend inside the driver), which made a chain
+//! of tiny kernels 5x slower than the launches alone (`docs/cuda.md`, the bench). So each
+//! stream keeps a pool: an event is created once, and when its last holder (the completer, or
+//! a fence an op was released with) drops it, it goes back to the pool, to be recorded again
+//! for a later op of the same stream.
+//!
+//! # Why recording a recycled event is safe
+//!
+//! An event is recorded again only once nothing refers to it: no completer will wait for it
+//! and no op will make its stream wait for it. A stream wait that was already enqueued on it
+//! waits for the record made before that call, which a later record does not change (CUDA's
+//! rule for `cuStreamWaitEvent`), and a host wait on it ended before its holder dropped it.
+//!
+//! # Flags
+//!
+//! The events are created with `CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING`: the
+//! completer sleeps in the driver while it waits rather than spinning, and the events record
+//! no timestamps, which would cost each record a write the engine never reads. cudarc's flag
+//! type names one flag at a time, so the events are made through the driver's own call, and
+//! this module owns them.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUevent_flags};
+use cudarc::driver::{CudaContext, CudaStream, DriverError, result};
+use depengine_sync::{Mutex, lock};
+
+/// Free events a pool keeps; past this, an event dropped is destroyed. A stream has at most
+/// as many events out as it has ops launched and not yet completed (plus the fences the engine
+/// still holds): a burst past this many returns the rest to the driver.
+const MAX_FREE: usize = 1024;
+
+/// A CUDA event handle.
+#[derive(Clone, Copy)]
+struct RawEvent(sys::CUevent);
+
+// SAFETY: a CUDA event handle is a driver object that any thread may use, with the context it
+// was created in current (what cudarc's own `CudaEvent` assumes too); this module makes that
+// context current before each call on it.
+unsafe impl Send for RawEvent {}
+// SAFETY: as for `Send`: the handle is only passed to the driver, which synchronizes its own
+// use of the object.
+unsafe impl Sync for RawEvent {}
+
+/// The recycled events of one stream: see the module documentation.
+pub(crate) struct EventPool {
+    context: Arc<CudaContext>,
+    /// Events recorded before and no longer referred to. Pushed by whichever thread drops an
+    /// [`Event`], popped by the stream's worker.
+    free: Mutex<Vec<RawEvent>>,
+}
+
+impl EventPool {
+    /// An empty pool for the streams of `context`.
+    pub(crate) fn new(context: Arc<CudaContext>) -> Arc<Self> {
+        Arc::new(EventPool {
+            context,
+            free: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Records an event of the pool (a free one, or a new one) on `stream`, after the work
+    /// launched on it so far. `stream` must belong to the pool's context.
+    pub(crate) fn record(self: &Arc<Self>, stream: &CudaStream) -> Result<Event, DriverError> {
+        // Returns an error stored on the context by another call, as cudarc's own record does.
+        self.context.bind_to_thread()?;
+        let popped = lock(&self.free).pop();
+        let raw = if let Some(raw) = popped {
+            raw
+        } else {
+            let mut raw = std::ptr::null_mut();
+            let flags = CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32
+                | CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+            // SAFETY: `raw` is a valid place for the handle, and the pool's context is current
+            // (bound above), so the event is created in it.
+            unsafe { sys::cuEventCreate(&raw mut raw, flags) }.result()?;
+            RawEvent(raw)
+        };
+        // Made before the record, so that a failed record returns the event to the pool.
+        let event = Event {
+            raw,
+            pool: Arc::clone(self),
+        };
+        // SAFETY: the event is alive (owned by `event`) and referred to by nothing else (see
+        // "Why recording a recycled event is safe"); both it and `stream` belong to the pool's
+        // context, which is current.
+        unsafe { result::event::record(raw.0, stream.cu_stream()) }?;
+        Ok(event)
+    }
+
+    /// The context the pool's events belong to.
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.context
+    }
+
+    /// Destroys `raw` (an event of the pool's context); a failure is stored on the context,
+    /// as cudarc's `CudaEvent` does on drop.
+    fn destroy(&self, raw: RawEvent) {
+        self.context.record_err(self.context.bind_to_thread());
+        // SAFETY: `raw` was created in the pool's context, which is current, and nothing
+        // refers to it any more.
+        self.context
+            .record_err(unsafe { result::event::destroy(raw.0) });
+    }
+}
+
+impl std::fmt::Debug for EventPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventPool")
+            .field("free", &lock(&self.free).len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for EventPool {
+    fn drop(&mut self) {
+        // Every `Event` holds the pool: these are all the pool's events.
+        let free = std::mem::take(&mut *lock(&self.free));
+        for raw in free {
+            self.destroy(raw);
+        }
+    }
+}
+
+/// An event of an [`EventPool`], recorded on the pool's stream; it returns to the pool when
+/// dropped.
+pub(crate) struct Event {
+    raw: RawEvent,
+    pool: Arc<EventPool>,
+}
+
+impl Event {
+    /// The driver's handle: valid while `self` is.
+    pub(crate) fn cu_event(&self) -> sys::CUevent {
+        self.raw.0
+    }
+
+    /// The context the event belongs to.
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        self.pool.context()
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        let mut free = lock(&self.pool.free);
+        if free.len() < MAX_FREE {
+            free.push(self.raw);
+        } else {
+            drop(free);
+            self.pool.destroy(self.raw);
+        }
+    }
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("raw", &self.raw.0)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Driver, host_wait};
+
+    /// A context on device 0, or `None` (with the reason printed) where there is no GPU; with
+    /// `DEPENGINE_REQUIRE_GPU` set, a failure instead.
+    fn context_or_skip() -> Option<Arc<CudaContext>> {
+        let reason = match Driver::probe() {
+            Ok(driver) if driver.device_count() > 0 => match CudaContext::new(0) {
+                Ok(context) => return Some(context),
+                Err(error) => error.to_string(),
+            },
+            Ok(_) => "the CUDA driver reports no device".to_owned(),
+            Err(error) => error.to_string(),
+        };
+        assert!(
+            std::env::var_os("DEPENGINE_REQUIRE_GPU").is_none(),
+            "DEPENGINE_REQUIRE_GPU is set, but there is no GPU: {reason}"
+        );
+        eprintln!("skipped: {reason}");
+        None
+    }
+
+    #[test]
+    fn a_dropped_event_is_recorded_again_for_the_next_op() {
+        let Some(context) = context_or_skip() else {
+            return;
+        };
+        let stream = context.new_stream().unwrap();
+        let pool = EventPool::new(Arc::clone(&context));
+        let first = pool.record(&stream).unwrap();
+        let handle = first.cu_event();
+        let second = pool.record(&stream).unwrap();
+        assert_ne!(
+            second.cu_event(),
+            handle,
+            "an event in use was handed out again"
+        );
+        host_wait::event(&first).unwrap();
+        drop(first);
+        assert_eq!(lock(&pool.free).len(), 1);
+        let third = pool.record(&stream).unwrap();
+        assert_eq!(third.cu_event(), handle, "the free event was not reused");
+        host_wait::event(&third).unwrap();
+        host_wait::event(&second).unwrap();
+        drop((second, third));
+        assert_eq!(lock(&pool.free).len(), 2);
+    }
+}
