@@ -6,6 +6,7 @@
 mod bench;
 mod ci;
 mod cmd;
+mod gpu_bundle;
 mod loom;
 mod miri;
 
@@ -35,6 +36,11 @@ const COMMANDS: &[(&str, &str, &str)] = &[
         "tests of depengine-pool and depengine-graph, and engine tests, under nightly miri",
     ),
     (
+        "gpu-bundle",
+        "DIR",
+        "GPU tests and the gpu bench, built here, with NVRTC and run.sh, for a GPU machine",
+    ),
+    (
         "ci",
         "[--no-bench]",
         "everything CI runs: fmt, clippy, tests, stress tests, examples, loom, bench smoke, miri",
@@ -61,6 +67,7 @@ fn main() -> ExitCode {
         Some("loom") => loom::run(args),
         Some("miri") => miri::run(args),
         Some("ci") => ci::main(args),
+        Some("gpu-bundle") => gpu_bundle::main(args),
         Some("help" | "--help" | "-h") => {
             print_help();
             Ok(())

@@ -4,12 +4,13 @@
 //! Every GPU op gets one event: recorded on its worker's stream after its work, it is the op's
 //! fence (other streams wait for it, `fence.rs`) and the point its completer waits for
 //! (`completer.rs`). Creating and destroying an event per op costs more than the launch it
-//! fences: on an H100, with the worker creating events while the completer destroys them,
-//! each call took about 10 µs (the two threads contend inside the driver), which made a chain
-//! of tiny kernels 5x slower than the launches alone (`docs/cuda.md`, the bench). So each
-//! stream keeps a pool: an event is created once, and when its last holder (the completer, or
-//! a fence an op was released with) drops it, it goes back to the pool, to be recorded again
-//! for a later op of the same stream.
+//! fences: on an H100, with the worker creating events while the completer destroyed them,
+//! each call took about 10 µs (the two threads contend inside the driver), and a chain of tiny
+//! kernels through the engine ran 3.5x slower than the launches alone (`docs/cuda.md`, "What
+//! ran on a GPU"). So each stream keeps a pool: an event is created once, and when its last
+//! holder (the completer, the engine's register of launched ops' fences, or the task of an op
+//! released behind it) drops it, it goes back to the pool, to be recorded again for a later
+//! op of the same stream.
 //!
 //! # Why recording a recycled event is safe
 //!
@@ -41,9 +42,9 @@ const MAX_FREE: usize = 1024;
 #[derive(Clone, Copy)]
 struct RawEvent(sys::CUevent);
 
-// SAFETY: a CUDA event handle is a driver object that any thread may use, with the context it
-// was created in current (what cudarc's own `CudaEvent` assumes too); this module makes that
-// context current before each call on it.
+// SAFETY: a CUDA event handle is a driver object that any thread may pass to the driver, whose
+// API is thread-safe (cudarc's own `CudaEvent` is `Send` and `Sync` on the same ground); each
+// call site makes current the context its call needs.
 unsafe impl Send for RawEvent {}
 // SAFETY: as for `Send`: the handle is only passed to the driver, which synchronizes its own
 // use of the object.
@@ -69,6 +70,10 @@ impl EventPool {
     /// Records an event of the pool (a free one, or a new one) on `stream`, after the work
     /// launched on it so far. `stream` must belong to the pool's context.
     pub(crate) fn record(self: &Arc<Self>, stream: &CudaStream) -> Result<Event, DriverError> {
+        debug_assert!(
+            Arc::ptr_eq(stream.context(), &self.context),
+            "a stream of another context"
+        );
         // Returns an error stored on the context by another call, as cudarc's own record does.
         self.context.bind_to_thread()?;
         let popped = lock(&self.free).pop();
@@ -101,13 +106,16 @@ impl EventPool {
     }
 
     /// Destroys `raw` (an event of the pool's context); a failure is stored on the context,
-    /// as cudarc's `CudaEvent` does on drop.
+    /// as cudarc's `CudaEvent` does on drop, after an error already stored there (which stays
+    /// the one a later call reports).
     fn destroy(&self, raw: RawEvent) {
-        self.context.record_err(self.context.bind_to_thread());
-        // SAFETY: `raw` was created in the pool's context, which is current, and nothing
+        let stored = self.context.check_err();
+        // SAFETY: the pool's `Arc` keeps the context alive, so its handle is valid.
+        let current = unsafe { result::ctx::set_current(self.context.cu_ctx()) };
+        // SAFETY: `raw` was created in the pool's context, made current above, and nothing
         // refers to it any more.
-        self.context
-            .record_err(unsafe { result::event::destroy(raw.0) });
+        let destroyed = unsafe { result::event::destroy(raw.0) };
+        self.context.record_err(stored.and(current).and(destroyed));
     }
 }
 
@@ -216,5 +224,14 @@ mod tests {
         host_wait::event(&second).unwrap();
         drop((second, third));
         assert_eq!(lock(&pool.free).len(), 2);
+        // Past `MAX_FREE` free events, the ones dropped are destroyed.
+        let many: Vec<Event> = (0..=MAX_FREE)
+            .map(|_| pool.record(&stream).unwrap())
+            .collect();
+        host_wait::event(many.last().unwrap()).unwrap();
+        drop(many);
+        assert_eq!(lock(&pool.free).len(), MAX_FREE);
+        drop(pool);
+        context.check_err().unwrap();
     }
 }

@@ -7,7 +7,7 @@
 //! [`CudaRun`] current, so that the op it runs finds the stream (`CudaRun::current`). A
 //! device op ([`Executor::execute_device`]) first makes the worker's stream wait for the fences
 //! of the launched ops it was released behind (`fence.rs`), then runs its function on the
-//! worker, which records an event of its stream's pool (`event.rs`) on its stream, reports the op launched with
+//! worker, which records an event of its stream's pool (`event.rs`), reports the op launched with
 //! that event as its fence (releasing the GPU ops behind it), and hands the event and the op's
 //! completion to its stream's completer; the op completes when the event has fired
 //! (`completer.rs`).
