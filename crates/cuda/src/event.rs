@@ -179,7 +179,7 @@ impl std::fmt::Debug for Event {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Driver, host_wait};
+    use crate::Driver;
 
     /// A context on device 0, or `None` (with the reason printed) where there is no GPU; with
     /// `DEPENGINE_REQUIRE_GPU` set, a failure instead.
@@ -215,20 +215,19 @@ mod tests {
             handle,
             "an event in use was handed out again"
         );
-        host_wait::event(&first).unwrap();
+        stream.synchronize().unwrap();
         drop(first);
         assert_eq!(lock(&pool.free).len(), 1);
         let third = pool.record(&stream).unwrap();
         assert_eq!(third.cu_event(), handle, "the free event was not reused");
-        host_wait::event(&third).unwrap();
-        host_wait::event(&second).unwrap();
+        stream.synchronize().unwrap();
         drop((second, third));
         assert_eq!(lock(&pool.free).len(), 2);
         // Past `MAX_FREE` free events, the ones dropped are destroyed.
         let many: Vec<Event> = (0..=MAX_FREE)
             .map(|_| pool.record(&stream).unwrap())
             .collect();
-        host_wait::event(many.last().unwrap()).unwrap();
+        stream.synchronize().unwrap();
         drop(many);
         assert_eq!(lock(&pool.free).len(), MAX_FREE);
         drop(pool);

@@ -23,8 +23,7 @@ use crate::op::record::SyncFn;
 use crate::op::result::IntoOpResult;
 use crate::op::vars::OpVars;
 
-/// The most typed accesses one op takes: its access list is a tuple of at most this many.
-pub const MAX_ACCESSES: usize = 8;
+pub use crate::op::vars::MAX_ACCESSES;
 
 mod sealed {
     pub trait Sealed {}

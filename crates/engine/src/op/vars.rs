@@ -7,6 +7,11 @@ use std::ptr::NonNull;
 
 use depengine_graph::Access;
 
+// Defined with what an op is (and re-exported by `data/access.rs`), so that the code that runs
+// ops sizes its inline lists by it without importing the typed-data layer above it.
+/// The most typed accesses one op takes: its access list is a tuple of at most this many.
+pub const MAX_ACCESSES: usize = 8;
+
 /// The vars of the op being run (an op, or one op of a bulk segment), in the order it named
 /// them: its reads, then its writes. Implemented where ops run (`run/`), for the duration of
 /// a sync function's call.

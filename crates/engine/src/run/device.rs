@@ -47,9 +47,9 @@ use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fenc
 use depengine_graph::{LaunchedOp, ReadyOp, Var};
 use smallvec::SmallVec;
 
-use crate::data::access::MAX_ACCESSES;
 use crate::failure::{FailureCause, OpFailure};
 use crate::op::record::OpRecord;
+use crate::op::vars::MAX_ACCESSES;
 use crate::profile::recorder::Started;
 use crate::run::EngineState;
 use crate::run::dispatch::Dispatcher;
