@@ -5,6 +5,24 @@ use std::path::Path;
 use crate::cmd::{Cmd, Result};
 use crate::{bench, loom, miri};
 
+/// The engine's tests that its `cuda` feature changes, as cargo arguments: its GPU tests, and
+/// those that push GPU ops or name devices. CI runs them without a GPU (the no-driver path);
+/// `gpu-bundle` builds them for a GPU machine.
+pub(crate) const ENGINE_CUDA_TESTS: [&str; 12] = [
+    "-p",
+    "depengine",
+    "--features",
+    "cuda",
+    "--test",
+    "gpu",
+    "--test",
+    "api",
+    "--test",
+    "names",
+    "--test",
+    "device",
+];
+
 /// Runs the checks, stopping at the first failure. `--no-bench` leaves out the bench smoke run.
 pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
     let mut with_bench = true;
@@ -49,19 +67,7 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
     Cmd::cargo().args(["test", "--workspace"]).run()?;
     // The CUDA backend through the engine: without a GPU, the no-driver path (the GPU tests
     // skip).
-    Cmd::cargo()
-        .args([
-            "test",
-            "-p",
-            "depengine",
-            "--features",
-            "cuda",
-            "--test",
-            "gpu",
-            "--test",
-            "api",
-        ])
-        .run()?;
+    Cmd::cargo().arg("test").args(ENGINE_CUDA_TESTS).run()?;
     // The stress tests at the sizes, which only optimized builds use, and the memory
     // test at its full burst.
     Cmd::cargo()

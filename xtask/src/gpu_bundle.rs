@@ -13,6 +13,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::ci::ENGINE_CUDA_TESTS;
 use crate::cmd::{Cmd, Result};
 
 /// Where `.ci/run` installs `nvidia-cuda-nvrtc-cu12` 12.8 (from `PyPI`).
@@ -22,23 +23,7 @@ const NVRTC_LIB: &str = "target/cuda/nvrtc/nvidia/cuda_nvrtc/lib";
 const NVRTC_FILES: [&str; 2] = ["libnvrtc.so.12", "libnvrtc-builtins.so.12.8"];
 
 /// The test builds: cargo arguments after `test --release --no-run`.
-const TEST_BUILDS: [&[&str]; 2] = [
-    &["-p", "depengine-cuda"],
-    &[
-        "-p",
-        "depengine",
-        "--features",
-        "cuda",
-        "--test",
-        "gpu",
-        "--test",
-        "api",
-        "--test",
-        "names",
-        "--test",
-        "device",
-    ],
-];
+const TEST_BUILDS: [&[&str]; 2] = [&["-p", "depengine-cuda"], &ENGINE_CUDA_TESTS];
 
 const RUN_SH: &str = r#"#!/bin/bash
 # Written by `cargo xtask gpu-bundle`: depengine's GPU tests and the `gpu` bench group.
