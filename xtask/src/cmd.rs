@@ -2,7 +2,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -69,10 +69,21 @@ impl Cmd {
     /// Runs the command with inherited stdio; an error unless it exits successfully.
     pub(crate) fn run(&self) -> Result {
         self.echo();
-        let status = self
-            .command()
-            .status()
-            .map_err(|error| format!("cannot run `{}`: {error}", self.program.display()))?;
+        self.finish(self.command().status())
+    }
+
+    /// `run`, with the command's standard output written to the file `path` (`cmd > path`).
+    pub(crate) fn run_into(&self, path: &Path) -> Result {
+        println!("$ {self} > {}", shell_quote(&path.to_string_lossy()));
+        let file = std::fs::File::create(path)
+            .map_err(|error| format!("creating {}: {error}", path.display()))?;
+        self.finish(self.command().stdout(file).status())
+    }
+
+    /// An error unless the command ran and exited successfully.
+    fn finish(&self, status: std::io::Result<ExitStatus>) -> Result {
+        let status =
+            status.map_err(|error| format!("cannot run `{}`: {error}", self.program.display()))?;
         if status.success() {
             Ok(())
         } else {

@@ -93,23 +93,10 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
     let packed = dir.join("nvrtc");
     fs::create_dir_all(&packed).map_err(|e| format!("creating {}: {e}", packed.display()))?;
     for file in NVRTC_FILES {
-        let target = packed.join(format!("{file}.xz"));
-        println!(
-            "$ xz -T0 -6 -c {} > {}",
-            nvrtc.join(file).display(),
-            target.display()
-        );
-        let output =
-            fs::File::create(&target).map_err(|e| format!("creating {}: {e}", target.display()))?;
-        let status = std::process::Command::new("xz")
+        Cmd::new("xz")
             .args(["-T0", "-6", "-c"])
             .arg(nvrtc.join(file))
-            .stdout(output)
-            .status()
-            .map_err(|e| format!("running xz: {e}"))?;
-        if !status.success() {
-            return Err(format!("xz failed on {file}: {status}"));
-        }
+            .run_into(&packed.join(format!("{file}.xz")))?;
     }
     let script = dir.join("run.sh");
     fs::write(&script, RUN_SH).map_err(|e| format!("writing {}: {e}", script.display()))?;
