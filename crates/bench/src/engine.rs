@@ -15,8 +15,11 @@
 //!   var (each writes it, so each waits), three times, waiting for each burst: the time per
 //!   push of the last burst (the pusher's own path for an op that waits, with no worker beside
 //!   it, into the storage that such bursts keep once they outgrow the 992 op slots a trim
-//!   always keeps: N of 3000 or more). `backlog`, `push_queued` and `push_parked` are not run
-//!   on the naive engine, which runs the holding op on the pusher.
+//!   always keeps: N of 3000 or more); `chain_backlog`: the time per op that the worker takes
+//!   to run that last burst once the holding op completes (the worker's own path for a chain:
+//!   each completion releases the next op and keeps it for itself, with no pusher beside it).
+//!   `backlog`, `push_queued`, `push_parked` and `chain_backlog` are not run on the naive
+//!   engine, which runs the holding op on the pusher.
 //! - `independent`: N empty ops with no vars, pushed then waited for.
 //! - `chain`: N empty ops writing the same var.
 //! - `random_empty`: each op reads 2 and writes 1 of 1024 vars (seeded), empty.
@@ -327,7 +330,7 @@ fn push_gate(engine: &Engine, gate: Var) -> Result<OpenGate, String> {
 }
 
 /// The workloads on an engine with one worker and no pending bound (every op parks behind a
-/// gate this thread opens): `drain`, `backlog`, `push_queued`, `push_parked`.
+/// gate this thread opens): `drain`, `backlog`, `push_queued`, `push_parked`, `chain_backlog`.
 fn one_worker(args: &Args, setup: Setup, n: usize) -> Result<(), String> {
     let one_worker = || -> Result<Engine, String> {
         let one = Setup {
@@ -342,7 +345,8 @@ fn one_worker(args: &Args, setup: Setup, n: usize) -> Result<(), String> {
         report("drain", drain(&one_worker()?, n)?, "ns/op");
     }
     let queued = args.wants("backlog") || args.wants("push_queued");
-    if setup.kind != EngineKind::Naive && (queued || args.wants("push_parked")) {
+    let parked = args.wants("push_parked") || args.wants("chain_backlog");
+    if setup.kind != EngineKind::Naive && (queued || parked) {
         let one = one_worker()?;
         if queued {
             let (pushed, ran) = backlog(&one, n)?;
@@ -353,8 +357,14 @@ fn one_worker(args: &Args, setup: Setup, n: usize) -> Result<(), String> {
                 report("backlog", ran, "ns/op");
             }
         }
-        if args.wants("push_parked") {
-            report("push_parked", push_parked(&one, n)?, "ns/op");
+        if args.wants("push_parked") || args.wants("chain_backlog") {
+            let (pushed, ran) = push_parked(&one, n)?;
+            if args.wants("push_parked") {
+                report("push_parked", pushed, "ns/op");
+            }
+            if args.wants("chain_backlog") {
+                report("chain_backlog", ran, "ns/op");
+            }
         }
     }
     Ok(())
@@ -376,10 +386,12 @@ fn backlog(engine: &Engine, n: usize) -> Result<(f64, f64), String> {
     Ok((ns_per(pushed, n as u64), ns_per(ran, n as u64)))
 }
 
-fn push_parked(engine: &Engine, n: usize) -> Result<f64, String> {
+/// `push_parked` and `chain_backlog`, in ns per op of the last of three bursts.
+fn push_parked(engine: &Engine, n: usize) -> Result<(f64, f64), String> {
     let gate = engine.new_var().map_err(err)?;
     let burst = (n / 3).max(1);
-    let mut elapsed = Duration::ZERO;
+    let mut pushed = Duration::ZERO;
+    let mut ran = Duration::ZERO;
     for _ in 0..3 {
         let open = push_gate(engine, gate)?;
         let start = Instant::now();
@@ -390,12 +402,13 @@ fn push_parked(engine: &Engine, n: usize) -> Result<f64, String> {
                 .push_sync(|_| Ok(()))
                 .map_err(err)?;
         }
-        elapsed = start.elapsed();
-        open()?;
+        pushed = start.elapsed();
+        let start = open()?;
         engine.wait_for_all().map_err(err)?;
+        ran = start.elapsed();
     }
     release(engine, vec![gate])?;
-    Ok(ns_per(elapsed, burst as u64))
+    Ok((ns_per(pushed, burst as u64), ns_per(ran, burst as u64)))
 }
 
 fn independent(engine: &Engine, n: usize) -> Result<f64, String> {

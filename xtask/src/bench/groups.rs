@@ -159,6 +159,7 @@ const ENGINE: Group = Group {
         "backlog",
         "push_queued",
         "push_parked",
+        "chain_backlog",
         "independent",
         "chain",
         "chain_typed",

@@ -52,8 +52,12 @@ impl EngineState {
     /// the completion of a sync (or skipped) op releases onto the same block is kept for this
     /// worker, which runs it next. Async ops complete through their `Completion`, on any
     /// thread: nothing is kept for them.
+    ///
+    /// The op runs as a task of this engine (`TaskMarker`): a thread with `keep_for` serves one
+    /// of the engine's blocks, which already counts as running its tasks (`TaskMarker::active`),
+    /// so only the others mark themselves, and a worker's op pays no thread-local push and pop.
     pub(super) fn execute(self: &Arc<Self>, op: ReadyOp<OpRecord>, keep_for: Option<BlockKey>) {
-        let _marker = TaskMarker::enter(self.id);
+        let _marker = keep_for.is_none().then(|| TaskMarker::enter(self.id));
         self.run_function(op, keep_for, |op, outcome, started| {
             self.profile(|| op.payload().profiled_op(), started, &outcome);
             self.finish(op, outcome, true, keep_for);

@@ -14,9 +14,14 @@ impl TaskMarker {
     }
 
     /// Whether the current thread runs a task of engine `engine` (possibly with tasks of other
-    /// engines nested inside it, or around it).
+    /// engines nested inside it, or around it). A thread that serves a block of the engine (a
+    /// worker, a stand-in, a priority task: `serving.rs`) runs nothing but its tasks, so it
+    /// counts whether or not it entered a marker: the engine's ops on a block's workers do not.
     pub(crate) fn active(engine: u64) -> bool {
-        thread::with(|cx| cx.tasks.borrow().contains(&engine))
+        thread::with(|cx| {
+            matches!(cx.serving.get(), Some((id, _)) if id == engine)
+                || cx.tasks.borrow().contains(&engine)
+        })
     }
 }
 
