@@ -1,5 +1,7 @@
 //! [`TaskMarker`]: which engines' tasks (an op, or a worker task's epilogue) run on this thread,
-//! so that an engine's last handle dropped by its own task does not wait for itself.
+//! so that an engine's last handle dropped by its own task does not wait for itself. A thread
+//! that serves one of an engine's blocks (`serving.rs`) runs that engine's tasks all along and
+//! needs no marker for them.
 
 use crate::thread;
 
