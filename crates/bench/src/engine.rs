@@ -357,7 +357,7 @@ fn one_worker(args: &Args, setup: Setup, n: usize) -> Result<(), String> {
                 report("backlog", ran, "ns/op");
             }
         }
-        if args.wants("push_parked") || args.wants("chain_backlog") {
+        if parked {
             let (pushed, ran) = push_parked(&one, n)?;
             if args.wants("push_parked") {
                 report("push_parked", pushed, "ns/op");
