@@ -27,6 +27,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::instructions::{self, Setup};
 use super::protocol::{Measurement, parse_output};
 use super::report::align;
 use super::stats::Summary;
@@ -39,7 +40,7 @@ use crate::cmd::{Cmd, Result};
 const DEFAULT_ROUNDS: usize = 12;
 
 const USAGE: &str = "usage: cargo xtask bench-ab <git rev> [pool|graph|engine] [--system NAME] \
-                     [--workloads a,b] [--rounds N] [--threads N] [--quick]";
+                     [--workloads a,b] [--rounds N] [--threads N] [--quick] [--instructions]";
 
 /// What to compare.
 #[derive(Debug)]
@@ -51,12 +52,15 @@ struct Options {
     rounds: usize,
     threads: usize,
     quick: bool,
+    /// Count instructions per op instead of timing rounds.
+    instructions: bool,
 }
 
 impl Options {
     fn parse(mut args: impl Iterator<Item = String>) -> Result<Self> {
         let (mut base, mut group, mut system, mut workloads) = (None, None, None, None);
-        let (mut rounds, mut threads, mut quick) = (DEFAULT_ROUNDS, DEFAULT_THREADS, false);
+        let (mut rounds, mut threads) = (DEFAULT_ROUNDS, DEFAULT_THREADS);
+        let (mut quick, mut instructions) = (false, false);
         while let Some(arg) = args.next() {
             let mut value = |flag: &str| {
                 args.next()
@@ -72,6 +76,7 @@ impl Options {
                 "--rounds" => rounds = count("--rounds", value("--rounds")?)?,
                 "--threads" => threads = count("--threads", value("--threads")?)?,
                 "--quick" => quick = true,
+                "--instructions" => instructions = true,
                 name if !name.starts_with('-') && base.is_none() => base = Some(arg),
                 name if !name.starts_with('-') && group.is_none() => {
                     group = Some(
@@ -106,7 +111,41 @@ impl Options {
             rounds,
             threads,
             quick,
+            instructions,
         })
+    }
+
+    /// The harness arguments of a run under `--instructions`, but the size and the workload.
+    fn counted_args(&self) -> Vec<String> {
+        vec![
+            self.group.name.to_owned(),
+            "--system".to_owned(),
+            self.system.clone(),
+            "--threads".to_owned(),
+            self.threads.to_string(),
+        ]
+    }
+
+    /// The workloads `--instructions` counts, one run each: those given, or the group's
+    /// single-thread ones.
+    fn counted_workloads(&self) -> Result<Vec<String>> {
+        let workloads: Vec<String> = match &self.workloads {
+            Some(list) => list.split(',').map(str::to_owned).collect(),
+            None => self
+                .group
+                .one_thread_workloads
+                .iter()
+                .map(|&w| w.to_owned())
+                .collect(),
+        };
+        if workloads.is_empty() {
+            return Err(format!(
+                "bench-ab --instructions: the {} group has no single-thread workload; name some \
+                 with --workloads",
+                self.group.name
+            ));
+        }
+        Ok(workloads)
     }
 
     /// The harness arguments both binaries get.
@@ -143,12 +182,53 @@ pub(crate) fn main(args: impl Iterator<Item = String>) -> Result {
         println!("  --rounds N       rounds of (base, current) pairs (default {DEFAULT_ROUNDS})");
         println!("  --threads N      worker threads (default {DEFAULT_THREADS})");
         println!("  --quick          the group's quick sizes");
+        println!(
+            "  --instructions   instructions per op and thread, counted by callgrind, instead \
+             of timed rounds (default workloads: the group's single-thread ones)"
+        );
         return Ok(());
     }
     let options = Options::parse(args.into_iter())?;
     let dir = std::path::absolute(target_dir().join("bench").join("ab"))
         .map_err(|e| format!("bench-ab: cannot resolve the target directory: {e}"))?;
     let commit = rev_parse(&options.base)?;
+    if options.instructions {
+        // Checked before the builds, which take minutes.
+        let (size_flag, ops) = instructions::size(options.group)?;
+        let workloads = options.counted_workloads()?;
+        if !instructions::available() {
+            return Err(
+                "bench-ab --instructions needs valgrind (Debian: `apt-get install \
+                        valgrind`)"
+                    .to_owned(),
+            );
+        }
+        let (base, current) = build(&commit, &dir)?;
+        let setup = Setup {
+            base: &base,
+            current: &current,
+            args: options.counted_args(),
+            size_flag,
+            ops,
+            dir: &dir.join("callgrind"),
+        };
+        let counted = workloads
+            .iter()
+            .map(|workload| instructions::count(&setup, workload))
+            .collect::<Result<Vec<_>>>()?;
+        println!(
+            "\n{} / {}: instructions per op and thread (callgrind: {ops} ops more, {} against \
+             {}), current tree vs {} ({commit}); ratio = current / base; callgrind files in {}",
+            options.group.name,
+            options.system,
+            2 * ops,
+            ops,
+            options.base,
+            setup.dir.display()
+        );
+        print!("{}", instructions::table(&counted));
+        return Ok(());
+    }
     let (base, current) = build(&commit, &dir)?;
     let harness_args = options.harness_args();
     let mut rounds = Vec::with_capacity(options.rounds);
@@ -423,6 +503,35 @@ mod tests {
                 "--workloads",
                 "push_complete_1var"
             ]
+        );
+    }
+
+    #[test]
+    fn instructions_count_the_single_thread_workloads_unless_told_otherwise() {
+        let options = parse(&["main", "--instructions"]).unwrap();
+        assert!(options.instructions);
+        let workloads = options.counted_workloads().unwrap();
+        assert!(workloads.iter().any(|w| w == "chain_backlog"));
+        assert!(!workloads.iter().any(|w| w == "independent"));
+        assert_eq!(
+            options.counted_args(),
+            [
+                "engine",
+                "--system",
+                "depengine-perdevice",
+                "--threads",
+                "2"
+            ]
+        );
+        let named = parse(&["main", "--instructions", "--workloads", "chain,drain"]).unwrap();
+        assert_eq!(named.counted_workloads().unwrap(), ["chain", "drain"]);
+        // The pool group has none of its own, and is not sized by one count.
+        let pool = parse(&["main", "pool", "--instructions"]).unwrap();
+        assert!(pool.counted_workloads().is_err());
+        assert!(super::instructions::size(pool.group).is_err());
+        assert_eq!(
+            super::instructions::size(options.group).unwrap(),
+            ("--ops", 20000)
         );
     }
 

@@ -16,6 +16,10 @@ pub(crate) struct Group {
     pub(crate) full_sizes: &'static [&'static str],
     /// Size flags of `--quick`.
     pub(crate) quick_sizes: &'static [&'static str],
+    /// Workloads whose measured phase runs one thread at a time (the others blocked, not
+    /// spinning), so that they execute the same instructions on every run: what
+    /// `bench-ab --instructions` counts unless told otherwise (`instructions.rs`).
+    pub(crate) one_thread_workloads: &'static [&'static str],
     /// Workloads whose name contains one of these are the points of a curve (Task Bench's
     /// efficiency against granularity): in the JSON files and the charts, not in the summary
     /// table.
@@ -118,6 +122,7 @@ const POOL: Group = Group {
         "--idle-ms",
         "200",
     ],
+    one_thread_workloads: &[],
     curve_points: &[],
     timeline: None,
     probed: false,
@@ -130,6 +135,11 @@ const GRAPH: Group = Group {
     workloads: &[],
     full_sizes: &["--ops", "200000"],
     quick_sizes: &["--ops", "20000"],
+    one_thread_workloads: &[
+        "push_complete_1var",
+        "push_complete_2var",
+        "push_complete_4var",
+    ],
     curve_points: &[],
     timeline: None,
     probed: false,
@@ -174,6 +184,13 @@ const ENGINE: Group = Group {
     ],
     full_sizes: &["--ops", "200000"],
     quick_sizes: &["--ops", "20000"],
+    one_thread_workloads: &[
+        "push_queued",
+        "push_parked",
+        "backlog",
+        "chain_backlog",
+        "drain",
+    ],
     curve_points: &[],
     timeline: None,
     probed: false,
@@ -223,6 +240,7 @@ const TASKBENCH: Group = Group {
         "--max-steps",
         "2000",
     ],
+    one_thread_workloads: &[],
     curve_points: &[".eff.", ".gran."],
     timeline: None,
     probed: false,
@@ -243,6 +261,7 @@ const CHOLESKY: Group = Group {
     workloads: &["n512", "n1024", "n2048", "n4096"],
     full_sizes: &["--sizes", "1024,2048,4096", "--tile", "256"],
     quick_sizes: &["--sizes", "512", "--tile", "128"],
+    one_thread_workloads: &[],
     curve_points: &[],
     timeline: Some(Timeline {
         system: "depengine-perdevice",
@@ -259,6 +278,7 @@ const GPU: Group = Group {
     workloads: &["kernel_chain", "kernel_chain_streams", "overlap"],
     full_sizes: &["--ops", "20000"],
     quick_sizes: &["--ops", "2000"],
+    one_thread_workloads: &[],
     curve_points: &[],
     timeline: None,
     probed: true,

@@ -14,6 +14,7 @@ pub(crate) mod ab;
 mod charts;
 mod cpp;
 mod groups;
+mod instructions;
 mod machine;
 mod progress;
 mod protocol;

@@ -1,0 +1,327 @@
+//! `cargo xtask bench-ab <rev> --instructions`: the instructions each thread executes per op,
+//! counted by callgrind, for the base and the current tree.
+//!
+//! # Why count instructions
+//!
+//! On the small shared VMs this project runs on, two runs of one binary a minute apart differ
+//! by up to 1.5x, and a change of a few percent hides in that noise however many rounds
+//! `bench-ab` takes. The number of instructions a thread executes does not drift: run under
+//! valgrind's callgrind, a workload whose measured phase runs one thread at a time (the others
+//! blocked, not spinning) executes the same instructions on every run, to a hundredth of an
+//! instruction per op. It is not a time: a cache miss, a stall on a store or a contended line
+//! costs no instruction, so a change that adds none can still be slower (and the reverse).
+//! It says whether a change shortened the path an op takes through the code, exactly; the
+//! timed rounds say whether that made it faster.
+//!
+//! # What is counted
+//!
+//! Each workload runs alone, at the group's quick size `n` and at `2n`, twice per binary (the
+//! fewer instructions count, thread by thread: see `REPEATS`), under
+//! `valgrind --tool=callgrind --separate-threads=yes`. The difference between the two sizes,
+//! thread by thread, divided by `n`, is what one more op costs each thread: the start-up, the
+//! engine's construction and the harness's set-up cancel out. Threads are numbered in the order
+//! they start (1 is the harness's main thread, which pushes), as callgrind numbers its output
+//! files; a thread that runs no more than half an instruction per op on either side is left
+//! out. Under valgrind the threads take turns on one core, so a workload in which a thread
+//! spins while another works counts the spinning too, which depends on the turns: only the
+//! group's single-thread workloads (`Group::one_thread_workloads`) repeat exactly, and they are
+//! the default.
+//!
+//! The callgrind files stay in `<target>/bench/ab/callgrind/` for `callgrind_annotate`.
+
+use std::path::{Path, PathBuf};
+
+use super::report::align;
+use super::{INVOCATION_TIMEOUT, groups};
+use crate::cmd::{Cmd, Result};
+
+/// Runs of each binary at each size: the fewest instructions of these count. A run is exact
+/// but for a rare turn of valgrind's scheduler that adds work (a worker that was not yet
+/// blocked when the pushes began takes another path through the pool: one run in about
+/// twenty of `push_queued` counted 7% more on its main thread); it does not remove any.
+const REPEATS: usize = 2;
+
+/// Threads that run fewer instructions than this per op, on both sides, are left out of the
+/// report (a waiting thread's wake-ups).
+const MIN_PER_OP: f64 = 0.5;
+
+/// Whether valgrind is installed.
+pub(crate) fn available() -> bool {
+    Cmd::new("valgrind").arg("--version").succeeds()
+}
+
+/// The size flag of `group`'s quick run and its count, which `--instructions` runs at once and
+/// twice: only groups sized by one count.
+pub(crate) fn size(group: &groups::Group) -> Result<(&'static str, u64)> {
+    match group.quick_sizes {
+        &[flag, count] => count.parse().map(|count| (flag, count)).map_err(|_| {
+            format!(
+                "bench-ab --instructions: the {} group's size `{count}` is no count",
+                group.name
+            )
+        }),
+        _ => Err(format!(
+            "bench-ab --instructions: the {} group is not sized by one count",
+            group.name
+        )),
+    }
+}
+
+/// One binary's run of one workload at one size: instructions per thread, in start order.
+fn run(binary: &Path, args: &[String], out: &Path) -> Result<Vec<u64>> {
+    let dir = out
+        .parent()
+        .ok_or_else(|| format!("{} has no directory", out.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    remove_outputs(out)?;
+    let captured = Cmd::new("valgrind")
+        .args(["--tool=callgrind", "--separate-threads=yes"])
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(binary)
+        .args(args)
+        .capture(INVOCATION_TIMEOUT)?;
+    if !captured.status.is_some_and(|status| status.success()) {
+        return Err(format!(
+            "callgrind run of {} failed{}",
+            binary.display(),
+            captured
+                .stderr
+                .lines()
+                .last()
+                .map_or_else(String::new, |line| format!(": {line}"))
+        ));
+    }
+    outputs(out)?
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            totals(&text)
+                .ok_or_else(|| format!("{}: no `totals:` or `summary:` line", path.display()))
+        })
+        .collect()
+}
+
+/// The per-thread files callgrind wrote for `out` (`<out>-01`, `<out>-02`, ...), in thread
+/// order.
+fn outputs(out: &Path) -> Result<Vec<PathBuf>> {
+    let mut found: Vec<(usize, PathBuf)> = numbered(out)?
+        .into_iter()
+        .map(|(path, number)| (number, path))
+        .collect();
+    found.sort();
+    if found.iter().enumerate().any(|(i, (n, _))| *n != i + 1) {
+        return Err(format!("{}-NN: thread files missing", out.display()));
+    }
+    Ok(found.into_iter().map(|(_, path)| path).collect())
+}
+
+/// Files `<out>-<number>` in `out`'s directory, with their numbers.
+fn numbered(out: &Path) -> Result<Vec<(PathBuf, usize)>> {
+    let (Some(dir), Some(name)) = (out.parent(), out.file_name()) else {
+        return Err(format!("{}: not a file path", out.display()));
+    };
+    let prefix = format!("{}-", name.to_string_lossy());
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    Ok(entries
+        .filter_map(std::result::Result::ok)
+        .filter_map(|entry| {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            let number = file.strip_prefix(&prefix)?.parse().ok()?;
+            Some((entry.path(), number))
+        })
+        .collect())
+}
+
+/// Removes what an earlier run left for `out`, so that a thread it had and this run lacks is
+/// not read back.
+fn remove_outputs(out: &Path) -> Result {
+    for (path, _) in numbered(out)? {
+        std::fs::remove_file(&path)
+            .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The instruction count of one callgrind output file: its `totals:` line (`summary:` in
+/// older formats).
+fn totals(text: &str) -> Option<u64> {
+    let line = |key: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(key))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+    };
+    line("totals:").or_else(|| line("summary:"))
+}
+
+/// Per thread, the fewer instructions of two runs (`runs` empty: the other run's); a thread
+/// only one run has counts as that run's.
+fn fewest_each(runs: &[u64], other: &[u64]) -> Vec<u64> {
+    (0..runs.len().max(other.len()))
+        .map(|i| match (runs.get(i), other.get(i)) {
+            (Some(&a), Some(&b)) => a.min(b),
+            (Some(&n), None) | (None, Some(&n)) => n,
+            (None, None) => 0,
+        })
+        .collect()
+}
+
+/// What one more op costs each thread: `(large - small) / ops`, thread by thread (a thread
+/// missing on one side counts 0 there).
+fn per_op(small: &[u64], large: &[u64], ops: u64) -> Vec<f64> {
+    (0..small.len().max(large.len()))
+        .map(|i| {
+            let at = |runs: &[u64]| runs.get(i).copied().unwrap_or(0) as f64;
+            (at(large) - at(small)) / ops as f64
+        })
+        .collect()
+}
+
+/// One workload's counts: per thread, instructions per op on each side.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Counted {
+    pub(crate) workload: String,
+    pub(crate) base: Vec<f64>,
+    pub(crate) current: Vec<f64>,
+}
+
+/// The two binaries, what they run, and where the counts go.
+pub(crate) struct Setup<'a> {
+    pub(crate) base: &'a Path,
+    pub(crate) current: &'a Path,
+    /// The harness arguments but the size and the workload.
+    pub(crate) args: Vec<String>,
+    pub(crate) size_flag: &'a str,
+    pub(crate) ops: u64,
+    pub(crate) dir: &'a Path,
+}
+
+/// Counts `workload` on both binaries.
+pub(crate) fn count(setup: &Setup<'_>, workload: &str) -> Result<Counted> {
+    let side = |binary: &Path, name: &str| -> Result<Vec<f64>> {
+        let mut runs = Vec::new();
+        for ops in [setup.ops, 2 * setup.ops] {
+            let mut args = setup.args.clone();
+            args.extend([
+                setup.size_flag.to_owned(),
+                ops.to_string(),
+                "--workloads".to_owned(),
+                workload.to_owned(),
+            ]);
+            let mut fewest: Vec<u64> = Vec::new();
+            for repeat in 1..=REPEATS {
+                let out = setup
+                    .dir
+                    .join(format!("{name}-{workload}-{ops}-{repeat}.out"));
+                fewest = fewest_each(&fewest, &run(binary, &args, &out)?);
+            }
+            runs.push(fewest);
+        }
+        Ok(per_op(&runs[0], &runs[1], setup.ops))
+    };
+    Ok(Counted {
+        workload: workload.to_owned(),
+        base: side(setup.base, "base")?,
+        current: side(setup.current, "current")?,
+    })
+}
+
+/// The report: per workload, a row per thread that runs at least `MIN_PER_OP` instructions per
+/// op on either side, and one for all threads together.
+pub(crate) fn table(counted: &[Counted]) -> String {
+    let mut lines = vec![vec![
+        "workload".to_owned(),
+        "thread".to_owned(),
+        "base".to_owned(),
+        "current".to_owned(),
+        "ratio".to_owned(),
+    ]];
+    let mut row = |workload: &str, thread: String, base: f64, current: f64| {
+        let ratio = if base > 0.0 {
+            format!("{:.3}", current / base)
+        } else {
+            "-".to_owned()
+        };
+        lines.push(vec![
+            workload.to_owned(),
+            thread,
+            format!("{base:.1}"),
+            format!("{current:.1}"),
+            ratio,
+        ]);
+    };
+    for c in counted {
+        let threads = c.base.len().max(c.current.len());
+        let at = |side: &[f64], i: usize| side.get(i).copied().unwrap_or(0.0);
+        for i in 0..threads {
+            let (base, current) = (at(&c.base, i), at(&c.current, i));
+            if base.abs() >= MIN_PER_OP || current.abs() >= MIN_PER_OP {
+                let thread = if i == 0 {
+                    "1 (main)".to_owned()
+                } else {
+                    (i + 1).to_string()
+                };
+                row(&c.workload, thread, base, current);
+            }
+        }
+        row(
+            &c.workload,
+            "all".to_owned(),
+            c.base.iter().sum(),
+            c.current.iter().sum(),
+        );
+    }
+    align(&lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Counted, fewest_each, per_op, table, totals};
+
+    #[test]
+    fn totals_come_from_the_totals_or_summary_line() {
+        let file =
+            "version: 1\nevents: Ir\nsummary: 107708403\nfn=(1) main\n0 3\n\ntotals: 107708403\n";
+        assert_eq!(totals(file), Some(107_708_403));
+        assert_eq!(totals("events: Ir\nsummary: 42\n"), Some(42));
+        assert_eq!(totals("events: Ir\n"), None);
+    }
+
+    #[test]
+    fn an_op_costs_the_difference_between_the_two_sizes() {
+        // Thread 1 pushes (300 per op after a set-up of 1000); thread 2 starts only in the
+        // larger run (a worker started late): 0 in the small one.
+        let small = [1000 + 300 * 10, 50 + 700 * 10];
+        let large = [1000 + 300 * 20, 50 + 700 * 20, 15];
+        assert_eq!(per_op(&small, &large, 10), [300.0, 700.0, 1.5]);
+    }
+
+    #[test]
+    fn the_fewer_instructions_of_two_runs_count() {
+        assert_eq!(fewest_each(&[], &[5, 7]), [5, 7]);
+        assert_eq!(fewest_each(&[5, 9, 1], &[6, 7]), [5, 7, 1]);
+    }
+
+    #[test]
+    fn the_table_leaves_out_idle_threads_and_adds_them_all_up() {
+        let counted = [Counted {
+            workload: "backlog".to_owned(),
+            base: vec![800.0, 0.0, 1000.0],
+            current: vec![780.0, 0.25, 900.0],
+        }];
+        let report = table(&counted);
+        let rows: Vec<Vec<&str>> = report
+            .lines()
+            .map(|line| line.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows[0], ["workload", "thread", "base", "current", "ratio"]);
+        assert_eq!(
+            rows[1],
+            ["backlog", "1", "(main)", "800.0", "780.0", "0.975"]
+        );
+        assert_eq!(rows[2], ["backlog", "3", "1000.0", "900.0", "0.900"]);
+        assert_eq!(rows[3], ["backlog", "all", "1800.0", "1680.2", "0.933"]);
+        assert_eq!(rows.len(), 4);
+    }
+}
