@@ -19,10 +19,10 @@
 //! fewer instructions count, thread by thread: see `REPEATS`), under
 //! `valgrind --tool=callgrind --separate-threads=yes`. The difference between the two sizes,
 //! thread by thread, divided by `n`, is what one more op costs each thread: the start-up, the
-//! engine's construction and the harness's set-up cancel out. Threads are numbered in the order
-//! they start (1 is the harness's main thread, which pushes), as callgrind numbers its output
-//! files; a thread that runs no more than half an instruction per op on either side is left
-//! out. Under valgrind the threads take turns on one core, so a workload in which a thread
+//! engine's construction and the harness's set-up cancel out. The report gives the main thread
+//! (the harness's, which pushes) apart from the others together (workers, whose numbers in
+//! callgrind's files, the order they started in, need not match between two trees). Under
+//! valgrind the threads take turns on one core, so a workload in which a thread
 //! spins while another works counts the spinning too, which depends on the turns: only the
 //! group's single-thread workloads (`Group::one_thread_workloads`) repeat exactly, and they are
 //! the default.
@@ -41,8 +41,8 @@ use crate::cmd::{Cmd, Result};
 /// twenty of `push_queued` counted 7% more on its main thread); it does not remove any.
 const REPEATS: usize = 2;
 
-/// Threads that run fewer instructions than this per op, on both sides, are left out of the
-/// report (a waiting thread's wake-ups).
+/// The other threads' row is left out where they run fewer instructions than this per op
+/// on both sides (the wake-ups of waiting threads).
 const MIN_PER_OP: f64 = 0.5;
 
 /// Whether valgrind is installed.
@@ -227,17 +227,19 @@ pub(crate) fn count(setup: &Setup<'_>, workload: &str) -> Result<Counted> {
     })
 }
 
-/// The report: per workload, a row per thread that runs at least `MIN_PER_OP` instructions per
-/// op on either side, and one for all threads together.
+/// The report: per workload, the main thread's instructions per op, the other threads'
+/// together (their numbers need not match between the two trees: one may start a thread the
+/// other does not), and all threads' (the other threads' row left out where neither side
+/// runs `MIN_PER_OP` there).
 pub(crate) fn table(counted: &[Counted]) -> String {
     let mut lines = vec![vec![
         "workload".to_owned(),
-        "thread".to_owned(),
+        "threads".to_owned(),
         "base".to_owned(),
         "current".to_owned(),
         "ratio".to_owned(),
     ]];
-    let mut row = |workload: &str, thread: String, base: f64, current: f64| {
+    let mut row = |workload: &str, threads: &str, base: f64, current: f64| {
         let ratio = if base > 0.0 {
             format!("{:.3}", current / base)
         } else {
@@ -245,29 +247,23 @@ pub(crate) fn table(counted: &[Counted]) -> String {
         };
         lines.push(vec![
             workload.to_owned(),
-            thread,
+            threads.to_owned(),
             format!("{base:.1}"),
             format!("{current:.1}"),
             ratio,
         ]);
     };
     for c in counted {
-        let threads = c.base.len().max(c.current.len());
-        let at = |side: &[f64], i: usize| side.get(i).copied().unwrap_or(0.0);
-        for i in 0..threads {
-            let (base, current) = (at(&c.base, i), at(&c.current, i));
-            if base.abs() >= MIN_PER_OP || current.abs() >= MIN_PER_OP {
-                let thread = if i == 0 {
-                    "1 (main)".to_owned()
-                } else {
-                    (i + 1).to_string()
-                };
-                row(&c.workload, thread, base, current);
-            }
+        let main = |side: &[f64]| side.first().copied().unwrap_or(0.0);
+        let others = |side: &[f64]| side.iter().skip(1).sum::<f64>();
+        row(&c.workload, "main", main(&c.base), main(&c.current));
+        let (base, current) = (others(&c.base), others(&c.current));
+        if base.abs() >= MIN_PER_OP || current.abs() >= MIN_PER_OP {
+            row(&c.workload, "others", base, current);
         }
         row(
             &c.workload,
-            "all".to_owned(),
+            "all",
             c.base.iter().sum(),
             c.current.iter().sum(),
         );
@@ -304,24 +300,32 @@ mod tests {
     }
 
     #[test]
-    fn the_table_leaves_out_idle_threads_and_adds_them_all_up() {
-        let counted = [Counted {
-            workload: "backlog".to_owned(),
-            base: vec![800.0, 0.0, 1000.0],
-            current: vec![780.0, 0.25, 900.0],
-        }];
+    fn the_table_splits_the_main_thread_from_the_others() {
+        // The other threads' numbers differ between the sides (a thread started by one tree
+        // only); their sum is what compares.
+        let counted = [
+            Counted {
+                workload: "drain".to_owned(),
+                base: vec![800.0, 1000.0],
+                current: vec![780.0, 0.25, 0.0, 900.0],
+            },
+            Counted {
+                workload: "push".to_owned(),
+                base: vec![500.0, 0.25],
+                current: vec![400.0],
+            },
+        ];
         let report = table(&counted);
         let rows: Vec<Vec<&str>> = report
             .lines()
             .map(|line| line.split_whitespace().collect())
             .collect();
-        assert_eq!(rows[0], ["workload", "thread", "base", "current", "ratio"]);
-        assert_eq!(
-            rows[1],
-            ["backlog", "1", "(main)", "800.0", "780.0", "0.975"]
-        );
-        assert_eq!(rows[2], ["backlog", "3", "1000.0", "900.0", "0.900"]);
-        assert_eq!(rows[3], ["backlog", "all", "1800.0", "1680.2", "0.933"]);
-        assert_eq!(rows.len(), 4);
+        assert_eq!(rows[0], ["workload", "threads", "base", "current", "ratio"]);
+        assert_eq!(rows[1], ["drain", "main", "800.0", "780.0", "0.975"]);
+        assert_eq!(rows[2], ["drain", "others", "1000.0", "900.2", "0.900"]);
+        assert_eq!(rows[3], ["drain", "all", "1800.0", "1680.2", "0.933"]);
+        assert_eq!(rows[4], ["push", "main", "500.0", "400.0", "0.800"]);
+        assert_eq!(rows[5], ["push", "all", "500.2", "400.0", "0.800"]);
+        assert_eq!(rows.len(), 6);
     }
 }
