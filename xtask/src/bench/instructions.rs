@@ -15,8 +15,8 @@
 //!
 //! # What is counted
 //!
-//! Each workload runs alone, at the group's quick size `n` and at `2n`, twice per binary (the
-//! fewer instructions count, thread by thread: see `REPEATS`), under
+//! Each workload runs alone, at the group's quick size `n` and at `2n`, three times per binary
+//! (the median counts, thread by thread: see `REPEATS`), under
 //! `valgrind --tool=callgrind --separate-threads=yes`. The difference between the two sizes,
 //! thread by thread, divided by `n`, is what one more op costs each thread: the start-up, the
 //! engine's construction and the harness's set-up cancel out. The report gives the main thread
@@ -35,11 +35,11 @@ use super::report::align;
 use super::{INVOCATION_TIMEOUT, groups};
 use crate::cmd::{Cmd, Result};
 
-/// Runs of each binary at each size: the fewest instructions of these count. A run is exact
-/// but for a rare turn of valgrind's scheduler that adds work (a worker that was not yet
-/// blocked when the pushes began takes another path through the pool: one run in about
-/// twenty of `push_queued` counted 7% more on its main thread); it does not remove any.
-const REPEATS: usize = 2;
+/// Runs of each binary at each size; per thread, the median of these counts. A run is exact
+/// but for turns of valgrind's scheduler that change the path a thread takes through the
+/// pool: `push_queued`'s main thread counted 62 instructions per op fewer in about one run
+/// in four (a one-off path, not noise), so one run, or the fewest of two, would count either.
+const REPEATS: usize = 3;
 
 /// The other threads' row is left out where they run fewer instructions than this per op
 /// on both sides (the wake-ups of waiting threads).
@@ -155,14 +155,17 @@ fn totals(text: &str) -> Option<u64> {
     line("totals:").or_else(|| line("summary:"))
 }
 
-/// Per thread, the fewer instructions of two runs (`runs` empty: the other run's); a thread
-/// only one run has counts as that run's.
-fn fewest_each(runs: &[u64], other: &[u64]) -> Vec<u64> {
-    (0..runs.len().max(other.len()))
-        .map(|i| match (runs.get(i), other.get(i)) {
-            (Some(&a), Some(&b)) => a.min(b),
-            (Some(&n), None) | (None, Some(&n)) => n,
-            (None, None) => 0,
+/// Per thread, the median of `runs`' counts (a thread missing from a run counts 0 there).
+fn median_each(runs: &[Vec<u64>]) -> Vec<u64> {
+    let threads = runs.iter().map(Vec::len).max().unwrap_or(0);
+    (0..threads)
+        .map(|i| {
+            let mut counts: Vec<u64> = runs
+                .iter()
+                .map(|run| run.get(i).copied().unwrap_or(0))
+                .collect();
+            counts.sort_unstable();
+            counts[counts.len() / 2]
         })
         .collect()
 }
@@ -209,14 +212,15 @@ pub(crate) fn count(setup: &Setup<'_>, workload: &str) -> Result<Counted> {
                 "--workloads".to_owned(),
                 workload.to_owned(),
             ]);
-            let mut fewest: Vec<u64> = Vec::new();
-            for repeat in 1..=REPEATS {
-                let out = setup
-                    .dir
-                    .join(format!("{name}-{workload}-{ops}-{repeat}.out"));
-                fewest = fewest_each(&fewest, &run(binary, &args, &out)?);
-            }
-            runs.push(fewest);
+            let repeats = (1..=REPEATS)
+                .map(|repeat| {
+                    let out = setup
+                        .dir
+                        .join(format!("{name}-{workload}-{ops}-{repeat}.out"));
+                    run(binary, &args, &out)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            runs.push(median_each(&repeats));
         }
         Ok(per_op(&runs[0], &runs[1], setup.ops))
     };
@@ -273,7 +277,7 @@ pub(crate) fn table(counted: &[Counted]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Counted, fewest_each, per_op, table, totals};
+    use super::{Counted, median_each, per_op, table, totals};
 
     #[test]
     fn totals_come_from_the_totals_or_summary_line() {
@@ -294,9 +298,11 @@ mod tests {
     }
 
     #[test]
-    fn the_fewer_instructions_of_two_runs_count() {
-        assert_eq!(fewest_each(&[], &[5, 7]), [5, 7]);
-        assert_eq!(fewest_each(&[5, 9, 1], &[6, 7]), [5, 7, 1]);
+    fn each_thread_counts_the_median_of_the_runs() {
+        // One run of three took a one-off path on its first thread; the second thread ran
+        // only in two of them.
+        let runs = [vec![100, 7], vec![80, 9], vec![100]];
+        assert_eq!(median_each(&runs), [100, 7]);
     }
 
     #[test]
