@@ -54,8 +54,25 @@ impl PerDevice {
         self.cpu.iter().filter_map(Lazy::get)
     }
 
-    /// The route of a CPU op, starting its block on first use.
+    /// The route of a CPU op, starting its block on first use. Inlined into every push: once
+    /// the block runs, the route is two loads and a comparison; the rest is `start_route`.
+    #[inline]
     pub(crate) fn route(
+        &self,
+        context: Context,
+        property: FnProperty,
+        engine: u64,
+        runner: impl FnOnce() -> Arc<dyn BlockRunner>,
+    ) -> Result<Route> {
+        if property != FnProperty::CpuPrioritized && self.cpu_block(context.device_id()).is_some() {
+            return Ok(Route::Cpu);
+        }
+        self.start_route(context, property, engine, runner)
+    }
+
+    /// `route` where the block may have to be started (or the device id is out of range).
+    #[cold]
+    fn start_route(
         &self,
         context: Context,
         property: FnProperty,

@@ -95,6 +95,7 @@ impl Workers {
 
     /// Where an op with this context and property runs; starts its block (whose workers run
     /// ops with `runner`) or creates its executor on first use.
+    #[inline]
     pub(crate) fn route(
         &self,
         context: Context,

@@ -218,6 +218,7 @@ impl EngineState {
     }
 
     /// Where an op with this context and property runs; starts its workers on first use.
+    #[inline]
     pub(crate) fn route(self: &Arc<Self>, context: Context, property: FnProperty) -> Result<Route> {
         self.workers
             .route(context, property, || self.block_runner())
