@@ -1220,6 +1220,7 @@ impl<T, E> Graph<T, E> {
     /// Stable while the op is ready: no other write can run on its vars until it completes. Costs
     /// one atomic load when no var of the graph holds a failure. The op's payload may have been
     /// converted ([`ReadyOp::map`]): only its vars are read.
+    #[inline]
     pub fn op_failure<U>(&self, op: &ReadyOp<U>) -> Option<E>
     where
         E: Clone,
@@ -1231,6 +1232,15 @@ impl<T, E> Graph<T, E> {
         if self.failed_vars.load(Ordering::Relaxed) == 0 {
             return None;
         }
+        self.held_failure(op)
+    }
+
+    /// `op_failure` once some var of the graph holds a failure: looks at each of the op's vars.
+    #[cold]
+    fn held_failure<U>(&self, op: &ReadyOp<U>) -> Option<E>
+    where
+        E: Clone,
+    {
         op.deps.all().iter().find_map(|key| {
             let slot = self.vars.get(key.index)?;
             lock(&slot.state).failure().cloned()

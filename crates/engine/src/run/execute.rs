@@ -206,17 +206,26 @@ impl EngineState {
     }
 
     /// Turns what the function of the op named `name` returned (or its panic) into an
-    /// outcome.
+    /// outcome: inlined into every sync op's call, the failures in a cold function.
+    #[inline]
     fn outcome(
         name: &OpName,
         result: std::thread::Result<Result<(), BoxError>>,
     ) -> Result<(), OpFailure> {
-        let cause = match result {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(error)) => FailureCause::Error(error),
-            Err(payload) => FailureCause::Panic(panic_message(&*payload)),
-        };
-        Err(OpFailure::new(name.to_cow(), cause))
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(Self::failure(name, FailureCause::Error(error))),
+            Err(payload) => Err(Self::failure(
+                name,
+                FailureCause::Panic(panic_message(&*payload)),
+            )),
+        }
+    }
+
+    /// The failure of the op named `name` with `cause`.
+    #[cold]
+    fn failure(name: &OpName, cause: FailureCause) -> OpFailure {
+        OpFailure::new(name.to_cow(), cause)
     }
 
     /// Logs an op's own failure (rule 1): a `tracing` event, and the failure log that
