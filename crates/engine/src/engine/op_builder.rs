@@ -61,9 +61,12 @@ impl VarLists {
         let before = self.vars.len();
         if end == before {
             // The list's end is the buffer's (the writes, or reads before any write): the new
-            // vars are written where they go.
+            // vars are written where they go, one `push` each (`extend` first reserves for the
+            // iterator's size hint: more instructions for the one or two vars of most ops).
             self.vars.truncate(start);
-            self.vars.extend(vars.into_iter().map(|var| *var.borrow()));
+            for var in vars {
+                self.vars.push(*var.borrow());
+            }
         } else {
             let tail: SmallVec<[Var; INLINE_VARS]> = self.vars.drain(end..).collect();
             self.vars.truncate(start);
