@@ -5,18 +5,19 @@
 //!
 //! On the small shared VMs this project runs on, two runs of one binary a minute apart differ
 //! by up to 1.5x, and a change of a few percent hides in that noise however many rounds
-//! `bench-ab` takes. The number of instructions a thread executes does not drift: run under
-//! valgrind's callgrind, a workload whose measured phase runs one thread at a time (the others
-//! blocked, not spinning) executes the same instructions on every run, to a hundredth of an
-//! instruction per op. It is not a time: a cache miss, a stall on a store or a contended line
+//! `bench-ab` takes. The number of instructions a thread executes does not drift with the
+//! machine: run under valgrind's callgrind, a workload whose measured phase runs one thread at
+//! a time (the others blocked, not spinning) executes nearly the same instructions on every
+//! run, mostly to a fifth of an instruction per op (see `REPEATS` for the exceptions). It is
+//! not a time: a cache miss, a stall on a store or a contended line
 //! costs no instruction, so a change that adds none can still be slower (and the reverse).
-//! It says whether a change shortened the path an op takes through the code, exactly; the
-//! timed rounds say whether that made it faster.
+//! It says whether a change shortened the path an op takes through the code; the timed rounds
+//! say whether that made it faster.
 //!
 //! # What is counted
 //!
 //! Each workload runs alone, at the group's quick size `n` and at `2n`, three times per binary
-//! (the median counts, thread by thread: see `REPEATS`), under
+//! (the report gives the median and the range: see `REPEATS`), under
 //! `valgrind --tool=callgrind --separate-threads=yes`. The difference between the two sizes,
 //! thread by thread, divided by `n`, is what one more op costs each thread: the start-up, the
 //! engine's construction and the harness's set-up cancel out. The report gives the main thread
@@ -24,8 +25,8 @@
 //! callgrind's files, the order they started in, need not match between two trees). Under
 //! valgrind the threads take turns on one core, so a workload in which a thread
 //! spins while another works counts the spinning too, which depends on the turns: only the
-//! group's single-thread workloads (`Group::one_thread_workloads`) repeat exactly, and they are
-//! the default.
+//! group's single-thread workloads (`Group::one_thread_workloads`) repeat, and they are the
+//! default.
 //!
 //! The callgrind files stay in `<target>/bench/ab/callgrind/` for `callgrind_annotate`.
 
@@ -35,10 +36,12 @@ use super::report::align;
 use super::{INVOCATION_TIMEOUT, groups};
 use crate::cmd::{Cmd, Result};
 
-/// Runs of each binary at each size; per thread, the median of these counts. A run is exact
-/// but for turns of valgrind's scheduler that change the path a thread takes through the
-/// pool: `push_queued`'s main thread counted 62 instructions per op fewer in about one run
-/// in four (a one-off path, not noise), so one run, or the fewest of two, would count either.
+/// Runs of each binary at each size. Run `i` at `n` ops and run `i` at `2n` give one count per
+/// op; the report gives the median of the `REPEATS` counts and their range. Most counts repeat
+/// to a fifth of an instruction per op, but a turn of valgrind's scheduler can change the path
+/// a thread takes through the pool (`push_queued`'s and `backlog`'s pusher took a path 3-25%
+/// shorter in some runs, a worker's batches from the injector differ in size): the range shows
+/// when a count moved.
 const REPEATS: usize = 3;
 
 /// The other threads' row is left out where they run fewer instructions than this per op
@@ -155,21 +158,6 @@ fn totals(text: &str) -> Option<u64> {
     line("totals:").or_else(|| line("summary:"))
 }
 
-/// Per thread, the median of `runs`' counts (a thread missing from a run counts 0 there).
-fn median_each(runs: &[Vec<u64>]) -> Vec<u64> {
-    let threads = runs.iter().map(Vec::len).max().unwrap_or(0);
-    (0..threads)
-        .map(|i| {
-            let mut counts: Vec<u64> = runs
-                .iter()
-                .map(|run| run.get(i).copied().unwrap_or(0))
-                .collect();
-            counts.sort_unstable();
-            counts[counts.len() / 2]
-        })
-        .collect()
-}
-
 /// What one more op costs each thread: `(large - small) / ops`, thread by thread (a thread
 /// missing on one side counts 0 there).
 fn per_op(small: &[u64], large: &[u64], ops: u64) -> Vec<f64> {
@@ -181,12 +169,12 @@ fn per_op(small: &[u64], large: &[u64], ops: u64) -> Vec<f64> {
         .collect()
 }
 
-/// One workload's counts: per thread, instructions per op on each side.
+/// One workload's counts: per run, instructions per op of each thread, on each side.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Counted {
     pub(crate) workload: String,
-    pub(crate) base: Vec<f64>,
-    pub(crate) current: Vec<f64>,
+    pub(crate) base: Vec<Vec<f64>>,
+    pub(crate) current: Vec<Vec<f64>>,
 }
 
 /// The two binaries, what they run, and where the counts go.
@@ -202,27 +190,26 @@ pub(crate) struct Setup<'a> {
 
 /// Counts `workload` on both binaries.
 pub(crate) fn count(setup: &Setup<'_>, workload: &str) -> Result<Counted> {
-    let side = |binary: &Path, name: &str| -> Result<Vec<f64>> {
-        let mut runs = Vec::new();
-        for ops in [setup.ops, 2 * setup.ops] {
-            let mut args = setup.args.clone();
-            args.extend([
-                setup.size_flag.to_owned(),
-                ops.to_string(),
-                "--workloads".to_owned(),
-                workload.to_owned(),
-            ]);
-            let repeats = (1..=REPEATS)
-                .map(|repeat| {
+    let side = |binary: &Path, name: &str| -> Result<Vec<Vec<f64>>> {
+        (1..=REPEATS)
+            .map(|repeat| {
+                let mut runs = Vec::new();
+                for ops in [setup.ops, 2 * setup.ops] {
+                    let mut args = setup.args.clone();
+                    args.extend([
+                        setup.size_flag.to_owned(),
+                        ops.to_string(),
+                        "--workloads".to_owned(),
+                        workload.to_owned(),
+                    ]);
                     let out = setup
                         .dir
                         .join(format!("{name}-{workload}-{ops}-{repeat}.out"));
-                    run(binary, &args, &out)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            runs.push(median_each(&repeats));
-        }
-        Ok(per_op(&runs[0], &runs[1], setup.ops))
+                    runs.push(run(binary, &args, &out)?);
+                }
+                Ok(per_op(&runs[0], &runs[1], setup.ops))
+            })
+            .collect()
     };
     Ok(Counted {
         workload: workload.to_owned(),
@@ -231,19 +218,35 @@ pub(crate) fn count(setup: &Setup<'_>, workload: &str) -> Result<Counted> {
     })
 }
 
+/// The median and the range of `values` (not empty).
+fn spread(values: &[f64]) -> (f64, f64, f64) {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    (
+        sorted[sorted.len() / 2],
+        sorted[0],
+        sorted[sorted.len() - 1],
+    )
+}
+
 /// The report: per workload, the main thread's instructions per op, the other threads'
 /// together (their numbers need not match between the two trees: one may start a thread the
 /// other does not), and all threads' (the other threads' row left out where neither side
-/// runs `MIN_PER_OP` there).
+/// runs `MIN_PER_OP` there); each side's median over its runs and their range, and the
+/// ratio of the medians.
 pub(crate) fn table(counted: &[Counted]) -> String {
     let mut lines = vec![vec![
         "workload".to_owned(),
         "threads".to_owned(),
         "base".to_owned(),
+        "range".to_owned(),
         "current".to_owned(),
+        "range".to_owned(),
         "ratio".to_owned(),
     ]];
-    let mut row = |workload: &str, threads: &str, base: f64, current: f64| {
+    let mut row = |workload: &str, threads: &str, base: &[f64], current: &[f64]| {
+        let (base, base_min, base_max) = spread(base);
+        let (current, current_min, current_max) = spread(current);
         let ratio = if base > 0.0 {
             format!("{:.3}", current / base)
         } else {
@@ -253,31 +256,35 @@ pub(crate) fn table(counted: &[Counted]) -> String {
             workload.to_owned(),
             threads.to_owned(),
             format!("{base:.1}"),
+            format!("{base_min:.1}-{base_max:.1}"),
             format!("{current:.1}"),
+            format!("{current_min:.1}-{current_max:.1}"),
             ratio,
         ]);
     };
+    let main = |runs: &[Vec<f64>]| -> Vec<f64> {
+        runs.iter()
+            .map(|run| run.first().copied().unwrap_or(0.0))
+            .collect()
+    };
+    let others = |runs: &[Vec<f64>]| -> Vec<f64> {
+        runs.iter().map(|run| run.iter().skip(1).sum()).collect()
+    };
+    let all = |runs: &[Vec<f64>]| -> Vec<f64> { runs.iter().map(|run| run.iter().sum()).collect() };
     for c in counted {
-        let main = |side: &[f64]| side.first().copied().unwrap_or(0.0);
-        let others = |side: &[f64]| side.iter().skip(1).sum::<f64>();
-        row(&c.workload, "main", main(&c.base), main(&c.current));
+        row(&c.workload, "main", &main(&c.base), &main(&c.current));
         let (base, current) = (others(&c.base), others(&c.current));
-        if base.abs() >= MIN_PER_OP || current.abs() >= MIN_PER_OP {
-            row(&c.workload, "others", base, current);
+        if base.iter().chain(&current).any(|n| n.abs() >= MIN_PER_OP) {
+            row(&c.workload, "others", &base, &current);
         }
-        row(
-            &c.workload,
-            "all",
-            c.base.iter().sum(),
-            c.current.iter().sum(),
-        );
+        row(&c.workload, "all", &all(&c.base), &all(&c.current));
     }
     align(&lines)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Counted, median_each, per_op, table, totals};
+    use super::{Counted, per_op, table, totals};
 
     #[test]
     fn totals_come_from_the_totals_or_summary_line() {
@@ -298,27 +305,24 @@ mod tests {
     }
 
     #[test]
-    fn each_thread_counts_the_median_of_the_runs() {
-        // One run of three took a one-off path on its first thread; the second thread ran
-        // only in two of them.
-        let runs = [vec![100, 7], vec![80, 9], vec![100]];
-        assert_eq!(median_each(&runs), [100, 7]);
-    }
-
-    #[test]
-    fn the_table_splits_the_main_thread_from_the_others() {
+    fn the_table_splits_the_main_thread_from_the_others_with_the_runs_range() {
         // The other threads' numbers differ between the sides (a thread started by one tree
-        // only); their sum is what compares.
+        // only); their sum is what compares. The second run of `drain`'s base took a
+        // shorter path on its main thread.
         let counted = [
             Counted {
                 workload: "drain".to_owned(),
-                base: vec![800.0, 1000.0],
-                current: vec![780.0, 0.25, 0.0, 900.0],
+                base: vec![
+                    vec![800.0, 1000.0],
+                    vec![700.0, 1000.0],
+                    vec![800.0, 1010.0],
+                ],
+                current: vec![vec![780.0, 0.25, 0.0, 900.0]; 3],
             },
             Counted {
                 workload: "push".to_owned(),
-                base: vec![500.0, 0.25],
-                current: vec![400.0],
+                base: vec![vec![500.0, 0.25]; 3],
+                current: vec![vec![400.0]; 3],
             },
         ];
         let report = table(&counted);
@@ -326,12 +330,61 @@ mod tests {
             .lines()
             .map(|line| line.split_whitespace().collect())
             .collect();
-        assert_eq!(rows[0], ["workload", "threads", "base", "current", "ratio"]);
-        assert_eq!(rows[1], ["drain", "main", "800.0", "780.0", "0.975"]);
-        assert_eq!(rows[2], ["drain", "others", "1000.0", "900.2", "0.900"]);
-        assert_eq!(rows[3], ["drain", "all", "1800.0", "1680.2", "0.933"]);
-        assert_eq!(rows[4], ["push", "main", "500.0", "400.0", "0.800"]);
-        assert_eq!(rows[5], ["push", "all", "500.2", "400.0", "0.800"]);
+        assert_eq!(
+            rows[0],
+            [
+                "workload", "threads", "base", "range", "current", "range", "ratio"
+            ]
+        );
+        assert_eq!(
+            rows[1],
+            [
+                "drain",
+                "main",
+                "800.0",
+                "700.0-800.0",
+                "780.0",
+                "780.0-780.0",
+                "0.975"
+            ]
+        );
+        assert_eq!(
+            rows[2],
+            [
+                "drain",
+                "others",
+                "1000.0",
+                "1000.0-1010.0",
+                "900.2",
+                "900.2-900.2",
+                "0.900"
+            ]
+        );
+        assert_eq!(
+            rows[3],
+            [
+                "drain",
+                "all",
+                "1800.0",
+                "1700.0-1810.0",
+                "1680.2",
+                "1680.2-1680.2",
+                "0.933"
+            ]
+        );
+        assert_eq!(
+            rows[4],
+            [
+                "push",
+                "main",
+                "500.0",
+                "500.0-500.0",
+                "400.0",
+                "400.0-400.0",
+                "0.800"
+            ]
+        );
+        assert_eq!(rows[5][..3], ["push", "all", "500.2"]);
         assert_eq!(rows.len(), 6);
     }
 }
