@@ -81,7 +81,7 @@ impl Frames {
     fn push(&mut self, engine: u64, op: &ReadyOp<OpRecord>) -> usize {
         self.starts.push((self.vars.len(), engine));
         // Two loops rather than one over `reads().chain(writes())`, whose every step asks
-        // which half it is in: every op enters a frame (`bench-ab --instructions`).
+        // which half it is in: every sync op enters a frame (`bench-ab --instructions`).
         self.vars.reserve(op.reads().len() + op.writes().len());
         for var in op.reads() {
             self.vars.push(var);
