@@ -59,7 +59,7 @@ struct Options {
 impl Options {
     fn parse(mut args: impl Iterator<Item = String>) -> Result<Self> {
         let (mut base, mut group, mut system, mut workloads) = (None, None, None, None);
-        let (mut rounds, mut threads) = (DEFAULT_ROUNDS, DEFAULT_THREADS);
+        let (mut rounds, mut threads) = (None, DEFAULT_THREADS);
         let (mut quick, mut instructions) = (false, false);
         while let Some(arg) = args.next() {
             let mut value = |flag: &str| {
@@ -73,7 +73,7 @@ impl Options {
             match arg.as_str() {
                 "--system" => system = Some(value("--system")?),
                 "--workloads" => workloads = Some(value("--workloads")?),
-                "--rounds" => rounds = count("--rounds", value("--rounds")?)?,
+                "--rounds" => rounds = Some(count("--rounds", value("--rounds")?)?),
                 "--threads" => threads = count("--threads", value("--threads")?)?,
                 "--quick" => quick = true,
                 "--instructions" => instructions = true,
@@ -88,6 +88,11 @@ impl Options {
             }
         }
         let base = base.ok_or_else(|| format!("bench-ab: which revision?\n{USAGE}"))?;
+        if instructions && (rounds.is_some() || quick) {
+            // Counts do not drift: no rounds; and they run at the quick size and twice it.
+            return Err("bench-ab: --rounds and --quick do not apply to --instructions".to_owned());
+        }
+        let rounds = rounds.unwrap_or(DEFAULT_ROUNDS);
         let group = match group {
             Some(group) => group,
             None => groups::find("engine").ok_or("bench-ab: no `engine` group")?,
@@ -525,6 +530,8 @@ mod tests {
         );
         let named = parse(&["main", "--instructions", "--workloads", "chain,drain"]).unwrap();
         assert_eq!(named.counted_workloads().unwrap(), ["chain", "drain"]);
+        assert!(parse(&["main", "--instructions", "--rounds", "3"]).is_err());
+        assert!(parse(&["main", "--instructions", "--quick"]).is_err());
         // The pool group has none of its own, and is not sized by one count.
         let pool = parse(&["main", "pool", "--instructions"]).unwrap();
         assert!(pool.counted_workloads().is_err());
