@@ -329,6 +329,10 @@ fn push_gate(engine: &Engine, gate: Var) -> Result<OpenGate, String> {
     }))
 }
 
+/// A workload measuring both halves of an op's path: ns per op of the pusher, then of the
+/// worker.
+type HalvesFn = fn(&Engine, usize) -> Result<(f64, f64), String>;
+
 /// The workloads on an engine with one worker and no pending bound (every op parks behind a
 /// gate this thread opens): `drain`, `backlog`, `push_queued`, `push_parked`, `chain_backlog`.
 fn one_worker(args: &Args, setup: Setup, n: usize) -> Result<(), String> {
@@ -348,22 +352,19 @@ fn one_worker(args: &Args, setup: Setup, n: usize) -> Result<(), String> {
     let parked = args.wants("push_parked") || args.wants("chain_backlog");
     if setup.kind != EngineKind::Naive && (queued || parked) {
         let one = one_worker()?;
-        if queued {
-            let (pushed, ran) = backlog(&one, n)?;
-            if args.wants("push_queued") {
-                report("push_queued", pushed, "ns/op");
-            }
-            if args.wants("backlog") {
-                report("backlog", ran, "ns/op");
-            }
-        }
-        if parked {
-            let (pushed, ran) = push_parked(&one, n)?;
-            if args.wants("push_parked") {
-                report("push_parked", pushed, "ns/op");
-            }
-            if args.wants("chain_backlog") {
-                report("chain_backlog", ran, "ns/op");
+        // Each measures both halves in one run: the pusher's, then the worker's.
+        let halves: [(bool, HalvesFn, [&str; 2]); 2] = [
+            (queued, backlog, ["push_queued", "backlog"]),
+            (parked, push_parked, ["push_parked", "chain_backlog"]),
+        ];
+        for (wanted, measure, names) in halves {
+            if wanted {
+                let (pushed, ran) = measure(&one, n)?;
+                for (name, value) in names.into_iter().zip([pushed, ran]) {
+                    if args.wants(name) {
+                        report(name, value, "ns/op");
+                    }
+                }
             }
         }
     }

@@ -33,6 +33,7 @@
 use std::path::{Path, PathBuf};
 
 use super::report::align;
+use super::stats::Summary;
 use super::{INVOCATION_TIMEOUT, groups};
 use crate::cmd::{Cmd, Result};
 
@@ -108,10 +109,7 @@ fn run(binary: &Path, args: &[String], out: &Path) -> Result<Vec<u64>> {
 /// The per-thread files callgrind wrote for `out` (`<out>-01`, `<out>-02`, ...), in thread
 /// order.
 fn outputs(out: &Path) -> Result<Vec<PathBuf>> {
-    let mut found: Vec<(usize, PathBuf)> = numbered(out)?
-        .into_iter()
-        .map(|(path, number)| (number, path))
-        .collect();
+    let mut found = numbered(out)?;
     found.sort();
     if found.iter().enumerate().any(|(i, (n, _))| *n != i + 1) {
         return Err(format!("{}-NN: thread files missing", out.display()));
@@ -119,8 +117,8 @@ fn outputs(out: &Path) -> Result<Vec<PathBuf>> {
     Ok(found.into_iter().map(|(_, path)| path).collect())
 }
 
-/// Files `<out>-<number>` in `out`'s directory, with their numbers.
-fn numbered(out: &Path) -> Result<Vec<(PathBuf, usize)>> {
+/// Files `<out>-<number>` in `out`'s directory, after their numbers.
+fn numbered(out: &Path) -> Result<Vec<(usize, PathBuf)>> {
     let (Some(dir), Some(name)) = (out.parent(), out.file_name()) else {
         return Err(format!("{}: not a file path", out.display()));
     };
@@ -132,7 +130,7 @@ fn numbered(out: &Path) -> Result<Vec<(PathBuf, usize)>> {
         .filter_map(|entry| {
             let file = entry.file_name().to_string_lossy().into_owned();
             let number = file.strip_prefix(&prefix)?.parse().ok()?;
-            Some((entry.path(), number))
+            Some((number, entry.path()))
         })
         .collect())
 }
@@ -140,7 +138,7 @@ fn numbered(out: &Path) -> Result<Vec<(PathBuf, usize)>> {
 /// Removes what an earlier run left for `out`, so that a thread it had and this run lacks is
 /// not read back.
 fn remove_outputs(out: &Path) -> Result {
-    for (path, _) in numbered(out)? {
+    for (_, path) in numbered(out)? {
         std::fs::remove_file(&path)
             .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
     }
@@ -218,17 +216,6 @@ pub(crate) fn count(setup: &Setup<'_>, workload: &str) -> Result<Counted> {
     })
 }
 
-/// The median and the range of `values` (not empty).
-fn spread(values: &[f64]) -> (f64, f64, f64) {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    (
-        sorted[sorted.len() / 2],
-        sorted[0],
-        sorted[sorted.len() - 1],
-    )
-}
-
 /// The report: per workload, the main thread's instructions per op, the other threads'
 /// together (their numbers need not match between the two trees: one may start a thread the
 /// other does not), and all threads' (the other threads' row left out where neither side
@@ -245,20 +232,22 @@ pub(crate) fn table(counted: &[Counted]) -> String {
         "ratio".to_owned(),
     ]];
     let mut row = |workload: &str, threads: &str, base: &[f64], current: &[f64]| {
-        let (base, base_min, base_max) = spread(base);
-        let (current, current_min, current_max) = spread(current);
-        let ratio = if base > 0.0 {
-            format!("{:.3}", current / base)
+        // Every side has `REPEATS` runs, so neither summary is missing.
+        let (Some(base), Some(current)) = (Summary::of(base), Summary::of(current)) else {
+            return;
+        };
+        let ratio = if base.median > 0.0 {
+            format!("{:.3}", current.median / base.median)
         } else {
             "-".to_owned()
         };
         lines.push(vec![
             workload.to_owned(),
             threads.to_owned(),
-            format!("{base:.1}"),
-            format!("{base_min:.1}-{base_max:.1}"),
-            format!("{current:.1}"),
-            format!("{current_min:.1}-{current_max:.1}"),
+            format!("{:.1}", base.median),
+            format!("{:.1}-{:.1}", base.min, base.max),
+            format!("{:.1}", current.median),
+            format!("{:.1}-{:.1}", current.min, current.max),
             ratio,
         ]);
     };
