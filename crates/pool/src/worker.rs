@@ -34,16 +34,18 @@
 //!    taken went straight to sleep, and a stream of pushes about one worker's pace woke it
 //!    once per push (on the engine's `independent` workload, 38 400 futex calls and 25 700
 //!    context switches for 2·10^6 ops, against 4 400 and 2 900 with every idle worker
-//!    spinning). Only the first spinner spins hot, though (spin-loop hints between looks);
-//!    the others yield the CPU between looks (`sched_yield`), so that on a machine with as
-//!    many workers as cores, idle workers do not take the core of the thread that feeds
-//!    them (the engine's pusher, a thread outside the pool) for whole scheduler slices,
-//!    while a yield returns at once when nothing else wants the core. A push that sees a
-//!    spinner wakes nobody, counting on it; so a worker that
-//!    leaves the idle path (spinning or sleeping) with a job and still sees work queued
-//!    wakes a sleeper for that work, which does the same in turn (otherwise a second job
-//!    pushed while one worker spun would wait for the first one to finish while the other
-//!    workers sleep);
+//!    spinning). A spinner yields the CPU between looks (`sched_yield`, as rayon's idle
+//!    workers do), so that on a machine with as many workers as cores, idle workers do not
+//!    take the core of the thread that feeds them (the engine's pusher, a thread outside
+//!    the pool): a worker spinning on spin-loop hints keeps the core until a preemption tick,
+//!    and the pusher, the bottleneck while workers idle, runs on what is left (on the
+//!    engine's Task Bench graphs at the finest grain, it held a core 62% of the run beside
+//!    one such spinner). A yield returns at once when nothing else wants the core, so a
+//!    spinner with a core to itself still looks again within a system call's time. A push
+//!    that sees a spinner wakes nobody, counting on it; so a worker that leaves the idle
+//!    path (spinning or sleeping) with a job and still sees work queued wakes a sleeper for
+//!    that work, which does the same in turn (otherwise a second job pushed while one
+//!    worker spun would wait for the first one to finish while the other workers sleep);
 //! 5. the sleep protocol below.
 //!
 //! # Sleeping
@@ -171,14 +173,6 @@ const SPIN_ROUNDS: usize = if cfg!(loom) {
 /// How long a worker spins, at most, before it goes to sleep.
 const SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(50);
 
-/// The longest wait between two looks of a spinning worker, in spin-loop hints; the wait starts
-/// at one hint and doubles after each look. A look reads the injector's indices, which a
-/// thread pushing from outside writes on every push: polling them back to back pulls those
-/// lines away from the pusher between two of its pushes (on 2 cores, with both workers idle
-/// and spinning, the pusher of the engine's `independent` workload lost a quarter of its
-/// time to such misses).
-const MAX_PAUSES_PER_LOOK: u32 = 64;
-
 /// The most jobs one look at the injector takes (step 2 of the module documentation).
 const INJECTOR_BATCH: usize = 16;
 
@@ -194,10 +188,6 @@ const BATCH_LEN: usize = if cfg!(loom) { 1 } else { INJECTOR_BATCH };
 /// How long a worker waits for `BATCH_LEN` jobs in the injector (step 2 of the module
 /// documentation).
 const BATCH_WAIT: std::time::Duration = std::time::Duration::from_micros(1);
-
-/// Spin-loop hints between two looks of a worker waiting for a batch: looking back to back
-/// would pull the injector's tail line from the pusher for every job it pushes.
-const PAUSES_PER_BATCH_LOOK: u32 = 16;
 
 /// The most tasks one steal moves; bounds the time a thief holds a victim's lock.
 const MAX_STEAL: usize = 64;
@@ -578,40 +568,25 @@ impl<T: Item> Shared<T> {
     fn spin_for_work(&self, index: usize, injected: Injected) -> Option<Work<T>> {
         // Relaxed: the count publishes nothing; a push that reads it is answered by the
         // Dekker pair below (the decrement, then a fence, then a look at every queue).
-        let hot = self.spinners.fetch_add(1, Relaxed) == 0;
+        self.spinners.fetch_add(1, Relaxed);
         let mut found = None;
         let started = (!cfg!(loom)).then(std::time::Instant::now);
         let mut waiting = injected;
-        let mut pauses = match injected {
-            Injected::Batch => PAUSES_PER_BATCH_LOOK,
-            Injected::Any => 1,
-        };
         // Under loom `SPIN_ROUNDS` is 0 (no spinning in the models): an empty range on purpose.
         #[cfg_attr(loom, allow(clippy::reversed_empty_ranges))]
         for round in 0..SPIN_ROUNDS {
             if waiting == Injected::Batch
                 && started.is_none_or(|started| started.elapsed() >= BATCH_WAIT)
             {
-                // The wait for a batch is over: any job will do, looks ever further apart.
+                // The wait for a batch is over: any job will do.
                 waiting = Injected::Any;
-                pauses = 1;
             }
             found = self.look(index, waiting);
             if found.is_some() {
                 break;
             }
-            if hot {
-                for _ in 0..pauses {
-                    spin_hint();
-                }
-            } else {
-                // Not the first spinner: leave the core to any thread that wants it (step 4
-                // of the module documentation).
-                yield_now();
-            }
-            if waiting == Injected::Any {
-                pauses = (pauses * 2).min(MAX_PAUSES_PER_LOOK);
-            }
+            // Leave the core to any thread that wants it (step 4 of the module documentation).
+            yield_now();
             // The clock is read once every 8 looks: a look is a few loads.
             if round % 8 == 7 && started.is_some_and(|started| started.elapsed() >= SPIN_TIME) {
                 break;
