@@ -517,13 +517,21 @@ Config parse_config(int argc, char** argv) {
             "--max-iterations", "between 1 and 2^40", config.max_iterations);
     require(config.scale <= 62, "--scale", "at most 62", config.scale);
     require(config.max_steps >= 16, "--max-steps", "at least 16", config.max_steps);
+    // A workload names a pattern, or one of its records (`stencil_1d.metg`): the pattern runs.
+    auto pattern_of = [](const std::string& name) { return name.substr(0, name.find('.')); };
     for (const std::string& name : flags.workloads) {
         bool known = false;
-        for (const NamedPattern& named : kPatterns) known = known || name == named.name;
-        if (!known) usage_error("--workloads: `" + name + "` is not a taskbench pattern");
+        for (const NamedPattern& named : kPatterns) known = known || pattern_of(name) == named.name;
+        if (!known)
+            usage_error("--workloads: `" + name +
+                        "` is neither a taskbench pattern nor one of its records");
     }
-    for (const NamedPattern& named : kPatterns)
-        if (flags.wants(named.name)) config.patterns.push_back(named);
+    for (const NamedPattern& named : kPatterns) {
+        bool wanted = flags.workloads.empty();
+        for (const std::string& name : flags.workloads)
+            wanted = wanted || pattern_of(name) == named.name;
+        if (wanted) config.patterns.push_back(named);
+    }
     return config;
 }
 

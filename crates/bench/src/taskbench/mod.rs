@@ -103,11 +103,9 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
             ));
         }
     };
+    let wanted = wanted_patterns(&args.workloads)?;
     let mut scratch = Vec::new();
-    for pattern in Pattern::ALL {
-        if !args.wants(pattern.name()) {
-            continue;
-        }
+    for pattern in wanted {
         let widest = (1..3)
             .map(|step| {
                 (0..width)
@@ -131,6 +129,24 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         report_curve(pattern, &curve, kernel);
     }
     Ok(())
+}
+
+/// The patterns `--workloads` selects (all if none is named): a workload names a pattern, or one
+/// of its records (`stencil_1d.metg`), and the pattern runs; any other name is an error.
+fn wanted_patterns(workloads: &[String]) -> Result<Vec<Pattern>, String> {
+    let pattern_of = |name: &str| name.split('.').next().unwrap_or(name).to_owned();
+    if let Some(unknown) = workloads
+        .iter()
+        .find(|name| !Pattern::ALL.iter().any(|p| p.name() == pattern_of(name)))
+    {
+        return Err(format!(
+            "--workloads: `{unknown}` is neither a taskbench pattern nor one of its records"
+        ));
+    }
+    Ok(Pattern::ALL
+        .into_iter()
+        .filter(|p| workloads.is_empty() || workloads.iter().any(|w| pattern_of(w) == p.name()))
+        .collect())
 }
 
 /// The kernel iterations of a sweep: the coarsest grain, halving down to 1, then 0.
@@ -202,7 +218,7 @@ fn report_curve(pattern: Pattern, curve: &Curve, kernel: Kernel) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Grid, Kernel, Pattern, System, grains};
+    use super::{Grid, Kernel, Pattern, System, grains, wanted_patterns};
 
     /// Every pattern's graph runs to the end on each Rust system: every task found its inputs
     /// written by the right tasks (a misordering fails the run, `tile.rs`).
@@ -229,6 +245,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn workloads_name_patterns_or_their_records() {
+        let names = |list: &[&str]| list.iter().map(|&n| n.to_owned()).collect::<Vec<_>>();
+        let picked = wanted_patterns(&names(&["stencil_1d.metg", "fft", "fft.overhead"])).unwrap();
+        let picked: Vec<&str> = picked.iter().map(|p| p.name()).collect();
+        assert_eq!(picked, ["stencil_1d", "fft"]);
+        assert_eq!(wanted_patterns(&[]).unwrap().len(), Pattern::ALL.len());
+        let error = wanted_patterns(&names(&["stencil"])).unwrap_err();
+        assert!(error.contains("`stencil`"), "{error}");
     }
 
     #[test]
