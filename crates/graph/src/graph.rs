@@ -423,6 +423,15 @@ impl<T, E> Graph<T, E> {
     where
         D: Dispatch<T> + ?Sized,
     {
+        if reads.is_empty() && writes.is_empty() {
+            // Nothing can hold it back.
+            dispatch.dispatch(ReadyOp {
+                graph: self.id,
+                payload,
+                deps: DepList::EMPTY,
+            });
+            return Ok(());
+        }
         if let Some(&var) = reads.iter().chain(writes).find(|v| v.graph != self.id) {
             return Err(GraphError::ForeignVar { var });
         }
@@ -430,15 +439,6 @@ impl<T, E> Graph<T, E> {
             return Err(GraphError::CapacityExhausted { what: "op" });
         }
         let deps = DepList::new(reads, writes);
-        if reads.is_empty() && writes.is_empty() {
-            // Nothing can hold it back.
-            dispatch.dispatch(ReadyOp {
-                graph: self.id,
-                payload,
-                deps,
-            });
-            return Ok(());
-        }
         // An op on one var whose ring is open skips the lock (checked first: one load).
         let ring = match (reads, writes) {
             ([var], []) | ([], [var]) => self

@@ -81,6 +81,13 @@ impl DepList {
         reads.len() + writes.len() <= MAX_DEPS as usize
     }
 
+    /// The list of no var (an op without vars).
+    pub(crate) const EMPTY: DepList = DepList::Inline {
+        len: 0,
+        reads: 0,
+        keys: [VarKey::PLACEHOLDER; INLINE_DEPS],
+    };
+
     /// The list of `reads` then `writes`, which [`fits`](Self::fits). Not an `Option`: a list
     /// built and then moved out of one is copied field by field, and the wide loads of the next
     /// move of the op stall on those narrow stores.
