@@ -134,7 +134,9 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
 /// The patterns `--workloads` selects (all if none is named): a workload names a pattern, or one
 /// of its records (`stencil_1d.metg`), and the pattern runs; any other name is an error.
 fn wanted_patterns(workloads: &[String]) -> Result<Vec<Pattern>, String> {
-    let pattern_of = |name: &str| name.split('.').next().unwrap_or(name).to_owned();
+    fn pattern_of(name: &str) -> &str {
+        name.split('.').next().unwrap_or(name)
+    }
     if let Some(unknown) = workloads
         .iter()
         .find(|name| !Pattern::ALL.iter().any(|p| p.name() == pattern_of(name)))
