@@ -587,7 +587,7 @@ impl<T: Item> Shared<T> {
             }
             // Leave the core to any thread that wants it (step 4 of the module documentation).
             yield_now();
-            // The clock is read once every 8 looks: a look is a few loads.
+            // The clock is read once every 8 looks, which is often enough beside a yield each.
             if round % 8 == 7 && started.is_some_and(|started| started.elapsed() >= SPIN_TIME) {
                 break;
             }
