@@ -10,24 +10,54 @@
 //! - a release asks for the slot of each op it grants while it still holds the var's lock; the
 //!   rest of its critical section covers the transfer.
 //!
-//! A hint changes timing only, never behaviour. `prefetcht0` (SSE, so every x86_64) moves the
-//! line in shared state; the write that follows still has to take ownership, but no longer waits
-//! for the data. Elsewhere the hint does nothing. Measured with `cargo xtask bench-ab`: see
+//! Every line asked for is one the thread is about to write (a lock word, a wait count), so the
+//! hint asks for it in the state a write needs: `prefetchw` moves the line into this core's
+//! caches as its owner, taking it from the core that wrote it last, so the locked write that
+//! follows finds it ready. A CPU without `prefetchw` (CPUID `PRFCHW`, which Linux lists as
+//! `3dnowprefetch`; asked once) gets `prefetcht0` (SSE, so every x86_64), which moves the line
+//! in shared state: the write still has to take ownership, but no longer waits for the data.
+//! Elsewhere, and under Miri and loom, the hint does nothing.
+//!
+//! A hint changes timing only, never behaviour. Measured with `cargo xtask bench-ab`: see
 //! `docs/bench-history.md`.
 //!
 //! [`Graph::prefetch_vars`]: crate::Graph::prefetch_vars
 
-/// Starts moving the cache line holding `ptr` into this core's caches.
+/// Starts moving the cache line holding `ptr` into this core's caches, for a write.
 #[inline]
 pub(crate) fn prefetch_line<T>(ptr: *const T) {
-    // SAFETY: `prefetcht0` is a hint. It never faults, whatever the address, and neither reads
-    // nor writes anything the program can observe, so `ptr` needs no validity at all.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
+    #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+    if has_prefetchw() {
+        // SAFETY: `prefetchw` is a hint, which this CPU has (`has_prefetchw`). It never faults,
+        // whatever the address, and neither reads nor writes anything the program can observe
+        // (it changes only where the line is cached), so `ptr` needs no validity at all.
+        unsafe {
+            core::arch::asm!(
+                "prefetchw [{line}]",
+                line = in(reg) ptr,
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+    } else {
+        // SAFETY: as above; `prefetcht0` is SSE, which every x86_64 CPU has.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
+        }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
     let _ = ptr;
+}
+
+/// Whether the CPU has `prefetchw`: CPUID leaf `0x8000_0001`, ECX bit 8 (`PRFCHW`). Asked once;
+/// afterwards one load.
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+fn has_prefetchw() -> bool {
+    use core::arch::x86_64::__cpuid;
+    static HAS: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+        // Leaf `0x8000_0000` gives the highest extended leaf; every x86_64 CPU has both.
+        __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0
+    });
+    *HAS
 }
 
 #[cfg(test)]
