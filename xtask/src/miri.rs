@@ -21,14 +21,16 @@ pub(crate) fn available() -> bool {
 
 /// The engine's tests that take its routes into the pool's and the graph's `unsafe` code, at
 /// their small Miri sizes: a chain on one var (pushes through the `Incoming` ring, drainers,
-/// `wait_for_var`'s write through the ring), reads and writes interleaved on the workers, and
-/// async ops completed from foreign threads. `depengine`'s own `unsafe` code, its typed data
+/// `wait_for_var`'s write through the ring), reads and writes interleaved on the workers, async
+/// ops completed from foreign threads, and waits inside an op, which read the op's vars through
+/// its frame (`thread/frame.rs`). `depengine`'s own `unsafe` code, its typed data
 /// (`data/`) and its op functions stored in their records (`op/sync_fn.rs`), runs under these,
 /// [`DATA_TESTS`] and `sync_fn`'s unit test; its whole suite under Miri would take hours.
 const ENGINE_TESTS: &[&str] = &[
     "ops_on_one_var_run_in_push_order",
     "reads_see_the_write_before_them",
     "async_ops_complete_from_other_threads",
+    "waiting_inside_an_op_on_its_own_vars_is_an_error",
 ];
 
 /// The engine's typed-data tests (`tests/data.rs`) that take every role of `data/cell.rs`: ops

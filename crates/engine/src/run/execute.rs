@@ -20,7 +20,7 @@ use crate::profile::report::ProfiledOutcome;
 use crate::route::block::BlockOp;
 use crate::run::held_vars::HeldVars;
 use crate::run::{Dispatcher, EngineState};
-use crate::thread::frame::OpFrame;
+use crate::thread::frame::{self, OpFrame};
 use crate::thread::serving::BlockRunner;
 use crate::thread::task::TaskMarker;
 use crate::thread::{self, RunQueuedOp};
@@ -156,13 +156,12 @@ impl EngineState {
         run: RunContext,
         func: impl FnOnce(RunContext) -> Result<(), BoxError>,
     ) -> Result<(), OpFailure> {
-        let outcome = {
-            let _frame = OpFrame::enter(self.id, op);
-            let name = name.as_str();
+        let name_str = name.as_str();
+        let outcome = frame::within(self.id, op, || {
             catch_unwind(AssertUnwindSafe(move || {
-                op_span(name).in_scope(|| func(run))
+                op_span(name_str).in_scope(|| func(run))
             }))
-        };
+        });
         Self::outcome(name, outcome)
     }
 

@@ -1,5 +1,5 @@
-//! [`OpFrame`]: which ops the current thread is running, with their vars, for the misuse
-//! checks of waits inside ops (`WaitOnOwnVar`, `WaitAllInsideOp`, and the cycle check of
+//! Op frames: which ops the current thread is running, with their vars, for the misuse checks
+//! of waits inside ops (`WaitOnOwnVar`, `WaitAllInsideOp`, and the cycle check of
 //! `deadlock.rs`), and for routing (`in_op_function`).
 //!
 //! A frame lives while an op's function runs, innermost last (a naive op runs the ops it
@@ -8,6 +8,11 @@
 //! function still runs (its `Completion`, called there or handed to another thread): its frame
 //! carries a *released* flag, which the completion sets before it releases the vars, and a
 //! released frame no longer counts as holding them.
+//!
+//! Every sync op enters a frame, and few ever look at one (only a wait inside an op does), so
+//! a sync frame copies nothing: it points at the op, which [`within`] borrows for the frame's
+//! whole life, and its vars are read from the op when they are asked for. An async op moves
+//! into its `Completion` while its function runs, so its frame ([`OpFrame`]) copies the vars.
 //!
 //! Only the owning thread touches its frames (in its `ThreadContext`); the released flag is the one thing other
 //! threads write (before they complete the op). The deadlock check counts sync frames only
@@ -21,6 +26,8 @@
 //! concurrent with the check may be seen or not under any ordering, and either answer is
 //! right for some interleaving (the function still ran the op, or the op had completed).
 
+use std::marker::PhantomData;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -31,81 +38,128 @@ use crate::thread;
 
 /// The op frames of one thread.
 pub(crate) struct Frames {
-    /// The vars of every frame, innermost frame's last.
-    vars: Vec<Var>,
-    /// Per frame, innermost last: where its vars start in `vars`, and its engine.
-    starts: Vec<(usize, u64)>,
+    /// The frames, innermost last.
+    stack: Vec<Frame>,
+    /// The vars of the async frames, innermost frame's last (`FrameVars::Copied`).
+    copied: Vec<Var>,
     /// The released flags of the async frames: (frame depth, flag), innermost last. Apart
-    /// from `starts` so that sync frames do not pay for them.
+    /// from `frames` so that sync frames do not pay for them.
     released: Vec<(usize, Arc<AtomicBool>)>,
+}
+
+/// One op whose function runs on this thread.
+struct Frame {
+    engine: u64,
+    vars: FrameVars,
+}
+
+/// Where a frame's vars are.
+enum FrameVars {
+    /// A sync op's: in the op, which `within` borrows while the frame exists.
+    Op(NonNull<ReadyOp<OpRecord>>),
+    /// An async op's: `copied[start..end]`.
+    Copied { start: usize, end: usize },
 }
 
 impl Frames {
     pub(crate) const fn new() -> Self {
         Frames {
-            vars: Vec::new(),
-            starts: Vec::new(),
+            stack: Vec::new(),
+            copied: Vec::new(),
             released: Vec::new(),
         }
     }
 
     /// Whether no op's function runs on this thread.
     pub(crate) fn is_empty(&self) -> bool {
-        self.starts.is_empty()
+        self.stack.is_empty()
     }
 
     /// Calls `f` with each frame of engine `engine` whose op has not completed: its flag (async
     /// frames) and its vars.
-    fn for_each_live(&self, engine: u64, mut f: impl FnMut(Option<&Arc<AtomicBool>>, &[Var])) {
-        for (depth, &(start, id)) in self.starts.iter().enumerate() {
-            if id != engine {
+    #[allow(
+        unsafe_code,
+        reason = "a sync frame points at its op: see the SAFETY comment"
+    )]
+    fn for_each_live(
+        &self,
+        engine: u64,
+        mut f: impl FnMut(Option<&Arc<AtomicBool>>, &mut dyn Iterator<Item = Var>),
+    ) {
+        for (depth, frame) in self.stack.iter().enumerate() {
+            if frame.engine != engine {
                 continue;
             }
-            let end = self
-                .starts
-                .get(depth + 1)
-                .map_or(self.vars.len(), |&(next, _)| next);
-            let flag = self
-                .released
-                .iter()
-                .find(|(at, _)| *at == depth)
-                .map(|(_, flag)| flag);
-            if !flag.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
-                f(flag, &self.vars[start..end]);
+            match frame.vars {
+                FrameVars::Op(op) => {
+                    // SAFETY: an `Op` frame is on this thread's stack only during the call of
+                    // `within` that pushed it (its guard pops it, also when unwinding), and
+                    // that call holds the `&ReadyOp` it was made from: the op is alive and
+                    // borrowed shared (nothing moves or changes it) while we read it, here on
+                    // the same thread.
+                    let op = unsafe { op.as_ref() };
+                    f(None, &mut op.reads().chain(op.writes()));
+                }
+                FrameVars::Copied { start, end } => {
+                    let flag = self
+                        .released
+                        .iter()
+                        .find(|(at, _)| *at == depth)
+                        .map(|(_, flag)| flag);
+                    if !flag.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
+                        f(flag, &mut self.copied[start..end].iter().copied());
+                    }
+                }
             }
         }
     }
 
-    /// Pushes a frame for `op`; returns its depth.
-    #[inline]
-    fn push(&mut self, engine: u64, op: &ReadyOp<OpRecord>) -> usize {
-        self.starts.push((self.vars.len(), engine));
-        // Two loops rather than one over `reads().chain(writes())`, whose every step asks
-        // which half it is in: every sync op enters a frame (`bench-ab --instructions`).
-        self.vars.reserve(op.reads().len() + op.writes().len());
-        for var in op.reads() {
-            self.vars.push(var);
+    /// Pops the innermost frame, which is `vars`'s.
+    fn pop(&mut self) {
+        if let Some(Frame {
+            vars: FrameVars::Copied { start, .. },
+            ..
+        }) = self.stack.pop()
+        {
+            self.released.pop();
+            self.copied.truncate(start);
         }
-        for var in op.writes() {
-            self.vars.push(var);
-        }
-        self.starts.len() - 1
     }
 }
 
-/// Marks an op's function as running on this thread while alive.
+/// Runs `f` (a sync op's function, which holds `op`'s vars until it returns) inside a frame of
+/// `op`, of engine `engine`.
+///
+/// The frame points at `op` (see the module documentation); it is popped before this returns
+/// or unwinds, while `op` is still borrowed, which the SAFETY argument of `Frames::for_each_live`
+/// rests on.
+#[inline]
+pub(crate) fn within<R>(engine: u64, op: &ReadyOp<OpRecord>, f: impl FnOnce() -> R) -> R {
+    /// Pops the frame when `within` returns or unwinds.
+    struct Pop;
+    impl Drop for Pop {
+        #[inline]
+        fn drop(&mut self) {
+            thread::with(|cx| cx.frames.borrow_mut().pop());
+        }
+    }
+    thread::with(|cx| {
+        cx.frames.borrow_mut().stack.push(Frame {
+            engine,
+            vars: FrameVars::Op(NonNull::from(op)),
+        });
+    });
+    let _pop = Pop;
+    f()
+}
+
+/// Marks an async op's function as running on this thread while alive.
 pub(crate) struct OpFrame {
-    is_async: bool,
+    /// Not `Send`: it pops a frame of the thread that made it.
+    thread: PhantomData<*const ()>,
 }
 
 impl OpFrame {
-    /// The frame of a sync op (it holds its vars until the frame ends).
-    #[inline]
-    pub(crate) fn enter(engine: u64, op: &ReadyOp<OpRecord>) -> Self {
-        thread::with(|cx| cx.frames.borrow_mut().push(engine, op));
-        OpFrame { is_async: false }
-    }
-
     /// The frame of an async op, whose completion sets `released`.
     pub(crate) fn enter_async(
         engine: u64,
@@ -114,24 +168,25 @@ impl OpFrame {
     ) -> Self {
         thread::with(|cx| {
             let mut frames = cx.frames.borrow_mut();
-            let depth = frames.push(engine, op);
+            let start = frames.copied.len();
+            frames.copied.extend(op.reads().chain(op.writes()));
+            let end = frames.copied.len();
+            let depth = frames.stack.len();
+            frames.stack.push(Frame {
+                engine,
+                vars: FrameVars::Copied { start, end },
+            });
             frames.released.push((depth, released));
         });
-        OpFrame { is_async: true }
+        OpFrame {
+            thread: PhantomData,
+        }
     }
 }
 
 impl Drop for OpFrame {
-    #[inline]
     fn drop(&mut self) {
-        thread::with(|cx| {
-            let mut frames = cx.frames.borrow_mut();
-            if self.is_async {
-                frames.released.pop();
-            }
-            let start = frames.starts.pop().map_or(0, |(start, _)| start);
-            frames.vars.truncate(start);
-        });
+        thread::with(|cx| cx.frames.borrow_mut().pop());
     }
 }
 
@@ -140,9 +195,11 @@ impl Drop for OpFrame {
 pub(crate) fn running_op_uses(engine: u64, var: Var) -> bool {
     let mut uses = false;
     thread::with(|cx| {
-        cx.frames
-            .borrow()
-            .for_each_live(engine, |_, vars| uses |= vars.contains(&var));
+        cx.frames.borrow().for_each_live(engine, |_, vars| {
+            for used in vars {
+                uses |= used == var;
+            }
+        });
     });
     uses
 }
@@ -152,9 +209,9 @@ pub(crate) fn running_op_of(engine: u64) -> bool {
     thread::with(|cx| {
         cx.frames
             .borrow()
-            .starts
+            .stack
             .iter()
-            .any(|&(_, id)| id == engine)
+            .any(|frame| frame.engine == engine)
     })
 }
 
@@ -167,7 +224,7 @@ pub(crate) fn sync_ops_hold(engine: u64) -> Vec<Var> {
     thread::with(|cx| {
         cx.frames.borrow().for_each_live(engine, |flag, vars| {
             if flag.is_none() {
-                held.extend_from_slice(vars);
+                held.extend(vars);
             }
         });
     });

@@ -9,7 +9,7 @@
 //! | field | owner | what it says |
 //! |---|---|---|
 //! | `tasks` | [`task::TaskMarker`] | the engines whose tasks run on this thread, when it serves none of their blocks |
-//! | `frames` | [`frame::OpFrame`] | the ops whose functions run here, with their vars |
+//! | `frames` | [`frame::within`], [`frame::OpFrame`] | the ops whose functions run here, with their vars |
 //! | `serving` | [`serving::Serving`] | the worker block this thread serves |
 //! | `runner` | `serving.rs` | on a CPU block's threads: the engine that runs its ops |
 //! | `naive` | `route/naive.rs` | the naive ops made ready while this thread runs one |
