@@ -156,10 +156,10 @@ impl EngineState {
         run: RunContext,
         func: impl FnOnce(RunContext) -> Result<(), BoxError>,
     ) -> Result<(), OpFailure> {
-        let name_str = name.as_str();
         let outcome = frame::within(self.id, op, || {
+            let name = name.as_str();
             catch_unwind(AssertUnwindSafe(move || {
-                op_span(name_str).in_scope(|| func(run))
+                op_span(name).in_scope(|| func(run))
             }))
         });
         Self::outcome(name, outcome)

@@ -43,7 +43,7 @@ pub(crate) struct Frames {
     /// The vars of the async frames, innermost frame's last (`FrameVars::Copied`).
     copied: Vec<Var>,
     /// The released flags of the async frames: (frame depth, flag), innermost last. Apart
-    /// from `frames` so that sync frames do not pay for them.
+    /// from `stack` so that sync frames do not pay for them.
     released: Vec<(usize, Arc<AtomicBool>)>,
 }
 
@@ -114,7 +114,7 @@ impl Frames {
         }
     }
 
-    /// Pops the innermost frame, which is `vars`'s.
+    /// Pops the innermost frame, with an async frame's copied vars and flag.
     fn pop(&mut self) {
         if let Some(Frame {
             vars: FrameVars::Copied { start, .. },
