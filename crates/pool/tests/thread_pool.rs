@@ -417,18 +417,28 @@ fn spawns_from_a_task_run_inline_for_a_full_queue_go_to_the_injector() {
             .unwrap(),
     );
     let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel();
     pool.install(|| {
         for i in 0..3 {
-            let (log, inner) = (log.clone(), pool.clone());
+            let (log, inner, tx) = (log.clone(), pool.clone(), tx.clone());
             pool.spawn(move || {
                 log.lock().unwrap().push(i);
                 let log = log.clone();
                 inner.spawn(move || log.lock().unwrap().push(10 + i));
+                // Hand the clone back, so that the pool is dropped here, not on the worker
+                // (tasks 0 and 1 may still be queued when `install` returns).
+                tx.send(inner).unwrap();
             });
         }
         // Task 2 ran inline (the queue held tasks 0 and 1); its child was queued.
         assert_eq!(*log.lock().unwrap(), [2]);
     });
+    for _ in 0..3 {
+        drop(
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("every task ran"),
+        );
+    }
     let pool = Arc::into_inner(pool).expect("the only handle");
     drop(pool);
     let mut ran = log.lock().unwrap().clone();
