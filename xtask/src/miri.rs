@@ -24,8 +24,9 @@ pub(crate) fn available() -> bool {
 /// `wait_for_var`'s write through the ring), reads and writes interleaved on the workers, async
 /// ops completed from foreign threads, and waits inside an op, which read the op's vars through
 /// its frame (`thread/frame.rs`). `depengine`'s own `unsafe` code, its typed data
-/// (`data/`) and its op functions stored in their records (`op/sync_fn.rs`), runs under these,
-/// [`DATA_TESTS`] and `sync_fn`'s unit test; its whole suite under Miri would take hours.
+/// (`data/`), its op functions stored in their records (`op/sync_fn.rs`) and a sync op's
+/// frame, runs under these, [`DATA_TESTS`] and `sync_fn`'s unit test; its whole suite under
+/// Miri would take hours.
 const ENGINE_TESTS: &[&str] = &[
     "ops_on_one_var_run_in_push_order",
     "reads_see_the_write_before_them",
