@@ -1,10 +1,12 @@
 //! Cache-line prefetch hints.
 //!
-//! The lines a completion writes were mostly written last by another core: a var's state by
-//! the pushing thread (or the worker that released it before), a waiting op's slot by the
-//! thread that parked it. Where the completing thread knows those lines early, it asks for them
-//! early, so that their transfer overlaps other work instead of stalling the completion:
+//! The lines a push or a completion writes were mostly written last by another core: a var's
+//! state by the pushing thread or by the worker that released it before, a waiting op's slot by
+//! the thread that parked it. Where a thread knows those lines early, it asks for them early,
+//! so that their transfer overlaps other work instead of stalling it:
 //!
+//! - a push asks for the lock line of each of its vars before it takes the first lock, so that
+//!   the misses overlap instead of coming one after the other;
 //! - a worker about to run an op asks for the op's vars ([`Graph::prefetch_vars`]); the op's run
 //!   covers their transfer;
 //! - a release asks for the slot of each op it grants while it still holds the var's lock; the
