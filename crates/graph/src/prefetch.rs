@@ -10,7 +10,10 @@
 //! - a worker about to run an op asks for the op's vars ([`Graph::prefetch_vars`]); the op's run
 //!   covers their transfer;
 //! - a release asks for the slot of each op it grants while it still holds the var's lock; the
-//!   rest of its critical section covers the transfer.
+//!   rest of its critical section covers the transfer;
+//! - an allocation of an op slot asks for the slot the next allocation will take (the new top
+//!   of the free list), which a `free` on another core wrote last; the push that parks an op
+//!   there finds it in this core's caches.
 //!
 //! Every line asked for is one the thread is about to write (a lock word, a wait count), so the
 //! hint asks for it in the state a write needs: `prefetchw` moves the line into this core's

@@ -252,7 +252,8 @@ impl<S: Slot> Slab<S> {
     }
 
     /// A hint: starts moving every cache line of slot `index` into this core's caches (see
-    /// `prefetch.rs`). As [`get`](Self::get): for a holder of the slot.
+    /// `prefetch.rs`). As [`get`](Self::get): for a holder of the slot, or a user (an
+    /// allocation in progress, a pin).
     pub(crate) fn prefetch(&self, index: u32) {
         if let Some(entry) = self.entry(index) {
             // Entries are not line-aligned: a 112-byte entry spans two or three lines, from
@@ -313,7 +314,14 @@ impl<S: Slot> Slab<S> {
                 Ordering::Relaxed,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Some(top),
+                Ok(_) => {
+                    // The next `alloc` takes `next`, which a `free` on another core wrote last:
+                    // ask for it now (see `prefetch.rs`). We are a user, so no trim frees it.
+                    if next != NIL {
+                        self.prefetch(next);
+                    }
+                    return Some(top);
+                }
                 Err(current) => head = current,
             }
         }
@@ -333,6 +341,8 @@ impl<S: Slot> Slab<S> {
         let rest = self.entry(top)?.next.load(Ordering::Relaxed);
         if rest != NIL {
             self.install(rest);
+            // As in `pop`: the next `alloc` takes `rest`.
+            self.prefetch(rest);
         }
         Some(top)
     }
