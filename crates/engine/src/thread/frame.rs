@@ -42,9 +42,6 @@ pub(crate) struct Frames {
     stack: Vec<Frame>,
     /// The vars of the async frames, innermost frame's last (`FrameVars::Copied`).
     copied: Vec<Var>,
-    /// The released flags of the async frames: (frame depth, flag), innermost last. Apart
-    /// from `stack` so that sync frames do not pay for them.
-    released: Vec<(usize, Arc<AtomicBool>)>,
 }
 
 /// One op whose function runs on this thread.
@@ -57,8 +54,12 @@ struct Frame {
 enum FrameVars {
     /// A sync op's: in the op, which `within` borrows while the frame exists.
     Op(NonNull<ReadyOp<OpRecord>>),
-    /// An async op's: `copied[start..end]`.
-    Copied { start: usize, end: usize },
+    /// An async op's: `copied[start..end]`, and the flag its completion sets.
+    Copied {
+        start: usize,
+        end: usize,
+        released: Arc<AtomicBool>,
+    },
 }
 
 impl Frames {
@@ -66,7 +67,6 @@ impl Frames {
         Frames {
             stack: Vec::new(),
             copied: Vec::new(),
-            released: Vec::new(),
         }
     }
 
@@ -75,22 +75,18 @@ impl Frames {
         self.stack.is_empty()
     }
 
-    /// Calls `f` with each frame of engine `engine` whose op has not completed: its flag (async
-    /// frames) and its vars.
+    /// Calls `f` with each frame of engine `engine` whose op has not completed: whether it is a
+    /// sync op's, and its vars.
     #[allow(
         unsafe_code,
         reason = "a sync frame points at its op: see the SAFETY comment"
     )]
-    fn for_each_live(
-        &self,
-        engine: u64,
-        mut f: impl FnMut(Option<&Arc<AtomicBool>>, &mut dyn Iterator<Item = Var>),
-    ) {
-        for (depth, frame) in self.stack.iter().enumerate() {
+    fn for_each_live(&self, engine: u64, mut f: impl FnMut(bool, &mut dyn Iterator<Item = Var>)) {
+        for frame in &self.stack {
             if frame.engine != engine {
                 continue;
             }
-            match frame.vars {
+            match &frame.vars {
                 FrameVars::Op(op) => {
                     // SAFETY: an `Op` frame is on this thread's stack only during the call of
                     // `within` that pushed it (its guard pops it, also when unwinding), and
@@ -98,30 +94,28 @@ impl Frames {
                     // borrowed shared (nothing moves or changes it) while we read it, here on
                     // the same thread.
                     let op = unsafe { op.as_ref() };
-                    f(None, &mut op.reads().chain(op.writes()));
+                    f(true, &mut op.reads().chain(op.writes()));
                 }
-                FrameVars::Copied { start, end } => {
-                    let flag = self
-                        .released
-                        .iter()
-                        .find(|(at, _)| *at == depth)
-                        .map(|(_, flag)| flag);
-                    if !flag.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
-                        f(flag, &mut self.copied[start..end].iter().copied());
+                FrameVars::Copied {
+                    start,
+                    end,
+                    released,
+                } => {
+                    if !released.load(Ordering::Relaxed) {
+                        f(false, &mut self.copied[*start..*end].iter().copied());
                     }
                 }
             }
         }
     }
 
-    /// Pops the innermost frame, with an async frame's copied vars and flag.
+    /// Pops the innermost frame, with an async frame's copied vars.
     fn pop(&mut self) {
         if let Some(Frame {
             vars: FrameVars::Copied { start, .. },
             ..
         }) = self.stack.pop()
         {
-            self.released.pop();
             self.copied.truncate(start);
         }
     }
@@ -171,12 +165,14 @@ impl OpFrame {
             let start = frames.copied.len();
             frames.copied.extend(op.reads().chain(op.writes()));
             let end = frames.copied.len();
-            let depth = frames.stack.len();
             frames.stack.push(Frame {
                 engine,
-                vars: FrameVars::Copied { start, end },
+                vars: FrameVars::Copied {
+                    start,
+                    end,
+                    released,
+                },
             });
-            frames.released.push((depth, released));
         });
         OpFrame {
             thread: PhantomData,
@@ -222,8 +218,8 @@ pub(crate) fn running_op_of(engine: u64) -> bool {
 pub(crate) fn sync_ops_hold(engine: u64) -> Vec<Var> {
     let mut held = Vec::new();
     thread::with(|cx| {
-        cx.frames.borrow().for_each_live(engine, |flag, vars| {
-            if flag.is_none() {
+        cx.frames.borrow().for_each_live(engine, |sync, vars| {
+            if sync {
                 held.extend(vars);
             }
         });
