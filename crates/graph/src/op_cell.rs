@@ -122,6 +122,12 @@ impl<T> Slot for OpSlot<T> {
     #[cfg(not(loom))]
     const FREE_NEEDS_DROP: bool = false;
 
+    /// The pusher allocates op slots and the workers free them, one of each per op: a batch
+    /// keeps the line of the freed stack from crossing between them on every op (see
+    /// "Recycling in batches" in `slab.rs`). One under loom, where the models check the free
+    /// list itself and count the slots it grows by.
+    const RECYCLE_BATCH: u64 = if cfg!(loom) { 1 } else { 32 };
+
     #[cfg(not(loom))]
     fn bucket(len: usize) -> Box<[Entry<Self>]> {
         let zeroed = Box::<[Entry<Self>]>::new_zeroed_slice(len);

@@ -27,6 +27,26 @@
 //! between a pop's load and its compare-exchange for ABA to slip through. `returned` needs no
 //! tag: it is only pushed onto and taken whole, never popped.
 //!
+//! # Recycling in batches
+//!
+//! Taking `returned` whenever `free` is empty would make that batch one slot long whenever the
+//! two sides keep pace (a pusher allocating one op per op a worker frees, as in a chain): each
+//! take would find the slot freed since the last one, and both lines would cross between the
+//! cores on every op again. So an `alloc` that finds `free` empty takes `returned` only once
+//! a batch of allocations ([`Slot::RECYCLE_BATCH`]) has begun since the last take that found
+//! slots (a count kept on the allocators' line, `taken_at`, against `entered`), and grows the
+//! slab by a slot otherwise (or when `returned` is empty; and takes when the slab is full). A
+//! batch then holds what the other side freed over at least that many allocations, and the line
+//! of `returned` crosses once per batch. The op slots, which the pusher allocates and the
+//! workers free, one of each per op, recycle in batches of 32 (`chain` 0.74 of the time per op
+//! of one at a time, see `docs/bench-history.md`); the var slots, made and deleted far less
+//! often, one at a time, which keeps their slab at its peak use.
+//!
+//! A batch costs at most its size in slots beyond the peak use: when an `alloc` grows, `free`
+//! is empty, so every slot is in use or on `returned`, which holds only slots freed since the
+//! last take; those were in use at that take or allocated since, fewer than a batch's count of
+//! times.
+//!
 //! While an `alloc` holds the chain it took (between the take and the install), another
 //! `alloc` can find both stacks empty and grow the slab by a slot: the slab may hold up to one
 //! slot more than its peak use per thread allocating at such a moment, never more.
@@ -138,6 +158,11 @@ pub(crate) trait Slot: Default {
     /// back into memory; the headers are not dropped either.
     const FREE_NEEDS_DROP: bool = true;
 
+    /// Allocations after a take of `returned` before an `alloc` that finds `free` empty takes
+    /// it again rather than growing (see "Recycling in batches" in the module documentation).
+    /// 1 takes whenever `free` is empty.
+    const RECYCLE_BATCH: u64 = 1;
+
     /// `len` fresh entries (by default each `S::default()`, with an unset link).
     fn bucket(len: usize) -> Box<[Entry<Self>]> {
         (0..len)
@@ -175,6 +200,9 @@ struct FreeHead {
     top: AtomicU64,
     /// Allocs and pins begun, ever (the low 63 bits), and `TRIMMING`.
     entered: AtomicU64,
+    /// `entered`'s count at the last take of `returned` that found slots (see "Recycling in
+    /// batches" in the module documentation).
+    taken_at: AtomicU64,
 }
 
 /// A trim that keeps by use gives everything back after a burst that used more than this many
@@ -220,6 +248,7 @@ impl<S: Slot> Slab<S> {
             free: CachePadded::new(FreeHead {
                 top: AtomicU64::new(u64::from(NIL)),
                 entered: AtomicU64::new(0),
+                taken_at: AtomicU64::new(0),
             }),
             returned: CachePadded::new(AtomicU64::new(u64::from(NIL))),
             recent: AtomicU32::new(0),
@@ -282,23 +311,30 @@ impl<S: Slot> Slab<S> {
 
     /// Takes a free slot, recycling one when possible. `None` when the slab is full.
     pub(crate) fn alloc(&self) -> Option<u32> {
-        self.enter();
-        let index = self.pop();
+        let entered = self.enter();
+        let index = self.pop(entered);
         if index.is_none() {
             self.leave();
         }
         index
     }
 
-    /// `alloc`, counted as a user already.
-    fn pop(&self) -> Option<u32> {
+    /// `alloc`, counted as a user already (`entered`: the count of users begun, this one
+    /// included).
+    fn pop(&self, entered: u64) -> Option<u32> {
         // Acquire: pairs with the Release of the install that put the top slot on the list, so
         // its `next` store below is visible.
         let mut head = self.free.top.load(Ordering::Acquire);
         loop {
             let top = head as u32;
             if top == NIL {
-                return self.take_returned().or_else(|| self.grow());
+                // Relaxed: a heuristic on the allocators' own line; either choice is safe.
+                let since = entered.wrapping_sub(self.free.taken_at.load(Ordering::Relaxed));
+                return if since >= S::RECYCLE_BATCH {
+                    self.take_returned(entered).or_else(|| self.grow())
+                } else {
+                    self.grow().or_else(|| self.take_returned(entered))
+                };
             }
             // Relaxed: the Acquire load of `head` ordered this; if the slot was popped and pushed
             // again since, `next` may be stale, but then the tag changed and the CAS fails.
@@ -329,13 +365,14 @@ impl<S: Slot> Slab<S> {
 
     /// Takes every slot freed since the last take: keeps the top one for the caller and installs
     /// the rest as the `free` stack. `None` if nothing was freed.
-    fn take_returned(&self) -> Option<u32> {
+    fn take_returned(&self, entered: u64) -> Option<u32> {
         // Sets the index half to `NIL` and keeps the count of leaves. Acquire: pairs with the
         // Release pushes, so every `next` link of the chain is visible.
         let top = self.returned.fetch_or(INDEX, Ordering::Acquire) as u32;
         if top == NIL {
             return None;
         }
+        self.free.taken_at.store(entered, Ordering::Relaxed);
         // Relaxed: ordered by the read-modify-write above; the chain is ours alone until
         // installed.
         let rest = self.entry(top)?.next.load(Ordering::Relaxed);
@@ -440,19 +477,21 @@ impl<S: Slot> Slab<S> {
     }
 
     /// Counts the calling thread as a user (see the module documentation); waits while a trim
-    /// runs.
-    fn enter(&self) {
+    /// runs. Returns the count of users begun, this one included.
+    fn enter(&self) -> u64 {
         // Acquire: if a trim ran before (its Release clear precedes this increment in
         // `entered`'s modification order), what it changed happens before our accesses. A trim
         // that has not begun yet needs nothing of this increment but its place in that order;
         // one that has is waited for below.
         let mut entered = self.free.entered.fetch_add(1, Ordering::Acquire);
+        let begun = (entered & !TRIMMING) + 1;
         while entered & TRIMMING != 0 {
             yield_now();
             // Acquire: pairs with the trim's Release clear, so what it changed happens before
             // our accesses.
             entered = self.free.entered.load(Ordering::Acquire);
         }
+        begun
     }
 
     /// Counts one user gone (see `free`, which counts its own).
@@ -743,6 +782,15 @@ mod tests {
         assert_eq!(locate(capacity(3)), (3, 0));
     }
 
+    /// A slot recycled in batches of 8.
+    #[derive(Default)]
+    struct Batched;
+
+    impl Slot for Batched {
+        type Header = ();
+        const RECYCLE_BATCH: u64 = 8;
+    }
+
     #[test]
     fn alloc_recycles_freed_slots_lifo() {
         let slab: Slab<u8> = Slab::new();
@@ -761,6 +809,58 @@ mod tests {
         assert_eq!(slab.slots(), 2);
         assert!(slab.get(1).is_some());
         assert!(slab.get(MAX_SLOTS).is_none());
+    }
+
+    #[test]
+    fn alloc_recycles_freed_slots_in_batches() {
+        let slab: Slab<Batched> = Slab::new();
+        let batch = Batched::RECYCLE_BATCH as u32;
+        // The first allocations: a batch's worth since the (never made) last take.
+        let held: Vec<u32> = (0..batch).map(|_| slab.alloc().unwrap()).collect();
+        assert_eq!(held, (0..batch).collect::<Vec<_>>());
+        assert_eq!(slab.in_use(), batch as usize);
+        let (a, b) = (held[0], held[1]);
+        slab.free(a);
+        assert_eq!(slab.free_count(), 1);
+        assert_eq!(slab.in_use(), batch as usize - 1);
+        assert_eq!(
+            slab.alloc(),
+            Some(a),
+            "taken: a batch began since the last take"
+        );
+        slab.free(b);
+        slab.free(a);
+        // Only one allocation since that take: the slab grows rather than taking `b` and `a`
+        // back one at a time...
+        for fresh in batch..2 * batch - 1 {
+            assert_eq!(slab.alloc(), Some(fresh));
+        }
+        assert_eq!(slab.free_count(), 2);
+        // ...until a batch's worth began since, then takes both, last freed first.
+        assert_eq!(slab.alloc(), Some(a));
+        assert_eq!(slab.alloc(), Some(b));
+        assert_eq!(slab.slots(), 2 * batch as usize - 1);
+    }
+
+    /// One thread allocates as another frees, keeping pace (a pusher and a worker on a chain):
+    /// the slab holds at most a batch more than the peak use.
+    #[test]
+    fn recycling_in_batches_grows_at_most_a_batch_beyond_the_peak() {
+        let slab: Slab<Batched> = Slab::new();
+        let mut held = std::collections::VecDeque::new();
+        let backlog = 3;
+        for _ in 0..(if cfg!(miri) { 200 } else { 10_000 }) {
+            held.push_back(slab.alloc().unwrap());
+            if held.len() > backlog {
+                slab.free(held.pop_front().unwrap());
+            }
+        }
+        let peak = backlog + 1;
+        assert!(
+            slab.slots() <= peak + Batched::RECYCLE_BATCH as usize,
+            "{} slots for a peak of {peak}",
+            slab.slots()
+        );
     }
 
     #[test]

@@ -516,15 +516,25 @@ fn op_slots_recycle_with_new_generations() {
     graph.push(&[v], &[], 2, &mut ready).unwrap();
     let first = graph.pending_ops(v).unwrap()[0].id;
     finish(&graph, &mut ready, 1, Ok(()));
-    graph.push(&[], &[v], 3, &mut ready).unwrap();
-    let second = graph.pending_ops(v).unwrap()[0].id;
+    // Writes that wait behind op 2, until one parks in the slot op 2 left (the slab recycles
+    // op slots in batches: see `slab.rs`).
+    let mut last = 2;
+    let second = loop {
+        last += 1;
+        assert!(last < 100, "op 2's slot was never recycled");
+        graph.push(&[], &[v], last, &mut ready).unwrap();
+        let id = graph.pending_ops(v).unwrap().last().unwrap().id;
+        if id.index == first.index {
+            break id;
+        }
+    };
     // The same slot, reused under a new generation: the old id does not see the new op.
-    assert_eq!(first.index, second.index);
     assert_ne!(first.generation, second.generation);
     assert_eq!(graph.inspect_op(first, |p| *p), None);
-    assert_eq!(graph.inspect_op(second, |p| *p), Some(3));
-    finish(&graph, &mut ready, 2, Ok(()));
-    finish(&graph, &mut ready, 3, Ok(()));
+    assert_eq!(graph.inspect_op(second, |p| *p), Some(last));
+    for op in 2..=last {
+        finish(&graph, &mut ready, op, Ok(()));
+    }
     assert_eq!(graph.stats().live_op_blocks, 0);
 }
 
