@@ -28,6 +28,10 @@ const SORT_INLINE: usize = 8;
 /// Ops a completion grants after releasing the var's lock (see `release`).
 const GRANT_OUTSIDE: usize = 8;
 
+/// Completions on a var with waiting ops after which the completing thread merges its open ring
+/// (see `settle`): half the ring.
+const MERGE_EVERY: usize = crate::incoming::CAPACITY / 2;
+
 /// Callback run once a deleted var is reclaimed.
 type OnDeleted = Box<dyn FnOnce() + Send>;
 
@@ -62,6 +66,9 @@ struct VarState<E> {
     /// change): set while the FIFO holds a waiting op, see `incoming.rs`. Lock holders that find
     /// it clear know the ring is empty without touching its line.
     open: bool,
+    /// Completions since the open ring was last merged while the FIFO still held waiting ops
+    /// (see `settle`).
+    unmerged: u8,
     queue: VarQueue<VarCold<E>>,
 }
 
@@ -126,6 +133,7 @@ impl<E> Default for VarSlot<E> {
                 deleted: false,
                 failed: false,
                 open: false,
+                unmerged: 0,
                 queue: VarQueue::default(),
             }),
             incoming: Incoming::default(),
@@ -364,7 +372,21 @@ impl<T, E> Graph<T, E> {
     /// After a completion on a var with an open ring: once the FIFO has no waiting op left,
     /// merges the ring (granting what it can, through `on_grant`) and closes it, or keeps it open
     /// if the merged ops wait. Keeps the invariant of `incoming.rs`.
+    ///
+    /// While ops still wait, every `MERGE_EVERY`th completion merges the ring behind them: a
+    /// pusher that keeps ahead of the completions would otherwise fill the ring, then take the
+    /// lock to merge it while the completing thread waits for that lock (on `chain`, one push
+    /// in 33 did, and the worker spent 15% of its time waiting; merging here took `chain` to
+    /// 0.93 and `chain_typed` to 0.90 of the time per op, 16 rounds).
     fn settle(slot: &VarSlot<E>, state: &mut VarState<E>, on_grant: &mut impl FnMut(u32)) {
+        if state.open && state.queue.waiting_len() > 0 {
+            state.unmerged += 1;
+            if usize::from(state.unmerged) >= MERGE_EVERY {
+                state.unmerged = 0;
+                Self::merge_behind_waiters(slot, state);
+            }
+            return;
+        }
         while state.open && state.queue.waiting_len() == 0 {
             Self::merge(slot, state, on_grant);
             if state.queue.waiting_len() == 0 && slot.incoming.try_close() {

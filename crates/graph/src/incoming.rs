@@ -12,7 +12,9 @@
 //! entries are allocated the first time the ring opens: most vars never need them.) The next
 //! thread that locks the var and looks at its FIFO first *merges* the ring: it moves the
 //! entries, oldest first, to the back of the FIFO, exactly where the pushes would have appended
-//! them.
+//! them. A completion that leaves ops waiting merges it too, every few completions, so that a
+//! pusher running ahead of a chain does not fill it and fall back on the lock (`settle` in
+//! `graph.rs`).
 //!
 //! Ops on several vars never come in this way: their pushes lock all their vars at once, which
 //! is what keeps the FIFOs of different vars in one consistent order (a cycle needs two ops

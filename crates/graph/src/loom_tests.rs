@@ -458,6 +458,36 @@ fn ring_wraps_while_a_merge_frees_the_entry_a_push_reuses() {
     });
 }
 
+/// A completion that leaves ops waiting merges the ring (every such completion does under loom:
+/// `MERGE_EVERY` is 1, see `graph.rs`) while the main thread pushes a write of `a` through it.
+/// Writes 1 and 2 wait in the FIFO (an inspection merged 2), so the completion of 0 releases 1
+/// and merges behind 2; the push lands in the ring before or after that merge. Every op runs
+/// once, one at a time, in push order (a merge that dropped what it drained loses op 3 here).
+#[test]
+fn a_completion_merges_the_ring_behind_waiting_ops_while_a_push_appends() {
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let running = running_write_and_a_parked_one(&graph, a);
+        let mut ready = Vec::new();
+        // Through the ring, then merged into the FIFO by the inspection.
+        graph.push(&[], &[a], 2, &mut ready).unwrap();
+        assert_eq!(graph.var_status(a).unwrap().waiting, 2);
+        let completer = complete_on_thread(&graph, running);
+        graph.push(&[], &[a], 3, &mut ready).unwrap();
+        assert!(ready.is_empty(), "the write waits behind the others");
+        let mut released = completer.join().unwrap();
+        let mut done = vec![0];
+        while let Some(op) = released.pop() {
+            done.push(graph.complete(op, Ok(()), &mut released).unwrap());
+            assert!(released.len() <= 1, "two writes of `a` ready at once");
+        }
+        assert_eq!(done, [0, 1, 2, 3], "in push order");
+        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}
+
 /// The ring and deletion: a thread pushes a write of `a` alone while another deletes `a`. The
 /// push either gets in before the deletion (and runs) or fails with `DeletedVar`; the var is
 /// reclaimed once, after its last op.
