@@ -35,7 +35,10 @@
 //!   ops' spinning) / (N/100), in µs, the cost of handing a priority op to the next;
 //! - `random_1us`: the same graph, each op spinning 1 µs; `random_1us_overhead` is
 //!   (measured − ideal) / N, ideal = max(total work / workers, critical path).
-//! - `latency`: push-to-start of one op on an idle engine, median of 101 samples (`us`).
+//! - `latency`: push-to-start of one op on an idle engine, one op every 2 ms (past the
+//!   workers' shortest spin window, so the first ops find them asleep; from the third on, a
+//!   worker that learned the period searches through it, see `crates/pool/src/spin_window.rs`),
+//!   median of 101 samples (`us`).
 //! - `parked_bytes`: resident memory (RSS) each parked op adds: N empty ops, each reading a
 //!   gate var and writing one of 1024 vars (2 deps), pushed behind a closed gate on an engine
 //!   of their own, without a pending bound (the gate is opened only after the last push); RSS
@@ -801,7 +804,7 @@ fn burst(setup: Setup, n: usize) -> Result<Option<Burst>, String> {
 fn latency(engine: &Engine) -> Result<f64, String> {
     let mut samples = Vec::with_capacity(LATENCY_SAMPLES);
     for _ in 0..LATENCY_SAMPLES {
-        // Let the workers go idle (past their spinning phase) first.
+        // Let the workers go idle first (past their shortest spin window).
         std::thread::sleep(Duration::from_millis(2));
         let (tx, rx) = mpsc::channel();
         let pushed = Instant::now();

@@ -38,7 +38,7 @@
 //! slab by a slot otherwise (or when `returned` is empty; and takes when the slab is full). A
 //! batch then holds what the other side freed over at least that many allocations, and the line
 //! of `returned` crosses once per batch. The op slots, which the pusher allocates and the
-//! workers free, one of each per op, recycle in batches of 32 (`chain` 0.74 of the time per op
+//! workers free, one of each per op, recycle in batches of 32 (`chain` 0.705 of the time per op
 //! of one at a time, see `docs/bench-history.md`); the var slots, made and deleted far less
 //! often, one at a time, which keeps their slab at its peak use.
 //!

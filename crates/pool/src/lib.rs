@@ -61,6 +61,7 @@ mod rng;
 mod run_queue;
 mod scope;
 mod simple_pool;
+mod spin_window;
 mod thread_pool;
 mod unwind;
 mod worker;

@@ -41,7 +41,9 @@
 //!    and the pusher, the bottleneck while workers idle, runs on what is left (on the
 //!    engine's Task Bench graphs at the finest grain, it held a core 62% of the run beside
 //!    one such spinner). A yield returns at once when nothing else wants the core, so a
-//!    spinner with a core to itself still looks again within a system call's time. A push
+//!    spinner with a core to itself still looks again within a system call's time. How
+//!    long a worker spins is its window (`spin_window.rs`), learned from its own idle
+//!    periods: 50 µs, or up to 4 ms while work comes back at a steady period. A push
 //!    that sees a spinner wakes nobody, counting on it; so a worker that leaves the idle
 //!    path (spinning or sleeping) with a job and still sees work queued wakes a sleeper for
 //!    that work, which does the same in turn (otherwise a second job pushed while one
@@ -152,6 +154,7 @@ use crate::job::{JobRef, Panic};
 use crate::latch::Latch;
 use crate::rng;
 use crate::run_queue::RunQueue;
+use crate::spin_window::SpinWindow;
 use crate::unwind::PanicHandler;
 use depengine_sync::{
     AtomicU8, AtomicUsize, Backoff, CachePadded, UnsafeCell, fence, spin_hint, yield_now,
@@ -160,18 +163,18 @@ use smallvec::SmallVec;
 use std::convert::Infallible;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use std::time::{Duration, Instant};
 
-/// The most looks a spinning worker makes before it goes to sleep (see `SPIN_TIME`).
+/// The most looks a spinning worker makes before it goes to sleep: its window
+/// (`spin_window.rs`) ends it first, except under Miri (a few looks, whatever the time) and
+/// loom (none).
 const SPIN_ROUNDS: usize = if cfg!(loom) {
     0
 } else if cfg!(miri) {
     8
 } else {
-    1000
+    1 << 20
 };
-
-/// How long a worker spins, at most, before it goes to sleep.
-const SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// The most jobs one look at the injector takes (step 2 of the module documentation).
 const INJECTOR_BATCH: usize = 16;
@@ -187,7 +190,7 @@ const BATCH_LEN: usize = if cfg!(loom) { 1 } else { INJECTOR_BATCH };
 
 /// How long a worker waits for `BATCH_LEN` jobs in the injector (step 2 of the module
 /// documentation).
-const BATCH_WAIT: std::time::Duration = std::time::Duration::from_micros(1);
+const BATCH_WAIT: Duration = Duration::from_micros(1);
 
 /// The most tasks one steal moves; bounds the time a thief holds a victim's lock.
 const MAX_STEAL: usize = 64;
@@ -563,14 +566,22 @@ impl<T: Item> Shared<T> {
         None
     }
 
-    /// Step 4: keep searching for a while; `injected` says what the first looks, up to
-    /// `BATCH_WAIT`, take from the injector (step 2).
-    fn spin_for_work(&self, index: usize, injected: Injected) -> Option<Work<T>> {
+    /// Step 4: keep searching for up to `window` (`spin_window.rs`) since `started` (`None`
+    /// under loom: no clock); `injected` says what the first looks, up to `BATCH_WAIT`, take
+    /// from the injector (step 2). Returns the work found, with the time since `started` at
+    /// the last look the clock was read for (`None` if it was not: found within 8 looks).
+    fn spin_for_work(
+        &self,
+        index: usize,
+        injected: Injected,
+        started: Option<Instant>,
+        window: Duration,
+    ) -> Option<(Work<T>, Option<Duration>)> {
         // Relaxed: the count publishes nothing; a push that reads it is answered by the
         // Dekker pair below (the decrement, then a fence, then a look at every queue).
         self.spinners.fetch_add(1, Relaxed);
         let mut found = None;
-        let started = (!cfg!(loom)).then(std::time::Instant::now);
+        let mut spun = None;
         let mut waiting = injected;
         // Under loom `SPIN_ROUNDS` is 0 (no spinning in the models): an empty range on purpose.
         #[cfg_attr(loom, allow(clippy::reversed_empty_ranges))]
@@ -588,8 +599,14 @@ impl<T: Item> Shared<T> {
             // Leave the core to any thread that wants it (step 4 of the module documentation).
             yield_now();
             // The clock is read once every 8 looks, which is often enough beside a yield each.
-            if round % 8 == 7 && started.is_some_and(|started| started.elapsed() >= SPIN_TIME) {
-                break;
+            if round % 8 == 7
+                && let Some(started) = started
+            {
+                let elapsed = started.elapsed();
+                spun = Some(elapsed);
+                if elapsed >= window {
+                    break;
+                }
             }
         }
         // SeqCst: a push that saw a spinner counted skipped its wake-up, counting on it. The
@@ -601,7 +618,7 @@ impl<T: Item> Shared<T> {
         // fence that follows the decrement (fence-to-fence ordering), not the decrement's
         // own `SeqCst`: it is kept `SeqCst` as belt and braces.
         self.spinners.fetch_sub(1, SeqCst);
-        found
+        found.map(|work| (work, spun))
     }
 
     /// Called by a worker that leaves the idle path (spinning or sleeping) with a job: if
@@ -765,6 +782,10 @@ impl<T: Item> Shared<T> {
         context::set_worker(self.address(), index);
         // Whether this worker comes back from the sleep protocol (see `wake_another`).
         let mut woken = false;
+        // When this worker's idle period began, while it lasts (not timed under loom), and
+        // how long the next one may spin (`spin_window.rs`).
+        let mut idle_since: Option<Instant> = None;
+        let mut window = SpinWindow::new();
         loop {
             // Back from the sleep protocol, a worker takes any job (it was woken for one, or
             // saw one before sleeping); one that has just run a job waits for a batch from
@@ -776,12 +797,29 @@ impl<T: Item> Shared<T> {
             };
             if let Some(job) = self.look(index, injected) {
                 if std::mem::take(&mut woken) {
+                    if let Some(since) = idle_since.take() {
+                        window.ended_after(since.elapsed());
+                    }
                     self.wake_another();
                 }
                 self.execute(job);
                 continue;
             }
-            if let Some(job) = self.spin_for_work(index, injected) {
+            // A period that began before a sleep goes on (the wake-up found nothing).
+            let fresh = idle_since.is_none();
+            if fresh && !cfg!(loom) {
+                idle_since = Some(Instant::now());
+            }
+            if let Some((job, spun)) =
+                self.spin_for_work(index, injected, idle_since, window.length())
+            {
+                // Found within the first looks of a fresh period: a short one, untimed.
+                let idle_for = match (spun, idle_since.take()) {
+                    (Some(spun), _) => spun,
+                    (None, Some(since)) if !fresh => since.elapsed(),
+                    (None, _) => Duration::ZERO,
+                };
+                window.ended_after(idle_for);
                 self.wake_another();
                 self.execute(job);
                 continue;
