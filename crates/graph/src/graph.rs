@@ -66,8 +66,8 @@ struct VarState<E> {
     /// change): set while the FIFO holds a waiting op, see `incoming.rs`. Lock holders that find
     /// it clear know the ring is empty without touching its line.
     open: bool,
-    /// Completions since the open ring was last merged while the FIFO still held waiting ops
-    /// (see `settle`).
+    /// Completions that left ops waiting since the last one that merged the ring (see
+    /// `settle`; other merges leave it be).
     unmerged: u8,
     queue: VarQueue<VarCold<E>>,
 }

@@ -23,9 +23,10 @@
 //!   front without locks, other threads push and steal at the back.
 //! - [`EventCount`]: lets idle workers sleep on "no work anywhere" with no lost
 //!   wake-up, while a spawn pays one fence and one load when nobody sleeps.
-//! - [`ThreadPool`]: the workers, stealing in random coprime order, one of them
-//!   spinning before sleeping; `spawn`, `scope`, `join`, `install` and
-//!   `parallel_for` on top. See `worker.rs` for the algorithm and shutdown protocol.
+//! - [`ThreadPool`]: the workers, stealing in random coprime order, each spinning
+//!   before it sleeps for a window learned from its idle periods (`spin_window.rs`);
+//!   `spawn`, `scope`, `join`, `install` and `parallel_for` on top. See `worker.rs` for
+//!   the algorithm and shutdown protocol.
 //! - [`SimplePool`]: Eigen's `SimpleThreadPool` (one locked deque), the baseline.
 //!
 //! The lock-free pieces are model-checked with loom (`cargo xtask loom`), the unsafe
