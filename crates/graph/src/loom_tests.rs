@@ -58,6 +58,20 @@ fn assert_each_once(mut done: Vec<u32>, expected: &[u32]) {
     assert_eq!(done, expected);
 }
 
+/// Completes the ops in `released`, and those each completion releases, one at a time: writes
+/// of `a`, each completion releasing at most the next. Returns their payloads in completion
+/// order, once nothing is left pending on `a` or parked anywhere.
+fn complete_writes_one_at_a_time(graph: &G, a: Var, mut released: Vec<ReadyOp<u32>>) -> Vec<u32> {
+    let mut done = Vec::new();
+    while let Some(op) = released.pop() {
+        done.push(graph.complete(op, Ok(()), &mut released).unwrap());
+        assert!(released.len() <= 1, "two writes of `a` ready at once");
+    }
+    assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+    assert_eq!(graph.stats().live_op_blocks, 0);
+    done
+}
+
 /// Two reads of `a` run; two threads complete them while a third pushes a write of `a` (which
 /// must become ready exactly once, after both reads, on whichever thread releases it).
 #[test]
@@ -352,14 +366,8 @@ fn ring_pushes_race_with_the_completion_that_closes_it() {
         let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
         assert_eq!(ids, [1], "only the parked write is ready");
         // One write at a time: completing each releases exactly the next.
-        let mut done = Vec::new();
-        while let Some(op) = released.pop() {
-            done.push(graph.complete(op, Ok(()), &mut released).unwrap());
-            assert!(released.len() <= 1, "two writes of `a` ready at once");
-        }
+        let done = complete_writes_one_at_a_time(&graph, a, released);
         assert_each_once(done, &[1, 2, 3]);
-        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
-        assert_eq!(graph.stats().live_op_blocks, 0);
     });
 }
 
@@ -400,14 +408,8 @@ fn a_launched_completion_races_a_ring_push() {
         // completion settled it): reading the FIFO merges it (a debug assertion checks it).
         let status = graph.var_status(a).unwrap();
         assert!(status.write_running && status.launched == 0);
-        let mut done = Vec::new();
-        while let Some(op) = released.pop() {
-            done.push(graph.complete(op, Ok(()), &mut released).unwrap());
-            assert!(released.len() <= 1, "two writes of `a` ready at once");
-        }
+        let done = complete_writes_one_at_a_time(&graph, a, released);
         assert_each_once(done, &[1, 2]);
-        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
-        assert_eq!(graph.stats().live_op_blocks, 0);
     });
 }
 
@@ -446,15 +448,8 @@ fn ring_wraps_while_a_merge_frees_the_entry_a_push_reuses() {
             "the write waits behind the others"
         );
         // Each completion releases exactly the next write (and merges what the ring holds).
-        let mut released = vec![running];
-        let mut done = Vec::new();
-        while let Some(op) = released.pop() {
-            done.push(graph.complete(op, Ok(()), &mut released).unwrap());
-            assert!(released.len() <= 1, "two writes of `a` ready at once");
-        }
+        let done = complete_writes_one_at_a_time(&graph, a, vec![running]);
         assert_eq!(done, [0, 1, 2, 3, 4], "in push order");
-        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
-        assert_eq!(graph.stats().live_op_blocks, 0);
     });
 }
 
@@ -476,15 +471,8 @@ fn a_completion_merges_the_ring_behind_waiting_ops_while_a_push_appends() {
         let completer = complete_on_thread(&graph, running);
         graph.push(&[], &[a], 3, &mut ready).unwrap();
         assert!(ready.is_empty(), "the write waits behind the others");
-        let mut released = completer.join().unwrap();
-        let mut done = vec![0];
-        while let Some(op) = released.pop() {
-            done.push(graph.complete(op, Ok(()), &mut released).unwrap());
-            assert!(released.len() <= 1, "two writes of `a` ready at once");
-        }
-        assert_eq!(done, [0, 1, 2, 3], "in push order");
-        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
-        assert_eq!(graph.stats().live_op_blocks, 0);
+        let done = complete_writes_one_at_a_time(&graph, a, completer.join().unwrap());
+        assert_eq!(done, [1, 2, 3], "in push order, after 0");
     });
 }
 
