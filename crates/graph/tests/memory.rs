@@ -54,6 +54,13 @@ fn counters() -> (usize, isize) {
 
 const VARS: usize = 8;
 
+/// Ops pushed per round (fewer under Miri).
+const OPS_PER_ROUND: usize = if cfg!(miri) { 16 } else { 64 };
+
+/// The op slab's recycling batch (`RECYCLE_BATCH` of op slots, `crates/graph/src/slab.rs`): it
+/// may hold up to this many slots beyond its peak use.
+const RECYCLE_BATCH: usize = 32;
+
 /// One round: 64 ops, each writing one var and reading two others, so most ops park; complete
 /// them all, then delete one var and create a replacement.
 fn round(
@@ -63,8 +70,7 @@ fn round(
     running: &mut Vec<ReadyOp<u64>>,
     turn: usize,
 ) {
-    let ops = if cfg!(miri) { 16 } else { 64 };
-    for i in 0..ops {
+    for i in 0..OPS_PER_ROUND {
         let w = i % VARS;
         let inputs = [vars[(w + 1) % VARS], vars[(w + 3) % VARS]];
         graph.push(&inputs, &[vars[w]], i as u64, ready).unwrap();
@@ -87,12 +93,16 @@ fn steady_state_allocates_nothing_and_memory_returns_to_baseline() {
     let mut ready = Vec::with_capacity(128);
     let mut running = Vec::with_capacity(128);
     // Warm-up: grows the op slab, the var queues and the recycled slots to their working size.
-    for turn in 0..2 {
+    // The op slab recycles in batches (`RECYCLE_BATCH`), so it may go on growing, up to a
+    // batch beyond its peak use, within the buckets the warm-up allocated (Miri's rounds are
+    // shorter, so it takes more of them to allocate those).
+    let warm_up = if cfg!(miri) { 16 } else { 2 };
+    for turn in 0..warm_up {
         round(&graph, &mut vars, &mut ready, &mut running, turn);
     }
     let warm = graph.stats();
     let (allocations, bytes) = counters();
-    for turn in 2..10 {
+    for turn in warm_up..warm_up + 8 {
         round(&graph, &mut vars, &mut ready, &mut running, turn);
     }
     let (allocations_after, bytes_after) = counters();
@@ -100,9 +110,11 @@ fn steady_state_allocates_nothing_and_memory_returns_to_baseline() {
     assert_eq!(bytes_after, bytes, "memory did not return to its baseline");
     let stats = graph.stats();
     assert_eq!(stats.live_op_blocks, 0);
-    assert_eq!(
-        stats.pooled_op_blocks, warm.pooled_op_blocks,
-        "op pool grew"
+    assert!(
+        stats.pooled_op_blocks <= warm.pooled_op_blocks.max(OPS_PER_ROUND + RECYCLE_BATCH),
+        "op pool grew to {} slots, from {} after the warm-up",
+        stats.pooled_op_blocks,
+        warm.pooled_op_blocks
     );
     assert_eq!(stats.var_slots, warm.var_slots, "var slots grew");
     assert_eq!(stats.live_vars, VARS);
