@@ -461,6 +461,9 @@ fn data_is_handed_over_by_the_graph() {
     use crate::data::access::{ReadAccess, WriteAccess, sync_op};
     use crate::data::cell::CellPtr;
 
+    /// The reading op's accesses: both written values, and the sum it writes.
+    type Reader = (ReadAccess<u64>, ReadAccess<u64>, WriteAccess<u64>);
+
     loom::model(|| {
         let graph = Arc::new(depengine_graph::Graph::<Job, ()>::new());
         let (cell_a, cell_b, cell_sum) = (
@@ -479,7 +482,6 @@ fn data_is_handed_over_by_the_graph() {
         let mut ready_b = Vec::new();
         let job = sync_op::<WriteAccess<u64>, _, _>(|_, b| *b = 2);
         graph.push(&[], &[b], Some(job), &mut ready_b).unwrap();
-        type Reader = (ReadAccess<u64>, ReadAccess<u64>, WriteAccess<u64>);
         let job = sync_op::<Reader, _, _>(|_, (a, b, sum)| *sum = *a + *b);
         let mut none = Vec::new();
         graph.push(&[a, b], &[sum], Some(job), &mut none).unwrap();
