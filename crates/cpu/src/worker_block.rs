@@ -5,6 +5,7 @@ use std::fmt;
 use depengine_device::{Executor, Task};
 use depengine_pool::{Builder, Item, ThreadPool};
 use std::convert::Infallible;
+use std::time::Duration;
 
 use crate::BlockError;
 
@@ -77,6 +78,9 @@ pub struct BlockOptions {
     /// Pins worker `i` to core `i % cores` (`depengine_pool`'s `Builder::pin_threads`): a core
     /// that cannot be pinned is a `tracing` warning, and the worker runs unpinned.
     pub pin_threads: bool,
+    /// How long, at most, a worker searches for work before it sleeps (`depengine_pool`'s
+    /// `Builder::max_spin`); `None`: the pool's default, `depengine_pool::DEFAULT_MAX_SPIN`.
+    pub max_spin: Option<Duration>,
 }
 
 impl BlockOptions {
@@ -93,6 +97,9 @@ impl BlockOptions {
             .thread_name(name)
             .pin_threads(self.pin_threads)
             .never_inline();
+        if let Some(max) = self.max_spin {
+            builder = builder.max_spin(max);
+        }
         if let Some(hook) = self.on_start {
             builder = builder.on_thread_start(hook);
         }
@@ -109,6 +116,7 @@ impl fmt::Debug for BlockOptions {
             .field("on_start", &self.on_start.is_some())
             .field("on_exit", &self.on_exit.is_some())
             .field("pin_threads", &self.pin_threads)
+            .field("max_spin", &self.max_spin)
             .finish()
     }
 }

@@ -103,6 +103,7 @@ impl StreamExecutor {
                 })),
                 on_exit: Some(Box::new(|_| CudaRun::leave())),
                 pin_threads: false,
+                max_spin: None,
             }
         };
         let block = match kind {

@@ -137,6 +137,13 @@ pub const BULK_SIZE: &str = "DEPENGINE_BULK_SIZE";
 /// `0` (`false`, `off`): leave them where the OS puts them.
 pub const PIN_WORKERS: &str = "DEPENGINE_PIN_WORKERS";
 
+/// Microseconds, at most, that a CPU worker searches for work before it sleeps (see
+/// [`EngineConfig::cpu_max_spin`]): an integer up to [`MAX_CPU_SPIN`]'s, `0` for no search.
+pub const CPU_MAX_SPIN_US: &str = "DEPENGINE_CPU_MAX_SPIN_US";
+
+/// The largest [`EngineConfig::cpu_max_spin`]: one second.
+pub const MAX_CPU_SPIN: Duration = Duration::from_secs(1);
+
 /// The largest [`EngineConfig::bulk_size`]: a segment holds every var its first op uses until
 /// its last op ran, and keeps the functions of the ops that joined it until then; segments
 /// larger than a few thousand ops only hold vars longer.
@@ -151,6 +158,7 @@ const POSITIVE: &str = "a positive integer";
 const BOUND: &str = "a positive integer, or `0` / `off` for no bound";
 const SECONDS: &str = "a number of seconds (0: off)";
 const BULK: &str = "a number of ops per segment, or `0` / `off` for no bulk execution";
+const SPIN: &str = "a number of microseconds, at most 1000000 (0: no search)";
 
 /// How to build an [`Engine`](crate::Engine).
 ///
@@ -239,6 +247,14 @@ pub struct EngineConfig {
     /// without affinity) is a `tracing` warning, and its worker runs unpinned. Default: off
     /// (`docs/engine.md`, "Worker placement", has the measurements behind it).
     pub pin_workers: bool,
+    /// How long, at most, a CPU worker that ran out of work searches for more before it
+    /// sleeps: it searches 50 µs (or this long, if shorter), and up to this long while work
+    /// comes back at a steady period, so that an op pushed every millisecond or two starts
+    /// within a look instead of after a wake-up (`depengine_pool`'s `Builder::max_spin`). A
+    /// searching worker yields its core at every look, but uses CPU time. `Duration::ZERO`:
+    /// workers sleep as soon as they find no work. At most [`MAX_CPU_SPIN`]. Default:
+    /// [`depengine_pool::DEFAULT_MAX_SPIN`], 4 ms (`docs/engine.md`, "Worker placement").
+    pub cpu_max_spin: Duration,
     /// The `profiler_output` that `from_lookup` read from [`PROFILER_OUTPUT`]: while the field
     /// still holds it, errors about the path name the variable, not the field.
     profiler_output_from_env: Option<PathBuf>,
@@ -268,6 +284,7 @@ impl Default for EngineConfig {
             max_pending: None,
             bulk_size: 0,
             pin_workers: false,
+            cpu_max_spin: depengine_pool::DEFAULT_MAX_SPIN,
             profiler_output_from_env: None,
         }
     }
@@ -354,6 +371,9 @@ impl EngineConfig {
         }
         if let Some(value) = lookup(PIN_WORKERS) {
             config.pin_workers = flag(PIN_WORKERS, &value)?;
+        }
+        if let Some(value) = lookup(CPU_MAX_SPIN_US) {
+            config.cpu_max_spin = spin_micros(CPU_MAX_SPIN_US, &value)?;
         }
         for (variable, field) in [
             (CPU_WORKER_NTHREADS, &mut config.cpu_worker_threads),
@@ -447,6 +467,13 @@ impl EngineConfig {
         self
     }
 
+    /// Sets how long, at most, a CPU worker searches for work before it sleeps (see
+    /// [`cpu_max_spin`](Self::cpu_max_spin)).
+    pub fn cpu_max_spin(mut self, max: Duration) -> Self {
+        self.cpu_max_spin = max;
+        self
+    }
+
     /// What set the profiler's output path, for errors: [`PROFILER_OUTPUT`] while the field
     /// holds the path `from_lookup` read, else the field.
     pub(crate) fn profiler_output_setting(&self) -> &'static str {
@@ -467,6 +494,13 @@ impl EngineConfig {
                 variable: MAX_PENDING_FIELD,
                 value: "Some(0)".to_owned(),
                 expected: "a positive bound, or `None` for no bound",
+            });
+        }
+        if self.cpu_max_spin > MAX_CPU_SPIN {
+            return Err(ConfigError::Invalid {
+                variable: "EngineConfig::cpu_max_spin",
+                value: format!("{:?}", self.cpu_max_spin),
+                expected: "at most `MAX_CPU_SPIN` (1 s)",
             });
         }
         if self.bulk_size > MAX_BULK_SIZE {
@@ -554,6 +588,20 @@ fn bulk_size(variable: &'static str, value: &str) -> Result<usize, ConfigError> 
     }
 }
 
+/// A spin bound from `variable`: microseconds, up to [`MAX_CPU_SPIN`].
+fn spin_micros(variable: &'static str, value: &str) -> Result<Duration, ConfigError> {
+    match value.trim().parse::<u64>() {
+        Ok(micros) if Duration::from_micros(micros) <= MAX_CPU_SPIN => {
+            Ok(Duration::from_micros(micros))
+        }
+        _ => Err(ConfigError::Invalid {
+            variable,
+            value: value.to_owned(),
+            expected: SPIN,
+        }),
+    }
+}
+
 /// A thread count from `variable`: a positive integer, at most [`MAX_THREADS`].
 fn thread_count(variable: &'static str, value: &str) -> Result<usize, ConfigError> {
     match value.trim().parse::<usize>() {
@@ -590,6 +638,7 @@ impl fmt::Debug for EngineConfig {
             .field("max_pending", &self.max_pending)
             .field("bulk_size", &self.bulk_size)
             .field("pin_workers", &self.pin_workers)
+            .field("cpu_max_spin", &self.cpu_max_spin)
             .finish_non_exhaustive()
     }
 }
@@ -724,6 +773,32 @@ mod tests {
                 "{error:?}"
             );
         }
+    }
+
+    #[test]
+    fn reads_how_long_the_workers_spin() {
+        let read = |value: &str| EngineConfig::from_lookup(lookup(&[(CPU_MAX_SPIN_US, value)]));
+        assert_eq!(
+            read("250").unwrap().cpu_max_spin,
+            Duration::from_micros(250)
+        );
+        assert_eq!(read(" 0 ").unwrap().cpu_max_spin, Duration::ZERO);
+        assert_eq!(read("1000000").unwrap().cpu_max_spin, MAX_CPU_SPIN);
+        assert_eq!(
+            EngineConfig::from_lookup(lookup(&[])).unwrap().cpu_max_spin,
+            depengine_pool::DEFAULT_MAX_SPIN
+        );
+        for bad in ["1000001", "-1", "4ms", ""] {
+            let error = read(bad).unwrap_err();
+            assert!(
+                matches!(&error, ConfigError::Invalid { variable, .. } if *variable == CPU_MAX_SPIN_US),
+                "{bad}: {error:?}"
+            );
+            assert!(error.to_string().contains(CPU_MAX_SPIN_US), "{error}");
+        }
+        let too_long = EngineConfig::default().cpu_max_spin(Duration::from_secs(2));
+        assert!(too_long.validate().is_err());
+        assert!(EngineConfig::default().validate().is_ok());
     }
 
     #[test]

@@ -5,6 +5,7 @@ use crate::item::Item;
 use crate::run_queue::DEFAULT_CAPACITY;
 use crate::unwind::PanicHandler;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The most worker threads a pool may have.
 ///
@@ -14,6 +15,10 @@ use std::sync::Arc;
 /// scan every other worker's queue before they sleep. The default thread count (the
 /// available parallelism) is capped at it.
 pub const MAX_THREADS: usize = 4096;
+
+/// How long a worker searches for work before it sleeps, at most, unless
+/// [`Builder::max_spin`] says otherwise: 4 ms.
+pub const DEFAULT_MAX_SPIN: Duration = crate::spin_window::SpinWindow::LONGEST;
 
 /// Why a pool could not start.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +66,7 @@ pub struct Builder {
     pub(crate) thread_name: String,
     pub(crate) stack_size: Option<usize>,
     pub(crate) pin_threads: bool,
+    pub(crate) max_spin: Duration,
     pub(crate) queue_capacity: usize,
     pub(crate) saturation: Saturation,
     pub(crate) panic_handler: Option<PanicHandler>,
@@ -90,6 +96,7 @@ impl Builder {
             thread_name: "depengine-pool".to_owned(),
             stack_size: None,
             pin_threads: false,
+            max_spin: DEFAULT_MAX_SPIN,
             queue_capacity: DEFAULT_CAPACITY,
             saturation: Saturation::RunInline,
             panic_handler: None,
@@ -121,6 +128,31 @@ impl Builder {
     /// as `tracing` warnings; the worker then runs unpinned.
     pub fn pin_threads(mut self, pin: bool) -> Self {
         self.pin_threads = pin;
+        self
+    }
+
+    /// How long, at most, a worker that ran out of work keeps searching before it sleeps
+    /// (default [`DEFAULT_MAX_SPIN`]). It searches 50 µs (or this long, if shorter), and up to
+    /// this long while work comes back at a steady period: once two idle periods in a row
+    /// ended with work within this bound, for twice the shorter of the two. A searching worker
+    /// starts a job within a look, where a sleeping one waits for a wake-up (microseconds);
+    /// it yields its core at every look, but it keeps using CPU time while it searches.
+    /// `Duration::ZERO`: workers sleep as soon as they find no work.
+    ///
+    /// ```
+    /// use depengine_pool::ThreadPool;
+    /// use std::time::Duration;
+    ///
+    /// // Background work that comes at any time: spin no longer than the first 50 µs.
+    /// let pool = ThreadPool::builder()
+    ///     .threads(2)
+    ///     .max_spin(Duration::from_micros(50))
+    ///     .build()
+    ///     .expect("threads start");
+    /// assert_eq!(pool.install(|| 6 * 7), 42);
+    /// ```
+    pub fn max_spin(mut self, max: Duration) -> Self {
+        self.max_spin = max;
         self
     }
 
@@ -239,6 +271,7 @@ impl std::fmt::Debug for Builder {
             .field("thread_name", &self.thread_name)
             .field("stack_size", &self.stack_size)
             .field("pin_threads", &self.pin_threads)
+            .field("max_spin", &self.max_spin)
             .field("queue_capacity", &self.queue_capacity)
             .field("saturation", &self.saturation)
             .field("panic_handler", &self.panic_handler.is_some())

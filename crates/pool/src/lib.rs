@@ -67,7 +67,7 @@ mod thread_pool;
 mod unwind;
 mod worker;
 
-pub use builder::{BuildError, Builder, MAX_THREADS};
+pub use builder::{BuildError, Builder, DEFAULT_MAX_SPIN, MAX_THREADS};
 pub use event_count::EventCount;
 pub use injector::Injector;
 pub use item::Item;

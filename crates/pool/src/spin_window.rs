@@ -9,8 +9,8 @@
 //! workers asleep at every push, and each op started 4-7 µs after its push (the engine's
 //! `latency`, one op every 2 ms) where a searching worker takes it within a yield.
 //!
-//! So each worker times its idle periods, and once two in a row ended with work within
-//! [`LONGEST`](SpinWindow::LONGEST), sets the next window to twice the shorter of the two (at
+//! So each worker times its idle periods, and once two in a row ended with work within the
+//! pool's bound ([`Builder::max_spin`](crate::Builder::max_spin), 4 ms by default), sets the next window to twice the shorter of the two (at
 //! least [`SHORTEST`](SpinWindow::SHORTEST)): work that comes back at a steady period finds
 //! the worker still searching. One idle period that lasted longer than `LONGEST` (or no work
 //! at all) sets it back to the shortest, and so does one short period: a single pause of a
@@ -39,8 +39,12 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SpinWindow {
     window: Duration,
-    /// The last idle period that ended with work, if it was no longer than `LONGEST`.
+    /// The last idle period that ended with work, if it was no longer than `longest`.
     last: Option<Duration>,
+    /// `SHORTEST`, or `longest` if that is shorter.
+    shortest: Duration,
+    /// The pool's bound (`Builder::max_spin`; `LONGEST` by default).
+    longest: Duration,
 }
 
 impl SpinWindow {
@@ -49,14 +53,19 @@ impl SpinWindow {
     /// takes.
     pub(crate) const SHORTEST: Duration = Duration::from_micros(50);
 
-    /// The longest window: work that comes back at a period up to this long finds the worker
-    /// searching.
+    /// The longest window by default ([`DEFAULT_MAX_SPIN`](crate::DEFAULT_MAX_SPIN)): work that
+    /// comes back at a period up to this long finds the worker searching.
     pub(crate) const LONGEST: Duration = Duration::from_millis(4);
 
-    pub(crate) fn new() -> Self {
+    /// A window bounded by `longest` (`Builder::max_spin`): windows run from `SHORTEST` (or
+    /// `longest` if that is shorter) to `longest`.
+    pub(crate) fn new(longest: Duration) -> Self {
+        let shortest = Self::SHORTEST.min(longest);
         SpinWindow {
-            window: Self::SHORTEST,
+            window: shortest,
             last: None,
+            shortest,
+            longest,
         }
     }
 
@@ -68,13 +77,13 @@ impl SpinWindow {
     /// The idle period that began `idle_for` ago ended with work (found while searching, or
     /// woken for it).
     pub(crate) fn ended_after(&mut self, idle_for: Duration) {
-        let this = (idle_for <= Self::LONGEST).then_some(idle_for);
+        let this = (idle_for <= self.longest).then_some(idle_for);
         self.window = match (this, self.last) {
             (Some(this), Some(last)) => this
                 .min(last)
                 .saturating_mul(2)
-                .clamp(Self::SHORTEST, Self::LONGEST),
-            _ => Self::SHORTEST,
+                .clamp(self.shortest, self.longest),
+            _ => self.shortest,
         };
         self.last = this;
     }
@@ -87,7 +96,7 @@ mod tests {
     #[test]
     fn a_window_follows_the_last_two_idle_periods_within_bounds() {
         let us = Duration::from_micros;
-        let mut spin = SpinWindow::new();
+        let mut spin = SpinWindow::new(SpinWindow::LONGEST);
         assert_eq!(spin.length(), SpinWindow::SHORTEST);
         spin.ended_after(us(700));
         assert_eq!(
@@ -122,5 +131,21 @@ mod tests {
             SpinWindow::SHORTEST,
             "and it is not a steady one"
         );
+    }
+
+    #[test]
+    fn a_pool_bound_caps_every_window() {
+        let us = Duration::from_micros;
+        let mut spin = SpinWindow::new(us(500));
+        spin.ended_after(us(400));
+        spin.ended_after(us(400));
+        assert_eq!(spin.length(), us(500));
+        spin.ended_after(us(600));
+        assert_eq!(spin.length(), SpinWindow::SHORTEST, "longer than the bound");
+        let mut never = SpinWindow::new(Duration::ZERO);
+        assert_eq!(never.length(), Duration::ZERO);
+        never.ended_after(Duration::ZERO);
+        never.ended_after(Duration::ZERO);
+        assert_eq!(never.length(), Duration::ZERO, "no spinning at all");
     }
 }

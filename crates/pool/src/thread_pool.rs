@@ -114,6 +114,7 @@ impl<T: Item> ThreadPool<T> {
             threads,
             builder.queue_capacity,
             builder.saturation,
+            builder.max_spin,
             handler,
         ));
         let cores = if builder.pin_threads {

@@ -43,7 +43,8 @@
 //!    one such spinner). A yield returns at once when nothing else wants the core, so a
 //!    spinner with a core to itself still looks again within a system call's time. How
 //!    long a worker spins is its window (`spin_window.rs`), learned from its own idle
-//!    periods: 50 µs, or up to 4 ms while work comes back at a steady period. A push
+//!    periods: 50 µs, or up to the pool's bound (`Builder::max_spin`, 4 ms by default)
+//!    while work comes back at a steady period. A push
 //!    that sees a spinner wakes nobody, counting on it; so a worker that leaves the idle
 //!    path (spinning or sleeping) with a job and still sees work queued wakes a sleeper for
 //!    that work, which does the same in turn (otherwise a second job pushed while one
@@ -230,6 +231,8 @@ pub(crate) struct Shared<T = Infallible> {
     idle: AtomicUsize,
     /// Strides coprime with the worker count, for victim order.
     strides: Box<[usize]>,
+    /// The bound of every worker's spin window (`Builder::max_spin`, `spin_window.rs`).
+    max_spin: Duration,
     panic_handler: PanicHandler,
 }
 
@@ -246,6 +249,7 @@ impl<T: Item> Shared<T> {
         threads: usize,
         queue_capacity: usize,
         saturation: Saturation,
+        max_spin: Duration,
         panic_handler: PanicHandler,
     ) -> Self {
         let inline = saturation == Saturation::RunInline;
@@ -264,6 +268,7 @@ impl<T: Item> Shared<T> {
             phase: AtomicU8::new(RUNNING),
             idle: AtomicUsize::new(0),
             strides: rng::coprimes(threads),
+            max_spin,
             panic_handler,
         }
     }
@@ -577,6 +582,10 @@ impl<T: Item> Shared<T> {
         started: Option<Instant>,
         window: Duration,
     ) -> Option<(Work<T>, Option<Duration>)> {
+        if window.is_zero() {
+            // A pool that never spins (`Builder::max_spin`): straight to the sleep protocol.
+            return None;
+        }
         // Relaxed: the count publishes nothing; a push that reads it is answered by the
         // Dekker pair below (the decrement, then a fence, then a look at every queue).
         self.spinners.fetch_add(1, Relaxed);
@@ -785,7 +794,7 @@ impl<T: Item> Shared<T> {
         // When this worker's idle period began, while it lasts (not timed under loom), and
         // how long the next one may spin (`spin_window.rs`).
         let mut idle_since: Option<Instant> = None;
-        let mut window = SpinWindow::new();
+        let mut window = SpinWindow::new(self.max_spin);
         loop {
             // Back from the sleep protocol, a worker takes any job (it was woken for one, or
             // saw one before sleeping); one that has just run a job waits for a batch from

@@ -405,6 +405,37 @@ fn tasks_spawned_while_a_worker_spins_all_get_a_worker() {
 }
 
 #[test]
+fn a_pool_whose_workers_never_spin_still_runs_every_task() {
+    // `max_spin(ZERO)`: an idle worker goes straight to the sleep protocol, so every spawn
+    // that finds the workers idle has to wake one; the meeting needs all of them at once.
+    for workers in [1, 2, 4] {
+        let pool = ThreadPool::builder()
+            .threads(workers)
+            .max_spin(Duration::ZERO)
+            .build()
+            .unwrap();
+        for round in 0..n(50) {
+            let done = spawn_meeting(&pool, workers);
+            for _ in 0..workers {
+                assert!(
+                    done.recv().unwrap(),
+                    "{workers} workers, round {round}: the tasks never all ran at once"
+                );
+            }
+        }
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..n(1000) {
+            let ran = ran.clone();
+            pool.spawn(move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        drop(pool);
+        assert_eq!(ran.load(Ordering::Relaxed), n(1000));
+    }
+}
+
+#[test]
 fn spawns_from_a_task_run_inline_for_a_full_queue_go_to_the_injector() {
     // One worker, queues of 2, busy in `install`: the third spawn runs inline; what that
     // one spawns while the queue is still full is queued (not nested inline again), so a

@@ -7,6 +7,7 @@
 //! released successor kept for the worker that released it (`ThreadPool::spawn_next`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use depengine_cpu::{BlockOptions, WorkerBlock};
 use depengine_graph::ReadyOp;
@@ -28,6 +29,14 @@ pub(crate) enum Pinning {
     Free,
 }
 
+/// How a block's workers run: where, and how long they search for work before they sleep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WorkerSetup {
+    pub(crate) pinning: Pinning,
+    /// `EngineConfig::cpu_max_spin`.
+    pub(crate) max_spin: Duration,
+}
+
 /// A ready op queued on the CPU block of its route (`OpRecord::block_key`). The block is not
 /// stored beside the op: the record names it, and the pool's queues and injector hold 112
 /// bytes per op instead of 120 (`push_queued`: 117 -> 106 ns per push, `docs/bench-history.md`).
@@ -41,12 +50,12 @@ impl Item for BlockOp {
 }
 
 /// Starts block `key` of engine `engine`: `threads` workers named `<name>-<i>`, each running
-/// the block's ops with `runner` (which the workers hold until the block is shut down), pinned
-/// to cores if `pinned` (`EngineConfig::pin_workers`).
+/// the block's ops with `runner` (which the workers hold until the block is shut down), set up
+/// as `setup` says.
 pub(crate) fn start(
     name: &str,
     threads: usize,
-    pinned: Pinning,
+    setup: WorkerSetup,
     engine: u64,
     key: BlockKey,
     runner: Arc<dyn BlockRunner>,
@@ -56,7 +65,8 @@ pub(crate) fn start(
             serving::enter_block(engine, key, Arc::clone(&runner));
         })),
         on_exit: Some(Box::new(|_| serving::leave_block())),
-        pin_threads: pinned == Pinning::Pinned,
+        pin_threads: setup.pinning == Pinning::Pinned,
+        max_spin: Some(setup.max_spin),
     };
     WorkerBlock::with_options(name, threads, options).map_err(|error| EngineError::WorkerStart {
         message: error.to_string(),

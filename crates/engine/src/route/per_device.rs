@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use depengine_cpu::PriorityBlock;
+use depengine_cpu::{BlockOptions, PriorityBlock};
 
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
 use crate::op::record::{BlockKey, Route};
-use crate::route::block::{self, CpuBlock, Pinning};
+use crate::route::block::{self, CpuBlock, WorkerSetup};
 use crate::route::lazy::Lazy;
 use crate::thread::serving::BlockRunner;
 
@@ -21,18 +21,19 @@ pub(crate) struct PerDevice {
     cpu: Box<[Lazy<CpuBlock>]>,
     priority: Lazy<PriorityBlock>,
     cpu_threads: usize,
-    /// Whether the CPU blocks' workers are pinned (the priority block's never are).
-    pinning: Pinning,
+    /// How the CPU blocks' workers run (the priority block's search for work as long, but are
+    /// never pinned).
+    setup: WorkerSetup,
     priority_threads: usize,
 }
 
 impl PerDevice {
-    pub(crate) fn new(cpu_threads: usize, pinning: Pinning, priority_threads: usize) -> Self {
+    pub(crate) fn new(cpu_threads: usize, setup: WorkerSetup, priority_threads: usize) -> Self {
         PerDevice {
             cpu: (0..MAX_CPU_DEVICES).map(|_| Lazy::new()).collect(),
             priority: Lazy::new(),
             cpu_threads,
-            pinning,
+            setup,
             priority_threads,
         }
     }
@@ -81,11 +82,19 @@ impl PerDevice {
     ) -> Result<Route> {
         if property == FnProperty::CpuPrioritized {
             self.priority.get_or_try_init(|| {
-                PriorityBlock::new("depengine-cpu-priority", self.priority_threads).map_err(
-                    |error| EngineError::WorkerStart {
-                        message: error.to_string(),
-                    },
+                // Unpinned: priority workers come and go beside the pinned CPU workers.
+                let options = BlockOptions {
+                    max_spin: Some(self.setup.max_spin),
+                    ..BlockOptions::default()
+                };
+                PriorityBlock::with_options(
+                    "depengine-cpu-priority",
+                    self.priority_threads,
+                    options,
                 )
+                .map_err(|error| EngineError::WorkerStart {
+                    message: error.to_string(),
+                })
             })?;
             return Ok(Route::Priority);
         }
@@ -98,7 +107,7 @@ impl PerDevice {
             block::start(
                 &format!("depengine-cpu{id}"),
                 self.cpu_threads,
-                self.pinning,
+                self.setup,
                 engine,
                 BlockKey::Cpu(id),
                 runner(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::context::FnProperty;
 use crate::error::Result;
 use crate::op::record::{BlockKey, Route};
-use crate::route::block::{self, CpuBlock, Pinning};
+use crate::route::block::{self, CpuBlock, Pinning, WorkerSetup};
 use crate::route::lazy::Lazy;
 use crate::thread::serving::BlockRunner;
 
@@ -16,18 +16,18 @@ pub(crate) struct Pooled {
     /// Started on the first copy op.
     copy: Lazy<CpuBlock>,
     threads: usize,
-    /// Whether the normal block's workers are pinned (the copy block's never are).
-    pinning: Pinning,
+    /// How the normal block's workers run (the copy block's are never pinned).
+    setup: WorkerSetup,
     copy_threads: usize,
 }
 
 impl Pooled {
-    pub(crate) fn new(threads: usize, pinning: Pinning, copy_threads: usize) -> Self {
+    pub(crate) fn new(threads: usize, setup: WorkerSetup, copy_threads: usize) -> Self {
         Pooled {
             normal: Lazy::new(),
             copy: Lazy::new(),
             threads,
-            pinning,
+            setup,
             copy_threads,
         }
     }
@@ -43,7 +43,7 @@ impl Pooled {
                 block::start(
                     "depengine-pooled",
                     self.threads,
-                    self.pinning,
+                    self.setup,
                     engine,
                     BlockKey::Pooled,
                     runner(),
@@ -79,7 +79,10 @@ impl Pooled {
                 block::start(
                     "depengine-pooled-copy",
                     self.copy_threads,
-                    Pinning::Free,
+                    WorkerSetup {
+                        pinning: Pinning::Free,
+                        ..self.setup
+                    },
                     engine,
                     BlockKey::PooledCopy,
                     runner(),

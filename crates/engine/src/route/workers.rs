@@ -12,7 +12,7 @@ use crate::config::{EngineConfig, EngineKind};
 use crate::context::{Context, FnProperty};
 use crate::error::Result;
 use crate::op::record::{BlockKey, Route};
-use crate::route::block::{CpuBlock, Pinning};
+use crate::route::block::{CpuBlock, Pinning, WorkerSetup};
 use crate::route::devices::GpuExecutors;
 use crate::route::per_device::PerDevice;
 use crate::route::pooled::Pooled;
@@ -45,21 +45,24 @@ pub(crate) struct Workers {
 impl Workers {
     /// The workers `config` asks for, none started yet.
     pub(crate) fn new(engine: u64, config: &EngineConfig) -> Self {
-        let pinning = if config.pin_workers {
-            Pinning::Pinned
-        } else {
-            Pinning::Free
+        let setup = WorkerSetup {
+            pinning: if config.pin_workers {
+                Pinning::Pinned
+            } else {
+                Pinning::Free
+            },
+            max_spin: config.cpu_max_spin,
         };
         let cpu = match config.kind {
             EngineKind::Naive => CpuWorkers::Naive,
             EngineKind::ThreadedPooled => CpuWorkers::Pooled(Pooled::new(
                 config.cpu_worker_threads,
-                pinning,
+                setup,
                 config.gpu_copy_threads,
             )),
             EngineKind::ThreadedPerDevice => CpuWorkers::PerDevice(PerDevice::new(
                 config.cpu_worker_threads,
-                pinning,
+                setup,
                 config.cpu_priority_threads,
             )),
         };
