@@ -138,7 +138,8 @@ pub const BULK_SIZE: &str = "DEPENGINE_BULK_SIZE";
 pub const PIN_WORKERS: &str = "DEPENGINE_PIN_WORKERS";
 
 /// Microseconds, at most, that a CPU worker searches for work before it sleeps (see
-/// [`EngineConfig::cpu_max_spin`]): an integer up to [`MAX_CPU_SPIN`]'s, `0` for no search.
+/// [`EngineConfig::cpu_max_spin`]): an integer up to 1 000 000 ([`MAX_CPU_SPIN`]), `0` for no
+/// search.
 pub const CPU_MAX_SPIN_US: &str = "DEPENGINE_CPU_MAX_SPIN_US";
 
 /// The largest [`EngineConfig::cpu_max_spin`]: one second.

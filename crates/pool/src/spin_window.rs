@@ -10,24 +10,26 @@
 //! `latency`, one op every 2 ms) where a searching worker takes it within a yield.
 //!
 //! So each worker times its idle periods, and once two in a row ended with work within the
-//! pool's bound ([`Builder::max_spin`](crate::Builder::max_spin), 4 ms by default), sets the next window to twice the shorter of the two (at
-//! least [`SHORTEST`](SpinWindow::SHORTEST)): work that comes back at a steady period finds
-//! the worker still searching. One idle period that lasted longer than `LONGEST` (or no work
-//! at all) sets it back to the shortest, and so does one short period: a single pause of a
-//! millisecond between two bursts does not make the worker spin for milliseconds once the
-//! work stops (the pool's `idle` workload runs right after its other workloads, and burned
-//! 3.2 ms of CPU in its second when one such pause set the window). An idle pool spins for
-//! at most `LONGEST` before it sleeps. Each worker learns from its own idle periods only,
-//! so a worker that is never woken keeps the shortest window.
+//! pool's bound ([`Builder::max_spin`](crate::Builder::max_spin), 4 ms by default), sets the
+//! next window to twice the shorter of the two (at least [`SHORTEST`](SpinWindow::SHORTEST),
+//! at most the bound): work that comes back at a steady period finds the worker still
+//! searching. One idle period that lasted longer than the bound (or no work at all) sets it
+//! back to the shortest, and so does one short period: a single pause of a millisecond
+//! between two bursts does not make the worker spin for milliseconds once the work stops (the
+//! pool's `idle` workload runs right after its other workloads, and burned 3.2 ms of CPU in
+//! its second when one such pause set the window). An idle pool spins for at most the bound
+//! before it sleeps. Each worker learns from its own idle periods only, so a worker that is
+//! never woken keeps the shortest window.
 //!
-//! The price is CPU time while the work is periodic: a worker spends up to `LONGEST`
+//! The price is CPU time while the work is periodic: a worker spends up to the bound
 //! searching between two pieces of work. It yields the core at every look (step 4 of
 //! `worker.rs`), so a thread that wants the core gets it.
 //!
 //! ```text
-//!   idle period ended by work after t (the one before: p):
-//!       window = clamp(2·min(t, p), SHORTEST, LONGEST)   if t ≤ LONGEST and p ≤ LONGEST
-//!       window = SHORTEST                                otherwise
+//!   idle period ended by work after t (the one before: p), bound = Builder::max_spin:
+//!       shortest = min(SHORTEST, bound)
+//!       window = clamp(2·min(t, p), shortest, bound)   if t ≤ bound and p ≤ bound
+//!       window = shortest                              otherwise
 //! ```
 //!
 //! A window belongs to its worker's thread alone (it lives on that thread's stack, in
