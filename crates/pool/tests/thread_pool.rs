@@ -37,18 +37,22 @@ fn builder_rejects_more_than_max_threads() {
 
 /// Many workers, dropped while tasks are still queued: the tasks all run, and the
 /// drop returns (the shutdown protocol with more workers than the loom models have).
-#[test]
-fn a_pool_of_many_workers_dropped_with_queued_tasks_runs_them_all() {
+/// Spawns `tasks` counting tasks on `pool`, drops it, and checks that every one ran.
+fn spawned_tasks_all_run_before_the_drop_returns(pool: ThreadPool, tasks: usize) {
     let ran = Arc::new(AtomicUsize::new(0));
-    let pool = ThreadPool::new(n(64)).unwrap();
-    for _ in 0..n(1000) {
+    for _ in 0..tasks {
         let ran = ran.clone();
         pool.spawn(move || {
             ran.fetch_add(1, Ordering::Relaxed);
         });
     }
     drop(pool);
-    assert_eq!(ran.load(Ordering::Relaxed), n(1000));
+    assert_eq!(ran.load(Ordering::Relaxed), tasks);
+}
+
+#[test]
+fn a_pool_of_many_workers_dropped_with_queued_tasks_runs_them_all() {
+    spawned_tasks_all_run_before_the_drop_returns(ThreadPool::new(n(64)).unwrap(), n(1000));
 }
 
 #[test]
@@ -423,15 +427,7 @@ fn a_pool_whose_workers_never_spin_still_runs_every_task() {
                 );
             }
         }
-        let ran = Arc::new(AtomicUsize::new(0));
-        for _ in 0..n(1000) {
-            let ran = ran.clone();
-            pool.spawn(move || {
-                ran.fetch_add(1, Ordering::Relaxed);
-            });
-        }
-        drop(pool);
-        assert_eq!(ran.load(Ordering::Relaxed), n(1000));
+        spawned_tasks_all_run_before_the_drop_returns(pool, n(1000));
     }
 }
 
