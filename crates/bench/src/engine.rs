@@ -690,7 +690,11 @@ fn random_shared(engine: &Engine, graph: &RandomGraph) -> Result<f64, String> {
             .reads([pool[r0], pool[r1]])
             .writes([pool[w]])
             .push_sync(move |_| {
-                let sum = a.lock().unwrap().wrapping_add(*b.lock().unwrap());
+                // One lock at a time: two ops that read the same two vars run at once, and
+                // holding one value's lock while taking the other's could lock them in
+                // opposite orders.
+                let first = *a.lock().unwrap();
+                let sum = first.wrapping_add(*b.lock().unwrap());
                 *c.lock().unwrap() = sum;
             })
             .map_err(err)?;
