@@ -81,7 +81,7 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
         .args(["-p", "depengine", "--test", "data", "--"])
         .args(DATA_TESTS)
         .run()?;
-    // The op function stored in its record (`op/sync_fn.rs`), inline and boxed, called and
+    // The op function stored in its record (`op/sync_fn.rs`), inline, in a block and boxed, called and
     // dropped unrun; the tests above call it on every route.
     Cmd::cargo()
         .args([toolchain().as_str(), "miri", "test"])

@@ -71,7 +71,7 @@
 //! ```
 
 // The only `unsafe` code is the parked-op cell in `op_cell`, the slab's buckets (which a trim
-// frees), the graph's one call of that trim, the call of glibc's `malloc_trim` in `heap` and
+// frees), the graph's and the block store's calls of that trim, the call of glibc's `malloc_trim` in `heap` and
 // the cache hints in `prefetch`, which opt in below.
 #![deny(unsafe_code)]
 #![allow(
@@ -79,6 +79,7 @@
     reason = "the docs name MXNet and its classes, which are not items of this crate"
 )]
 
+mod block_store;
 mod blocked;
 mod busy;
 mod error;
@@ -106,6 +107,7 @@ mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+pub use block_store::{BLOCK_ALIGN, BLOCK_BYTES, BlockId, BlockStore};
 pub use blocked::Visit;
 pub use busy::{BusyVar, Holder};
 pub use error::GraphError;

@@ -711,3 +711,44 @@ fn slab_bucket_is_built_before_it_is_seen() {
         drop(held);
     });
 }
+
+/// A worker gives back the block of a closure it ran while the pusher takes blocks for the
+/// next ops: the block's next holder writes it only after its last holder's accesses.
+///
+/// Catches: the `Release` of `free` and the `Acquire` of the take of `returned` (or of the pop
+/// that follows it), through the store's API: the pusher's write to the recycled block races
+/// the worker's read of it.
+#[test]
+#[allow(unsafe_code)]
+fn block_store_publishes_a_block_given_back_to_its_next_holder() {
+    use crate::BlockStore;
+
+    loom::model(|| {
+        let store = Arc::new(BlockStore::new());
+        let first = store.take().unwrap();
+        // SAFETY: held; a `u64` fits, aligned.
+        store.with_bytes(&first, |bytes| unsafe { bytes.write(1) });
+        let worker = {
+            let store = store.clone();
+            thread::spawn(move || {
+                // SAFETY: held (handed over by the spawn), written before it.
+                let value = store.with_bytes(&first, |bytes| unsafe { bytes.read() });
+                assert_eq!(value, 1);
+                store.give_back(first);
+            })
+        };
+        // Takes until the block comes back, or the store grows past it.
+        let mut taken = Vec::new();
+        for round in 2..4_u64 {
+            let block = store.take().unwrap();
+            // SAFETY: held: a block is handed to one holder at a time.
+            store.with_bytes(&block, |bytes| unsafe { bytes.write(round) });
+            taken.push(block);
+        }
+        worker.join().unwrap();
+        for block in taken {
+            store.give_back(block);
+        }
+        assert_eq!(store.in_use(), 0);
+    });
+}

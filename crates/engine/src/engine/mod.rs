@@ -474,8 +474,9 @@ impl Engine {
     /// (see the failure rules in the crate documentation).
     ///
     /// Found idle, the engine also gives back the memory a burst of waiting ops grew (the op
-    /// slots beyond the first thousand; see `Graph::trim` in `depengine-graph`): the worker
-    /// whose completion ends the wait does it after waking it, or else the waiting thread.
+    /// slots beyond the first thousand, see `Graph::trim` in `depengine-graph`; and the blocks
+    /// of op closures too large for an op's record once no engine holds one): the worker whose
+    /// completion ends the wait does it after waking it, or else the waiting thread.
     ///
     /// # Errors
     ///
@@ -661,7 +662,7 @@ pub(crate) fn var_outcome(taken: Option<OpFailure>) -> Result<()> {
 /// then this is one load), takes the failure log, clears the var failures it lists, and
 /// returns the first failure no wait returned.
 pub(crate) fn after_idle(state: &EngineState) -> Result<()> {
-    state.graph().trim();
+    state.trim_storage();
     let taken = state.failures().take();
     for var in taken.vars {
         // A var deleted meanwhile has dropped its failure already.

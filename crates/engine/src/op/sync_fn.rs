@@ -1,14 +1,24 @@
-//! [`SyncFn`]: a sync op's function, stored in the op's record when it is small, boxed
-//! otherwise.
+//! [`SyncFn`]: a sync op's function, stored in the op's record when it is small, in a block of
+//! the closure store when it fits one, boxed otherwise.
 //!
 //! Most op functions capture a pointer or two (an `Arc`, a reference) or nothing. A
 //! `Box<dyn FnOnce>` allocates for every closure that captures anything: a `malloc` on the
 //! pusher, a `free` on the worker (an allocator's per-thread caches do not help when one
 //! thread allocates and another frees) and one more cache line to carry between the cores,
 //! about as much as the rest of an empty op costs (`docs/bench-history.md`, "Engine: typed
-//! data"). A closure of at most [`INLINE_BYTES`] bytes, aligned to at most 8, is stored
-//! in the record instead, which crosses between the cores anyway; a larger one is boxed, and
-//! the record holds the box's pointer.
+//! data"). So a closure has one of three places:
+//!
+//! - **Inline**, at most [`INLINE_BYTES`] bytes aligned to at most 8: in the record, which
+//!   crosses between the cores anyway.
+//! - **In a block** of the closure store, at most [`BLOCK_BYTES`] bytes aligned to at most
+//!   [`BLOCK_ALIGN`]: a [`BlockStore`] (`depengine-graph`) recycles the blocks between the
+//!   pusher and the workers in batches, as the graph's op slots are recycled, without a lock
+//!   and without growing once the steady state is reached. The record holds the block's id; the
+//!   call moves the closure out and gives the block back before it runs the closure. One store
+//!   serves every engine of the process, so a closure's block outlives any one engine's state;
+//!   its storage goes back to the allocator after a burst (`trim_closure_blocks`, at an
+//!   engine's idle moments).
+//! - **Boxed**, larger (or should the store be full): the record holds the box's pointer.
 //!
 //! One word inline: a closure that captures one pointer (an `Arc`, a reference) and nothing
 //! else. With it the `SyncFn` is 16 bytes, as a `Box<dyn FnOnce>` is, and the record stays at
@@ -18,11 +28,18 @@
 //! (`data/access.rs`).
 //!
 //! The record holds the bytes and a pointer to a static table of two functions made for the
-//! closure's type: one moves the closure out and calls it, one drops it. The table says
-//! which of the two layouts the bytes have, so nothing else is stored.
+//! closure's type and place: one moves the closure out and calls it, one drops it. The table
+//! says which of the three layouts the bytes have, so nothing else is stored.
+//!
+//! Under loom every closure too large to be inline is boxed: the store's atomics are loom's
+//! there, which a process-wide static cannot hold across models, and the graph's models check
+//! the store itself.
 
 use std::marker::PhantomData;
 use std::mem::{ManuallyDrop, MaybeUninit};
+
+#[cfg(not(loom))]
+use depengine_graph::{BLOCK_ALIGN, BLOCK_BYTES, BlockId, BlockStore};
 
 use crate::context::RunContext;
 use crate::failure::BoxError;
@@ -30,6 +47,19 @@ use crate::op::vars::OpVars;
 
 /// Bytes of a closure stored in the record.
 pub(crate) const INLINE_BYTES: usize = 8;
+
+/// The blocks of the closures stored in one (see the module documentation).
+#[cfg(not(loom))]
+static CLOSURE_BLOCKS: std::sync::LazyLock<BlockStore> = std::sync::LazyLock::new(BlockStore::new);
+
+/// Gives the storage of a burst of block-stored closures back to the allocator, if every block
+/// is back (`BlockStore::trim`). Called where the engine trims its graph.
+pub(crate) fn trim_closure_blocks() {
+    #[cfg(not(loom))]
+    if let Some(store) = std::sync::LazyLock::get(&CLOSURE_BLOCKS) {
+        store.trim();
+    }
+}
 
 /// Where the closure (or the pointer to its box) lives: a closure stored inline is written at
 /// the start, which the alignment of `usize` (8) makes suitable for any closure of alignment
@@ -45,6 +75,9 @@ struct Table {
     call: unsafe fn(*mut Storage, RunContext, &dyn OpVars) -> Outcome,
     /// Drops the closure in the storage.
     drop: unsafe fn(*mut Storage),
+    /// The place's name, for the tests.
+    #[cfg(all(test, not(loom)))]
+    place: &'static str,
 }
 
 /// A sync op's function: `FnOnce(RunContext, &dyn OpVars) -> Result<(), BoxError> + Send`,
@@ -63,9 +96,15 @@ trait Place: Sized {
     /// The closure, or its box: callable once; dropping it drops what the closure captured.
     type Taken: FnOnce(RunContext, &dyn OpVars) -> Outcome;
 
+    /// The place's name, for the tests.
+    #[cfg(all(test, not(loom)))]
+    const NAME: &'static str;
+
     const TABLE: Table = Table {
         call: call::<Self>,
         drop: drop_taken::<Self>,
+        #[cfg(all(test, not(loom)))]
+        place: Self::NAME,
     };
 
     /// Takes the closure out of `storage`.
@@ -80,11 +119,17 @@ trait Place: Sized {
 /// A closure `F` stored in the record.
 struct Inline<F>(PhantomData<F>);
 
+/// A closure `F` stored in a block of `CLOSURE_BLOCKS`, whose id is in the record.
+#[cfg(not(loom))]
+struct InBlock<F>(PhantomData<F>);
+
 /// A closure `F` stored in a box, whose pointer is in the record.
 struct Boxed<F>(PhantomData<F>);
 
 impl<F: FnOnce(RunContext, &dyn OpVars) -> Outcome> Place for Inline<F> {
     type Taken = F;
+    #[cfg(all(test, not(loom)))]
+    const NAME: &'static str = "inline";
 
     unsafe fn take(storage: *mut Storage) -> F {
         // SAFETY: the caller's: an `F` at the start of the storage (aligned, see `Storage`),
@@ -93,8 +138,28 @@ impl<F: FnOnce(RunContext, &dyn OpVars) -> Outcome> Place for Inline<F> {
     }
 }
 
+#[cfg(not(loom))]
+impl<F: FnOnce(RunContext, &dyn OpVars) -> Outcome> Place for InBlock<F> {
+    type Taken = F;
+    #[cfg(all(test, not(loom)))]
+    const NAME: &'static str = "block";
+
+    #[inline]
+    unsafe fn take(storage: *mut Storage) -> F {
+        // SAFETY: the caller's: the id of the block `with_vars` wrote an `F` into, taken once.
+        let block = unsafe { storage.cast::<BlockId>().read() };
+        // SAFETY: the block holds an `F` at the start of its bytes (it fits, aligned: checked
+        // by `with_vars`), written by `with_vars` and moved out once, here; we hold the block.
+        let func = CLOSURE_BLOCKS.with_bytes(&block, |bytes| unsafe { bytes.cast::<F>().read() });
+        CLOSURE_BLOCKS.give_back(block);
+        func
+    }
+}
+
 impl<F: FnOnce(RunContext, &dyn OpVars) -> Outcome> Place for Boxed<F> {
     type Taken = Box<F>;
+    #[cfg(all(test, not(loom)))]
+    const NAME: &'static str = "boxed";
 
     unsafe fn take(storage: *mut Storage) -> Box<F> {
         // SAFETY: the caller's: the box's pointer, from `Box::into_raw`, taken once.
@@ -124,7 +189,7 @@ unsafe fn drop_taken<P: Place>(storage: *mut Storage) {
 }
 
 impl SyncFn {
-    /// Stores `func`: inline if it fits, else in a box.
+    /// Stores `func`: inline if it fits, else in a block if it fits one, else in a box.
     #[inline]
     pub(crate) fn new<F>(func: F) -> Self
     where
@@ -135,24 +200,43 @@ impl SyncFn {
     }
 
     /// Stores `func`, which also receives the vars of the op it runs for: inline if it fits,
-    /// else in a box.
+    /// else in a block if it fits one, else in a box.
     #[inline]
     pub(crate) fn with_vars<F>(func: F) -> Self
     where
         F: FnOnce(RunContext, &dyn OpVars) -> Outcome + Send + 'static,
     {
         let mut storage = Storage::uninit();
-        let table = if size_of::<F>() <= INLINE_BYTES && align_of::<F>() <= align_of::<usize>() {
+        if size_of::<F>() <= INLINE_BYTES && align_of::<F>() <= align_of::<usize>() {
             // SAFETY: `F` fits at the start of the storage, aligned (checked above).
             unsafe { storage.as_mut_ptr().cast::<F>().write(func) };
-            &<Inline<F> as Place>::TABLE
-        } else {
-            let boxed = Box::into_raw(Box::new(func));
-            // SAFETY: a pointer fits in the storage, aligned.
-            unsafe { storage.as_mut_ptr().cast::<*mut F>().write(boxed) };
-            &<Boxed<F> as Place>::TABLE
-        };
-        SyncFn { table, storage }
+            return SyncFn {
+                table: &<Inline<F> as Place>::TABLE,
+                storage,
+            };
+        }
+        #[cfg(not(loom))]
+        if size_of::<F>() <= BLOCK_BYTES
+            && align_of::<F>() <= BLOCK_ALIGN
+            && let Some(block) = CLOSURE_BLOCKS.take()
+        {
+            // SAFETY: we hold the block, and `F` fits at the start of its bytes, aligned
+            // (checked above).
+            CLOSURE_BLOCKS.with_bytes(&block, |bytes| unsafe { bytes.cast::<F>().write(func) });
+            // SAFETY: a block id (a `u32`) fits in the storage, aligned.
+            unsafe { storage.as_mut_ptr().cast::<BlockId>().write(block) };
+            return SyncFn {
+                table: &<InBlock<F> as Place>::TABLE,
+                storage,
+            };
+        }
+        let boxed = Box::into_raw(Box::new(func));
+        // SAFETY: a pointer fits in the storage, aligned.
+        unsafe { storage.as_mut_ptr().cast::<*mut F>().write(boxed) };
+        SyncFn {
+            table: &<Boxed<F> as Place>::TABLE,
+            storage,
+        }
     }
 
     /// Calls the function, consuming it.
@@ -206,39 +290,88 @@ mod tests {
         }
     }
 
-    #[test]
-    fn small_and_large_closures_are_called_or_dropped_once() {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let small = Counted(Arc::clone(&drops));
-        let large = (Counted(Arc::clone(&drops)), [7_u64; 8]);
-        let small_fn = SyncFn::new(move |_| {
-            drop(small);
-            Ok(())
-        });
-        let large_fn = SyncFn::new(move |_| {
-            let (counted, values) = large;
-            assert_eq!(values[7], 7);
-            drop(counted);
-            Err("large".into())
-        });
-        // SAFETY: an untyped function, which looks at no var; none are named.
-        let small = unsafe { small_fn.call(run(), &NoVars) };
-        assert!(small.is_ok());
-        // SAFETY: as above.
-        let large = unsafe { large_fn.call(run(), &NoVars) };
-        assert_eq!(large.unwrap_err().to_string(), "large");
-        assert_eq!(drops.load(Ordering::Relaxed), 2);
+    /// One closure of each place: inline (a pointer), in a block (72 bytes), boxed (264).
+    fn closures(drops: &Arc<AtomicUsize>) -> [SyncFn; 3] {
+        let small = Counted(Arc::clone(drops));
+        let medium = (Counted(Arc::clone(drops)), [7_u64; 8]);
+        let large = (Counted(Arc::clone(drops)), [9_u64; 32]);
+        [
+            SyncFn::new(move |_| {
+                drop(small);
+                Ok(())
+            }),
+            SyncFn::new(move |_| {
+                let (counted, values) = medium;
+                assert_eq!(values[7], 7);
+                drop(counted);
+                Err("medium".into())
+            }),
+            SyncFn::new(move |_| {
+                let (counted, values) = large;
+                assert_eq!(values[31], 9);
+                drop(counted);
+                Err("large".into())
+            }),
+        ]
+    }
 
-        let unrun_small = Counted(Arc::clone(&drops));
-        let unrun_large = (Counted(Arc::clone(&drops)), [0_u64; 8]);
-        drop(SyncFn::new(move |_| {
-            drop(unrun_small);
-            Ok(())
-        }));
-        drop(SyncFn::new(move |_| {
-            drop(unrun_large);
-            Ok(())
-        }));
-        assert_eq!(drops.load(Ordering::Relaxed), 4);
+    #[test]
+    fn closures_of_each_place_are_called_or_dropped_once() {
+        assert_eq!(size_of::<SyncFn>(), 16);
+        let drops = Arc::new(AtomicUsize::new(0));
+        let [small, medium, large] = closures(&drops);
+        assert_eq!(
+            [small.table.place, medium.table.place, large.table.place],
+            [
+                "inline",
+                if cfg!(loom) { "boxed" } else { "block" },
+                "boxed"
+            ]
+        );
+        // SAFETY: untyped functions, which look at no var; none are named.
+        let outcomes = unsafe {
+            [
+                small.call(run(), &NoVars),
+                medium.call(run(), &NoVars),
+                large.call(run(), &NoVars),
+            ]
+        };
+        assert!(outcomes[0].is_ok());
+        assert_eq!(outcomes[1].as_ref().unwrap_err().to_string(), "medium");
+        assert_eq!(outcomes[2].as_ref().unwrap_err().to_string(), "large");
+        assert_eq!(drops.load(Ordering::Relaxed), 3);
+
+        drop(closures(&drops));
+        assert_eq!(drops.load(Ordering::Relaxed), 6);
+    }
+
+    /// Closures in blocks, pushed by one thread and run or dropped by another, as the pusher
+    /// and the workers do: every block comes back, and the store stops growing.
+    #[test]
+    fn block_stored_closures_cross_threads_and_their_blocks_come_back() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<SyncFn>(64);
+        let runner = std::thread::spawn(move || {
+            let mut ran = 0;
+            for (i, func) in receiver.into_iter().enumerate() {
+                if i % 3 == 0 {
+                    drop(func);
+                } else {
+                    // SAFETY: an untyped function; no var is named.
+                    let _ = unsafe { func.call(run(), &NoVars) };
+                    ran += 1;
+                }
+            }
+            ran
+        });
+        let rounds: usize = if cfg!(miri) { 50 } else { 20_000 };
+        for _ in 0..rounds {
+            let [_, medium, _] = closures(&drops);
+            sender.send(medium).unwrap();
+        }
+        drop(sender);
+        let ran = runner.join().unwrap();
+        assert_eq!(ran, rounds - rounds.div_ceil(3));
+        assert_eq!(drops.load(Ordering::Relaxed), 3 * rounds);
     }
 }

@@ -305,7 +305,7 @@ impl EngineState {
             // This completion woke a `wait_for_all` (or the teardown): the engine is idle, so
             // the op storage a burst grew goes back here, after the waiter was woken, rather
             // than on the waiter, which has no need to wait for it (see `Graph::trim`).
-            self.graph.trim();
+            self.trim_storage();
         }
     }
 }

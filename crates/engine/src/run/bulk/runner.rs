@@ -181,7 +181,7 @@ impl EngineState {
         }
         if self.pending.done() {
             // As in `finish`.
-            self.graph.trim();
+            self.trim_storage();
         }
     }
 }
