@@ -193,6 +193,11 @@ const BATCH_LEN: usize = if cfg!(loom) { 1 } else { INJECTOR_BATCH };
 /// documentation).
 const BATCH_WAIT: Duration = Duration::from_micros(1);
 
+/// Jobs in the injector past which a push wakes a sleeper even though a worker spins (step 4
+/// of the module documentation): a spinner that runs takes them `INJECTOR_BATCH` at a look, so
+/// this many waiting means the spinners do not run (one shares a core with the pusher).
+const STRANDED: usize = 2 * INJECTOR_BATCH;
+
 /// The most tasks one steal moves; bounds the time a thief holds a victim's lock.
 const MAX_STEAL: usize = 64;
 
@@ -445,7 +450,7 @@ impl<T: Item> Shared<T> {
         // fence `install_from_outside_wakes_the_sleeping_worker` (tests/loom_pool.rs)
         // deadlocks: the worker's last look misses the job and we miss the waiter.
         fence(SeqCst);
-        if self.spinners.load(Relaxed) > 0 {
+        if self.spinners.load(Relaxed) > 0 && self.injector.len() < STRANDED {
             return;
         }
         self.event.notify_fenced(false);
