@@ -8,7 +8,6 @@
 //! | `pool`, `index` | `Shared::run_worker`, at start and exit | which pool's worker this thread is |
 //! | `overflowing` | `Shared::inject` | a task runs inline because the worker's queue was full |
 //! | `random` | `next_random` | the thread's pseudo-random sequence (`rng.rs`), for the order in which a thief visits its victims |
-//! | `wakes` | `count_wake` | how many pushes of this thread (any pool's) looked for a worker to wake, for sampling the injector's backlog (`Shared::wake_one`) |
 //!
 //! # The next-task slot
 //!
@@ -37,8 +36,6 @@ pub(crate) struct WorkerContext {
     overflowing: Cell<bool>,
     /// The state of the thread's pseudo-random sequence (0: not seeded yet).
     random: Cell<u64>,
-    /// Pushes of this thread that looked for a worker to wake (wrapping).
-    wakes: Cell<u32>,
 }
 
 impl WorkerContext {
@@ -48,7 +45,6 @@ impl WorkerContext {
             index: Cell::new(0),
             overflowing: Cell::new(false),
             random: Cell::new(0),
-            wakes: Cell::new(0),
         }
     }
 }
@@ -93,15 +89,4 @@ pub(crate) fn set_overflowing(overflowing: bool) {
 /// The next number of the current thread's pseudo-random sequence (see `rng.rs`).
 pub(crate) fn next_random() -> u64 {
     CONTEXT.with(|cx| crate::rng::next_u64(&cx.random))
-}
-
-/// Counts a push of the current thread that looks for a worker to wake; returns the count,
-/// this push included (wrapping).
-#[inline]
-pub(crate) fn count_wake() -> u32 {
-    CONTEXT.with(|cx| {
-        let wakes = cx.wakes.get().wrapping_add(1);
-        cx.wakes.set(wakes);
-        wakes
-    })
 }

@@ -48,10 +48,7 @@
 //!    that sees a spinner wakes nobody, counting on it; so a worker that leaves the idle
 //!    path (spinning or sleeping) with a job and still sees work queued wakes a sleeper for
 //!    that work, which does the same in turn (otherwise a second job pushed while one
-//!    worker spun would wait for the first one to finish while the other workers sleep).
-//!    A push counts on a spinner only while the injector holds fewer than `STRANDED` jobs:
-//!    a spinner that shares its core with the pusher hardly runs, and a burst pushed from
-//!    outside waited for the pusher to stop while another worker slept on an idle core;
+//!    worker spun would wait for the first one to finish while the other workers sleep);
 //! 5. the sleep protocol below.
 //!
 //! # Sleeping
@@ -195,15 +192,6 @@ const BATCH_LEN: usize = if cfg!(loom) { 1 } else { INJECTOR_BATCH };
 /// How long a worker waits for `BATCH_LEN` jobs in the injector (step 2 of the module
 /// documentation).
 const BATCH_WAIT: Duration = Duration::from_micros(1);
-
-/// Jobs in the injector past which a push wakes a sleeper even though a worker spins (step 4
-/// of the module documentation): a spinner that runs takes them `INJECTOR_BATCH` at a look, so
-/// this many waiting means the spinners do not run (one shares a core with the pusher).
-const STRANDED: usize = 2 * INJECTOR_BATCH;
-
-/// One push in this many of a thread, among those that see a spinner, looks for `STRANDED`
-/// jobs (`Shared::stranded`).
-const STRANDED_EVERY: u32 = 8;
 
 /// The most tasks one steal moves; bounds the time a thief holds a victim's lock.
 const MAX_STEAL: usize = 64;
@@ -457,19 +445,10 @@ impl<T: Item> Shared<T> {
         // fence `install_from_outside_wakes_the_sleeping_worker` (tests/loom_pool.rs)
         // deadlocks: the worker's last look misses the job and we miss the waiter.
         fence(SeqCst);
-        if self.spinners.load(Relaxed) > 0 && !self.stranded() {
+        if self.spinners.load(Relaxed) > 0 {
             return;
         }
         self.event.notify_fenced(false);
-    }
-
-    /// Whether the injector holds so many jobs that the spinners cannot be running (step 4 of
-    /// the module documentation). Looked at on one push in `STRANDED_EVERY` of the calling
-    /// thread: reading the injector's length reads the line its takers write, a miss on
-    /// every push while a spinner takes jobs.
-    #[inline]
-    fn stranded(&self) -> bool {
-        context::count_wake().is_multiple_of(STRANDED_EVERY) && self.injector.len() >= STRANDED
     }
 
     /// `wake_one` for work that the pushing worker runs itself if nobody takes it: a
@@ -876,58 +855,4 @@ enum Injected {
 enum Wake {
     Retry,
     Exit,
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::AtomicUsize;
-    use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-    use std::time::{Duration, Instant};
-
-    use super::{STRANDED, STRANDED_EVERY};
-    use crate::ThreadPool;
-
-    /// A counted spinner that never looks, as one sharing its core with the pusher hardly
-    /// does, does not strand a burst pushed from outside while the other worker sleeps: once
-    /// `STRANDED` jobs wait in the injector, a sampled push wakes the sleeper.
-    #[test]
-    // A timing test of the wake-up policy, with no unsafe code of its own: under Miri's
-    // emulated clock the 10 s deadline passes before the interpreted jobs all ran.
-    #[cfg_attr(miri, ignore = "a timing test; see the comment above")]
-    fn a_burst_beside_a_spinner_that_never_looks_wakes_a_sleeper() {
-        let pool = ThreadPool::builder()
-            .threads(1)
-            .max_spin(Duration::ZERO)
-            .build()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while pool.shared.idle.load(SeqCst) == 0 {
-            assert!(Instant::now() < deadline, "the worker never went to sleep");
-            std::thread::yield_now();
-        }
-        // The spinner that never looks.
-        pool.shared.spinners.fetch_add(1, SeqCst);
-        let ran = Arc::new(AtomicUsize::new(0));
-        // Past `STRANDED`, within a sampled push.
-        let burst = STRANDED + STRANDED_EVERY as usize;
-        for _ in 0..burst {
-            let ran = Arc::clone(&ran);
-            pool.spawn(move || {
-                ran.fetch_add(1, Relaxed);
-            });
-        }
-        while ran.load(Relaxed) < burst && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let stranded = burst - ran.load(Relaxed);
-        // Gone before the assertion, so that a failure does not hang the pool's drop: one
-        // more push then wakes the worker for what is left.
-        pool.shared.spinners.fetch_sub(1, SeqCst);
-        pool.spawn(|| {});
-        assert_eq!(
-            stranded, 0,
-            "{stranded} of {burst} jobs left to a spinner that never looks, for 10 s"
-        );
-    }
 }
