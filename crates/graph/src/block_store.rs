@@ -77,11 +77,11 @@ impl fmt::Debug for BlockId {
 /// # Example
 ///
 /// ```
-/// use depengine_graph::{BLOCK_BYTES, BlockStore};
+/// use depengine_graph::BlockStore;
 ///
 /// let store = BlockStore::new();
 /// let block = store.take().expect("an empty store has room");
-/// // SAFETY: the block is held, and `BLOCK_BYTES` is at least 8 bytes, aligned for a `u64`.
+/// // SAFETY: the block is held, and a block's bytes (`BLOCK_BYTES`, 120) hold a `u64`, aligned.
 /// store.with_bytes(&block, |bytes| unsafe { bytes.write(42) });
 /// let block = std::thread::scope(|s| {
 ///     s.spawn(|| {
@@ -95,7 +95,6 @@ impl fmt::Debug for BlockId {
 /// });
 /// store.give_back(block);
 /// assert_eq!(store.in_use(), 0);
-/// assert!(BLOCK_BYTES >= 8);
 /// ```
 pub struct BlockStore {
     slab: Slab<Block>,
@@ -115,8 +114,9 @@ impl BlockStore {
     }
 
     /// Calls `f` with a pointer to the block's first word: its [`BLOCK_BYTES`] bytes start
-    /// there, aligned to [`BLOCK_ALIGN`]. The pointer is valid while `block` is held; what the bytes hold is the
-    /// holder's business (a block just taken holds whatever its last holder left).
+    /// there, aligned to [`BLOCK_ALIGN`]. The pointer is valid while `block` is held; what the
+    /// bytes hold is the holder's business (a block just taken holds whatever its last holder
+    /// left).
     ///
     /// # Panics
     ///
@@ -150,8 +150,9 @@ impl BlockStore {
     }
 
     /// Gives the storage of a burst back to the allocator, as the graph's op slots do after a
-    /// burst (`Graph::trim`): only while every block is back, keeping what the recent bursts
-    /// used and at least the first 224 blocks. Whether storage was freed.
+    /// burst (`Graph::trim`, which also asks glibc to return the free pages): only while every
+    /// block is back, keeping what the recent bursts used and at least the first 224 blocks.
+    /// Whether storage was freed.
     #[allow(unsafe_code, reason = "the slab's trim: see the SAFETY comment")]
     pub fn trim(&self) -> bool {
         // SAFETY: the store's only reference into a block lives inside `with_bytes`, for a
@@ -162,7 +163,12 @@ impl BlockStore {
                 at_least: KEEP_BUCKETS,
             })
         };
-        !detached.is_empty()
+        if detached.is_empty() {
+            return false;
+        }
+        drop(detached);
+        crate::heap::release_free_pages();
+        true
     }
 }
 
