@@ -7,8 +7,9 @@
 //! the vars' queue spills, many medium blocks). `malloc_trim(0)` (glibc 2.8 and later) releases
 //! the free pages of every arena, wherever they lie: it changes nothing but residency, takes
 //! the arenas' locks itself, and costs a walk of their free lists (about a millisecond after a
-//! burst of hundreds of megabytes). [`Graph::trim`](crate::Graph::trim) calls it only when it
-//! freed something, that is once per burst. Elsewhere (or with another global allocator, which
+//! burst of hundreds of megabytes). [`Graph::trim`](crate::Graph::trim) and
+//! [`BlockStore::trim`](crate::BlockStore::trim) call it only when they freed something, that
+//! is once per burst. Elsewhere (or with another global allocator, which
 //! glibc's trim does not concern) the allocator keeps its own policy.
 
 /// Returns free heap pages to the system, where the allocator needs asking.
