@@ -158,17 +158,11 @@ impl BlockStore {
         // SAFETY: the store's only reference into a block lives inside `with_bytes`, for a
         // caller that holds the block's id; the slab counts a held block as a user, and a trim
         // frees nothing while it counts one.
-        let detached = unsafe {
-            self.slab.trim(Keep::RecentUse {
+        unsafe {
+            self.slab.trim_to_system(Keep::RecentUse {
                 at_least: KEEP_BUCKETS,
             })
-        };
-        if detached.is_empty() {
-            return false;
         }
-        drop(detached);
-        crate::heap::release_free_pages();
-        true
     }
 }
 

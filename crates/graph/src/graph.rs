@@ -1319,17 +1319,11 @@ impl<T, E> Graph<T, E> {
         // that parks an op in it to the `free` after the op is taken out: the pusher, the
         // releasers, which grant before the owner takes, `pending_ops` under the lock of a var
         // the op waits on) or under a pin (`inspect_parked`), as the slab's contract asks.
-        let detached = unsafe {
-            self.ops.trim(Keep::RecentUse {
+        unsafe {
+            self.ops.trim_to_system(Keep::RecentUse {
                 at_least: KEEP_OP_BUCKETS,
             })
-        };
-        if detached.is_empty() {
-            return false;
         }
-        drop(detached);
-        crate::heap::release_free_pages();
-        true
     }
 }
 

@@ -566,6 +566,24 @@ impl<S: Slot> Slab<S> {
         detached
     }
 
+    /// [`trim`](Self::trim), then, if it detached anything, frees it and asks the allocator to
+    /// return the free pages to the system (`heap.rs`): what the graph's and the block store's
+    /// trims do after a burst. Whether it freed anything.
+    ///
+    /// # Safety
+    ///
+    /// As [`trim`](Self::trim).
+    pub(crate) unsafe fn trim_to_system(&self, keep: Keep) -> bool {
+        // SAFETY: the caller's.
+        let detached = unsafe { self.trim(keep) };
+        if detached.is_empty() {
+            return false;
+        }
+        drop(detached);
+        crate::heap::release_free_pages();
+        true
+    }
+
     /// The buckets a trim that keeps by use keeps, with the slab to itself (`entered`: the count
     /// of allocations now): at least `at_least`, and enough for the fewer of the slots used since
     /// the last such trim and of those the bursts before it used (`recent`); `None` (keep
