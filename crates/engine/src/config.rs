@@ -129,6 +129,18 @@ pub const STALL_WARNING_SECS: &str = "DEPENGINE_STALL_WARNING_SECS";
 /// bound.
 pub const MAX_PENDING: &str = "DEPENGINE_MAX_PENDING";
 
+/// Microseconds a push held back by the pending bound waits while no op completes before it
+/// goes on (see [`EngineConfig::max_pending_wait`]): a positive integer, or `0` / `off` for a
+/// strict bound (the push waits as long as it takes).
+pub const MAX_PENDING_WAIT_US: &str = "DEPENGINE_MAX_PENDING_WAIT_US";
+
+/// The default [`EngineConfig::max_pending`]: enough ops ahead to keep every worker busy,
+/// few enough that their state stays in the caches (see `docs/engine.md`, "The pending bound").
+pub const DEFAULT_MAX_PENDING: usize = 4096;
+
+/// The default [`EngineConfig::max_pending_wait`].
+pub const DEFAULT_MAX_PENDING_WAIT: Duration = Duration::from_millis(1);
+
 /// The most ops one bulk segment may hold (see [`EngineConfig::bulk_size`]): a positive
 /// integer up to [`MAX_BULK_SIZE`], or `0` / `off` for no bulk execution (the default).
 pub const BULK_SIZE: &str = "DEPENGINE_BULK_SIZE";
@@ -218,14 +230,22 @@ pub struct EngineConfig {
     /// The most ops that may be pending (pushed and not completed) before a push waits for
     /// some to complete: a thread that pushes faster than the workers run then waits, once
     /// `max_pending` ops are pending, until half of them completed, instead of parking every
-    /// op it pushes (memory that grows with the lead). `None`: no bound (the default).
+    /// op it pushes (memory that grows with the lead, and ops that slow down as their state
+    /// outgrows the caches). Default: [`DEFAULT_MAX_PENDING`] (4096); `None`: no bound.
     ///
     /// Pushes from inside an op, from a worker's task, and on the naive engine are never held
     /// back (they could wait for themselves). A pusher that holds something its pending ops
     /// need (a lock their functions take, the `Completion` of an op they depend on, a var it
-    /// writes only after pushing them) must not be held back: with a bound, it waits forever
-    /// once that many ops are pending, and the stall warning names the held-back push.
+    /// writes only after pushing them) sees no op complete while it is held back: after
+    /// [`max_pending_wait`](Self::max_pending_wait) it goes on, and the bound is suspended until
+    /// the ops catch up.
     pub max_pending: Option<usize>,
+    /// How long a push held back by [`max_pending`](Self::max_pending) waits while no op
+    /// completes before it goes on: the bound is then suspended until at most half of it is
+    /// pending again, so that a pusher holding what its ops need (see `max_pending`) is
+    /// delayed once, not stopped. Default: [`DEFAULT_MAX_PENDING_WAIT`] (1 ms). `None`: a
+    /// strict bound: the push waits as long as it takes, and the stall warning names it.
+    pub max_pending_wait: Option<Duration>,
     /// Bulk execution (MXNet's `MXNET_EXEC_BULK_EXEC_*`): at most this many consecutive sync
     /// ops that one thread pushes run as one scheduled unit, a *segment*, with the dependency
     /// and failure semantics of ops pushed alone. `0` (the default) or `1`: every op runs
@@ -282,7 +302,8 @@ impl Default for EngineConfig {
             profiler_mode: ProfileMode::All,
             profiler_output: None,
             stall_warning: Some(Duration::from_secs(10)),
-            max_pending: None,
+            max_pending: Some(DEFAULT_MAX_PENDING),
+            max_pending_wait: Some(DEFAULT_MAX_PENDING_WAIT),
             bulk_size: 0,
             pin_workers: false,
             cpu_max_spin: depengine_pool::DEFAULT_MAX_SPIN,
@@ -366,6 +387,10 @@ impl EngineConfig {
         }
         if let Some(value) = lookup(MAX_PENDING) {
             config.max_pending = bound(MAX_PENDING, &value)?;
+        }
+        if let Some(value) = lookup(MAX_PENDING_WAIT_US) {
+            config.max_pending_wait = bound(MAX_PENDING_WAIT_US, &value)?
+                .map(|micros| Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX)));
         }
         if let Some(value) = lookup(BULK_SIZE) {
             config.bulk_size = bulk_size(BULK_SIZE, &value)?;
@@ -452,6 +477,13 @@ impl EngineConfig {
     /// Sets the most ops that may be pending before a push waits (`None`: no bound).
     pub fn max_pending(mut self, max: Option<usize>) -> Self {
         self.max_pending = max;
+        self
+    }
+
+    /// Sets how long a held-back push waits while no op completes before it goes on (`None`:
+    /// as long as it takes; see [`max_pending_wait`](Self::max_pending_wait)).
+    pub fn max_pending_wait(mut self, patience: Option<Duration>) -> Self {
+        self.max_pending_wait = patience;
         self
     }
 
@@ -637,6 +669,7 @@ impl fmt::Debug for EngineConfig {
             .field("profiler_output", &self.profiler_output)
             .field("stall_warning", &self.stall_warning)
             .field("max_pending", &self.max_pending)
+            .field("max_pending_wait", &self.max_pending_wait)
             .field("bulk_size", &self.bulk_size)
             .field("pin_workers", &self.pin_workers)
             .field("cpu_max_spin", &self.cpu_max_spin)
@@ -771,6 +804,32 @@ mod tests {
             assert!(
                 matches!(&error, ConfigError::Invalid { variable, value, .. }
                     if *variable == MAX_PENDING && value == bad),
+                "{error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_default_bound_is_generous_and_patient() {
+        let config = EngineConfig::default();
+        assert_eq!(config.max_pending, Some(DEFAULT_MAX_PENDING));
+        assert_eq!(config.max_pending_wait, Some(DEFAULT_MAX_PENDING_WAIT));
+    }
+
+    #[test]
+    fn reads_how_long_a_held_back_push_waits() {
+        let read = |value: &str| EngineConfig::from_lookup(lookup(&[(MAX_PENDING_WAIT_US, value)]));
+        assert_eq!(
+            read("250").unwrap().max_pending_wait,
+            Some(Duration::from_micros(250))
+        );
+        assert_eq!(read("0").unwrap().max_pending_wait, None);
+        assert_eq!(read("off").unwrap().max_pending_wait, None);
+        for bad in ["-1", "1ms", ""] {
+            let error = read(bad).unwrap_err();
+            assert!(
+                matches!(&error, ConfigError::Invalid { variable, value, .. }
+                    if *variable == MAX_PENDING_WAIT_US && value == bad),
                 "{error:?}"
             );
         }

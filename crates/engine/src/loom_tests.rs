@@ -234,7 +234,7 @@ fn pending_never_underflows() {
 #[test]
 fn a_held_back_push_waits_for_the_low_water_mark() {
     loom::model(|| {
-        let counter = Arc::new(IdleCounter::with_bound(Some(PendingBound::new(2))));
+        let counter = Arc::new(IdleCounter::with_bound(Some(PendingBound::new(2, None))));
         let effects = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
         assert_eq!(counter.add(), Admission::Admitted);
         assert_eq!(counter.add(), Admission::Admitted);
@@ -272,7 +272,7 @@ fn a_held_back_push_waits_for_the_low_water_mark() {
 #[test]
 fn a_held_back_pusher_counts_every_add_it_saw_completed() {
     loom::model(|| {
-        let counter = Arc::new(IdleCounter::with_bound(Some(PendingBound::new(1))));
+        let counter = Arc::new(IdleCounter::with_bound(Some(PendingBound::new(1, None))));
         let (effect, completer) = {
             let effect = Arc::new(AtomicBool::new(false));
             assert_eq!(counter.add(), Admission::Admitted);
@@ -295,6 +295,40 @@ fn a_held_back_pusher_counts_every_add_it_saw_completed() {
         completer.join().unwrap();
         child.join().unwrap();
         assert_eq!(counter.pending(), 0);
+    });
+}
+
+/// A held-back pusher that lost patience suspends the bound while the two pending ops
+/// complete on another thread: however the completions and the suspension interleave, the
+/// bound is back once the ops caught up (a push past it is held back again).
+///
+/// Catches a lost resumption: a `suspend` that does not look at the count after setting its
+/// bit (the completions all came before it, none of them saw the bit), or a completion that
+/// ignores the bit; either leaves the bound lifted for good.
+#[test]
+fn a_suspended_bound_returns_once_the_ops_caught_up() {
+    loom::model(|| {
+        let counter = Arc::new(IdleCounter::with_bound(Some(PendingBound::new(2, None))));
+        assert_eq!(counter.add(), Admission::Admitted);
+        assert_eq!(counter.add(), Admission::Admitted);
+        let completer = {
+            let counter = Arc::clone(&counter);
+            thread::spawn(move || {
+                counter.done();
+                counter.done();
+            })
+        };
+        if counter.add() == Admission::OverBound {
+            // The held-back push gives up (`throttle::wait_below` after its patience).
+            counter.done();
+            counter.suspend();
+            assert_eq!(counter.add(), Admission::Admitted, "suspended");
+        }
+        completer.join().unwrap();
+        // One op pending. Two more fit under the bound; a third is held back.
+        assert_eq!(counter.pending(), 1);
+        assert_eq!(counter.add(), Admission::Admitted);
+        assert_eq!(counter.add(), Admission::OverBound, "the bound is back");
     });
 }
 

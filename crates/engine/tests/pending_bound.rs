@@ -1,7 +1,8 @@
 //! The pending bound (`EngineConfig::max_pending`, `DEPENGINE_MAX_PENDING`): a pusher that runs
 //! ahead of the workers is held back once that many ops are pending; pushes that must not wait
-//! (from inside ops, on the naive engine) are not; a held-back pusher that never gets to go on
-//! says so.
+//! (from inside ops, on the naive engine) are not; a held-back pusher whose ops make no
+//! progress goes on after the bound's patience (`EngineConfig::max_pending_wait`), and with a
+//! strict bound says that it waits.
 #![cfg(not(loom))]
 
 mod common;
@@ -14,12 +15,15 @@ use std::time::{Duration, Instant};
 use common::{Buffer, held_async_op, within};
 use depengine::{Engine, EngineConfig, EngineKind};
 
+/// An engine with a strict bound (no patience: a held-back push waits as long as it takes, so
+/// that the bound holds exactly even if a loaded machine stalls the workers).
 fn engine(kind: EngineKind, max_pending: Option<usize>) -> Engine {
     Engine::new(
         EngineConfig::default()
             .kind(kind)
             .cpu_worker_threads(2)
-            .max_pending(max_pending),
+            .max_pending(max_pending)
+            .max_pending_wait(None),
     )
     .unwrap()
 }
@@ -159,8 +163,9 @@ fn the_naive_engine_has_no_bound() {
     });
 }
 
-/// A pusher held back by ops that wait for something it holds is not silent: the stall warning
-/// names the held-back push and the bound, and the push goes on once the ops can run.
+/// A pusher held back by a strict bound, by ops that wait for something it holds, is not
+/// silent: the stall warning names the held-back push and the bound, and the push goes on once
+/// the ops can run.
 #[test]
 fn a_held_back_pusher_that_waits_long_warns() {
     within(60, "warning", || {
@@ -169,6 +174,7 @@ fn a_held_back_pusher_that_waits_long_warns() {
                 .kind(EngineKind::ThreadedPerDevice)
                 .cpu_worker_threads(2)
                 .max_pending(Some(4))
+                .max_pending_wait(None)
                 .stall_warning(Some(Duration::from_millis(20))),
         )
         .unwrap();
@@ -212,6 +218,54 @@ fn a_held_back_pusher_that_waits_long_warns() {
             log.contains("over the bound of 4") && log.contains("DEPENGINE_MAX_PENDING"),
             "names the bound and how to set it: {log}"
         );
+    });
+}
+
+/// A pusher held back by ops that wait for something it holds (a gate it opens after pushing)
+/// goes on once no op completed for the bound's patience, once for the stall rather than once
+/// per push; every op runs once the gate opens, and the bound holds again afterwards.
+#[test]
+fn a_held_back_pusher_whose_ops_wait_for_it_goes_on_once_and_the_bound_returns() {
+    const BOUND: usize = 4;
+    const PATIENCE: Duration = Duration::from_millis(200);
+    within(60, "patience", || {
+        let engine = Engine::new(
+            EngineConfig::default()
+                .kind(EngineKind::ThreadedPerDevice)
+                .cpu_worker_threads(2)
+                .max_pending(Some(BOUND))
+                .max_pending_wait(Some(PATIENCE)),
+        )
+        .unwrap();
+        let gate = engine.new_var().unwrap();
+        let done = held_async_op(&engine, gate);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let start = Instant::now();
+        for _ in 0..100 {
+            let ran = Arc::clone(&ran);
+            engine
+                .op("behind the gate")
+                .reads([gate])
+                .push_sync(move |_| {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                })
+                .unwrap();
+        }
+        let pushing = start.elapsed();
+        // Suspended once: one patience, where waiting for each push past the bound would
+        // take 96 of them.
+        assert!(pushing >= PATIENCE, "held back: {pushing:?}");
+        assert!(pushing < 10 * PATIENCE, "suspended once: {pushing:?}");
+        assert_eq!(ran.load(Ordering::Relaxed), 0, "the gate is still closed");
+        assert!(engine.stats().pending_ops > BOUND);
+        done.ok();
+        engine.wait_for_all().unwrap();
+        assert_eq!(ran.load(Ordering::Relaxed), 100);
+        // The ops caught up: the bound holds again (the ops complete every few µs, far
+        // within the patience).
+        let most = most_pending_seen(&engine, 2_000);
+        assert!(most <= BOUND, "{most} ops pending, bound {BOUND}");
     });
 }
 

@@ -127,7 +127,9 @@ impl EngineState {
                 // to hold back (see `wait/throttle.rs`).
                 match config.kind {
                     EngineKind::Naive => None,
-                    _ => config.max_pending.map(PendingBound::new),
+                    _ => config
+                        .max_pending
+                        .map(|max| PendingBound::new(max, config.max_pending_wait)),
                 },
                 config.stall_warning,
             ),

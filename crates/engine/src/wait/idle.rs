@@ -112,8 +112,24 @@
 //!   it then checks again, and sleeps with `THROTTLED` set again if need be. A notification
 //!   that came because of a stale `pushed` wakes a waiter that finds more than `low` ops
 //!   pending: one is still to complete, and its completion checks again.
+//! - **Suspension.** A held-back push that saw no op complete for the bound's patience
+//!   (`throttle.rs`) calls `suspend()`: under the waiters' mutex it lifts `limit` to `usize::MAX`
+//!   (every push is admitted by the fast path, without looking at the completions) and sets
+//!   `SUSPENDED` with a `fetch_or`, then wakes the other held-back pushes (a waiter that sees the
+//!   bit goes on). A completion that finds the bit and at most `low` ops pending resumes the
+//!   bound under the mutex, if the bit is still set: it clears the bit and stores a `limit` of
+//!   `max` past its count. `suspend()` itself resumes at once if at most `low` are pending when
+//!   it sets the bit: the completions that brought the count there came before its `fetch_or`
+//!   and saw no bit, and none may follow. The `fetch_or` and the completions' `fetch_add`s are
+//!   RMWs of one word, so each completion either precedes the bit (and is counted by
+//!   `suspend()`'s check) or sees it; the mutex orders the two stores of `limit`: a resumption
+//!   that saw the bit stores after the suspension's `usize::MAX`, so its limit is the one that
+//!   stays. The model
+//!   `a_suspended_bound_returns_once_the_ops_caught_up` checks that the bound comes back however
+//!   the two interleave.
 
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use depengine_sync::{
     AtomicUsize, CachePadded, Condvar, Mutex, Ordering, lock, wait, wait_timeout,
@@ -123,23 +139,30 @@ use depengine_sync::{
 const WAITER: usize = 1;
 /// The throttled-pusher bit of `IdleCounter::completed`.
 const THROTTLED: usize = 2;
+/// The bit of `IdleCounter::completed` set while the bound is suspended.
+const SUSPENDED: usize = 4;
 /// One completed op in `IdleCounter::completed`.
-const ONE: usize = 4;
+const ONE: usize = 8;
 
-/// How many ops may be pending before a push is held back, and how few must be left before it
-/// goes on (see the module documentation).
+/// How many ops may be pending before a push is held back, how few must be left before it goes
+/// on, and how long it waits while none completes (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PendingBound {
     max: usize,
     low: usize,
+    patience: Option<Duration>,
 }
 
 impl PendingBound {
     /// At most `max` ops pending (`max > 0`); a held-back push goes on once at most `max / 2`
-    /// are.
-    pub(crate) fn new(max: usize) -> Self {
+    /// are, or once no op completed for `patience` (`None`: it waits as long as it takes).
+    pub(crate) fn new(max: usize, patience: Option<Duration>) -> Self {
         debug_assert!(max > 0, "a bound of 0 would hold back every push");
-        PendingBound { max, low: max / 2 }
+        PendingBound {
+            max,
+            low: max / 2,
+            patience,
+        }
     }
 }
 
@@ -295,7 +318,7 @@ impl IdleCounter {
         // `pushed`). Acquire: if `WAITER` is set, the adds counted by every earlier `done`
         // happen-before the `pushed` load in `wake`.
         let old = self.completed.count.fetch_add(ONE, Ordering::AcqRel);
-        old & (WAITER | THROTTLED) != 0 && self.wake(old)
+        old & (WAITER | THROTTLED | SUSPENDED) != 0 && self.wake(old)
     }
 
     /// `done` found waiters registered (`old`: the count before it); whether it woke idle
@@ -339,7 +362,70 @@ impl IdleCounter {
             drop(waiters);
             self.completed.below.notify_all();
         }
+        if old & SUSPENDED != 0
+            && let Some(bound) = self.bound
+            && pending <= bound.low
+        {
+            let _waiters = lock(&self.completed.waiters);
+            // Under the mutex, as `suspend` sets it: another completion may have resumed the
+            // bound meanwhile.
+            if self.completed.count.load(Ordering::Relaxed) & SUSPENDED != 0 {
+                self.resume(old / ONE + 1, bound);
+            }
+        }
         idle
+    }
+
+    /// The ops completed so far: how a held-back pusher tells whether the ops make progress.
+    pub(crate) fn completions(&self) -> usize {
+        // Relaxed: a progress check only; nothing is read because of the value.
+        self.completed.count.load(Ordering::Relaxed) / ONE
+    }
+
+    /// How long a held-back push waits while no op completes (`None`: as long as it takes;
+    /// also without a bound).
+    pub(crate) fn patience(&self) -> Option<Duration> {
+        self.bound.and_then(|bound| bound.patience)
+    }
+
+    /// Lifts the bound until at most its low-water mark of ops are pending again: called by a
+    /// held-back push that saw no op complete for the bound's patience (the ops may wait for
+    /// something the pusher holds). Wakes the other held-back pushes.
+    #[cold]
+    pub(crate) fn suspend(&self) {
+        let Some(bound) = self.bound else {
+            return;
+        };
+        let waiters = lock(&self.completed.waiters);
+        // Under the mutex, with the bit (see the module documentation). Relaxed: `limit` is a
+        // hint; the fast path of `add` sees the lifted limit by coherence, a little later at
+        // worst.
+        self.pushed.limit.store(usize::MAX, Ordering::Relaxed);
+        // An RMW ordered with every completion's `fetch_add`, as the waiters' `fetch_or`: a
+        // completion that follows it sees the bit, and one that precedes it is counted here.
+        // Relaxed: a `pushed` that misses adds of the ops counted errs towards resuming at
+        // once, which at worst holds the pusher back again.
+        let completed = self.completed.count.fetch_or(SUSPENDED, Ordering::Relaxed) / ONE;
+        let pushed = self.pushed.count.load(Ordering::Relaxed);
+        if pushed.saturating_sub(completed) <= bound.low {
+            // Already low: no later completion would find the crossing.
+            self.resume(completed, bound);
+        }
+        drop(waiters);
+        self.completed.below.notify_all();
+    }
+
+    /// Ends a suspension of the bound (waiters' mutex held): pushes are held back again past
+    /// `max` more than the `completed` ops.
+    fn resume(&self, completed: usize, bound: PendingBound) {
+        self.completed
+            .count
+            .fetch_and(!SUSPENDED, Ordering::Relaxed);
+        // A store, not `raise_limit`'s `fetch_max`: it lowers the lifted limit. Relaxed: a hint,
+        // as everywhere.
+        self.pushed
+            .limit
+            .store(completed.saturating_add(bound.max), Ordering::Relaxed);
     }
 
     /// `(pushed, completed)` for a comparison: `completed` first, with acquire, so that the
@@ -479,7 +565,12 @@ impl IdleCounter {
             // As in `wait_idle_for`: an RMW ordered with every completion's `fetch_add`.
             // Acquire: the adds of the ops it counts happen-before the `pushed` load, which
             // therefore does not fall below the count (checked under loom).
-            let completed = self.completed.count.fetch_or(THROTTLED, Ordering::Acquire) / ONE;
+            let count = self.completed.count.fetch_or(THROTTLED, Ordering::Acquire);
+            if count & SUSPENDED != 0 {
+                // Another held-back push lifted the bound.
+                break true;
+            }
+            let completed = count / ONE;
             let pushed = self.pushed.count.load(Ordering::Relaxed);
             #[cfg(loom)]
             assert!(pushed >= completed, "more completions seen than adds");

@@ -1,8 +1,9 @@
 //! Backpressure: a pusher that runs too far ahead of the workers waits (`admit`).
 //!
 //! Without it, a thread that pushes faster than the workers run parks every op it pushes: the
-//! parked ops (and their vars' queues) grow without bound, and a burst of `10^7` ops holds
-//! gigabytes. With `EngineConfig::max_pending`, a push that finds more than that many ops
+//! parked ops (and their vars' queues) grow without bound, a burst of `10^7` ops holds
+//! gigabytes, and the workers' ops slow down as that state outgrows the caches. With
+//! `EngineConfig::max_pending` (4096 by default), a push that finds more than that many ops
 //! pending waits until at most half of them are (the counter and its wake-ups are the pending
 //! count of `idle.rs`, which `wait_for_all` waits on too; OpenMP runtimes throttle task
 //! creation in the same spirit).
@@ -25,15 +26,24 @@
 //!
 //! A pusher held back waits for pending ops to complete; if it holds something they wait for
 //! (a lock their functions take, the `Completion` of an async op they depend on, a gate it
-//! opens only after pushing), they never complete and it never returns. The engine cannot see
-//! such a dependency, so it says so instead: after [`EngineConfig::stall_warning`] the wait
-//! warns (`warn.rs`: a `WARN` event, target `depengine::stall`, or stderr; again after each
-//! further period) naming the held-back push, the pending count and the bound, and how to lift
-//! it.
+//! opens only after pushing), none completes while it waits. The engine cannot see such a
+//! dependency, but it sees its symptom: no op completes. A held-back push that sees no op
+//! complete for the bound's patience ([`EngineConfig::max_pending_wait`], 1 ms by default)
+//! goes on, and the bound is *suspended*: pushes run ahead of it until at most half the bound
+//! is pending again, when the completion that gets there restores it (`idle.rs`). A stalled
+//! pusher thus waits once per stall, not once per push. Ops that are merely slow (every
+//! worker inside an op longer than the patience) suspend the bound the same way; the pusher
+//! then runs ahead as it would without a bound, until the ops catch up.
 //!
+//! With no patience (`max_pending_wait` set to `None`) the bound is strict: the push waits as
+//! long as it takes, and after [`EngineConfig::stall_warning`] the wait warns (`warn.rs`: a
+//! `WARN` event, target `depengine::stall`, or stderr; again after each further period) naming
+//! the held-back push, the pending count and the bound, and how to lift it.
+//!
+//! [`EngineConfig::max_pending_wait`]: crate::EngineConfig::max_pending_wait
 //! [`EngineConfig::stall_warning`]: crate::EngineConfig::stall_warning
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::config::MAX_PENDING;
 use crate::wait::idle::{Admission, IdleCounter};
@@ -56,11 +66,23 @@ pub(crate) fn admit(
     }
 }
 
-/// Waits until few enough ops are pending, warning while it blocks.
+/// Waits until few enough ops are pending, or, with a patience, until none completed for that
+/// long (then suspends the bound); warns while it blocks.
 #[cold]
 fn wait_below(pending: &IdleCounter, stall_warning: Option<Duration>) {
+    let patience = pending.patience();
     let mut clock = StallClock::start(stall_warning);
-    while !pending.wait_below_for(clock.timeout(None)) {
+    let mut seen = pending.completions();
+    let mut progress_at = Instant::now();
+    while !pending.wait_below_for(clock.timeout(patience)) {
+        let completions = pending.completions();
+        if completions != seen {
+            seen = completions;
+            progress_at = Instant::now();
+        } else if patience.is_some_and(|patience| progress_at.elapsed() >= patience) {
+            pending.suspend();
+            return;
+        }
         if let Some(waited) = clock.due() {
             warn(
                 Topic::Stall,
@@ -68,8 +90,8 @@ fn wait_below(pending: &IdleCounter, stall_warning: Option<Duration>) {
                     "a push has been throttled for {:.2} s: {} op(s) pending, over the bound of \
                      {} (EngineConfig::max_pending, {MAX_PENDING}); if the pushing thread holds \
                      something those ops wait for (a lock their functions take, a Completion, \
-                     a var it writes later), it waits forever: raise the bound or turn it off; \
-                     {DUMP_HINT}",
+                     a var it writes later), it waits forever: raise the bound, turn it off, or \
+                     give the wait a patience (EngineConfig::max_pending_wait); {DUMP_HINT}",
                     waited.as_secs_f64(),
                     pending.pending(),
                     pending.bound().unwrap_or(0),
