@@ -169,6 +169,7 @@ const PROFILER_OUTPUT_FIELD: &str = "EngineConfig::profiler_output";
 
 const POSITIVE: &str = "a positive integer";
 const BOUND: &str = "a positive integer, or `0` / `off` for no bound";
+const PATIENCE: &str = "a number of microseconds, or `0` / `off` to wait as long as it takes";
 const SECONDS: &str = "a number of seconds (0: off)";
 const BULK: &str = "a number of ops per segment, or `0` / `off` for no bulk execution";
 const SPIN: &str = "a number of microseconds, at most 1000000 (0: no search)";
@@ -389,8 +390,7 @@ impl EngineConfig {
             config.max_pending = bound(MAX_PENDING, &value)?;
         }
         if let Some(value) = lookup(MAX_PENDING_WAIT_US) {
-            config.max_pending_wait = bound(MAX_PENDING_WAIT_US, &value)?
-                .map(|micros| Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX)));
+            config.max_pending_wait = patience(MAX_PENDING_WAIT_US, &value)?;
         }
         if let Some(value) = lookup(BULK_SIZE) {
             config.bulk_size = bulk_size(BULK_SIZE, &value)?;
@@ -585,6 +585,22 @@ fn flag(variable: &'static str, value: &str) -> Result<bool, ConfigError> {
 
 /// A pending bound: a positive integer, or `0` / `off` for none.
 fn bound(variable: &'static str, value: &str) -> Result<Option<usize>, ConfigError> {
+    positive_or_off(variable, value, BOUND)
+}
+
+/// How long a held-back push waits while no op completes: microseconds, `0` or `off` for as
+/// long as it takes.
+fn patience(variable: &'static str, value: &str) -> Result<Option<Duration>, ConfigError> {
+    Ok(positive_or_off(variable, value, PATIENCE)?
+        .map(|micros| Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))))
+}
+
+/// A positive integer, or `None` for `0` / `off`; an error names `variable` and `expected`.
+fn positive_or_off(
+    variable: &'static str,
+    value: &str,
+    expected: &'static str,
+) -> Result<Option<usize>, ConfigError> {
     let text = value.trim();
     if text.eq_ignore_ascii_case("off") {
         return Ok(None);
@@ -595,7 +611,7 @@ fn bound(variable: &'static str, value: &str) -> Result<Option<usize>, ConfigErr
         Err(_) => Err(ConfigError::Invalid {
             variable,
             value: value.to_owned(),
-            expected: BOUND,
+            expected,
         }),
     }
 }
@@ -827,6 +843,7 @@ mod tests {
         assert_eq!(read("off").unwrap().max_pending_wait, None);
         for bad in ["-1", "1ms", ""] {
             let error = read(bad).unwrap_err();
+            assert!(error.to_string().contains("microseconds"), "{error}");
             assert!(
                 matches!(&error, ConfigError::Invalid { variable, value, .. }
                     if *variable == MAX_PENDING_WAIT_US && value == bad),
