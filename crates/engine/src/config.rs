@@ -164,6 +164,8 @@ pub const MAX_BULK_SIZE: usize = 4096;
 
 /// The name [`EngineConfig::validate`] gives `max_pending` in its errors.
 const MAX_PENDING_FIELD: &str = "EngineConfig::max_pending";
+/// The name [`EngineConfig::validate`] gives `max_pending_wait` in its errors.
+const MAX_PENDING_WAIT_FIELD: &str = "EngineConfig::max_pending_wait";
 /// The name errors about a profiler output set in code give it.
 const PROFILER_OUTPUT_FIELD: &str = "EngineConfig::profiler_output";
 
@@ -237,15 +239,18 @@ pub struct EngineConfig {
     /// Pushes from inside an op, from a worker's task, and on the naive engine are never held
     /// back (they could wait for themselves). A pusher that holds something its pending ops
     /// need (a lock their functions take, the `Completion` of an op they depend on, a var it
-    /// writes only after pushing them) sees no op complete while it is held back: after
-    /// [`max_pending_wait`](Self::max_pending_wait) it goes on, and the bound is suspended until
-    /// the ops catch up.
+    /// writes only after pushing them) sees the pending count stop falling while it is held
+    /// back: after [`max_pending_wait`](Self::max_pending_wait) it goes on, for `max_pending`
+    /// more pushes; unless that is `None`, when it waits forever.
     pub max_pending: Option<usize>,
-    /// How long a push held back by [`max_pending`](Self::max_pending) waits while no op
-    /// completes before it goes on: the bound is then suspended until at most half of it is
-    /// pending again, so that a pusher holding what its ops need (see `max_pending`) is
-    /// delayed once, not stopped. Default: [`DEFAULT_MAX_PENDING_WAIT`] (1 ms). `None`: a
-    /// strict bound: the push waits as long as it takes, and the stall warning names it.
+    /// How long a push held back by [`max_pending`](Self::max_pending) waits while the
+    /// pending count makes no progress (no new low) before it goes on: the next `max_pending`
+    /// pushes are then admitted whatever is pending, and past them the bound holds again. So
+    /// a pusher holding what its ops need (see `max_pending`) is delayed one patience per
+    /// `max_pending` pushes instead of stopped. Default: [`DEFAULT_MAX_PENDING_WAIT`] (1 ms).
+    /// `None`: a strict bound: the push waits as long as it takes, and the stall warning names
+    /// it. A zero duration is refused ([`ConfigError::Invalid`]): it would make the bound
+    /// admit every push.
     pub max_pending_wait: Option<Duration>,
     /// Bulk execution (MXNet's `MXNET_EXEC_BULK_EXEC_*`): at most this many consecutive sync
     /// ops that one thread pushes run as one scheduled unit, a *segment*, with the dependency
@@ -517,8 +522,8 @@ impl EngineConfig {
         }
     }
 
-    /// Checks every thread count is between 1 and [`MAX_THREADS`], and that a pending bound is
-    /// positive. An error names the field:
+    /// Checks every thread count is between 1 and [`MAX_THREADS`], and that a pending bound and
+    /// its patience are positive. An error names the field:
     /// a count read from the environment was checked by [`from_lookup`](Self::from_lookup),
     /// which names the variable, so a count out of range here was set in code.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
@@ -527,6 +532,13 @@ impl EngineConfig {
                 variable: MAX_PENDING_FIELD,
                 value: "Some(0)".to_owned(),
                 expected: "a positive bound, or `None` for no bound",
+            });
+        }
+        if self.max_pending_wait == Some(Duration::ZERO) {
+            return Err(ConfigError::Invalid {
+                variable: MAX_PENDING_WAIT_FIELD,
+                value: "Some(0ns)".to_owned(),
+                expected: "a positive duration, or `None` to wait as long as it takes",
             });
         }
         if self.cpu_max_spin > MAX_CPU_SPIN {

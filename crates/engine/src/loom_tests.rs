@@ -298,15 +298,14 @@ fn a_held_back_pusher_counts_every_add_it_saw_completed() {
     });
 }
 
-/// A held-back pusher that lost patience suspends the bound while the two pending ops
-/// complete on another thread: however the completions and the suspension interleave, the
-/// bound is back once the ops caught up (a push past it is held back again).
+/// A held-back pusher that lost patience gets an allowance while the two pending ops complete
+/// on another thread: however the completions and the allowance interleave, the push goes on,
+/// and once the allowance is used up the bound holds again (a push past it is held back).
 ///
-/// Catches a lost resumption: a `suspend` that does not look at the count after setting its
-/// bit (the completions all came before it, none of them saw the bit), or a completion that
-/// ignores the bit; either leaves the bound lifted for good.
+/// Catches an allowance that never ends (`limit` lifted for good) or admits more than `max`
+/// pushes.
 #[test]
-fn a_suspended_bound_returns_once_the_ops_caught_up() {
+fn an_allowance_ends_and_the_bound_holds_again() {
     loom::model(|| {
         let counter = Arc::new(IdleCounter::with_bound(Some(PendingBound::new(2, None))));
         assert_eq!(counter.add(), Admission::Admitted);
@@ -321,14 +320,15 @@ fn a_suspended_bound_returns_once_the_ops_caught_up() {
         if counter.add() == Admission::OverBound {
             // The held-back push gives up (`throttle::wait_below` after its patience).
             counter.done();
-            counter.suspend();
-            assert_eq!(counter.add(), Admission::Admitted, "suspended");
+            counter.allow_more();
+            assert_eq!(counter.add(), Admission::Admitted, "allowed");
         }
         completer.join().unwrap();
-        // One op pending. Two more fit under the bound; a third is held back.
+        // One op pending, and at most one push of the allowance left: two more pushes
+        // make three pending, past the bound.
         assert_eq!(counter.pending(), 1);
-        assert_eq!(counter.add(), Admission::Admitted);
-        assert_eq!(counter.add(), Admission::OverBound, "the bound is back");
+        let _ = counter.add();
+        assert_eq!(counter.add(), Admission::OverBound, "the bound holds again");
     });
 }
 

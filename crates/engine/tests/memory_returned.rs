@@ -48,12 +48,15 @@ fn settled_resident() -> f64 {
     last
 }
 
+/// An engine with `max_pending` as a strict bound (no patience: a loaded machine that stalls
+/// the workers does not let the pusher run ahead of it).
 fn engine(max_pending: Option<usize>) -> Engine {
     Engine::new(
         EngineConfig::default()
             .kind(EngineKind::ThreadedPerDevice)
             .cpu_worker_threads(2)
-            .max_pending(max_pending),
+            .max_pending(max_pending)
+            .max_pending_wait(None),
     )
     .unwrap()
 }

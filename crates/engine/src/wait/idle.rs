@@ -97,7 +97,8 @@
 //!   holds was right when it was computed and completions only grow, so any value a push
 //!   reads is safe; a stale one only sends a push to the slow path early. Concurrent pushers
 //!   can each be admitted at once, so the bound holds up to one op per pushing thread (and
-//!   the ops that running ops push, which are never held back).
+//!   the ops that running ops push, which are never held back). The one exception is
+//!   deliberate: the allowance below.
 //! - `wait_below_for()`: as `wait_idle_for`, with the `THROTTLED` bit and its own condvar, and
 //!   "at most `low` pending" for "none pending". A completion that finds `THROTTLED` set loads
 //!   `pushed`; if the ops pending are now at most `low`, it clears `THROTTLED` and notifies
@@ -112,24 +113,18 @@
 //!   it then checks again, and sleeps with `THROTTLED` set again if need be. A notification
 //!   that came because of a stale `pushed` wakes a waiter that finds more than `low` ops
 //!   pending: one is still to complete, and its completion checks again.
-//! - **Suspension.** A held-back push that saw no op complete for the bound's patience
-//!   (`throttle.rs`) calls `suspend()`: under the waiters' mutex it lifts `limit` to `usize::MAX`
-//!   (every push is admitted by the fast path, without looking at the completions) and sets
-//!   `SUSPENDED` with a `fetch_or`, then wakes the other held-back pushes (a waiter that sees the
-//!   bit goes on). A completion that finds the bit and at most `low` ops pending resumes the
-//!   bound under the mutex, if the bit is still set: it clears the bit and stores a `limit` of
-//!   `max` past its count. `suspend()` itself resumes at once if at most `low` are pending when
-//!   it sets the bit: the completions that brought the count there came before its `fetch_or`
-//!   and saw no bit, and none may follow. The `fetch_or` and the completions' `fetch_add`s are
-//!   RMWs of one word, so each completion either precedes the bit (and is counted by
-//!   `suspend()`'s check) or sees it; the mutex orders the two stores of `limit`: a resumption
-//!   that saw the bit stores after the suspension's `usize::MAX`, so its limit is the one that
-//!   stays. The model
-//!   `a_suspended_bound_returns_once_the_ops_caught_up` checks that the bound comes back however
-//!   the two interleave.
+//! - **The allowance.** A held-back push that saw the ops make no progress for the bound's
+//!   patience (`throttle.rs`: the ops may wait for something the pushing thread holds) calls
+//!   `allow_more()`, which moves `limit` to `max` past the pushes counted so far: the next `max`
+//!   pushes are admitted whatever is pending, and past them the slow path holds pushes back
+//!   again. A pusher whose ops wait for it thus goes on, held back once per `max` pushes for
+//!   one patience, and the ops pending grow by at most `max` per patience of such a stall. A
+//!   `fetch_max`, as `raise_limit`'s, so neither undoes the other; `Relaxed`: `limit` stays a
+//!   hint, read by the thread that moved it (or, by another pusher, late at worst: that push
+//!   takes the slow path and is held back, as before the allowance).
 
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use depengine_sync::{
     AtomicUsize, CachePadded, Condvar, Mutex, Ordering, lock, wait, wait_timeout,
@@ -139,13 +134,12 @@ use depengine_sync::{
 const WAITER: usize = 1;
 /// The throttled-pusher bit of `IdleCounter::completed`.
 const THROTTLED: usize = 2;
-/// The bit of `IdleCounter::completed` set while the bound is suspended.
-const SUSPENDED: usize = 4;
 /// One completed op in `IdleCounter::completed`.
-const ONE: usize = 8;
+const ONE: usize = 4;
 
-/// How many ops may be pending before a push is held back, how few must be left before it goes
-/// on, and how long it waits while none completes (see the module documentation).
+/// How many ops may be pending before a push is held back, how few must be left before it
+/// goes on, and how long it waits while the ops make no progress (see the module
+/// documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PendingBound {
     max: usize,
@@ -155,7 +149,7 @@ pub(crate) struct PendingBound {
 
 impl PendingBound {
     /// At most `max` ops pending (`max > 0`); a held-back push goes on once at most `max / 2`
-    /// are, or once no op completed for `patience` (`None`: it waits as long as it takes).
+    /// are, or, with a `patience`, once the ops made no progress for that long (`throttle.rs`).
     pub(crate) fn new(max: usize, patience: Option<Duration>) -> Self {
         debug_assert!(max > 0, "a bound of 0 would hold back every push");
         PendingBound {
@@ -308,6 +302,28 @@ impl IdleCounter {
             .fetch_max(completed.saturating_add(bound.max), Ordering::Relaxed);
     }
 
+    /// How long a held-back push waits while the ops make no progress (`None`: as long as it
+    /// takes; also without a bound).
+    pub(crate) fn patience(&self) -> Option<Duration> {
+        self.bound.and_then(|bound| bound.patience)
+    }
+
+    /// Admits the next `max` pushes whatever is pending: for a held-back push that saw the
+    /// ops make no progress for the bound's patience (they may wait for something its thread
+    /// holds). Past them the bound holds again.
+    #[cold]
+    pub(crate) fn allow_more(&self) {
+        let Some(bound) = self.bound else {
+            return;
+        };
+        // Relaxed, and `fetch_max`, as `raise_limit`: a hint that only ever grows. This value
+        // is the one that is not a valid limit (see the module documentation).
+        let pushed = self.pushed.count.load(Ordering::Relaxed);
+        self.pushed
+            .limit
+            .fetch_max(pushed.saturating_add(bound.max), Ordering::Relaxed);
+    }
+
     /// One pending op completed; wakes the waiters if the engine is now idle, and held-back
     /// pushers if few enough ops are pending. Whether it woke threads waiting for the engine
     /// to be idle (the engine was idle then).
@@ -318,7 +334,7 @@ impl IdleCounter {
         // `pushed`). Acquire: if `WAITER` is set, the adds counted by every earlier `done`
         // happen-before the `pushed` load in `wake`.
         let old = self.completed.count.fetch_add(ONE, Ordering::AcqRel);
-        old & (WAITER | THROTTLED | SUSPENDED) != 0 && self.wake(old)
+        old & (WAITER | THROTTLED) != 0 && self.wake(old)
     }
 
     /// `done` found waiters registered (`old`: the count before it); whether it woke idle
@@ -362,70 +378,7 @@ impl IdleCounter {
             drop(waiters);
             self.completed.below.notify_all();
         }
-        if old & SUSPENDED != 0
-            && let Some(bound) = self.bound
-            && pending <= bound.low
-        {
-            let _waiters = lock(&self.completed.waiters);
-            // Under the mutex, as `suspend` sets it: another completion may have resumed the
-            // bound meanwhile.
-            if self.completed.count.load(Ordering::Relaxed) & SUSPENDED != 0 {
-                self.resume(old / ONE + 1, bound);
-            }
-        }
         idle
-    }
-
-    /// The ops completed so far: how a held-back pusher tells whether the ops make progress.
-    pub(crate) fn completions(&self) -> usize {
-        // Relaxed: a progress check only; nothing is read because of the value.
-        self.completed.count.load(Ordering::Relaxed) / ONE
-    }
-
-    /// How long a held-back push waits while no op completes (`None`: as long as it takes;
-    /// also without a bound).
-    pub(crate) fn patience(&self) -> Option<Duration> {
-        self.bound.and_then(|bound| bound.patience)
-    }
-
-    /// Lifts the bound until at most its low-water mark of ops are pending again: called by a
-    /// held-back push that saw no op complete for the bound's patience (the ops may wait for
-    /// something the pusher holds). Wakes the other held-back pushes.
-    #[cold]
-    pub(crate) fn suspend(&self) {
-        let Some(bound) = self.bound else {
-            return;
-        };
-        let waiters = lock(&self.completed.waiters);
-        // Under the mutex, with the bit (see the module documentation). Relaxed: `limit` is a
-        // hint; the fast path of `add` sees the lifted limit by coherence, a little later at
-        // worst.
-        self.pushed.limit.store(usize::MAX, Ordering::Relaxed);
-        // An RMW ordered with every completion's `fetch_add`, as the waiters' `fetch_or`: a
-        // completion that follows it sees the bit, and one that precedes it is counted here.
-        // Relaxed: a `pushed` that misses adds of the ops counted errs towards resuming at
-        // once, which at worst holds the pusher back again.
-        let completed = self.completed.count.fetch_or(SUSPENDED, Ordering::Relaxed) / ONE;
-        let pushed = self.pushed.count.load(Ordering::Relaxed);
-        if pushed.saturating_sub(completed) <= bound.low {
-            // Already low: no later completion would find the crossing.
-            self.resume(completed, bound);
-        }
-        drop(waiters);
-        self.completed.below.notify_all();
-    }
-
-    /// Ends a suspension of the bound (waiters' mutex held): pushes are held back again past
-    /// `max` more than the `completed` ops.
-    fn resume(&self, completed: usize, bound: PendingBound) {
-        self.completed
-            .count
-            .fetch_and(!SUSPENDED, Ordering::Relaxed);
-        // A store, not `raise_limit`'s `fetch_max`: it lowers the lifted limit. Relaxed: a hint,
-        // as everywhere.
-        self.pushed
-            .limit
-            .store(completed.saturating_add(bound.max), Ordering::Relaxed);
     }
 
     /// `(pushed, completed)` for a comparison: `completed` first, with acquire, so that the
@@ -463,8 +416,9 @@ impl IdleCounter {
 
     /// As `wait_idle`, giving up after about `timeout` (`None`: never): whether the engine
     /// was found idle. A waiter that gives up leaves as one that returns does.
-    pub(crate) fn wait_idle_for(&self, timeout: Option<std::time::Duration>) -> bool {
-        let deadline = timeout.map(|timeout| std::time::Instant::now() + timeout);
+    pub(crate) fn wait_idle_for(&self, timeout: Option<Duration>) -> bool {
+        // A timeout too long to add to the clock waits without a deadline.
+        let deadline = timeout.and_then(|timeout| Instant::now().checked_add(timeout));
         let mut waiters = lock(&self.completed.waiters);
         waiters.idle += 1;
         let idle = loop {
@@ -482,7 +436,7 @@ impl IdleCounter {
             match deadline {
                 None => waiters = wait(&self.completed.idle, waiters),
                 Some(deadline) => {
-                    let now = std::time::Instant::now();
+                    let now = Instant::now();
                     if now >= deadline {
                         break false;
                     }
@@ -554,23 +508,19 @@ impl IdleCounter {
     /// For a push that `add` found over the bound, and that withdrew its op: blocks until at
     /// most the bound's low-water mark of ops are pending, giving up after about `timeout` (`None`: never); whether it got
     /// there. Without a bound, returns `true` at once.
-    pub(crate) fn wait_below_for(&self, timeout: Option<std::time::Duration>) -> bool {
+    pub(crate) fn wait_below_for(&self, timeout: Option<Duration>) -> bool {
         let Some(bound) = self.bound else {
             return true;
         };
-        let deadline = timeout.map(|timeout| std::time::Instant::now() + timeout);
+        // A timeout too long to add to the clock waits without a deadline.
+        let deadline = timeout.and_then(|timeout| Instant::now().checked_add(timeout));
         let mut waiters = lock(&self.completed.waiters);
         waiters.throttled += 1;
         let below = loop {
             // As in `wait_idle_for`: an RMW ordered with every completion's `fetch_add`.
             // Acquire: the adds of the ops it counts happen-before the `pushed` load, which
             // therefore does not fall below the count (checked under loom).
-            let count = self.completed.count.fetch_or(THROTTLED, Ordering::Acquire);
-            if count & SUSPENDED != 0 {
-                // Another held-back push lifted the bound.
-                break true;
-            }
-            let completed = count / ONE;
+            let completed = self.completed.count.fetch_or(THROTTLED, Ordering::Acquire) / ONE;
             let pushed = self.pushed.count.load(Ordering::Relaxed);
             #[cfg(loom)]
             assert!(pushed >= completed, "more completions seen than adds");
@@ -581,7 +531,7 @@ impl IdleCounter {
             match deadline {
                 None => waiters = wait(&self.completed.below, waiters),
                 Some(deadline) => {
-                    let now = std::time::Instant::now();
+                    let now = Instant::now();
                     if now >= deadline {
                         break false;
                     }

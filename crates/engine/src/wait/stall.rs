@@ -27,7 +27,8 @@ impl StallClock {
         StallClock {
             started,
             period,
-            next: period.map(|period| started + period),
+            // A period too long to add to the clock never comes due.
+            next: period.and_then(|period| started.checked_add(period)),
         }
     }
 
@@ -49,7 +50,7 @@ impl StallClock {
         if now < next {
             return None;
         }
-        self.next = Some(now + period);
+        self.next = now.checked_add(period);
         Some(now - self.started)
     }
 }

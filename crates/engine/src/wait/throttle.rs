@@ -26,19 +26,21 @@
 //!
 //! A pusher held back waits for pending ops to complete; if it holds something they wait for
 //! (a lock their functions take, the `Completion` of an async op they depend on, a gate it
-//! opens only after pushing), none completes while it waits. The engine cannot see such a
-//! dependency, but it sees its symptom: no op completes. A held-back push that sees no op
-//! complete for the bound's patience ([`EngineConfig::max_pending_wait`], 1 ms by default)
-//! goes on, and the bound is *suspended*: pushes run ahead of it until at most half the bound
-//! is pending again, when the completion that gets there restores it (`idle.rs`). A stalled
-//! pusher thus waits once per stall, not once per push. Ops that are merely slow (every
-//! worker inside an op longer than the patience) suspend the bound the same way; the pusher
-//! then runs ahead as it would without a bound, until the ops catch up.
+//! opens only after pushing), they never do. The engine cannot see such a dependency, but it
+//! sees its symptom: the ops pending stop falling. A held-back push that sees no new low of
+//! the pending count for the bound's patience ([`EngineConfig::max_pending_wait`], 1 ms by
+//! default) goes on with an *allowance*: the next `max` pushes are admitted whatever is
+//! pending (`idle.rs`). Past them, the bound holds again, so such a pusher waits one patience
+//! per `max` pushes instead of forever, and its stalled ops grow by at most `max` per
+//! patience. Ops that are merely slow (the pending count not falling for a patience: every
+//! worker inside an op longer than that, or the workers held off the cores) get the same
+//! allowance.
 //!
 //! With no patience (`max_pending_wait` set to `None`) the bound is strict: the push waits as
-//! long as it takes, and after [`EngineConfig::stall_warning`] the wait warns (`warn.rs`: a
-//! `WARN` event, target `depengine::stall`, or stderr; again after each further period) naming
-//! the held-back push, the pending count and the bound, and how to lift it.
+//! long as it takes. Either way, a push held back for [`EngineConfig::stall_warning`] warns
+//! (`warn.rs`: a `WARN` event, target `depengine::stall`, or stderr; again after each
+//! further period), naming the held-back push, the pending count and the bound, and what to
+//! change.
 //!
 //! [`EngineConfig::max_pending_wait`]: crate::EngineConfig::max_pending_wait
 //! [`EngineConfig::stall_warning`]: crate::EngineConfig::stall_warning
@@ -66,32 +68,38 @@ pub(crate) fn admit(
     }
 }
 
-/// Waits until few enough ops are pending, or, with a patience, until none completed for that
-/// long (then suspends the bound); warns while it blocks.
+/// Waits until few enough ops are pending or, with a patience, until the pending count made
+/// no progress (no new low) for that long, then gives the pusher its allowance; warns while it
+/// blocks.
 #[cold]
 fn wait_below(pending: &IdleCounter, stall_warning: Option<Duration>) {
     let patience = pending.patience();
     let mut clock = StallClock::start(stall_warning);
-    let mut seen = pending.completions();
+    let mut lowest = pending.pending();
     let mut progress_at = Instant::now();
     while !pending.wait_below_for(clock.timeout(patience)) {
-        let completions = pending.completions();
-        if completions != seen {
-            seen = completions;
+        let now = pending.pending();
+        if now < lowest {
+            lowest = now;
             progress_at = Instant::now();
         } else if patience.is_some_and(|patience| progress_at.elapsed() >= patience) {
-            pending.suspend();
+            pending.allow_more();
             return;
         }
         if let Some(waited) = clock.due() {
+            let advice = if patience.is_some() {
+                "the ops are completing slowly"
+            } else {
+                "the bound is strict (EngineConfig::max_pending_wait is None): if the pushing \
+                 thread holds something those ops wait for (a lock their functions take, a \
+                 Completion, a var it writes later), it waits forever; raise the bound, turn it \
+                 off, or give the wait a patience"
+            };
             warn(
                 Topic::Stall,
                 format_args!(
                     "a push has been throttled for {:.2} s: {} op(s) pending, over the bound of \
-                     {} (EngineConfig::max_pending, {MAX_PENDING}); if the pushing thread holds \
-                     something those ops wait for (a lock their functions take, a Completion, \
-                     a var it writes later), it waits forever: raise the bound, turn it off, or \
-                     give the wait a patience (EngineConfig::max_pending_wait); {DUMP_HINT}",
+                     {} (EngineConfig::max_pending, {MAX_PENDING}); {advice}; {DUMP_HINT}",
                     waited.as_secs_f64(),
                     pending.pending(),
                     pending.bound().unwrap_or(0),
