@@ -166,6 +166,8 @@ pub const MAX_BULK_SIZE: usize = 4096;
 const MAX_PENDING_FIELD: &str = "EngineConfig::max_pending";
 /// The name [`EngineConfig::validate`] gives `max_pending_wait` in its errors.
 const MAX_PENDING_WAIT_FIELD: &str = "EngineConfig::max_pending_wait";
+/// The name [`EngineConfig::validate`] gives `stall_warning` in its errors.
+const STALL_WARNING_FIELD: &str = "EngineConfig::stall_warning";
 /// The name errors about a profiler output set in code give it.
 const PROFILER_OUTPUT_FIELD: &str = "EngineConfig::profiler_output";
 
@@ -223,7 +225,8 @@ pub struct EngineConfig {
     /// How long a wait (`wait_for_var`, `wait_for_all`, the last clone's shutdown, a push
     /// held back by [`max_pending`](Self::max_pending)) blocks before the engine warns about
     /// it, and again after each further period, naming what it waits for; `None`: never
-    /// (default 10 s).
+    /// (default 10 s). A zero period is refused ([`ConfigError::Invalid`]): it would warn on
+    /// every check of a blocked wait.
     ///
     /// Warnings (these, and a profile that the last clone's drop cannot write) are `WARN`
     /// events (targets `depengine::stall`, `depengine::profiler`) when the current `tracing`
@@ -522,8 +525,8 @@ impl EngineConfig {
         }
     }
 
-    /// Checks every thread count is between 1 and [`MAX_THREADS`], and that a pending bound and
-    /// its patience are positive. An error names the field:
+    /// Checks every thread count is between 1 and [`MAX_THREADS`], and that a pending bound, its
+    /// patience and the stall-warning period are positive. An error names the field:
     /// a count read from the environment was checked by [`from_lookup`](Self::from_lookup),
     /// which names the variable, so a count out of range here was set in code.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
@@ -532,6 +535,13 @@ impl EngineConfig {
                 variable: MAX_PENDING_FIELD,
                 value: "Some(0)".to_owned(),
                 expected: "a positive bound, or `None` for no bound",
+            });
+        }
+        if self.stall_warning == Some(Duration::ZERO) {
+            return Err(ConfigError::Invalid {
+                variable: STALL_WARNING_FIELD,
+                value: "Some(0ns)".to_owned(),
+                expected: "a positive duration, or `None` for no stall warnings",
             });
         }
         if self.max_pending_wait == Some(Duration::ZERO) {

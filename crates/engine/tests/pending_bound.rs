@@ -281,7 +281,7 @@ fn a_held_back_pusher_whose_ops_wait_for_it_goes_on_by_allowances() {
 }
 
 #[test]
-fn a_bad_bound_in_the_environment_is_an_error_naming_it() {
+fn bad_bounds_and_periods_are_errors_naming_them() {
     let error = EngineConfig::from_lookup(|name| {
         (name == depengine::MAX_PENDING).then(|| "a million".to_owned())
     })
@@ -297,4 +297,8 @@ fn a_bad_bound_in_the_environment_is_an_error_naming_it() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("EngineConfig::max_pending_wait"), "{error}");
+    let error = Engine::new(EngineConfig::default().stall_warning(Some(Duration::ZERO)))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("EngineConfig::stall_warning"), "{error}");
 }
