@@ -129,9 +129,9 @@ pub const STALL_WARNING_SECS: &str = "DEPENGINE_STALL_WARNING_SECS";
 /// bound.
 pub const MAX_PENDING: &str = "DEPENGINE_MAX_PENDING";
 
-/// Microseconds a push held back by the pending bound waits while no op completes before it
-/// goes on (see [`EngineConfig::max_pending_wait`]): a positive integer, or `0` / `off` for a
-/// strict bound (the push waits as long as it takes).
+/// Microseconds a push held back by the pending bound waits while the pending count makes no
+/// progress before it goes on (see [`EngineConfig::max_pending_wait`]): a positive integer, or
+/// `0` / `off` for a strict bound (the push waits as long as it takes).
 pub const MAX_PENDING_WAIT_US: &str = "DEPENGINE_MAX_PENDING_WAIT_US";
 
 /// The default [`EngineConfig::max_pending`]: enough ops ahead to keep every worker busy,
@@ -488,8 +488,8 @@ impl EngineConfig {
         self
     }
 
-    /// Sets how long a held-back push waits while no op completes before it goes on (`None`:
-    /// as long as it takes; see [`max_pending_wait`](Self::max_pending_wait)).
+    /// Sets how long a held-back push waits while the pending count makes no progress before
+    /// it goes on (`None`: as long as it takes; see [`max_pending_wait`](Self::max_pending_wait)).
     pub fn max_pending_wait(mut self, patience: Option<Duration>) -> Self {
         self.max_pending_wait = patience;
         self
@@ -610,8 +610,8 @@ fn bound(variable: &'static str, value: &str) -> Result<Option<usize>, ConfigErr
     positive_or_off(variable, value, BOUND)
 }
 
-/// How long a held-back push waits while no op completes: microseconds, `0` or `off` for as
-/// long as it takes.
+/// How long a held-back push waits while the pending count makes no progress: microseconds,
+/// `0` or `off` for as long as it takes.
 fn patience(variable: &'static str, value: &str) -> Result<Option<Duration>, ConfigError> {
     Ok(positive_or_off(variable, value, PATIENCE)?
         .map(|micros| Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))))
