@@ -78,9 +78,9 @@ fn wait_below(pending: &IdleCounter, stall_warning: Option<Duration>) {
     let mut lowest = pending.pending();
     let mut progress_at = Instant::now();
     while !pending.wait_below_for(clock.timeout(patience)) {
-        let now = pending.pending();
-        if now < lowest {
-            lowest = now;
+        let left = pending.pending();
+        if left < lowest {
+            lowest = left;
             progress_at = Instant::now();
         } else if patience.is_some_and(|patience| progress_at.elapsed() >= patience) {
             pending.allow_more();
