@@ -8,6 +8,7 @@
 //! | `pool`, `index` | `Shared::run_worker`, at start and exit | which pool's worker this thread is |
 //! | `overflowing` | `Shared::inject` | a task runs inline because the worker's queue was full |
 //! | `random` | `next_random` | the thread's pseudo-random sequence (`rng.rs`), for the order in which a thief visits its victims |
+//! | `skipped_wakes` | `skipped_wake` | pushes from outside any pool that skipped their wake-up for a spinner since the thread last checked that spinners take its jobs (`Shared::wake_for_push`) |
 //!
 //! # The next-task slot
 //!
@@ -36,6 +37,9 @@ pub(crate) struct WorkerContext {
     overflowing: Cell<bool>,
     /// The state of the thread's pseudo-random sequence (0: not seeded yet).
     random: Cell<u64>,
+    /// Pushes into an injector that skipped their wake-up since the last check (see
+    /// `skipped_wake`).
+    skipped_wakes: Cell<u32>,
 }
 
 impl WorkerContext {
@@ -45,6 +49,7 @@ impl WorkerContext {
             index: Cell::new(0),
             overflowing: Cell::new(false),
             random: Cell::new(0),
+            skipped_wakes: Cell::new(0),
         }
     }
 }
@@ -89,4 +94,17 @@ pub(crate) fn set_overflowing(overflowing: bool) {
 /// The next number of the current thread's pseudo-random sequence (see `rng.rs`).
 pub(crate) fn next_random() -> u64 {
     CONTEXT.with(|cx| crate::rng::next_u64(&cx.random))
+}
+
+/// Counts a push of the current thread that skipped its wake-up because a worker spun;
+/// whether this is the `every`-th since the last time it said so (then the caller checks that
+/// the spinners take the jobs, `Shared::wake_for_push`).
+#[inline]
+pub(crate) fn skipped_wake(every: u32) -> bool {
+    CONTEXT.with(|cx| {
+        let skipped = cx.skipped_wakes.get() + 1;
+        let due = skipped >= every;
+        cx.skipped_wakes.set(if due { 0 } else { skipped });
+        due
+    })
 }

@@ -48,7 +48,11 @@
 //!    that sees a spinner wakes nobody, counting on it; so a worker that leaves the idle
 //!    path (spinning or sleeping) with a job and still sees work queued wakes a sleeper for
 //!    that work, which does the same in turn (otherwise a second job pushed while one
-//!    worker spun would wait for the first one to finish while the other workers sleep);
+//!    worker spun would wait for the first one to finish while the other workers sleep).
+//!    A thread outside the pool does not count on a spinner forever: one that shares the
+//!    pusher's core hardly gets it back while the pusher pushes, so every
+//!    `STARVATION_CHECK` skipped wake-ups the pusher looks at the injector, and wakes a
+//!    sleeper if `STARVED_BACKLOG` jobs wait there (`Shared::wake_for_push`);
 //! 5. the sleep protocol below.
 //!
 //! # Sleeping
@@ -192,6 +196,15 @@ const BATCH_LEN: usize = if cfg!(loom) { 1 } else { INJECTOR_BATCH };
 /// How long a worker waits for `BATCH_LEN` jobs in the injector (step 2 of the module
 /// documentation).
 const BATCH_WAIT: Duration = Duration::from_micros(1);
+
+/// How many pushes from outside the pool skip their wake-up for a spinner before the
+/// pushing thread checks that the spinner takes what they queued (`Shared::wake_for_push`).
+const STARVATION_CHECK: u32 = 128;
+
+/// The injector backlog at which a push from outside the pool takes the spinners it saw to
+/// be starved: one that looks takes up to `INJECTOR_BATCH` jobs, so twice as many have waited
+/// through at least one of its looks (`Shared::wake_for_push`).
+const STARVED_BACKLOG: usize = 2 * INJECTOR_BATCH;
 
 /// The most tasks one steal moves; bounds the time a thief holds a victim's lock.
 const MAX_STEAL: usize = 64;
@@ -355,7 +368,11 @@ impl<T: Item> Shared<T> {
                 self.execute(work);
                 return;
             }
-            None => self.injector.push(work),
+            None => {
+                self.injector.push(work);
+                self.wake_for_push();
+                return;
+            }
         }
         self.wake_one();
     }
@@ -446,6 +463,27 @@ impl<T: Item> Shared<T> {
         // deadlocks: the worker's last look misses the job and we miss the waiter.
         fence(SeqCst);
         if self.spinners.load(Relaxed) > 0 {
+            return;
+        }
+        self.event.notify_fenced(false);
+    }
+
+    /// `wake_one` for a job pushed into the injector from outside the pool, which does not
+    /// count on a spinner forever. A spinner yields its core at every look, so one that
+    /// shares a core with the pushing thread hardly runs while that thread pushes (the
+    /// scheduler gives the pusher its slice, and moves the spinner to an idle core only at
+    /// a later balancing tick), and the jobs wait while the other cores sleep. So every
+    /// `STARVATION_CHECK` pushes that skipped their wake-up, the pushing thread looks at the
+    /// injector (its context counts them); if `STARVED_BACKLOG` jobs wait there, the spinners
+    /// it saw are not taking them, and it wakes a sleeper anyway, which the scheduler places
+    /// on an idle core. A wake-up more than `wake_one` would make is never wrong (a woken
+    /// worker that finds nothing goes back to sleep), so this needs no ordering of its own.
+    #[inline]
+    fn wake_for_push(&self) {
+        fence(SeqCst);
+        if self.spinners.load(Relaxed) > 0
+            && !(context::skipped_wake(STARVATION_CHECK) && self.injector.len() >= STARVED_BACKLOG)
+        {
             return;
         }
         self.event.notify_fenced(false);
@@ -855,4 +893,60 @@ enum Injected {
 enum Wake {
     Retry,
     Exit,
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{STARVATION_CHECK, STARVED_BACKLOG};
+    use crate::ThreadPool;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// Jobs pushed from outside while a counted spinner never looks (the test counts itself
+    /// as one, as a spinner starved of its core would be): each push skips its wake-up, until
+    /// the pushing thread's check finds them waiting and wakes the sleeping worker, which
+    /// runs them all. Without the check none runs (the worker sleeps with every job queued).
+    #[test]
+    fn jobs_pushed_beside_a_spinner_that_never_looks_still_run() {
+        const { assert!(STARVED_BACKLOG <= STARVATION_CHECK as usize) };
+        let pool = ThreadPool::builder()
+            .threads(1)
+            .max_spin(Duration::ZERO)
+            .build()
+            .expect("a pool of one worker");
+        while !pool.shared.event.has_waiters() {
+            std::thread::yield_now();
+        }
+        pool.shared.spinners.fetch_add(1, SeqCst);
+        // As many pushes as one check takes, from a thread that has pushed nothing yet: the
+        // check comes with the last push, every job queued (the worker, once woken, sleeps
+        // again with no spinner that looks, so a job pushed after the check would stay).
+        let jobs = STARVATION_CHECK as usize;
+        let ran = Arc::new(AtomicUsize::new(0));
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for _ in 0..jobs {
+                    let ran = Arc::clone(&ran);
+                    pool.spawn(move || {
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    });
+                }
+            });
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ran.load(Ordering::Relaxed) < jobs && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let ran_beside_the_spinner = ran.load(Ordering::Relaxed);
+        // The spinner leaves; a wake-up for what it left lets the pool drain on drop (else a
+        // failure here would hang in the drop instead of failing).
+        pool.shared.spinners.fetch_sub(1, SeqCst);
+        pool.shared.wake_one();
+        assert_eq!(
+            ran_beside_the_spinner, jobs,
+            "jobs left behind a starved spinner"
+        );
+    }
 }
