@@ -1,5 +1,5 @@
-//! [`WorkerContext`]: what a pool worker remembers about itself, in the one thread-local of the
-//! crate.
+//! [`WorkerContext`]: what a thread remembers about itself as a pool worker, and as a thread
+//! that pushes into pools, in the one thread-local of the crate.
 //!
 //! Only the thread itself touches its context, so the fields are plain `Cell`s:
 //!
@@ -8,7 +8,7 @@
 //! | `pool`, `index` | `Shared::run_worker`, at start and exit | which pool's worker this thread is |
 //! | `overflowing` | `Shared::inject` | a task runs inline because the worker's queue was full |
 //! | `random` | `next_random` | the thread's pseudo-random sequence (`rng.rs`), for the order in which a thief visits its victims |
-//! | `skipped_wakes` | `skipped_wake` | pushes from outside any pool that skipped their wake-up for a spinner since the thread last checked that spinners take its jobs (`Shared::wake_for_push`) |
+//! | `skipped_wakes` | `check_due_after_skipped_wake` | pushes into a pool's injector by a thread that is not that pool's worker, which skipped their wake-up for a spinner since the thread last checked that spinners take its jobs (`Shared::wake_for_push`); one count for all pools |
 //!
 //! # The next-task slot
 //!
@@ -27,7 +27,8 @@
 use depengine_sync::thread_local;
 use std::cell::Cell;
 
-/// The pool worker the current thread is, if any (see the module documentation).
+/// The pool worker the current thread is, if any, and its count of skipped wake-ups (see the
+/// module documentation).
 pub(crate) struct WorkerContext {
     /// The address of the pool's `Shared`, 0 if this thread is no pool's worker.
     pool: Cell<usize>,
@@ -100,7 +101,7 @@ pub(crate) fn next_random() -> u64 {
 /// whether this is the `every`-th since the last time it said so (then the caller checks that
 /// the spinners take the jobs, `Shared::wake_for_push`).
 #[inline]
-pub(crate) fn skipped_wake(every: u32) -> bool {
+pub(crate) fn check_due_after_skipped_wake(every: u32) -> bool {
     CONTEXT.with(|cx| {
         let skipped = cx.skipped_wakes.get() + 1;
         let due = skipped >= every;

@@ -65,8 +65,10 @@
 //!   event.commit_wait(me); idle -= 1
 //! ```
 //!
-//! Every push is followed by `event.notify(false)` (write, `SeqCst` fence, read the
-//! waiters), so a push is never stranded while every worker sleeps.
+//! Every push is followed by a `SeqCst` fence and a read of the spinner count: a push that
+//! sees no spinner notifies the event count (`notify_fenced(false)`, which reads the
+//! waiters), and one that sees a spinner counts on it (step 4, and the starvation check
+//! there for pushes from outside), so a push is never stranded while every worker sleeps.
 //! A worker's own queue is bounded: a spawn from a worker whose queue is full runs the
 //! task inline. The injector is unbounded.
 //!
@@ -202,8 +204,9 @@ const BATCH_WAIT: Duration = Duration::from_micros(1);
 const STARVATION_CHECK: u32 = 128;
 
 /// The injector backlog at which a push from outside the pool takes the spinners it saw to
-/// be starved: one that looks takes up to `INJECTOR_BATCH` jobs, so twice as many have waited
-/// through at least one of its looks (`Shared::wake_for_push`).
+/// be starved (`Shared::wake_for_push`). A heuristic: a spinner that looks takes up to
+/// `INJECTOR_BATCH` jobs, so a backlog of twice that suggests that no spinner has looked
+/// for a while.
 const STARVED_BACKLOG: usize = 2 * INJECTOR_BATCH;
 
 /// The most tasks one steal moves; bounds the time a thief holds a victim's lock.
@@ -459,8 +462,9 @@ impl<T: Item> Shared<T> {
         // Dekker with the spinners, like the event count's own handshake: our job is
         // published before this fence; a spinner decrements `spinners` before the fence
         // in its `prewait`. So either we see it spinning, or it sees our job. Without this
-        // fence `install_from_outside_wakes_the_sleeping_worker` (tests/loom_pool.rs)
-        // deadlocks: the worker's last look misses the job and we miss the waiter.
+        // fence `a_spawn_from_a_waiting_task_wakes_the_other_worker` (tests/loom_pool.rs)
+        // fails: the other worker's last look misses the job, we miss the waiter, and the
+        // spawning task waits forever.
         fence(SeqCst);
         if self.spinners.load(Relaxed) > 0 {
             return;
@@ -477,14 +481,20 @@ impl<T: Item> Shared<T> {
     /// injector (its context counts them); if `STARVED_BACKLOG` jobs wait there, the spinners
     /// it saw are not taking them, and it wakes a sleeper anyway, which the scheduler places
     /// on an idle core. A wake-up more than `wake_one` would make is never wrong (a woken
-    /// worker that finds nothing goes back to sleep), so this needs no ordering of its own.
+    /// worker that finds nothing goes back to sleep), so the check needs no ordering of its
+    /// own; the fence is `wake_one`'s Dekker pairing (without it
+    /// `install_from_outside_wakes_the_sleeping_worker` in `tests/loom_pool.rs` deadlocks). The
+    /// models never reach the check: their injector holds fewer than `STARVATION_CHECK`
+    /// pushes.
     #[inline]
     fn wake_for_push(&self) {
         fence(SeqCst);
-        if self.spinners.load(Relaxed) > 0
-            && !(context::skipped_wake(STARVATION_CHECK) && self.injector.len() >= STARVED_BACKLOG)
-        {
-            return;
+        if self.spinners.load(Relaxed) > 0 {
+            let starved = context::check_due_after_skipped_wake(STARVATION_CHECK)
+                && self.injector.len() >= STARVED_BACKLOG;
+            if !starved {
+                return;
+            }
         }
         self.event.notify_fenced(false);
     }
@@ -900,8 +910,8 @@ mod tests {
     use super::{STARVATION_CHECK, STARVED_BACKLOG};
     use crate::ThreadPool;
     use std::sync::Arc;
-    use std::sync::atomic::Ordering::SeqCst;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering::{Relaxed, SeqCst};
     use std::time::{Duration, Instant};
 
     /// Jobs pushed from outside while a counted spinner never looks (the test counts itself
@@ -916,7 +926,8 @@ mod tests {
             .max_spin(Duration::ZERO)
             .build()
             .expect("a pool of one worker");
-        while !pool.shared.event.has_waiters() {
+        // Past its last look: counted idle only after `prewait` found no work.
+        while pool.shared.idle.load(SeqCst) == 0 {
             std::thread::yield_now();
         }
         pool.shared.spinners.fetch_add(1, SeqCst);
@@ -930,16 +941,16 @@ mod tests {
                 for _ in 0..jobs {
                     let ran = Arc::clone(&ran);
                     pool.spawn(move || {
-                        ran.fetch_add(1, Ordering::Relaxed);
+                        ran.fetch_add(1, Relaxed);
                     });
                 }
             });
         });
         let deadline = Instant::now() + Duration::from_secs(10);
-        while ran.load(Ordering::Relaxed) < jobs && Instant::now() < deadline {
+        while ran.load(Relaxed) < jobs && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
-        let ran_beside_the_spinner = ran.load(Ordering::Relaxed);
+        let ran_beside_the_spinner = ran.load(Relaxed);
         // The spinner leaves; a wake-up for what it left lets the pool drain on drop (else a
         // failure here would hang in the drop instead of failing).
         pool.shared.spinners.fetch_sub(1, SeqCst);
