@@ -39,7 +39,7 @@ pub(crate) struct WorkerContext {
     /// The state of the thread's pseudo-random sequence (0: not seeded yet).
     random: Cell<u64>,
     /// Pushes into an injector that skipped their wake-up since the last check (see
-    /// `skipped_wake`).
+    /// `check_due_after_skipped_wake`).
     skipped_wakes: Cell<u32>,
 }
 
