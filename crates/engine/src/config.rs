@@ -537,19 +537,25 @@ impl EngineConfig {
                 expected: "a positive bound, or `None` for no bound",
             });
         }
-        if self.stall_warning == Some(Duration::ZERO) {
-            return Err(ConfigError::Invalid {
-                variable: STALL_WARNING_FIELD,
-                value: "Some(0ns)".to_owned(),
-                expected: "a positive duration, or `None` for no stall warnings",
-            });
-        }
-        if self.max_pending_wait == Some(Duration::ZERO) {
-            return Err(ConfigError::Invalid {
-                variable: MAX_PENDING_WAIT_FIELD,
-                value: "Some(0ns)".to_owned(),
-                expected: "a positive duration, or `None` to wait as long as it takes",
-            });
+        for (variable, period, expected) in [
+            (
+                STALL_WARNING_FIELD,
+                self.stall_warning,
+                "a positive duration, or `None` for no stall warnings",
+            ),
+            (
+                MAX_PENDING_WAIT_FIELD,
+                self.max_pending_wait,
+                "a positive duration, or `None` to wait as long as it takes",
+            ),
+        ] {
+            if period == Some(Duration::ZERO) {
+                return Err(ConfigError::Invalid {
+                    variable,
+                    value: "Some(0ns)".to_owned(),
+                    expected,
+                });
+            }
         }
         if self.cpu_max_spin > MAX_CPU_SPIN {
             return Err(ConfigError::Invalid {

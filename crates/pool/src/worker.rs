@@ -459,17 +459,9 @@ impl<T: Item> Shared<T> {
     /// will (it keeps searching, and it passes through the sleep protocol, which
     /// re-checks every queue, before it sleeps); otherwise wake a sleeper, if any.
     pub(crate) fn wake_one(&self) {
-        // Dekker with the spinners, like the event count's own handshake: our job is
-        // published before this fence; a spinner decrements `spinners` before the fence
-        // in its `prewait`. So either we see it spinning, or it sees our job. Without this
-        // fence `a_spawn_from_a_waiting_task_wakes_the_other_worker` (tests/loom_pool.rs)
-        // fails: the other worker's last look misses the job, we miss the waiter, and the
-        // spawning task waits forever.
-        fence(SeqCst);
-        if self.spinners.load(Relaxed) > 0 {
-            return;
+        if !self.spinner_will_look() {
+            self.event.notify_fenced(false);
         }
-        self.event.notify_fenced(false);
     }
 
     /// `wake_one` for a job pushed into the injector from outside the pool, which does not
@@ -482,21 +474,32 @@ impl<T: Item> Shared<T> {
     /// it saw are not taking them, and it wakes a sleeper anyway, which the scheduler places
     /// on an idle core. A wake-up more than `wake_one` would make is never wrong (a woken
     /// worker that finds nothing goes back to sleep), so the check needs no ordering of its
-    /// own; the fence is `wake_one`'s Dekker pairing (without it
-    /// `install_from_outside_wakes_the_sleeping_worker` in `tests/loom_pool.rs` deadlocks). The
-    /// models never reach the check: their injector holds fewer than `STARVATION_CHECK`
+    /// own. The models never reach it: their injector holds fewer than `STARVATION_CHECK`
     /// pushes.
     #[inline]
     fn wake_for_push(&self) {
-        fence(SeqCst);
-        if self.spinners.load(Relaxed) > 0 {
-            let starved = context::check_due_after_skipped_wake(STARVATION_CHECK)
-                && self.injector.len() >= STARVED_BACKLOG;
-            if !starved {
-                return;
-            }
+        let counted_on_a_spinner = self.spinner_will_look()
+            && !(context::check_due_after_skipped_wake(STARVATION_CHECK)
+                && self.injector.len() >= STARVED_BACKLOG);
+        if !counted_on_a_spinner {
+            self.event.notify_fenced(false);
         }
-        self.event.notify_fenced(false);
+    }
+
+    /// The pusher's half of the Dekker pairing with the spinners, like the event count's own
+    /// handshake: whether a spinner will see the job just published (then no sleeper need be
+    /// woken for it). The job is published before this fence; a spinner decrements `spinners`
+    /// before the fence in its `prewait`. So either we see it spinning, or it sees our job.
+    /// Without the fence, two models of `tests/loom_pool.rs` fail: the worker's last look
+    /// misses the job, the pusher misses the waiter. They are
+    /// `install_from_outside_wakes_the_sleeping_worker` (a push from outside, `wake_for_push`:
+    /// deadlock) and `a_spawn_from_a_waiting_task_wakes_the_other_worker` (a worker's push,
+    /// `wake_one`: a deadlock, or loom's branch limit while the spawning task yields). The fence also serves `notify_fenced`, which reads the
+    /// waiters after it.
+    #[inline]
+    fn spinner_will_look(&self) -> bool {
+        fence(SeqCst);
+        self.spinners.load(Relaxed) > 0
     }
 
     /// `wake_one` for work that the pushing worker runs itself if nobody takes it: a

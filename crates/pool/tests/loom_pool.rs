@@ -92,7 +92,7 @@ fn nested_spawn_in_scope_then_shutdown() {
 /// An outside thread submits a job with `install` while the only worker goes to sleep,
 /// then parks on the job's latch until the worker ran it. The wake-up depends on the
 /// Dekker handshake between the submitter (push to the injector, `SeqCst` fence in
-/// `Shared::wake_for_push`, read the waiter count) and the worker (`prewait`'s count and
+/// `Shared::spinner_will_look`, read the waiter count) and the worker (`prewait`'s count and
 /// `SeqCst` fence, read the injector). Catches either fence removed or relaxed
 /// (deadlock), and the latch's orderings: the result is read through a plain cell, so a
 /// latch that does not make the job's write visible to the waiter is a causality
@@ -109,10 +109,10 @@ fn install_from_outside_wakes_the_sleeping_worker() {
 /// A worker's task spawns a child into its own queue and then waits for it, so only the
 /// other worker, asleep or going to sleep, can run the child. The wake-up depends on the
 /// same Dekker handshake as a push from outside, on the worker's side of it: the push to its
-/// own queue, the `SeqCst` fence in `Shared::wake_one`, the read of the waiter count, against
-/// the sleeper's `prewait` and look at every queue. Catches that fence relaxed (deadlock:
-/// the sleeper misses the child, the spawner misses the sleeper and yields forever, which
-/// loom reports as its branch limit). Preemption bound 1: with 2, the spawner's wait makes it
+/// own queue, the `SeqCst` fence in `Shared::spinner_will_look`, the read of the waiter count, against
+/// the sleeper's `prewait` and look at every queue. Catches that fence relaxed (the sleeper
+/// misses the child, the spawner misses the sleeper and yields forever: loom reports a
+/// deadlock, or its branch limit). Preemption bound 1: with 2, the spawner's wait makes it
 /// 332 036 interleavings (about five minutes), and bound 1 already fails without the fence.
 #[test]
 fn a_spawn_from_a_waiting_task_wakes_the_other_worker() {
