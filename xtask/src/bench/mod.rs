@@ -330,7 +330,7 @@ fn run_group(
             for offset in 0..sized.len() {
                 let contender = &sized[(round + offset) % sized.len()];
                 let system = contender.system.name;
-                if !results.has_failed(system) {
+                if results.still_runs(system) {
                     bar.set_message(format!("round {}/{}: {system}", round + 1, options.runs));
                     let command = contender.command_in(round);
                     progress.println(format!("$ {command}"));
@@ -347,7 +347,7 @@ fn run_group(
     let (failed, skipped) = (results.failed.len(), results.skipped.len());
     let mut message = format!("{} records", results.records().len());
     if skipped > 0 {
-        let _ = write!(message, ", {skipped} peer(s) skipped");
+        let _ = write!(message, ", {skipped} system(s) skipped");
     }
     if failed > 0 {
         let _ = write!(message, ", {failed} system(s) failed");
@@ -405,6 +405,9 @@ struct Contender {
     label: Option<String>,
     /// Where its first invocation writes the group's timeline (`Group::timeline`).
     timeline: Option<PathBuf>,
+    /// Whether `--workloads` chose what it runs: then printing no `RESULT` line means it runs
+    /// none of them, not that it failed.
+    selective: bool,
 }
 
 /// The group's runnable systems, one list per size (see `Options::size_runs`), and the C++
@@ -472,6 +475,7 @@ fn prepare(
                         command,
                         label: label.clone(),
                         timeline,
+                        selective: options.workloads.is_some(),
                     }
                 })
                 .collect()
@@ -541,7 +545,10 @@ impl Contender {
         let problem = match captured.status {
             None => format!("killed after {} s", INVOCATION_TIMEOUT.as_secs()),
             Some(status) if !status.success() => format!("exited with {status}"),
-            Some(_) if measurements.is_empty() => "printed no RESULT line".to_owned(),
+            // Under `--workloads`, a system may implement none of those selected.
+            Some(_) if measurements.is_empty() && !self.selective => {
+                "printed no RESULT line".to_owned()
+            }
             Some(_) => return (Ok(measurements), warnings),
         };
         (

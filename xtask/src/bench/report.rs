@@ -178,7 +178,8 @@ impl RunReport<'_> {
         out
     }
 
-    /// A line per system skipped (could not be built) or failed, with the first line of why.
+    /// A line per system skipped (could not be built, or runs none of the selected workloads) or
+    /// failed, with the first line of why.
     pub(crate) fn skipped_and_failed(&self) -> Vec<String> {
         let mut notes = Vec::new();
         for results in self.results {

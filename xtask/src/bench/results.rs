@@ -33,7 +33,8 @@ pub(crate) struct GroupResults {
     seen: Vec<String>,
     /// Systems that failed an invocation (and were not run again), with the reason.
     pub(crate) failed: Vec<(&'static str, String)>,
-    /// C++ peers that could not be built, with the reason.
+    /// Systems not run, with the reason: C++ peers that could not be built, and systems that
+    /// run none of the workloads `--workloads` selects.
     pub(crate) skipped: Vec<(&'static str, String)>,
 }
 
@@ -53,14 +54,26 @@ impl GroupResults {
         self.failed.iter().any(|(name, _)| *name == system)
     }
 
+    /// Whether `system` is still to be invoked: it neither failed nor was skipped.
+    pub(crate) fn still_runs(&self, system: &str) -> bool {
+        !self.has_failed(system) && !self.skipped.iter().any(|(name, _)| *name == system)
+    }
+
     /// Adds one invocation's outcome; what the caller should tell the user about it (a failure,
-    /// a sample ignored).
+    /// a sample ignored). No measurement at all is a system that runs none of the selected
+    /// workloads (`Contender::invoke` passes that on only under `--workloads`): it is skipped.
     pub(crate) fn record(
         &mut self,
         system: &'static str,
         outcome: Result<Vec<Measurement>, String>,
     ) -> Vec<String> {
         let measurements = match outcome {
+            Ok(measurements) if measurements.is_empty() => {
+                let reason = "runs none of the selected workloads".to_owned();
+                let note = format!("{system} skipped: {reason}");
+                self.skipped.push((system, reason));
+                return vec![note];
+            }
             Ok(measurements) => measurements,
             Err(reason) => {
                 let note = format!("{system} failed: {reason}");
@@ -159,6 +172,21 @@ mod tests {
         assert_eq!(results.workloads(), ["spawn_external", "idle", "custom"]);
         assert_eq!(results.systems(), ["eigen"]);
         assert!(results.has_failed("rayon"));
+    }
+
+    #[test]
+    fn a_system_with_nothing_selected_is_skipped_not_failed() {
+        let engine = groups::find("engine").unwrap();
+        let mut results = GroupResults::new(engine, Vec::new());
+        let notes = results.record("rayon", Ok(Vec::new()));
+        assert_eq!(
+            notes,
+            ["rayon skipped: runs none of the selected workloads"]
+        );
+        assert!(!results.has_failed("rayon"));
+        assert!(!results.still_runs("rayon"));
+        assert!(results.still_runs("depengine-perdevice"));
+        assert!(results.records().is_empty());
     }
 
     #[test]
