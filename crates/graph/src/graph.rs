@@ -25,8 +25,14 @@ const KEEP_OP_BUCKETS: usize = 5;
 /// Vars a push sorts and locks with arrays on the stack (more than this: two small allocations).
 const SORT_INLINE: usize = 8;
 
-/// Ops a completion grants after releasing the var's lock (see `release`).
-const GRANT_OUTSIDE: usize = 8;
+/// Ops a completion grants from a buffer on the stack after releasing the var's lock (see
+/// `release`); more go to a heap buffer. Two under loom, so that the models' runs of reads reach
+/// the heap buffer too.
+const GRANT_OUTSIDE: usize = if cfg!(loom) { 2 } else { 8 };
+
+/// How far ahead of the op it grants a completion that grants a long run of reads asks for a
+/// slot (see `release`).
+const PREFETCH_AHEAD: usize = 4;
 
 /// Completions on a var with waiting ops after which the completing thread merges its open ring
 /// (see `settle`): half the ring.
@@ -853,14 +859,15 @@ impl<T, E> Graph<T, E> {
         let Some(slot) = self.vars.get(var) else {
             return;
         };
-        // Ops this var grants, in release order: the first `GRANT_OUTSIDE` are granted after
-        // the lock is released (each grant touches the op's slot, a line the pusher wrote: a
-        // cache miss that need not lengthen the var's critical section); any further ones
-        // (a long run of reads) are granted under the lock.
+        // Ops this var grants, in release order, granted once the lock is released: each grant
+        // touches the op's slot, a line the pusher wrote, a cache miss that need not lengthen
+        // the var's critical section. The first `GRANT_OUTSIDE` wait on the stack, the rest of
+        // a long run of reads in `more`: granted and dispatched in one pass, each slot comes
+        // into the cache once (granting a long run under the lock and dispatching it after,
+        // each slot came in twice: `drain` at 10^6 ops, 129 against 114 ns per op).
         let mut granted = [NIL; GRANT_OUTSIDE];
         let mut buffered = 0;
-        // Ops made ready by the grants under the lock, threaded through their slots' links.
-        let (mut ready, mut last) = (NIL, NIL);
+        let mut more = Vec::new();
         let reclaimed = {
             let mut state = lock(&slot.state);
             if access == Access::Write {
@@ -880,8 +887,8 @@ impl<T, E> Graph<T, E> {
                     ops.prefetch(op);
                     granted[buffered] = op;
                     buffered += 1;
-                } else if ops.get(op).is_some_and(OpSlot::grant) {
-                    Self::thread_ready(ops, op, &mut ready, &mut last);
+                } else {
+                    more.push(op);
                 }
             };
             // `false` (a request that was not granted, or not launched) cannot happen: the op
@@ -905,13 +912,29 @@ impl<T, E> Graph<T, E> {
         // our unlock keeps that order, and the op cannot leave its slot before this grant (it
         // waits for it), so the index stays valid.
         for &op in &granted[..buffered] {
-            if let Some(op_slot) = self.ops.get(op)
-                && op_slot.grant()
-            {
-                self.dispatch_parked(op, op_slot, dispatch);
-            }
+            self.grant_and_dispatch(op, dispatch);
         }
-        self.dispatch_ready_list(ready, dispatch);
+        for (at, &op) in more.iter().enumerate() {
+            // The slots of a long run are far apart in general: ask for one a few ops ahead,
+            // so that its transfer overlaps the ops dispatched meanwhile.
+            if let Some(&ahead) = more.get(at + PREFETCH_AHEAD) {
+                self.ops.prefetch(ahead);
+            }
+            self.grant_and_dispatch(op, dispatch);
+        }
+    }
+
+    /// Grants `op` (popped from a var's queue by the caller's release, after that var's
+    /// unlock); the grant that reaches zero dispatches it.
+    fn grant_and_dispatch<D>(&self, op: u32, dispatch: &mut D)
+    where
+        D: Dispatch<T> + ?Sized,
+    {
+        if let Some(op_slot) = self.ops.get(op)
+            && op_slot.grant()
+        {
+            self.dispatch_parked(op, op_slot, dispatch);
+        }
     }
 
     /// Appends `op` (whose grant took it over) to the list of ready ops threaded through the

@@ -134,6 +134,42 @@ fn releases_race_with_a_push_on_the_same_var() {
     });
 }
 
+/// A write of `a` runs with three reads parked behind it, the last of them also behind a
+/// running write of `b`. One thread completes `a`'s write: its release grants the run of three
+/// reads after the unlock, the third from the heap buffer (`GRANT_OUTSIDE` is 2 under loom).
+/// Another completes `b`'s write, granting the third read too, and a third thread pushes a write
+/// of `a`. Each read must be dispatched exactly once, and the pushed write only after all three.
+#[test]
+fn a_long_run_of_reads_granted_after_the_unlock_races_another_grant() {
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let b = graph.new_var().unwrap();
+        let mut ready = Vec::new();
+        graph.push(&[], &[a], 1, &mut ready).unwrap();
+        graph.push(&[], &[b], 2, &mut ready).unwrap();
+        graph.push(&[a], &[], 3, &mut ready).unwrap();
+        graph.push(&[a], &[], 4, &mut ready).unwrap();
+        graph.push(&[a, b], &[], 5, &mut ready).unwrap();
+        let write_b = ready.pop().unwrap();
+        let write_a = ready.pop().unwrap();
+
+        let t1 = complete_on_thread(&graph, write_a);
+        let t2 = complete_on_thread(&graph, write_b);
+        let pusher = push_on_thread(&graph, &[], &[a], 6);
+        let mut released = t1.join().unwrap();
+        released.extend(t2.join().unwrap());
+        released.extend(pushed(pusher));
+        let mut ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [3, 4, 5], "the three reads, each dispatched once");
+        assert_each_once(drain(&graph, released), &[3, 4, 5, 6]);
+        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+        assert_eq!(graph.var_status(b).unwrap().pending(), 0);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}
+
 /// The lock-free hand-over (`op_cell`): an op with a heap payload parks behind two running reads
 /// of different vars; two threads complete the reads while a third inspects the parked op. The op
 /// is dispatched exactly once, with its payload intact, and the slot is recycled.
