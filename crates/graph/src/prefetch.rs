@@ -10,8 +10,7 @@
 //! - a worker about to run an op asks for the op's vars ([`Graph::prefetch_vars`]); the op's run
 //!   covers their transfer;
 //! - a release asks for the slot of each of the first ops it grants while it still holds the
-//!   var's lock, and the rest of its critical section covers the transfer; of a long run of
-//!   reads, it asks for the slot a few ops ahead of the one it grants;
+//!   var's lock; the rest of its critical section covers the transfer;
 //! - an allocation of an op slot asks for the slot the next allocation will take (the new top
 //!   of the free list), which a `free` on another core wrote last; the push that parks an op
 //!   there finds it in this core's caches.
