@@ -25,10 +25,14 @@ const KEEP_OP_BUCKETS: usize = 5;
 /// Vars a push sorts and locks with arrays on the stack (more than this: two small allocations).
 const SORT_INLINE: usize = 8;
 
+/// Ops a completion asks the slots of while it holds the var's lock (see `release`).
+const GRANT_PREFETCHED: usize = 8;
+
 /// Ops a completion grants from a buffer on the stack after releasing the var's lock (see
-/// `release`); more go to a heap buffer. Two under loom, so that the models' runs of reads reach
-/// the heap buffer too.
-const GRANT_OUTSIDE: usize = if cfg!(loom) { 2 } else { 8 };
+/// `release`), the first `GRANT_PREFETCHED` of them included; more (a long run of reads) go to
+/// a heap buffer. Two under loom, so that a model's run of three reads reaches the heap buffer
+/// (`a_long_run_of_reads_granted_after_the_unlock_races_another_grant`).
+const GRANT_ON_STACK: usize = if cfg!(loom) { 2 } else { 64 };
 
 /// Completions on a var with waiting ops after which the completing thread merges its open ring
 /// (see `settle`): half the ring.
@@ -857,11 +861,12 @@ impl<T, E> Graph<T, E> {
         };
         // Ops this var grants, in release order, granted once the lock is released: each grant
         // touches the op's slot, a line the pusher wrote, a cache miss that need not lengthen
-        // the var's critical section. The first `GRANT_OUTSIDE` wait on the stack, the rest of
-        // a long run of reads in `more`: granted and dispatched in one pass, each slot comes
-        // into the cache once (granted under the lock and dispatched after, each slot came in
-        // twice: `drain` at 10^6 ops 1.053 times as slow, 12 rounds).
-        let mut granted = [NIL; GRANT_OUTSIDE];
+        // the var's critical section. The first `GRANT_ON_STACK` wait on the stack (so that a
+        // release allocates nothing unless it grants more at once), the rest of a long run of
+        // reads in `more`: granted and dispatched in one pass, each slot comes into the cache
+        // once (granted under the lock and dispatched after, each slot came in twice: `drain`
+        // at 10^6 ops 1.053 times as slow, 12 rounds).
+        let mut granted = [NIL; GRANT_ON_STACK];
         let mut buffered = 0;
         let mut more = Vec::new();
         let reclaimed = {
@@ -878,9 +883,11 @@ impl<T, E> Graph<T, E> {
             }
             let ops = &self.ops;
             let mut on_grant = |op| {
-                if buffered < GRANT_OUTSIDE {
-                    // Its lines (the pusher wrote them) travel while we finish here.
-                    ops.prefetch(op);
+                if buffered < GRANT_ON_STACK {
+                    if buffered < GRANT_PREFETCHED {
+                        // Its lines (the pusher wrote them) travel while we finish here.
+                        ops.prefetch(op);
+                    }
                     granted[buffered] = op;
                     buffered += 1;
                 } else {

@@ -136,7 +136,7 @@ fn releases_race_with_a_push_on_the_same_var() {
 
 /// A write of `a` runs with three reads parked behind it, the last of them also behind a
 /// running write of `b`. One thread completes `a`'s write: its release grants the run of three
-/// reads after the unlock, the third from the heap buffer (`GRANT_OUTSIDE` is 2 under loom).
+/// reads after the unlock, the third from the heap buffer (`GRANT_ON_STACK` is 2 under loom).
 /// Another completes `b`'s write, granting the third read too, and a third thread pushes a write
 /// of `a`. Each read must be dispatched exactly once, and the pushed write only after all three.
 #[test]

@@ -303,10 +303,35 @@ pub(crate) fn run(options: &Options) -> Result {
                 .map(move |system| format!("{}/{}", group.name, system.name))
         })
         .collect();
-    if fatal.is_empty() {
+    if !fatal.is_empty() {
+        return Err(format!("our own systems failed: {}", fatal.join(", ")));
+    }
+    match &options.workloads {
+        Some(list) => unmeasured_workloads(list, &all_results),
+        None => Ok(()),
+    }
+}
+
+/// An error naming the workloads of `--workloads` (`list`) that no system measured: a misspelt
+/// name, or one of a group that did not run; every system skipping them is no success.
+fn unmeasured_workloads(list: &str, results: &[GroupResults]) -> Result {
+    let measured = |name: &str| {
+        results.iter().any(|group| {
+            group.series.keys().any(|(workload, _)| {
+                // Under `--ops`, a row is `<workload>@<size>`.
+                workload == name || workload.split_once('@').is_some_and(|(w, _)| w == name)
+            })
+        })
+    };
+    let missing: Vec<&str> = list.split(',').filter(|name| !measured(name)).collect();
+    if missing.is_empty() {
         Ok(())
     } else {
-        Err(format!("our own systems failed: {}", fatal.join(", ")))
+        Err(format!(
+            "--workloads: no system measured {} (each group's workloads: \
+             xtask/src/bench/groups.rs)",
+            missing.join(", ")
+        ))
     }
 }
 
@@ -356,7 +381,8 @@ fn run_group(
     results
 }
 
-/// The C++ compilers of the peers that were built, for the report's machine block.
+/// The C++ compilers of the peers that ran, for the report's machine block (a peer skipped,
+/// whether it could not be built or runs none of the selected workloads, is left out).
 fn compilers_used(results: &[GroupResults]) -> Vec<&'static str> {
     let mut compilers = Vec::new();
     for group_results in results {
@@ -571,7 +597,8 @@ fn stderr_tail(stderr: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Options, groups};
+    use super::results::GroupResults;
+    use super::{Options, groups, protocol, unmeasured_workloads};
 
     fn parse(args: &[&str]) -> Result<Options, String> {
         Options::parse(args.iter().map(|&a| a.to_owned()))
@@ -636,6 +663,23 @@ mod tests {
         assert!(parse(&["--only", "nope"]).is_err());
         assert!(parse(&["--only"]).is_err());
         assert!(parse(&["pool", "--only", "engine"]).is_err());
+    }
+
+    #[test]
+    fn a_selected_workload_nobody_measured_is_an_error() {
+        let engine = groups::find("engine").unwrap();
+        let mut results = GroupResults::new(engine, Vec::new());
+        let row = protocol::Measurement {
+            workload: "random_empty@1e3".to_owned(),
+            value: 1.0,
+            unit: "ns/op".to_owned(),
+        };
+        results.record("naive", Ok(vec![row]));
+        let results = [results];
+        assert!(unmeasured_workloads("random_empty", &results).is_ok());
+        let error = unmeasured_workloads("random_empty,random_emtpy", &results).unwrap_err();
+        assert!(error.contains("random_emtpy"), "{error}");
+        assert!(!error.contains("random_empty,"), "{error}");
     }
 
     #[test]

@@ -61,7 +61,8 @@ impl GroupResults {
 
     /// Adds one invocation's outcome; what the caller should tell the user about it (a failure,
     /// a sample ignored). No measurement at all is a system that runs none of the selected
-    /// workloads (`Contender::invoke` passes that on only under `--workloads`): it is skipped.
+    /// workloads (`Contender::invoke` passes that on only under `--workloads`): it is skipped,
+    /// unless it measured something before, when it failed.
     pub(crate) fn record(
         &mut self,
         system: &'static str,
@@ -69,6 +70,14 @@ impl GroupResults {
     ) -> Vec<String> {
         let measurements = match outcome {
             Ok(measurements) if measurements.is_empty() => {
+                // Nothing now, after measurements before (another round or size): not a
+                // system without the workloads, a system that went wrong.
+                if self.series.keys().any(|(_, measured)| *measured == system) {
+                    let reason = "printed no RESULT line, after printing some before".to_owned();
+                    let note = format!("{system} failed: {reason}");
+                    self.failed.push((system, reason));
+                    return vec![note];
+                }
                 let reason = "runs none of the selected workloads".to_owned();
                 let note = format!("{system} skipped: {reason}");
                 self.skipped.push((system, reason));
@@ -187,6 +196,20 @@ mod tests {
         assert!(!results.still_runs("rayon"));
         assert!(results.still_runs("depengine-perdevice"));
         assert!(results.records().is_empty());
+    }
+
+    #[test]
+    fn a_system_that_stops_printing_fails() {
+        let engine = groups::find("engine").unwrap();
+        let mut results = GroupResults::new(engine, Vec::new());
+        let chain = measurement("chain", 1.0);
+        assert!(results.record("naive", Ok(vec![chain])).is_empty());
+        let notes = results.record("naive", Ok(Vec::new()));
+        assert_eq!(
+            notes,
+            ["naive failed: printed no RESULT line, after printing some before"]
+        );
+        assert!(results.has_failed("naive"));
     }
 
     #[test]
