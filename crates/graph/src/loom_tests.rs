@@ -53,6 +53,39 @@ fn pushed(handle: PushThread) -> Vec<ReadyOp<u32>> {
     released
 }
 
+/// Two ready ops: what `complete_two_while_pushing` completes.
+type TwoOps = (ReadyOp<u32>, ReadyOp<u32>);
+
+/// A graph with two vars, `a` and `b`, and a running write of each (ops 1 and 2).
+fn two_running_writes() -> (Arc<G>, [Var; 2], TwoOps) {
+    let graph = Arc::new(G::new());
+    let a = graph.new_var().unwrap();
+    let b = graph.new_var().unwrap();
+    let mut ready = Vec::new();
+    graph.push(&[], &[a], 1, &mut ready).unwrap();
+    graph.push(&[], &[b], 2, &mut ready).unwrap();
+    let write_b = ready.pop().unwrap();
+    let write_a = ready.pop().unwrap();
+    (graph, [a, b], (write_a, write_b))
+}
+
+/// Completes `first` and `second` on two model threads while a third pushes op `payload` (reads
+/// `reads`, writes `writes`); returns what the three released, in that order.
+fn complete_two_while_pushing(
+    graph: &Arc<G>,
+    (first, second): TwoOps,
+    (reads, writes): (&[Var], &[Var]),
+    payload: u32,
+) -> Vec<ReadyOp<u32>> {
+    let t1 = complete_on_thread(graph, first);
+    let t2 = complete_on_thread(graph, second);
+    let pusher = push_on_thread(graph, reads, writes, payload);
+    let mut released = t1.join().unwrap();
+    released.extend(t2.join().unwrap());
+    released.extend(pushed(pusher));
+    released
+}
+
 fn assert_each_once(mut done: Vec<u32>, expected: &[u32]) {
     done.sort_unstable();
     assert_eq!(done, expected);
@@ -86,12 +119,7 @@ fn two_completing_reads_and_a_pushed_write() {
         let second = ready.pop().unwrap();
         let first = ready.pop().unwrap();
 
-        let t1 = complete_on_thread(&graph, first);
-        let t2 = complete_on_thread(&graph, second);
-        let pusher = push_on_thread(&graph, &[b], &[a], 3);
-        let mut released = t1.join().unwrap();
-        released.extend(t2.join().unwrap());
-        released.extend(pushed(pusher));
+        let released = complete_two_while_pushing(&graph, (first, second), (&[b], &[a]), 3);
         let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
         assert_eq!(ids, [3], "the write is dispatched exactly once");
         assert_each_once(drain(&graph, released), &[3]);
@@ -107,23 +135,11 @@ fn two_completing_reads_and_a_pushed_write() {
 #[test]
 fn releases_race_with_a_push_on_the_same_var() {
     loom::model(|| {
-        let graph = Arc::new(G::new());
-        let a = graph.new_var().unwrap();
-        let b = graph.new_var().unwrap();
-        let mut ready = Vec::new();
-        graph.push(&[], &[a], 1, &mut ready).unwrap();
-        graph.push(&[], &[b], 2, &mut ready).unwrap();
+        let (graph, [a, b], writes) = two_running_writes();
         // Parked: waits for both writes.
-        graph.push(&[a], &[b], 3, &mut ready).unwrap();
-        let write_b = ready.pop().unwrap();
-        let write_a = ready.pop().unwrap();
+        graph.push(&[a], &[b], 3, &mut Vec::new()).unwrap();
 
-        let t1 = complete_on_thread(&graph, write_a);
-        let t2 = complete_on_thread(&graph, write_b);
-        let pusher = push_on_thread(&graph, &[], &[a], 4);
-        let mut released = t1.join().unwrap();
-        released.extend(t2.join().unwrap());
-        released.extend(pushed(pusher));
+        let released = complete_two_while_pushing(&graph, writes, (&[], &[a]), 4);
         // Op 4 may have been pushed before op 1 completed (then it waits for op 3's read) or
         // after (same), so only op 3 can be ready here; op 4 follows once op 3 completes.
         let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
@@ -142,24 +158,15 @@ fn releases_race_with_a_push_on_the_same_var() {
 #[test]
 fn a_long_run_of_reads_granted_after_the_unlock_races_another_grant() {
     loom::model(|| {
-        let graph = Arc::new(G::new());
-        let a = graph.new_var().unwrap();
-        let b = graph.new_var().unwrap();
-        let mut ready = Vec::new();
-        graph.push(&[], &[a], 1, &mut ready).unwrap();
-        graph.push(&[], &[b], 2, &mut ready).unwrap();
-        graph.push(&[a], &[], 3, &mut ready).unwrap();
-        graph.push(&[a], &[], 4, &mut ready).unwrap();
-        graph.push(&[a, b], &[], 5, &mut ready).unwrap();
-        let write_b = ready.pop().unwrap();
-        let write_a = ready.pop().unwrap();
+        let (graph, [a, b], writes) = two_running_writes();
+        // Parked: the first two wait for `a`'s write, the third for both writes.
+        let mut parked = Vec::new();
+        graph.push(&[a], &[], 3, &mut parked).unwrap();
+        graph.push(&[a], &[], 4, &mut parked).unwrap();
+        graph.push(&[a, b], &[], 5, &mut parked).unwrap();
+        assert!(parked.is_empty());
 
-        let t1 = complete_on_thread(&graph, write_a);
-        let t2 = complete_on_thread(&graph, write_b);
-        let pusher = push_on_thread(&graph, &[], &[a], 6);
-        let mut released = t1.join().unwrap();
-        released.extend(t2.join().unwrap());
-        released.extend(pushed(pusher));
+        let released = complete_two_while_pushing(&graph, writes, (&[], &[a]), 6);
         let mut ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
         ids.sort_unstable();
         assert_eq!(ids, [3, 4, 5], "the three reads, each dispatched once");
