@@ -914,12 +914,10 @@ impl<T, E> Graph<T, E> {
         // published by the pusher's unlock of this var, which our lock acquired; granting after
         // our unlock keeps that order, and the op cannot leave its slot before this grant (it
         // waits for it), so the index stays valid.
-        for &op in &granted[..buffered] {
-            self.grant_and_dispatch(op, dispatch);
-        }
-        // No hint for these: asking for the slot 4 ops ahead read 1.006 against none (`drain`
-        // at 10^6 ops, 12 rounds; 1 and 12 ahead read as 4), the slots of a run coming in order.
-        for &op in &more {
+        // No hint for those in `more`: asking for the slot 4 ops ahead read 1.006 against none
+        // (`drain` at 10^6 ops, 12 rounds; 1 and 12 ahead read as 4), a run's slots coming in
+        // order.
+        for &op in granted[..buffered].iter().chain(&more) {
             self.grant_and_dispatch(op, dispatch);
         }
     }

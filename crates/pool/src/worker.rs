@@ -494,8 +494,8 @@ impl<T: Item> Shared<T> {
     /// misses the job, the pusher misses the waiter. They are
     /// `install_from_outside_wakes_the_sleeping_worker` (a push from outside, `wake_for_push`:
     /// deadlock) and `a_spawn_from_a_waiting_task_wakes_the_other_worker` (a worker's push,
-    /// `wake_one`: a deadlock, or loom's branch limit while the spawning task yields). The fence also serves `notify_fenced`, which reads the
-    /// waiters after it.
+    /// `wake_one`: a deadlock, or loom's branch limit while the spawning task yields). The
+    /// fence also serves `notify_fenced`, which reads the waiters after it.
     #[inline]
     fn spinner_will_look(&self) -> bool {
         fence(SeqCst);

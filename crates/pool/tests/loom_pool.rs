@@ -109,11 +109,12 @@ fn install_from_outside_wakes_the_sleeping_worker() {
 /// A worker's task spawns a child into its own queue and then waits for it, so only the
 /// other worker, asleep or going to sleep, can run the child. The wake-up depends on the
 /// same Dekker handshake as a push from outside, on the worker's side of it: the push to its
-/// own queue, the `SeqCst` fence in `Shared::spinner_will_look`, the read of the waiter count, against
-/// the sleeper's `prewait` and look at every queue. Catches that fence relaxed (the sleeper
-/// misses the child, the spawner misses the sleeper and yields forever: loom reports a
-/// deadlock, or its branch limit). Preemption bound 1: with 2, the spawner's wait makes it
+/// own queue, the `SeqCst` fence in `Shared::spinner_will_look`, the read of the waiter count,
+/// against the sleeper's `prewait` and look at every queue. Catches that fence relaxed (the
+/// sleeper misses the child, the spawner misses the sleeper and yields forever: loom reports
+/// a deadlock, or its branch limit). Preemption bound 1: with 2, the spawner's wait makes it
 /// 332 036 interleavings (about five minutes), and bound 1 already fails without the fence.
+/// The flag's `Release`/`Acquire` hands over no data: no argument relies on it.
 #[test]
 fn a_spawn_from_a_waiting_task_wakes_the_other_worker() {
     model(1, || {

@@ -69,26 +69,26 @@ impl GroupResults {
         outcome: Result<Vec<Measurement>, String>,
     ) -> Vec<String> {
         let measurements = match outcome {
+            // Nothing now, after measurements before (another round or size): not a system
+            // without the workloads, a system that went wrong.
+            Ok(measurements)
+                if measurements.is_empty()
+                    && self.series.keys().any(|(_, measured)| *measured == system) =>
+            {
+                let reason = "printed no RESULT line, after printing some before";
+                return vec![Self::note(
+                    &mut self.failed,
+                    "failed",
+                    system,
+                    reason.to_owned(),
+                )];
+            }
             Ok(measurements) if measurements.is_empty() => {
-                // Nothing now, after measurements before (another round or size): not a
-                // system without the workloads, a system that went wrong.
-                if self.series.keys().any(|(_, measured)| *measured == system) {
-                    let reason = "printed no RESULT line, after printing some before".to_owned();
-                    let note = format!("{system} failed: {reason}");
-                    self.failed.push((system, reason));
-                    return vec![note];
-                }
                 let reason = "runs none of the selected workloads".to_owned();
-                let note = format!("{system} skipped: {reason}");
-                self.skipped.push((system, reason));
-                return vec![note];
+                return vec![Self::note(&mut self.skipped, "skipped", system, reason)];
             }
             Ok(measurements) => measurements,
-            Err(reason) => {
-                let note = format!("{system} failed: {reason}");
-                self.failed.push((system, reason));
-                return vec![note];
-            }
+            Err(reason) => return vec![Self::note(&mut self.failed, "failed", system, reason)],
         };
         let mut notes = Vec::new();
         for m in measurements {
@@ -112,6 +112,19 @@ impl GroupResults {
             }
         }
         notes
+    }
+
+    /// Adds `system` to `list` (`failed` or `skipped`, named by `what`) with `reason`; the
+    /// line that tells the user.
+    fn note(
+        list: &mut Vec<(&'static str, String)>,
+        what: &str,
+        system: &'static str,
+        reason: String,
+    ) -> String {
+        let note = format!("{system} {what}: {reason}");
+        list.push((system, reason));
+        note
     }
 
     /// Workloads in table order: the group's declared order, then the others as first printed.
