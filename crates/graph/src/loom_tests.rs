@@ -241,6 +241,62 @@ fn a_write_pushed_as_the_last_read_completes_starts_after_it() {
     });
 }
 
+/// A write of `a` was launched (transition 5), which granted a read that waits only for the
+/// launch; a write that waits for completion queues behind both. One thread reads the data
+/// and completes the read while another completes the launched write (transition 6), whose
+/// advance finds the queued write held back by the read alone: the write starts (writing the
+/// data) on whichever thread sees the read end, once.
+///
+/// Catches: `call_last`'s `fetch_or` weakened to `Relaxed` (the advance that sets the call
+/// finds the read ended meanwhile and grants the write without taking in its end; a push
+/// calls twice, in `would_wait` and in `append`, so only an advance shows it).
+#[test]
+fn a_launched_completion_grants_a_write_as_the_last_read_ends() {
+    use crate::Waits;
+
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let data = Arc::new(Data::default());
+        let mut ready = Vec::new();
+        graph.push(&[], &[a], 1, &mut ready).unwrap();
+        let first_write = ready.pop().unwrap();
+        graph
+            .push_with(Waits::Launch, &[a], &[], 2, &mut ready)
+            .unwrap();
+        graph.push(&[], &[a], 3, &mut ready).unwrap();
+        assert!(ready.is_empty());
+        let launched = graph.launch(first_write, &mut ready).unwrap();
+        let read = ready.pop().unwrap();
+        assert_eq!(*read.payload(), 2, "the launch grants the read");
+        let reader = {
+            let (graph, data) = (graph.clone(), data.clone());
+            thread::spawn(move || {
+                data.read();
+                let mut released = Vec::new();
+                graph.complete(read, Ok(()), &mut released).unwrap();
+                run_writes(&data, released, 3)
+            })
+        };
+        let completer = {
+            let (graph, data) = (graph.clone(), data.clone());
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                graph
+                    .complete_launched(launched, Ok(()), &mut released)
+                    .unwrap();
+                run_writes(&data, released, 3)
+            })
+        };
+        let mut released = reader.join().unwrap();
+        released.extend(completer.join().unwrap());
+        let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
+        assert_eq!(ids, [3], "the write is dispatched exactly once");
+        assert_each_once(drain(&graph, released), &[3]);
+        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+    });
+}
+
 /// Two reads of `a` run; two threads read the data and complete one each while a third
 /// deletes `a`, whose callback (the data's owner freeing it) writes the data. The var is
 /// reclaimed once, by the deletion if the reads ended before, or by the last read, called

@@ -90,9 +90,10 @@ impl RunningReads {
     /// Counts a granted read as completed (any thread, with or without the var's lock).
     #[inline]
     pub(crate) fn complete(&self) -> ReadDone {
-        // AcqRel: Release publishes this read's end; Acquire takes in those of the reads that
-        // ended before, for the write that the last one grants (see the module documentation).
-        let previous = self.0.fetch_sub(1, Ordering::AcqRel);
+        // Release: publishes this read's end to the lock holder that grants a write (or
+        // reclaims the var) once the count is zero, through `call_last` (see the module
+        // documentation).
+        let previous = self.0.fetch_sub(1, Ordering::Release);
         debug_assert!(previous & COUNT != 0, "more completed reads than granted");
         if previous == CALLED | 1 {
             ReadDone::LastCalled
