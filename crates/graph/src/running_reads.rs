@@ -43,19 +43,29 @@
 //! # Memory orderings
 //!
 //! A write granted after reads must not start before they ended: the reads' accesses to the
-//! var's data must happen before the write's. Each completion subtracts with `Release`; every
-//! read-modify-write of the word continues the release sequences of those before it. The
-//! thread that finds the count at zero and goes on to grant the write acquires them all: the
-//! last completion (`AcqRel`) before it takes the lock and grants, or a lock holder's `Acquire`
-//! load or `fetch_or` in `call_last` before it grants. The grant then hands the op over with
-//! the graph's usual edges (the op slot's grant, the pool's queue). The models
-//! `a_write_queued_behind_reads_is_granted_by_the_last_one` and
-//! `a_write_pushed_as_the_last_read_completes_starts_after_it` (`loom_tests.rs`) fail with the
-//! completion's `fetch_sub` or with `call_last`'s load weakened.
+//! var's data must happen before the write's, and before a deleted var's data is given back.
+//! Each completion subtracts with `Release`, and every read-modify-write of the word continues
+//! the release sequences of those before it. Whoever finds the count at zero and goes on to
+//! grant a write or reclaim the var does so after `call_last`, whose `Acquire` load (or
+//! `Acquire` `fetch_or`, when the reads end between the two) reads the last completion or a
+//! read-modify-write after it, and so takes in every read's end: the last read, called back,
+//! answers and grants through the queue's `advance`, which calls `call_last`; a reclaim goes
+//! through `idle_once_deleted` in `graph.rs`, which calls it too. The grant then hands the op
+//! over with the graph's usual edges (the op slot's grant, the pool's queue).
+//!
+//! The models of `loom_tests.rs` that read the data on the reads' threads and write it where
+//! the write starts (or in the deletion's callback) fail with each of these weakened to
+//! `Relaxed`: the completion's `fetch_sub` (all four), `call_last`'s load
+//! (`a_write_queued_behind_reads_is_granted_by_the_last_one`,
+//! `a_write_pushed_as_the_last_read_completes_starts_after_it`,
+//! `a_launched_completion_grants_a_write_as_the_last_read_ends`), and its `fetch_or` (the
+//! last: a push calls twice, in `would_wait` and in `append`, and the second load orders it,
+//! so only an advance shows it).
 //!
 //! `grant` is `Relaxed`: the read's op reaches its thread through the graph's hand-over, which
 //! orders the increment before the read's own completion; the count itself publishes nothing.
-//! `answer` is `Relaxed` under the lock, and `running` is a snapshot for diagnostics.
+//! `answer` and `is_zero` are `Relaxed` under the lock (`is_zero` follows a `call_last`), and
+//! `running` and `holding` are snapshots for diagnostics.
 
 use depengine_sync::{AtomicU32, Ordering};
 
@@ -138,11 +148,12 @@ impl RunningReads {
         self.0.fetch_and(COUNT, Ordering::Relaxed);
     }
 
-    /// No read runs and none was called (var lock held): with `Acquire`, so that what the caller
-    /// does next (reclaim the var) follows the reads' ends.
+    /// No read runs and none was called (var lock held). `Relaxed`: a caller that acts on it
+    /// (reclaims the var) called [`call_last`](Self::call_last) first, whose `Acquire` load
+    /// ordered the reads' ends before.
     #[inline]
     pub(crate) fn is_zero(&self) -> bool {
-        self.0.load(Ordering::Acquire) == 0
+        self.0.load(Ordering::Relaxed) == 0
     }
 
     /// How many reads run (a snapshot, for diagnostics).
