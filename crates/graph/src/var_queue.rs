@@ -2,10 +2,12 @@
 //!
 //! # Algorithm outline
 //!
-//! A var's state is three things (the graph keeps it under the var's mutex):
+//! A var's state is three things (the graph keeps the last two under the var's mutex):
 //!
 //! - `running_reads`: how many granted reads have not completed. Running reads are *not* in the
-//!   queue, exactly as in MXNet (`num_pending_reads_`).
+//!   queue, exactly as in MXNet (`num_pending_reads_`). The count is a [`RunningReads`] beside
+//!   the mutex, which the methods here are handed: reads complete without the lock (see
+//!   `running_reads.rs`), so under the lock it can fall, never rise.
 //! - `queue`: a FIFO of requests that are waiting, in push order. Its front is a write (MXNet's
 //!   `pending_write_`): reads only ever wait behind a write, or, once ops launch (below),
 //!   behind a launched write, at the front.
@@ -26,7 +28,9 @@
 //! 2. **append write**: queued at the back; if the queue was empty and no read runs, it is
 //!    granted at once and becomes the running front (`head_running`).
 //! 3. **complete read**: `running_reads -= 1`; when it reaches zero and a write waits at the front,
-//!    that write is granted.
+//!    that write is granted. The decrement needs no lock; a write that waits for the reads
+//!    calls the last of them back ([`RunningReads::call_last`]), which then takes the lock and
+//!    grants it ([`VarQueue::answer_last_read`]).
 //! 4. **complete write**: the running front is popped; then the run of reads that follows it is
 //!    popped and granted together (`running_reads` counts them); if the next front is a write and
 //!    no read was released, that write is granted.
@@ -66,9 +70,10 @@
 //!
 //! # Layout
 //!
-//! The whole state is built to share one 64-byte cache line with the var's mutex and the graph's
-//! per-var fields (see `graph.rs`): a var is touched by the pushing thread and by the completing
-//! threads, on different cores, so every extra line a touch needs is an extra cross-core transfer.
+//! The whole state is built to share one 64-byte cache line with the var's mutex, its count of
+//! running reads and the graph's per-var fields (see `graph.rs`): a var is touched by the
+//! pushing thread and by the completing threads, on different cores, so every extra line a
+//! touch needs is an extra cross-core transfer.
 //! The FIFO's first [`RING`] requests live inline, in a fixed ring of packed 4-byte entries
 //! (op index in the low 30 bits, the access in the top bit, what the op waits for in the next).
 //! Longer FIFOs spill over into a `VecDeque` in the *cold part*, a box allocated the first time
