@@ -11,7 +11,6 @@ use crate::error::GraphError;
 use crate::incoming::Incoming;
 use crate::op::{DepList, Dispatch, LaunchedOp, OpId, Parked, PendingOp, ReadyOp, VarKey};
 use crate::op_cell::OpSlot;
-use crate::running_reads::{ReadDone, RunningReads};
 use crate::slab::{Keep, NIL, Slab, Slot};
 use crate::stats::GraphStats;
 use crate::var::{Access, Var, VarStatus, Waits};
@@ -110,7 +109,6 @@ impl<E> VarState<E> {
 /// (`Slot::Header`).
 #[repr(C, align(64))]
 struct VarSlot<E> {
-    reads: RunningReads,
     state: Mutex<VarState<E>>,
     incoming: Incoming,
 }
@@ -136,7 +134,6 @@ impl<E> Slot for VarSlot<E> {
 impl<E> Default for VarSlot<E> {
     fn default() -> Self {
         VarSlot {
-            reads: RunningReads::default(),
             state: Mutex::new(VarState {
                 generation: 0,
                 deleted: false,
@@ -176,10 +173,6 @@ struct Reclaimed {
 }
 
 type Guard<'a, E> = MutexGuard<'a, VarState<E>>;
-
-/// A var a push holds locked: its slot (for the count of running reads beside the state) and
-/// the guard of its state.
-type Locked<'a, E> = (&'a VarSlot<E>, Guard<'a, E>);
 
 /// Hands out graph ids; 0 is never used (placeholder vars carry it). A plain std atomic even
 /// under loom: ids only need to differ, no model observes this counter.
@@ -353,7 +346,7 @@ impl<T, E> Graph<T, E> {
         }
         slot.incoming.drain(|entry| {
             let request = Waiter::unpack(entry);
-            if state.queue.append(&slot.reads, request) == Grant::Granted {
+            if state.queue.append(request) == Grant::Granted {
                 on_grant(request.op);
             }
         });
@@ -509,7 +502,7 @@ impl<T, E> Graph<T, E> {
                     j -= 1;
                 }
             }
-            let mut guards: [Option<Locked<'_, E>>; SORT_INLINE] = Default::default();
+            let mut guards: [Option<Guard<'_, E>>; SORT_INLINE] = Default::default();
             self.push_sorted(
                 waits,
                 deps,
@@ -522,7 +515,7 @@ impl<T, E> Graph<T, E> {
         } else {
             let mut order: Vec<usize> = (0..n).collect();
             order.sort_by_key(|&i| vars[i].index);
-            let mut guards: Vec<Option<Locked<'_, E>>> = (0..n).map(|_| None).collect();
+            let mut guards: Vec<Option<Guard<'_, E>>> = (0..n).map(|_| None).collect();
             self.push_sorted(
                 waits,
                 deps,
@@ -610,7 +603,7 @@ impl<T, E> Graph<T, E> {
         waits: Waits,
         deps: DepList,
         order: &[usize],
-        guards: &mut [Option<Locked<'g, E>>],
+        guards: &mut [Option<Guard<'g, E>>],
         payload: T,
         ready: &mut u32,
         dispatch: &mut D,
@@ -645,33 +638,25 @@ impl<T, E> Graph<T, E> {
                     Self::thread_ready(ops, op, ready, &mut last);
                 }
             });
-            guards[pos] = Some((slot, state));
+            guards[pos] = Some(state);
         }
-        // `would_wait` calls back the last running read of a var where only reads hold a write
-        // back, so that the appends below agree with it (`running_reads.rs`).
         let holding_back = guards
             .iter()
             .enumerate()
             .filter(|(pos, g)| {
-                g.as_ref().is_some_and(|(slot, state)| {
-                    state
-                        .queue
-                        .would_wait(&slot.reads, deps.access(*pos), waits)
-                })
+                g.as_ref()
+                    .is_some_and(|g| g.queue.would_wait(deps.access(*pos), waits))
             })
             .count();
 
         if holding_back == 0 {
             for (pos, guard) in guards.iter_mut().enumerate() {
-                if let Some((slot, state)) = guard.as_mut() {
-                    state.queue.append(
-                        &slot.reads,
-                        Waiter {
-                            op: NO_OP,
-                            access: deps.access(pos),
-                            waits,
-                        },
-                    );
+                if let Some(state) = guard.as_mut() {
+                    state.queue.append(Waiter {
+                        op: NO_OP,
+                        access: deps.access(pos),
+                        waits,
+                    });
                 }
                 *guard = None;
             }
@@ -689,22 +674,20 @@ impl<T, E> Graph<T, E> {
             return Err(exhausted);
         };
         for (pos, guard) in guards.iter_mut().enumerate() {
-            if let Some((var_slot, state)) = guard.as_mut() {
-                state.queue.append(
-                    &var_slot.reads,
-                    Waiter {
-                        op: index,
-                        access: deps.access(pos),
-                        waits,
-                    },
-                );
+            if let Some(state) = guard.as_mut() {
+                state.queue.append(Waiter {
+                    op: index,
+                    access: deps.access(pos),
+                    waits,
+                });
             }
         }
         // An op on one var that waits there opens the var's ring, so that the ops pushed on it
         // alone after this one skip its lock (see `incoming.rs`).
-        if let [_] = vars
-            && let Some(Some((var_slot, state))) = guards.first_mut()
+        if let [only] = vars
+            && let Some(Some(state)) = guards.first_mut()
             && !state.open
+            && let Some(var_slot) = self.vars.get(only.index)
         {
             var_slot.incoming.open();
             state.open = true;
@@ -876,15 +859,6 @@ impl<T, E> Graph<T, E> {
         let Some(slot) = self.vars.get(var) else {
             return;
         };
-        // Transition 3 without the lock: a completed read that is not the last running one, or
-        // that nothing waits for, has nothing to hand on (`running_reads.rs`). Only the last,
-        // called back by a write waiting for the reads (or by a deletion), goes on, to answer.
-        if access == Access::Read
-            && let Step::Complete(_) = step
-            && slot.reads.complete() == ReadDone::Nothing
-        {
-            return;
-        }
         // Ops this var grants, in release order, granted once the lock is released: each grant
         // touches the op's slot, a line the pusher wrote, a cache miss that need not lengthen
         // the var's critical section. The first `GRANT_ON_STACK` wait on the stack (so that a
@@ -922,23 +896,13 @@ impl<T, E> Graph<T, E> {
             };
             // `false` (a request that was not granted, or not launched) cannot happen: the op
             // tokens (`ReadyOp`, `LaunchedOp`) come only from a grant or a launch.
-            let reads = &slot.reads;
-            let _ = match (step, access) {
-                // The last running read, called back (see above).
-                (Step::Complete(_), Access::Read) => {
-                    state.queue.answer_last_read(reads, &mut on_grant);
-                    true
-                }
-                (Step::Complete(_), Access::Write) => {
-                    state.queue.complete_write(reads, &mut on_grant)
-                }
-                (Step::Launch, _) => state.queue.launch(reads, access, &mut on_grant),
-                (Step::CompleteLaunched(_), _) => {
-                    state.queue.complete_launched(reads, access, &mut on_grant)
-                }
+            let _ = match step {
+                Step::Complete(_) => state.queue.complete(access, &mut on_grant),
+                Step::Launch => state.queue.launch(access, &mut on_grant),
+                Step::CompleteLaunched(_) => state.queue.complete_launched(access, &mut on_grant),
             };
             Self::settle(slot, &mut state, &mut on_grant);
-            Self::idle_once_deleted(slot, &state).then(|| self.reclaim(slot, &mut state))
+            (state.deleted && state.queue.is_idle()).then(|| self.reclaim(slot, &mut state))
         };
         if let Some(reclaimed) = reclaimed {
             self.finish_reclaim(var, reclaimed.reusable);
@@ -1022,17 +986,6 @@ impl<T, E> Graph<T, E> {
         }
     }
 
-    /// Whether `slot`'s var was deleted and is idle now, to be reclaimed by the caller (var lock
-    /// held). Reads that run on a deleted var complete without its lock, so the last of them
-    /// is called back ([`RunningReads::call_last`]) to reclaim it.
-    fn idle_once_deleted(slot: &VarSlot<E>, state: &VarState<E>) -> bool {
-        if !state.deleted {
-            return false;
-        }
-        let _ = slot.reads.call_last();
-        state.queue.is_idle(&slot.reads)
-    }
-
     /// Reclaims an idle, deleted var (under its lock).
     fn reclaim(&self, slot: &VarSlot<E>, state: &mut VarState<E>) -> Reclaimed {
         if state.take_failure().is_some() {
@@ -1088,7 +1041,7 @@ impl<T, E> Graph<T, E> {
             // No push may come in through the ring any more (a push that got in first was
             // pushed before the deletion, and is merged here).
             Self::close(slot, &mut state);
-            if Self::idle_once_deleted(slot, &state) {
+            if state.queue.is_idle() {
                 Some(self.reclaim(slot, &mut state))
             } else {
                 state.queue.extra_or_default().on_deleted = Some(Box::new(on_deleted));
@@ -1108,10 +1061,9 @@ impl<T, E> Graph<T, E> {
     ///
     /// [`GraphError::ForeignVar`], or [`GraphError::DeletedVar`] once the var was reclaimed.
     pub fn var_status(&self, var: Var) -> Result<VarStatus, GraphError> {
-        let (slot, mut state) = self.lock_slot(var)?;
-        Self::merge_behind_waiters(slot, &mut state);
+        let state = self.lock_merged(var)?;
         Ok(VarStatus {
-            running_reads: slot.reads.running(),
+            running_reads: state.queue.running_reads(),
             write_running: state.queue.write_running(),
             waiting: state.queue.waiting_len(),
             deleted: state.deleted,
@@ -1207,7 +1159,7 @@ impl<T, E> Graph<T, E> {
                 Holder::Write {
                     op: self.parked_writer(var, op, &waiting),
                 }
-            } else if let Some(reads) = NonZeroU32::new(slot.reads.holding()) {
+            } else if let Some(reads) = NonZeroU32::new(state.queue.running_reads()) {
                 Holder::Reads(reads)
             } else if let Some(ops) = NonZeroU32::new({
                 let launched = state.queue.launched();
@@ -1217,7 +1169,7 @@ impl<T, E> Graph<T, E> {
             } else {
                 // Idle (the queue's front is granted once nothing runs or is launched: a var
                 // with waiting requests always has a holder).
-                debug_assert!(state.queue.is_idle(&slot.reads));
+                debug_assert!(state.queue.is_idle());
                 continue;
             };
             busy.push(BusyVar {
@@ -1408,10 +1360,8 @@ mod layout_tests {
     #[test]
     fn var_slot_is_two_cache_lines_after_its_link_and_attachment() {
         assert_eq!(std::mem::align_of::<VarSlot<Failure>>(), 64);
-        // The count of running reads, then the locked state, on the slot's first line.
-        assert_eq!(std::mem::offset_of!(VarSlot<Failure>, state), 8);
-        assert_eq!(std::mem::size_of::<Mutex<VarState<Failure>>>(), 56);
-        assert_eq!(std::mem::size_of::<Mutex<VarState<&'static str>>>(), 56);
+        assert_eq!(std::mem::size_of::<Mutex<VarState<Failure>>>(), 64);
+        assert_eq!(std::mem::size_of::<Mutex<VarState<&'static str>>>(), 64);
         assert_eq!(std::mem::offset_of!(VarSlot<Failure>, incoming), 64);
         assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 128);
         // The slab's entry: the link and the attachment on one line, then the slot.
