@@ -129,6 +129,221 @@ fn two_completing_reads_and_a_pushed_write() {
     });
 }
 
+/// The var's data, as the reads and the write of the models below use it: loom reports a
+/// read and a write not ordered by happens-before as a data race.
+#[derive(Default)]
+struct Data(loom::cell::UnsafeCell<u32>);
+
+// SAFETY: the cell's accesses go through loom's `with` and `with_mut` only, which touch no
+// data and report two accesses that happens-before does not order: sharing it is the point.
+#[allow(unsafe_code)]
+unsafe impl Sync for Data {}
+
+impl Data {
+    /// A read of the data by an op that reads the var (the access alone: loom checks it).
+    fn read(&self) {
+        self.0.with(|_| ());
+    }
+
+    /// A write of the data by an op that writes the var.
+    fn write(&self) {
+        self.0.with_mut(|_| ());
+    }
+}
+
+/// Runs the ops in `released` that write the var (`writes`), as a worker would: writes the
+/// data; returns the ops left.
+fn run_writes(data: &Data, released: Vec<ReadyOp<u32>>, writes: u32) -> Vec<ReadyOp<u32>> {
+    if released.iter().any(|op| *op.payload() == writes) {
+        data.write();
+    }
+    released
+}
+
+/// Two reads of `a` run and a write of `a` waits for them (the last one is called back).
+/// Two threads read the data and complete one read each, without the var's lock but for the
+/// last; the write starts (writing the data) on whichever thread the last read releases it.
+///
+/// Catches: `RunningReads::complete` weakened to `Release` (the last read then takes the lock
+/// without taking in the other's end, and the write races the other read), a completion that
+/// does not answer, or a call that is not seen (the write never starts, or starts twice).
+#[test]
+fn a_write_queued_behind_reads_is_granted_by_the_last_one() {
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let data = Arc::new(Data::default());
+        let mut ready = Vec::new();
+        graph.push(&[a], &[], 1, &mut ready).unwrap();
+        graph.push(&[a], &[], 2, &mut ready).unwrap();
+        graph.push(&[], &[a], 3, &mut ready).unwrap();
+        assert_eq!(ready.len(), 2, "the write waits");
+        let readers: Vec<_> = ready
+            .into_iter()
+            .map(|read| {
+                let (graph, data) = (graph.clone(), data.clone());
+                thread::spawn(move || {
+                    data.read();
+                    let mut released = Vec::new();
+                    graph.complete(read, Ok(()), &mut released).unwrap();
+                    run_writes(&data, released, 3)
+                })
+            })
+            .collect();
+        let released: Vec<_> = readers
+            .into_iter()
+            .flat_map(|reader| reader.join().unwrap())
+            .collect();
+        let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
+        assert_eq!(ids, [3], "the write is dispatched exactly once");
+        assert_each_once(drain(&graph, released), &[3]);
+        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+    });
+}
+
+/// A read of `a` runs; one thread reads the data and completes it while another pushes a
+/// write of `a`, which starts at once (on the pusher, writing the data) if the read ended
+/// before, and otherwise when the read, called back, releases it.
+///
+/// Catches: `call_last`'s load or its `fetch_or` weakened to `Relaxed` (a push that finds
+/// the read ended grants the write without taking in the read's end: the write races the
+/// read), and a call taken back while the read is on its way (the write starts twice, or
+/// never).
+#[test]
+fn a_write_pushed_as_the_last_read_completes_starts_after_it() {
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let data = Arc::new(Data::default());
+        let mut ready = Vec::new();
+        graph.push(&[a], &[], 1, &mut ready).unwrap();
+        let read = ready.pop().unwrap();
+        let reader = {
+            let (graph, data) = (graph.clone(), data.clone());
+            thread::spawn(move || {
+                data.read();
+                let mut released = Vec::new();
+                graph.complete(read, Ok(()), &mut released).unwrap();
+                run_writes(&data, released, 2)
+            })
+        };
+        let pusher = {
+            let data = data.clone();
+            let pusher = push_on_thread(&graph, &[], &[a], 2);
+            thread::spawn(move || run_writes(&data, pushed(pusher), 2))
+        };
+        let mut released = reader.join().unwrap();
+        released.extend(pusher.join().unwrap());
+        let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
+        assert_eq!(ids, [2], "the write is dispatched exactly once");
+        assert_each_once(drain(&graph, released), &[2]);
+        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+    });
+}
+
+/// A write of `a` was launched (transition 5), which granted a read that waits only for the
+/// launch; a write that waits for completion queues behind both. One thread reads the data
+/// and completes the read while another completes the launched write (transition 6), whose
+/// advance finds the queued write held back by the read alone: the write starts (writing the
+/// data) on whichever thread sees the read end, once.
+///
+/// Catches: `call_last`'s `fetch_or` weakened to `Relaxed` (the advance that sets the call
+/// finds the read ended meanwhile and grants the write without taking in its end; a push
+/// calls twice, in `would_wait` and in `append`, so only an advance shows it).
+#[test]
+fn a_launched_completion_grants_a_write_as_the_last_read_ends() {
+    use crate::Waits;
+
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let data = Arc::new(Data::default());
+        let mut ready = Vec::new();
+        graph.push(&[], &[a], 1, &mut ready).unwrap();
+        let first_write = ready.pop().unwrap();
+        graph
+            .push_with(Waits::Launch, &[a], &[], 2, &mut ready)
+            .unwrap();
+        graph.push(&[], &[a], 3, &mut ready).unwrap();
+        assert!(ready.is_empty());
+        let launched = graph.launch(first_write, &mut ready).unwrap();
+        let read = ready.pop().unwrap();
+        assert_eq!(*read.payload(), 2, "the launch grants the read");
+        let reader = {
+            let (graph, data) = (graph.clone(), data.clone());
+            thread::spawn(move || {
+                data.read();
+                let mut released = Vec::new();
+                graph.complete(read, Ok(()), &mut released).unwrap();
+                run_writes(&data, released, 3)
+            })
+        };
+        let completer = {
+            let (graph, data) = (graph.clone(), data.clone());
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                graph
+                    .complete_launched(launched, Ok(()), &mut released)
+                    .unwrap();
+                run_writes(&data, released, 3)
+            })
+        };
+        let mut released = reader.join().unwrap();
+        released.extend(completer.join().unwrap());
+        let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
+        assert_eq!(ids, [3], "the write is dispatched exactly once");
+        assert_each_once(drain(&graph, released), &[3]);
+        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+    });
+}
+
+/// Two reads of `a` run; two threads read the data and complete one each while a third
+/// deletes `a`, whose callback (the data's owner freeing it) writes the data. The var is
+/// reclaimed once, by the deletion if the reads ended before, or by the last read, called
+/// back.
+///
+/// Catches: the completion's `AcqRel` or `call_last`'s `Acquire` weakened (the callback races
+/// a read), and a deleted var whose last read is not called back (never reclaimed).
+#[test]
+fn a_deleted_var_is_reclaimed_after_its_last_read() {
+    use loom::sync::atomic::{AtomicU32, Ordering};
+
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let data = Arc::new(Data::default());
+        let reclaimed = Arc::new(AtomicU32::new(0));
+        let mut ready = Vec::new();
+        graph.push(&[a], &[], 1, &mut ready).unwrap();
+        graph.push(&[a], &[], 2, &mut ready).unwrap();
+        let readers: Vec<_> = ready
+            .into_iter()
+            .map(|read| {
+                let (graph, data) = (graph.clone(), data.clone());
+                thread::spawn(move || {
+                    data.read();
+                    graph.complete(read, Ok(()), &mut Vec::new()).unwrap();
+                })
+            })
+            .collect();
+        {
+            let (data, reclaimed) = (data.clone(), reclaimed.clone());
+            graph
+                .delete_var(a, move || {
+                    data.write();
+                    reclaimed.fetch_add(1, Ordering::Relaxed);
+                })
+                .unwrap();
+        }
+        for reader in readers {
+            reader.join().unwrap();
+        }
+        assert_eq!(reclaimed.load(Ordering::Relaxed), 1);
+        assert_eq!(graph.var_status(a), Err(GraphError::DeletedVar { var: a }));
+        assert_eq!(graph.stats().live_vars, 0);
+    });
+}
+
 /// A write of `a` runs with a read parked behind it; one thread completes the write (releasing
 /// the parked read) while another completes an unrelated read of `a`'s neighbour `b` that the
 /// parked op also waits for, and a third pushes a write of `a`.

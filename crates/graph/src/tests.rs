@@ -617,3 +617,45 @@ fn trim_gives_back_the_storage_of_parked_ops_and_keeps_it_for_repeats() {
     assert!(kept >= n as usize);
     assert_eq!(burst(), (0, kept), "without growing");
 }
+
+/// A deleted var whose FIFO still has a read at its front, held back by a launched write, while
+/// other reads run: the read is granted as soon as the launched write completes (not once the
+/// running reads end), and the last read to complete reclaims the var.
+#[test]
+fn a_deleted_var_grants_a_read_its_launch_held_back_while_reads_run() {
+    use crate::Waits;
+
+    let graph = G::new();
+    let a = graph.new_var().unwrap();
+    let mut ready = Vec::new();
+    graph.push(&[], &[a], 1, &mut ready).unwrap();
+    graph
+        .push_with(Waits::Launch, &[a], &[], 2, &mut ready)
+        .unwrap();
+    graph.push(&[a], &[], 3, &mut ready).unwrap();
+    let write = ready.pop().unwrap();
+    let launched = graph.launch(write, &mut ready).unwrap();
+    assert_eq!(
+        names(&ready),
+        [2],
+        "the read that waits for the launch runs"
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    graph
+        .delete_var(a, move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    assert_eq!(graph.complete_launched(launched, Ok(()), &mut ready), Ok(1));
+    assert_eq!(
+        names(&ready),
+        [2, 3],
+        "the held-back read is granted beside the running one"
+    );
+    finish(&graph, &mut ready, 2, Ok(()));
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "op 3 still reads a");
+    finish(&graph, &mut ready, 3, Ok(()));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(graph.var_status(a), Err(GraphError::DeletedVar { var: a }));
+}
