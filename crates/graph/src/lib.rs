@@ -95,7 +95,6 @@ mod op_cell;
 // Prefetch hints: an intrinsic that Rust marks unsafe, though it never faults.
 #[allow(unsafe_code)]
 mod prefetch;
-mod running_reads;
 // Buckets behind atomic pointers, freed by a trim; its module documentation has the protocol.
 #[allow(unsafe_code)]
 mod slab;

@@ -2,14 +2,10 @@
 //!
 //! # Algorithm outline
 //!
-//! A var's state is three things (the graph keeps it under the var's mutex, but for the
-//! completed reads):
+//! A var's state is three things (the graph keeps it under the var's mutex):
 //!
 //! - `running_reads`: how many granted reads have not completed. Running reads are *not* in the
-//!   queue, exactly as in MXNet (`num_pending_reads_`). The count is split (`running_reads.rs`):
-//!   the reads granted, a [`ReadCount`] here, and the reads completed, a [`ReadsDone`] word
-//!   beside the mutex, which the methods here are handed: reads complete without the lock, so
-//!   under the lock the count can fall, never rise.
+//!   queue, exactly as in MXNet (`num_pending_reads_`).
 //! - `queue`: a FIFO of requests that are waiting, in push order. Its front is a write (MXNet's
 //!   `pending_write_`): reads only ever wait behind a write, or, once ops launch (below),
 //!   behind a launched write, at the front.
@@ -30,9 +26,7 @@
 //! 2. **append write**: queued at the back; if the queue was empty and no read runs, it is
 //!    granted at once and becomes the running front (`head_running`).
 //! 3. **complete read**: `running_reads -= 1`; when it reaches zero and a write waits at the front,
-//!    that write is granted. The decrement needs no lock; a write that waits for the reads
-//!    calls the last of them back ([`ReadCount::call_last`]), which then takes the lock and
-//!    grants it ([`VarQueue::answer_last_read`]).
+//!    that write is granted.
 //! 4. **complete write**: the running front is popped; then the run of reads that follows it is
 //!    popped and granted together (`running_reads` counts them); if the next front is a write and
 //!    no read was released, that write is granted.
@@ -98,7 +92,6 @@
 
 use std::collections::VecDeque;
 
-use crate::running_reads::{ReadCount, ReadDone, ReadsDone};
 use crate::var::{Access, Waits};
 
 /// Op id recorded for a write that was granted when it was pushed (such ops get no slot).
@@ -217,8 +210,7 @@ pub(crate) struct Cold<C> {
 pub(crate) struct VarQueue<C> {
     /// The spill-over and `C`, allocated on first use and kept.
     cold: Option<Box<Cold<C>>>,
-    /// The reads granted, and whether the last running one was called back.
-    reads: ReadCount,
+    running_reads: u32,
     /// The front of the FIFO: `len` packed entries from `head`, wrapping.
     ring: [u32; RING],
     head: u8,
@@ -232,7 +224,7 @@ impl<C> Default for VarQueue<C> {
     fn default() -> Self {
         VarQueue {
             cold: None,
-            reads: ReadCount::default(),
+            running_reads: 0,
             ring: [0; RING],
             head: 0,
             len: 0,
@@ -354,36 +346,28 @@ impl<C> VarQueue<C> {
     }
 
     /// Whether appending a request with `access` that `waits` for launch or completion would
-    /// have to wait now. For a write that only running reads hold back, this calls the last of
-    /// them ([`ReadCount::call_last`]), so that the append that follows queues the write as
-    /// this answer says, even if the reads end in between.
-    pub(crate) fn would_wait(&mut self, done: &ReadsDone, access: Access, waits: Waits) -> bool {
-        let request = Waiter {
+    /// have to wait now.
+    pub(crate) fn would_wait(&self, access: Access, waits: Waits) -> bool {
+        let busy = match access {
+            Access::Read => !self.is_empty(),
+            Access::Write => !self.is_empty() || self.running_reads > 0,
+        };
+        busy || !self.launched_allow(Waiter {
             op: NO_OP,
             access,
             waits,
-        };
-        match access {
-            Access::Read => {
-                !self.is_empty() || self.reads.called() || !self.launched_allow(request)
-            }
-            Access::Write => {
-                !self.is_empty() || !self.launched_allow(request) || self.reads.call_last(done)
-            }
-        }
+        })
     }
 
     /// Transition 1 or 2: appends `request`.
-    pub(crate) fn append(&mut self, done: &ReadsDone, request: Waiter) -> Grant
+    pub(crate) fn append(&mut self, request: Waiter) -> Grant
     where
         C: Default,
     {
         match request.access {
             Access::Read => {
-                // A call waits for its answer (only after a push that called and then failed
-                // leaves the FIFO empty): the read queues, to be granted by the answer.
-                if self.is_empty() && !self.reads.called() && self.launched_allow(request) {
-                    self.reads.grant(done);
+                if self.is_empty() && self.launched_allow(request) {
+                    self.running_reads += 1;
                     Grant::Granted
                 } else {
                     self.push_back(request);
@@ -391,12 +375,10 @@ impl<C> VarQueue<C> {
                 }
             }
             Access::Write => {
-                // `call_last` last: it calls the last running read only for a write that
-                // nothing else holds back.
-                let granted =
-                    self.is_empty() && self.launched_allow(request) && !self.reads.call_last(done);
+                let ready =
+                    self.is_empty() && self.running_reads == 0 && self.launched_allow(request);
                 self.push_back(request);
-                if granted {
+                if ready {
                     self.head_running = true;
                     Grant::Granted
                 } else {
@@ -407,13 +389,11 @@ impl<C> VarQueue<C> {
     }
 
     /// Grants what the front of the FIFO may start now, calling `release` with each op: the run
-    /// of reads there, as far as the launched ops allow, then a write if no read runs (if reads
-    /// run, the last of them is called back, see [`ReadCount::call_last`]). Called whenever
-    /// the front may have become free: a write left it (transition 4), the last read completed
-    /// (3), a launched op completed (6). Nothing moves while a call waits for its answer, which
-    /// advances in turn.
-    fn advance(&mut self, done: &ReadsDone, release: &mut impl FnMut(u32)) {
-        if self.head_running || self.reads.called() {
+    /// of reads there, as far as the launched ops allow, then a write if no read runs. Called
+    /// whenever the front may have become free: a write left it (transition 4), the last read
+    /// completed (3), a launched op completed (6).
+    fn advance(&mut self, release: &mut impl FnMut(u32)) {
+        if self.head_running {
             return;
         }
         while let Some(front) = self.front() {
@@ -423,11 +403,11 @@ impl<C> VarQueue<C> {
             match front.access {
                 Access::Read => {
                     self.pop_front();
-                    self.reads.grant(done);
+                    self.running_reads += 1;
                     release(front.op);
                 }
                 Access::Write => {
-                    if !self.reads.call_last(done) {
+                    if self.running_reads == 0 {
                         self.head_running = true;
                         release(front.op);
                     }
@@ -437,59 +417,41 @@ impl<C> VarQueue<C> {
         }
     }
 
-    /// Transition 3, for a read that completes under the var's lock (a launch): counts it
-    /// completed, and if it was the last running read and was called back, answers (see
-    /// [`answer_last_read`](Self::answer_last_read)). Reads that complete without the lock
-    /// count themselves done with [`RunningReads::complete`] and answer only when called.
+    /// Transition 3: a granted read completed. Calls `release` with what it unblocks: a write,
+    /// or reads that the launched ops held back no more.
     ///
     /// Returns `false` (and changes nothing) if no read was running: the caller broke the
     /// protocol.
-    pub(crate) fn complete_read(&mut self, done: &ReadsDone, mut release: impl FnMut(u32)) -> bool {
-        if self.reads.running(done) == 0 {
+    pub(crate) fn complete_read(&mut self, mut release: impl FnMut(u32)) -> bool {
+        if self.running_reads == 0 {
             return false;
         }
-        if done.complete() == ReadDone::LastCalled {
-            self.answer_last_read(done, &mut release);
+        self.running_reads -= 1;
+        if self.running_reads == 0 {
+            self.advance(&mut release);
         }
         true
-    }
-
-    /// Transition 3, under the var's lock: the last running read completed, and a lock holder
-    /// had called it back ([`ReadDone::LastCalled`]). Calls `release` with what that unblocks:
-    /// the write waiting at the front.
-    pub(crate) fn answer_last_read(&mut self, done: &ReadsDone, release: &mut impl FnMut(u32)) {
-        self.reads.answer();
-        self.advance(done, release);
     }
 
     /// Transition 4: the running write completed. Calls `release` with each read of the run that
     /// follows it, or with the next write.
     ///
     /// Returns `false` (and changes nothing) if no write was running.
-    pub(crate) fn complete_write(
-        &mut self,
-        done: &ReadsDone,
-        mut release: impl FnMut(u32),
-    ) -> bool {
+    pub(crate) fn complete_write(&mut self, mut release: impl FnMut(u32)) -> bool {
         if !self.head_running {
             return false;
         }
         self.pop_front();
         self.head_running = false;
-        self.advance(done, &mut release);
+        self.advance(&mut release);
         true
     }
 
-    /// Completes a granted request with `access` under the var's lock (transition 3 or 4).
-    pub(crate) fn complete(
-        &mut self,
-        done: &ReadsDone,
-        access: Access,
-        release: impl FnMut(u32),
-    ) -> bool {
+    /// Completes a granted request with `access` (transition 3 or 4).
+    pub(crate) fn complete(&mut self, access: Access, release: impl FnMut(u32)) -> bool {
         match access {
-            Access::Read => self.complete_read(done, release),
-            Access::Write => self.complete_write(done, release),
+            Access::Read => self.complete_read(release),
+            Access::Write => self.complete_write(release),
         }
     }
 
@@ -497,17 +459,12 @@ impl<C> VarQueue<C> {
     /// completes it as transition 3 or 4 does, calling `release` with what may start now.
     ///
     /// Returns `false` (and changes nothing) if no request with `access` was granted.
-    pub(crate) fn launch(
-        &mut self,
-        done: &ReadsDone,
-        access: Access,
-        release: impl FnMut(u32),
-    ) -> bool
+    pub(crate) fn launch(&mut self, access: Access, release: impl FnMut(u32)) -> bool
     where
         C: Default,
     {
         let granted = match access {
-            Access::Read => self.reads.running(done) > 0,
+            Access::Read => self.running_reads > 0,
             Access::Write => self.head_running,
         };
         if !granted {
@@ -515,7 +472,7 @@ impl<C> VarQueue<C> {
         }
         *self.cold_or_default().launched.count(access) += 1;
         self.cold_holds |= LAUNCHED;
-        self.complete(done, access, release)
+        self.complete(access, release)
     }
 
     /// Transition 6: a launched request with `access` completed. Calls `release` with the ops
@@ -524,7 +481,6 @@ impl<C> VarQueue<C> {
     /// Returns `false` (and changes nothing) if no launched request with `access` was counted.
     pub(crate) fn complete_launched(
         &mut self,
-        done: &ReadsDone,
         access: Access,
         mut release: impl FnMut(u32),
     ) -> bool {
@@ -543,31 +499,17 @@ impl<C> VarQueue<C> {
         if cold.launched == LaunchedCounts::default() {
             self.cold_holds &= !LAUNCHED;
         }
-        self.advance(done, &mut release);
+        self.advance(&mut release);
         true
     }
 
-    /// No request is running, launched or waiting, and no read was called back (see
-    /// [`ReadCount::is_idle`] for when that is exact).
-    pub(crate) fn is_idle(&self, done: &ReadsDone) -> bool {
-        self.is_empty() && self.cold_holds & LAUNCHED == 0 && self.reads.is_idle(done)
+    /// No request is running, launched or waiting.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.running_reads == 0 && self.is_empty() && self.cold_holds & LAUNCHED == 0
     }
 
-    /// Whether reads run; if they do, the last of them is called back (see
-    /// [`ReadCount::call_last`]). For a deletion, whose last read reclaims the var.
-    pub(crate) fn call_last_read(&mut self, done: &ReadsDone) -> bool {
-        self.reads.call_last(done)
-    }
-
-    /// How many reads run (a snapshot, for diagnostics).
-    pub(crate) fn running_reads(&self, done: &ReadsDone) -> u32 {
-        self.reads.running(done)
-    }
-
-    /// How many reads still hold the var (a snapshot, for diagnostics): see
-    /// [`ReadCount::holding`].
-    pub(crate) fn reads_holding(&self, done: &ReadsDone) -> u32 {
-        self.reads.holding(done)
+    pub(crate) fn running_reads(&self) -> u32 {
+        self.running_reads
     }
 
     pub(crate) fn write_running(&self) -> bool {
@@ -653,67 +595,6 @@ mod tests {
         }
     }
 
-    /// A queue and the word of completed reads beside it, as a var slot holds them; every read
-    /// completes under the lock here (the lock-free completion is in `running_reads.rs`' tests
-    /// and the loom models).
-    #[derive(Default)]
-    struct TestVar {
-        queue: VarQueue<()>,
-        done: ReadsDone,
-    }
-
-    impl TestVar {
-        fn append(&mut self, request: Waiter) -> Grant {
-            self.queue.append(&self.done, request)
-        }
-
-        fn would_wait(&mut self, access: Access, waits: Waits) -> bool {
-            self.queue.would_wait(&self.done, access, waits)
-        }
-
-        fn complete(&mut self, access: Access, release: impl FnMut(u32)) -> bool {
-            self.queue.complete(&self.done, access, release)
-        }
-
-        fn complete_read(&mut self, release: impl FnMut(u32)) -> bool {
-            self.queue.complete_read(&self.done, release)
-        }
-
-        fn complete_write(&mut self, release: impl FnMut(u32)) -> bool {
-            self.queue.complete_write(&self.done, release)
-        }
-
-        fn launch(&mut self, access: Access, release: impl FnMut(u32)) -> bool {
-            self.queue.launch(&self.done, access, release)
-        }
-
-        fn complete_launched(&mut self, access: Access, release: impl FnMut(u32)) -> bool {
-            self.queue.complete_launched(&self.done, access, release)
-        }
-
-        fn running_reads(&self) -> u32 {
-            self.queue.running_reads(&self.done)
-        }
-
-        fn is_idle(&self) -> bool {
-            self.queue.is_idle(&self.done)
-        }
-    }
-
-    impl std::ops::Deref for TestVar {
-        type Target = VarQueue<()>;
-
-        fn deref(&self) -> &VarQueue<()> {
-            &self.queue
-        }
-    }
-
-    impl std::ops::DerefMut for TestVar {
-        fn deref_mut(&mut self) -> &mut VarQueue<()> {
-            &mut self.queue
-        }
-    }
-
     fn released(f: impl FnOnce(&mut dyn FnMut(u32)) -> bool) -> (bool, Vec<u32>) {
         let mut out = Vec::new();
         let ok = f(&mut |op| out.push(op));
@@ -722,7 +603,7 @@ mod tests {
 
     #[test]
     fn read_on_idle_var_is_granted() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         assert!(!q.would_wait(Access::Read, Waits::Completion));
         assert_eq!(q.append(read(1)), Grant::Granted);
         assert_eq!(q.append(read(2)), Grant::Granted);
@@ -733,7 +614,7 @@ mod tests {
 
     #[test]
     fn write_on_idle_var_is_granted_and_stays_at_head() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         assert!(!q.would_wait(Access::Write, Waits::Completion));
         assert_eq!(q.append(write(1)), Grant::Granted);
         assert!(q.write_running());
@@ -744,7 +625,7 @@ mod tests {
 
     #[test]
     fn write_waits_for_running_reads() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         q.append(read(1));
         q.append(read(2));
         assert!(q.would_wait(Access::Write, Waits::Completion));
@@ -763,7 +644,7 @@ mod tests {
 
     #[test]
     fn complete_write_releases_following_run_of_reads() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         q.append(write(1));
         q.append(read(2));
         q.append(read(3));
@@ -787,7 +668,7 @@ mod tests {
 
     #[test]
     fn complete_write_releases_next_write() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         q.append(write(1));
         assert_eq!(q.append(write(2)), Grant::Queued);
         let (_, out) = released(|r| q.complete_write(r));
@@ -800,7 +681,7 @@ mod tests {
 
     #[test]
     fn completing_what_is_not_running_is_refused() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         assert!(!q.complete_read(|_| unreachable!()));
         assert!(!q.complete_write(|_| unreachable!()));
         q.append(read(1));
@@ -813,7 +694,7 @@ mod tests {
 
     #[test]
     fn a_launched_write_lets_only_the_ops_that_wait_for_launch_start() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         assert_eq!(q.append(write(1)), Grant::Granted);
         assert_eq!(q.append(on_launch(2, Access::Read)), Grant::Queued);
         assert_eq!(q.append(read(3)), Grant::Queued);
@@ -849,7 +730,7 @@ mod tests {
 
     #[test]
     fn a_write_that_waits_for_completion_waits_for_launched_reads_too() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         q.append(on_launch(1, Access::Read));
         q.append(on_launch(2, Access::Read));
         let (_, out) = released(|r| q.launch(Access::Read, r));
@@ -876,7 +757,7 @@ mod tests {
 
     #[test]
     fn a_read_held_back_by_a_launch_keeps_push_order() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         q.append(on_launch(1, Access::Write));
         let (_, out) = released(|r| q.launch(Access::Write, r));
         assert!(out.is_empty());
@@ -892,7 +773,7 @@ mod tests {
 
     #[test]
     fn launching_or_completing_what_is_not_there_is_refused() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         assert!(!q.launch(Access::Read, |_| unreachable!()));
         assert!(!q.complete_launched(Access::Write, |_| unreachable!()));
         q.append(write(1));
@@ -918,7 +799,7 @@ mod tests {
 
     #[test]
     fn a_drained_spill_gives_its_memory_back() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         q.append(write(0));
         for op in 1..1000 {
             q.append(request(op, Access::Write));
@@ -943,7 +824,7 @@ mod tests {
 
     #[test]
     fn trim_drops_spare_capacity() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         q.append(write(0));
         for op in 1..100 {
             q.append(request(op, Access::Write));
@@ -1016,7 +897,7 @@ mod tests {
         }
     }
 
-    fn check_same(q: &TestVar, m: &Model) {
+    fn check_same(q: &VarQueue<()>, m: &Model) {
         assert_eq!(q.running_reads(), m.running_reads);
         assert_eq!(q.write_running(), m.head_running);
         let waiting: Vec<(u32, Access)> = q.waiting().map(|w| (w.op, w.access)).collect();
@@ -1035,7 +916,7 @@ mod tests {
     /// releases as the plain FIFO model, in the same order.
     #[test]
     fn ring_spills_and_refills_in_fifo_order() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         let mut m = Model::default();
         let mut op = 0u32;
         for round in 0..3 {
@@ -1072,7 +953,7 @@ mod tests {
 
     #[test]
     fn granted_write_at_push_packs_no_op() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         assert_eq!(q.append(write(NO_OP)), Grant::Granted);
         assert_eq!(q.front().map(|w| w.op), Some(NO_OP));
         let max = OP_MASK - 1;
@@ -1082,7 +963,7 @@ mod tests {
 
     #[test]
     fn short_fifos_never_allocate_the_cold_part() {
-        let mut q = TestVar::default();
+        let mut q = VarQueue::<()>::default();
         q.append(write(0));
         for op in 1..RING as u32 {
             q.append(request(op, Access::Read));
