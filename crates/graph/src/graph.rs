@@ -11,6 +11,7 @@ use crate::error::GraphError;
 use crate::incoming::Incoming;
 use crate::op::{DepList, Dispatch, LaunchedOp, OpId, Parked, PendingOp, ReadyOp, VarKey};
 use crate::op_cell::OpSlot;
+use crate::read_credits::{Credit, ReadCredits};
 use crate::slab::{Keep, NIL, Slab, Slot};
 use crate::stats::GraphStats;
 use crate::var::{Access, Var, VarStatus, Waits};
@@ -104,13 +105,15 @@ impl<E> VarState<E> {
 /// counters and the inline ring), so that the threads pushing and completing ops on a var move
 /// one line between cores, and neighbouring vars never share it; and the lock-free side
 /// entrance (`incoming.rs`), which only single-var pushes onto a var with a waiting op write
-/// (and the lock holder that merges them reads). `repr(C)` keeps the fields in this order. The
-/// var's attachment is the slot's head, beside the slab's link, on the line before these two
-/// (`Slot::Header`).
+/// (and the lock holder that merges them reads), beside the credits of the reads that complete
+/// without the lock (`read_credits.rs`), which only reads granted in a run take. `repr(C)` keeps
+/// the fields in this order. The var's attachment is the slot's head, beside the slab's link,
+/// on the line before these two (`Slot::Header`).
 #[repr(C, align(64))]
 struct VarSlot<E> {
     state: Mutex<VarState<E>>,
     incoming: Incoming,
+    credits: ReadCredits,
 }
 
 /// The word a var was created with ([`Graph::new_attached_var`]); null for a plain var and
@@ -143,6 +146,7 @@ impl<E> Default for VarSlot<E> {
                 queue: VarQueue::default(),
             }),
             incoming: Incoming::default(),
+            credits: ReadCredits::default(),
         }
     }
 }
@@ -173,6 +177,10 @@ struct Reclaimed {
 }
 
 type Guard<'a, E> = MutexGuard<'a, VarState<E>>;
+
+/// A var a push holds locked: its slot (for the read credits beside the state) and the guard of
+/// its state.
+type Locked<'a, E> = (&'a VarSlot<E>, Guard<'a, E>);
 
 /// Hands out graph ids; 0 is never used (placeholder vars carry it). A plain std atomic even
 /// under loom: ids only need to differ, no model observes this counter.
@@ -502,7 +510,7 @@ impl<T, E> Graph<T, E> {
                     j -= 1;
                 }
             }
-            let mut guards: [Option<Guard<'_, E>>; SORT_INLINE] = Default::default();
+            let mut guards: [Option<Locked<'_, E>>; SORT_INLINE] = Default::default();
             self.push_sorted(
                 waits,
                 deps,
@@ -515,7 +523,7 @@ impl<T, E> Graph<T, E> {
         } else {
             let mut order: Vec<usize> = (0..n).collect();
             order.sort_by_key(|&i| vars[i].index);
-            let mut guards: Vec<Option<Guard<'_, E>>> = (0..n).map(|_| None).collect();
+            let mut guards: Vec<Option<Locked<'_, E>>> = (0..n).map(|_| None).collect();
             self.push_sorted(
                 waits,
                 deps,
@@ -603,7 +611,7 @@ impl<T, E> Graph<T, E> {
         waits: Waits,
         deps: DepList,
         order: &[usize],
-        guards: &mut [Option<Guard<'g, E>>],
+        guards: &mut [Option<Locked<'g, E>>],
         payload: T,
         ready: &mut u32,
         dispatch: &mut D,
@@ -638,20 +646,22 @@ impl<T, E> Graph<T, E> {
                     Self::thread_ready(ops, op, ready, &mut last);
                 }
             });
-            guards[pos] = Some(state);
+            guards[pos] = Some((slot, state));
         }
-        let holding_back = guards
-            .iter()
-            .enumerate()
-            .filter(|(pos, g)| {
-                g.as_ref()
-                    .is_some_and(|g| g.queue.would_wait(deps.access(*pos), waits))
-            })
-            .count();
+        let mut holding_back = 0u32;
+        for (pos, guard) in guards.iter_mut().enumerate() {
+            if let Some((slot, state)) = guard.as_mut()
+                && state
+                    .queue
+                    .would_wait(&slot.credits, deps.access(pos), waits)
+            {
+                holding_back += 1;
+            }
+        }
 
         if holding_back == 0 {
             for (pos, guard) in guards.iter_mut().enumerate() {
-                if let Some(state) = guard.as_mut() {
+                if let Some((_, state)) = guard.as_mut() {
                     state.queue.append(Waiter {
                         op: NO_OP,
                         access: deps.access(pos),
@@ -674,7 +684,7 @@ impl<T, E> Graph<T, E> {
             return Err(exhausted);
         };
         for (pos, guard) in guards.iter_mut().enumerate() {
-            if let Some(state) = guard.as_mut() {
+            if let Some((_, state)) = guard.as_mut() {
                 state.queue.append(Waiter {
                     op: index,
                     access: deps.access(pos),
@@ -684,17 +694,16 @@ impl<T, E> Graph<T, E> {
         }
         // An op on one var that waits there opens the var's ring, so that the ops pushed on it
         // alone after this one skip its lock (see `incoming.rs`).
-        if let [only] = vars
-            && let Some(Some(state)) = guards.first_mut()
+        if let [_] = vars
+            && let Some(Some((var_slot, state))) = guards.first_mut()
             && !state.open
-            && let Some(var_slot) = self.vars.get(only.index)
         {
             var_slot.incoming.open();
             state.open = true;
         }
         // The releasing threads decrement the wait count only after locking one of the vars we
         // hold: our unlock (Release) and their lock (Acquire) order the parking before them.
-        slot.park(Parked { payload, deps }, holding_back as u32);
+        slot.park(Parked { payload, deps }, holding_back);
         // Dropping the guards (when the caller's array goes out of scope) publishes the op.
         Ok(())
     }
@@ -859,6 +868,15 @@ impl<T, E> Graph<T, E> {
         let Some(slot) = self.vars.get(var) else {
             return;
         };
+        // A completed read that takes a credit, and not the last one, has nothing to hand on
+        // and needs no lock (`read_credits.rs`).
+        let credit = match (access, step) {
+            (Access::Read, Step::Complete(_)) => match slot.credits.take() {
+                Credit::Taken => return,
+                credit => credit,
+            },
+            _ => Credit::None,
+        };
         // Ops this var grants, in release order, granted once the lock is released: each grant
         // touches the op's slot, a line the pusher wrote, a cache miss that need not lengthen
         // the var's critical section. The first `GRANT_ON_STACK` wait on the stack (so that a
@@ -896,13 +914,22 @@ impl<T, E> Graph<T, E> {
             };
             // `false` (a request that was not granted, or not launched) cannot happen: the op
             // tokens (`ReadyOp`, `LaunchedOp`) come only from a grant or a launch.
+            let credits = &slot.credits;
             let _ = match step {
-                Step::Complete(_) => state.queue.complete(access, &mut on_grant),
-                Step::Launch => state.queue.launch(access, &mut on_grant),
-                Step::CompleteLaunched(_) => state.queue.complete_launched(access, &mut on_grant),
+                Step::Complete(_) if credit == Credit::TookLast => {
+                    state.queue.last_credit_taken(credits, &mut on_grant);
+                    true
+                }
+                Step::Complete(_) => state.queue.complete(credits, access, &mut on_grant),
+                Step::Launch => state.queue.launch(credits, access, &mut on_grant),
+                Step::CompleteLaunched(_) => {
+                    state
+                        .queue
+                        .complete_launched(credits, access, &mut on_grant)
+                }
             };
             Self::settle(slot, &mut state, &mut on_grant);
-            (state.deleted && state.queue.is_idle()).then(|| self.reclaim(slot, &mut state))
+            (state.deleted && state.queue.is_idle(credits)).then(|| self.reclaim(slot, &mut state))
         };
         if let Some(reclaimed) = reclaimed {
             self.finish_reclaim(var, reclaimed.reusable);
@@ -1041,7 +1068,7 @@ impl<T, E> Graph<T, E> {
             // No push may come in through the ring any more (a push that got in first was
             // pushed before the deletion, and is merged here).
             Self::close(slot, &mut state);
-            if state.queue.is_idle() {
+            if state.queue.is_idle(&slot.credits) {
                 Some(self.reclaim(slot, &mut state))
             } else {
                 state.queue.extra_or_default().on_deleted = Some(Box::new(on_deleted));
@@ -1061,9 +1088,10 @@ impl<T, E> Graph<T, E> {
     ///
     /// [`GraphError::ForeignVar`], or [`GraphError::DeletedVar`] once the var was reclaimed.
     pub fn var_status(&self, var: Var) -> Result<VarStatus, GraphError> {
-        let state = self.lock_merged(var)?;
+        let (slot, mut state) = self.lock_slot(var)?;
+        Self::merge_behind_waiters(slot, &mut state);
         Ok(VarStatus {
-            running_reads: state.queue.running_reads(),
+            running_reads: state.queue.running_reads(&slot.credits),
             write_running: state.queue.write_running(),
             waiting: state.queue.waiting_len(),
             deleted: state.deleted,
@@ -1159,18 +1187,20 @@ impl<T, E> Graph<T, E> {
                 Holder::Write {
                     op: self.parked_writer(var, op, &waiting),
                 }
-            } else if let Some(reads) = NonZeroU32::new(state.queue.running_reads()) {
+            } else if let Some(reads) = NonZeroU32::new(state.queue.running_reads(&slot.credits)) {
                 Holder::Reads(reads)
             } else if let Some(ops) = NonZeroU32::new({
                 let launched = state.queue.launched();
                 launched.reads + launched.writes
             }) {
                 Holder::Launched(ops)
-            } else {
-                // Idle (the queue's front is granted once nothing runs or is launched: a var
-                // with waiting requests always has a holder).
-                debug_assert!(state.queue.is_idle());
+            } else if state.queue.is_idle(&slot.credits) {
                 continue;
+            } else {
+                // Nothing runs or is launched, yet requests wait: the last running read took
+                // the last credit without the lock and is on its way to it, to grant the
+                // front (`read_credits.rs`). It still holds the var.
+                Holder::Reads(NonZeroU32::MIN)
             };
             busy.push(BusyVar {
                 var,

@@ -95,6 +95,7 @@ mod op_cell;
 // Prefetch hints: an intrinsic that Rust marks unsafe, though it never faults.
 #[allow(unsafe_code)]
 mod prefetch;
+mod read_credits;
 // Buckets behind atomic pointers, freed by a trim; its module documentation has the protocol.
 #[allow(unsafe_code)]
 mod slab;

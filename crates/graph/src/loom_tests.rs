@@ -129,6 +129,174 @@ fn two_completing_reads_and_a_pushed_write() {
     });
 }
 
+/// The var's data, as the reads and the write of the models below use it: loom reports a
+/// read and a write not ordered by happens-before as a data race.
+#[derive(Default)]
+struct Data(loom::cell::UnsafeCell<u32>);
+
+// SAFETY: the cell's accesses go through loom's `with` and `with_mut` only, which touch no
+// data and report two accesses that happens-before does not order: sharing it is the point.
+#[allow(unsafe_code)]
+unsafe impl Sync for Data {}
+
+impl Data {
+    /// A read of the data by an op that reads the var (the access alone: loom checks it).
+    fn read(&self) {
+        self.0.with(|_| ());
+    }
+
+    /// A write of the data by an op that writes the var.
+    fn write(&self) {
+        self.0.with_mut(|_| ());
+    }
+}
+
+/// Starts the op with payload `writer` if `released` holds it, as a worker would: writes the
+/// data. Returns the ops released.
+fn run_writer(data: &Data, released: Vec<ReadyOp<u32>>, writer: u32) -> Vec<ReadyOp<u32>> {
+    if released.iter().any(|op| *op.payload() == writer) {
+        data.write();
+    }
+    released
+}
+
+/// A write of `a` completes and grants the two reads queued behind it as a run (with a credit
+/// each); a write queued behind them waits. Two threads read the data and complete one read
+/// each, without the var's lock; the one that takes the last credit takes the lock and starts
+/// the write (writing the data), once.
+///
+/// Catches: `ReadCredits::take` weakened to `Relaxed` (the write, granted after the last take,
+/// races the other read), and a last taker that does not look under the lock (the write never
+/// starts).
+#[test]
+fn a_run_of_reads_completes_without_the_lock_then_grants_the_write() {
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let data = Arc::new(Data::default());
+        let mut ready = Vec::new();
+        graph.push(&[], &[a], 1, &mut ready).unwrap();
+        graph.push(&[a], &[], 2, &mut ready).unwrap();
+        graph.push(&[a], &[], 3, &mut ready).unwrap();
+        graph.push(&[], &[a], 4, &mut ready).unwrap();
+        let first_write = ready.pop().unwrap();
+        graph.complete(first_write, Ok(()), &mut ready).unwrap();
+        assert_eq!(ready.len(), 2, "the run of reads");
+        let readers: Vec<_> = ready
+            .into_iter()
+            .map(|read| {
+                let (graph, data) = (graph.clone(), data.clone());
+                thread::spawn(move || {
+                    data.read();
+                    let mut released = Vec::new();
+                    graph.complete(read, Ok(()), &mut released).unwrap();
+                    run_writer(&data, released, 4)
+                })
+            })
+            .collect();
+        let released: Vec<_> = readers
+            .into_iter()
+            .flat_map(|reader| reader.join().unwrap())
+            .collect();
+        let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
+        assert_eq!(ids, [4], "the write is dispatched exactly once");
+        assert_each_once(drain(&graph, released), &[4]);
+        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+    });
+}
+
+/// A write of `a` completes and grants the read behind it (with a credit). One thread reads the
+/// data and completes the read, without the lock, while another pushes a write of `a`: the
+/// write starts at once (on the pusher, writing the data) if the read's credit was taken, and
+/// otherwise when the read, having taken the last credit, finds it waiting under the lock.
+///
+/// Catches: `ReadCredits::left` weakened to `Relaxed` (the push finds no credit left and grants
+/// the write without taking in the read's end: the write races the read).
+#[test]
+fn a_write_pushed_as_the_last_credited_read_completes_starts_after_it() {
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let data = Arc::new(Data::default());
+        let mut ready = Vec::new();
+        graph.push(&[], &[a], 1, &mut ready).unwrap();
+        graph.push(&[a], &[], 2, &mut ready).unwrap();
+        let first_write = ready.pop().unwrap();
+        graph.complete(first_write, Ok(()), &mut ready).unwrap();
+        let read = ready.pop().unwrap();
+        let reader = {
+            let (graph, data) = (graph.clone(), data.clone());
+            thread::spawn(move || {
+                data.read();
+                let mut released = Vec::new();
+                graph.complete(read, Ok(()), &mut released).unwrap();
+                run_writer(&data, released, 3)
+            })
+        };
+        let pusher = {
+            let data = data.clone();
+            let pusher = push_on_thread(&graph, &[], &[a], 3);
+            thread::spawn(move || run_writer(&data, pushed(pusher), 3))
+        };
+        let mut released = reader.join().unwrap();
+        released.extend(pusher.join().unwrap());
+        let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
+        assert_eq!(ids, [3], "the write is dispatched exactly once");
+        assert_each_once(drain(&graph, released), &[3]);
+        assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+    });
+}
+
+/// A write of `a` completes and grants the two reads behind it as a run (with a credit each).
+/// Two threads read the data and complete one read each while a third deletes `a`, whose
+/// callback (the data's owner freeing it) writes the data. The var is reclaimed once: by the
+/// deletion if both credits were taken, or by the read that takes the last one.
+///
+/// Catches: `ReadCredits::take` or `left` weakened to `Relaxed` (the callback races a read),
+/// and a deleted var that the last credit's taker does not reclaim (never reclaimed).
+#[test]
+fn a_deleted_var_is_reclaimed_after_its_last_credited_read() {
+    use loom::sync::atomic::{AtomicU32, Ordering};
+
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let data = Arc::new(Data::default());
+        let reclaimed = Arc::new(AtomicU32::new(0));
+        let mut ready = Vec::new();
+        graph.push(&[], &[a], 1, &mut ready).unwrap();
+        graph.push(&[a], &[], 2, &mut ready).unwrap();
+        graph.push(&[a], &[], 3, &mut ready).unwrap();
+        let first_write = ready.pop().unwrap();
+        graph.complete(first_write, Ok(()), &mut ready).unwrap();
+        let readers: Vec<_> = ready
+            .into_iter()
+            .map(|read| {
+                let (graph, data) = (graph.clone(), data.clone());
+                thread::spawn(move || {
+                    data.read();
+                    graph.complete(read, Ok(()), &mut Vec::new()).unwrap();
+                })
+            })
+            .collect();
+        {
+            let (data, reclaimed) = (data.clone(), reclaimed.clone());
+            graph
+                .delete_var(a, move || {
+                    data.write();
+                    reclaimed.fetch_add(1, Ordering::Relaxed);
+                })
+                .unwrap();
+        }
+        for reader in readers {
+            reader.join().unwrap();
+        }
+        assert_eq!(reclaimed.load(Ordering::Relaxed), 1);
+        assert_eq!(graph.var_status(a), Err(GraphError::DeletedVar { var: a }));
+        assert_eq!(graph.stats().live_vars, 0);
+    });
+}
+
 /// A write of `a` runs with a read parked behind it; one thread completes the write (releasing
 /// the parked read) while another completes an unrelated read of `a`'s neighbour `b` that the
 /// parked op also waits for, and a third pushes a write of `a`.

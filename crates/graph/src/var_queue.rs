@@ -81,7 +81,7 @@
 //! while it has room and nothing is spilled, otherwise to the back of the spill; popping the last
 //! entry of the ring refills it with up to [`RING`] entries from the spill's front at once (so
 //! draining a long FIFO touches the cold part once per `RING` pops, not on each, and that line
-//! is not bounced between the pushing and the completing core on every op). The hot `cold_holds`
+//! is not bounced between the pushing and the completing core on every op). The hot `flags`
 //! flags say whether the spill holds anything and whether launched ops are counted, so a var
 //! whose FIFO fits the ring, and that saw no launch, never touches the cold part.
 //!
@@ -92,6 +92,7 @@
 
 use std::collections::VecDeque;
 
+use crate::read_credits::ReadCredits;
 use crate::var::{Access, Waits};
 
 /// Op id recorded for a write that was granted when it was pushed (such ops get no slot).
@@ -179,10 +180,13 @@ impl LaunchedCounts {
     }
 }
 
-/// `VarQueue::cold_holds` bit: the spill holds entries (then the ring is not empty).
+/// `VarQueue::flags` bit: the spill holds entries (then the ring is not empty).
 const SPILLED: u8 = 1;
-/// `VarQueue::cold_holds` bit: the cold part counts launched ops that have not completed.
+/// `VarQueue::flags` bit: the cold part counts launched ops that have not completed.
 const LAUNCHED: u8 = 2;
+/// `VarQueue::flags` bit: credits were given to a run of reads (`read_credits.rs`) and may be
+/// left.
+const CREDITED: u8 = 4;
 
 /// The result of appending a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,14 +214,17 @@ pub(crate) struct Cold<C> {
 pub(crate) struct VarQueue<C> {
     /// The spill-over and `C`, allocated on first use and kept.
     cold: Option<Box<Cold<C>>>,
+    /// Running reads that took no credit (see `read_credits.rs`: the var's running reads are
+    /// these and its credits left).
     running_reads: u32,
     /// The front of the FIFO: `len` packed entries from `head`, wrapping.
     ring: [u32; RING],
     head: u8,
     len: u8,
     head_running: bool,
-    /// What the cold part holds that the hot paths must look at: [`SPILLED`], [`LAUNCHED`].
-    cold_holds: u8,
+    /// What the hot paths must look at beyond the ring: what the cold part holds
+    /// ([`SPILLED`], [`LAUNCHED`]), and whether the var's credits may be left ([`CREDITED`]).
+    flags: u8,
 }
 
 impl<C> Default for VarQueue<C> {
@@ -229,7 +236,7 @@ impl<C> Default for VarQueue<C> {
             head: 0,
             len: 0,
             head_running: false,
-            cold_holds: 0,
+            flags: 0,
         }
     }
 }
@@ -245,21 +252,21 @@ impl<C> VarQueue<C> {
 
     /// Whether the spill holds entries.
     fn spilled(&self) -> bool {
-        self.cold_holds & SPILLED != 0
+        self.flags & SPILLED != 0
     }
 
     fn set_spilled(&mut self, spilled: bool) {
         if spilled {
-            self.cold_holds |= SPILLED;
+            self.flags |= SPILLED;
         } else {
-            self.cold_holds &= !SPILLED;
+            self.flags &= !SPILLED;
         }
     }
 
     /// The launched ops on the var that have not completed.
     pub(crate) fn launched(&self) -> LaunchedCounts {
         match &self.cold {
-            Some(cold) if self.cold_holds & LAUNCHED != 0 => cold.launched,
+            Some(cold) if self.flags & LAUNCHED != 0 => cold.launched,
             _ => LaunchedCounts::default(),
         }
     }
@@ -268,7 +275,7 @@ impl<C> VarQueue<C> {
     /// far as the launched ops are concerned.
     fn launched_allow(&self, request: Waiter) -> bool {
         request.waits == Waits::Launch
-            || self.cold_holds & LAUNCHED == 0
+            || self.flags & LAUNCHED == 0
             || !self.launched().hold_back(request.access)
     }
 
@@ -345,12 +352,40 @@ impl<C> VarQueue<C> {
         &mut self.cold_or_default().extra
     }
 
+    /// The var's credits left (see `read_credits.rs`), without touching their word unless some
+    /// were given.
+    fn credits_left(&self, credits: &ReadCredits) -> u32 {
+        if self.flags & CREDITED == 0 {
+            0
+        } else {
+            credits.left()
+        }
+    }
+
+    /// Whether no read runs: none without a credit, and no credit left (forgetting the credits
+    /// once none is left, so that the next look does not touch their word).
+    fn reads_ended(&mut self, credits: &ReadCredits) -> bool {
+        if self.running_reads > 0 {
+            return false;
+        }
+        if self.credits_left(credits) > 0 {
+            return false;
+        }
+        self.flags &= !CREDITED;
+        true
+    }
+
     /// Whether appending a request with `access` that `waits` for launch or completion would
     /// have to wait now.
-    pub(crate) fn would_wait(&self, access: Access, waits: Waits) -> bool {
+    pub(crate) fn would_wait(
+        &mut self,
+        credits: &ReadCredits,
+        access: Access,
+        waits: Waits,
+    ) -> bool {
         let busy = match access {
             Access::Read => !self.is_empty(),
-            Access::Write => !self.is_empty() || self.running_reads > 0,
+            Access::Write => !self.is_empty() || !self.reads_ended(credits),
         };
         busy || !self.launched_allow(Waiter {
             op: NO_OP,
@@ -359,7 +394,7 @@ impl<C> VarQueue<C> {
         })
     }
 
-    /// Transition 1 or 2: appends `request`.
+    /// Transition 1 or 2: appends `request`. A read granted here takes no credit.
     pub(crate) fn append(&mut self, request: Waiter) -> Grant
     where
         C: Default,
@@ -375,8 +410,15 @@ impl<C> VarQueue<C> {
                 }
             }
             Access::Write => {
-                let ready =
-                    self.is_empty() && self.running_reads == 0 && self.launched_allow(request);
+                // The credits' flag, not their word: a push looked at the word just before
+                // (`would_wait`, which forgets the credits once none is left), and must append
+                // as it decided then, even if the last credit was taken since. A flag still set
+                // with no credit left means that the read that took the last one is on its way
+                // to the lock, and grants this write there (`read_credits.rs`).
+                let ready = self.is_empty()
+                    && self.running_reads == 0
+                    && self.flags & CREDITED == 0
+                    && self.launched_allow(request);
                 self.push_back(request);
                 if ready {
                     self.head_running = true;
@@ -389,69 +431,105 @@ impl<C> VarQueue<C> {
     }
 
     /// Grants what the front of the FIFO may start now, calling `release` with each op: the run
-    /// of reads there, as far as the launched ops allow, then a write if no read runs. Called
-    /// whenever the front may have become free: a write left it (transition 4), the last read
-    /// completed (3), a launched op completed (6).
-    fn advance(&mut self, release: &mut impl FnMut(u32)) {
+    /// of reads there, as far as the launched ops allow, each given a credit (`read_credits.rs`),
+    /// then a write if no read runs. Called whenever the front may have become free: a write
+    /// left it (transition 4), the last read completed (3), a launched op completed (6).
+    fn advance(&mut self, credits: &ReadCredits, release: &mut impl FnMut(u32)) {
         if self.head_running {
             return;
         }
+        let mut run = 0;
         while let Some(front) = self.front() {
             if !self.launched_allow(front) {
-                return;
+                break;
             }
             match front.access {
                 Access::Read => {
                     self.pop_front();
-                    self.running_reads += 1;
+                    run += 1;
                     release(front.op);
                 }
                 Access::Write => {
-                    if self.running_reads == 0 {
+                    if run == 0 && self.reads_ended(credits) {
                         self.head_running = true;
                         release(front.op);
                     }
-                    return;
+                    break;
                 }
             }
         }
+        // Given before the lock is released, hence before any of the run can complete: the
+        // graph dispatches what `release` names only once the var is unlocked.
+        if run > 0 {
+            credits.give(run);
+            self.flags |= CREDITED;
+        }
     }
 
-    /// Transition 3: a granted read completed. Calls `release` with what it unblocks: a write,
-    /// or reads that the launched ops held back no more.
+    /// Transition 3 under the var's lock: a granted read completed. It takes a credit if one is
+    /// left, else counts itself done in `running_reads`; if that ended the reads, calls `release`
+    /// with what it unblocks: a write, or reads that the launched ops held back no more.
     ///
     /// Returns `false` (and changes nothing) if no read was running: the caller broke the
     /// protocol.
-    pub(crate) fn complete_read(&mut self, mut release: impl FnMut(u32)) -> bool {
-        if self.running_reads == 0 {
-            return false;
+    pub(crate) fn complete_read(
+        &mut self,
+        credits: &ReadCredits,
+        mut release: impl FnMut(u32),
+    ) -> bool {
+        if !credits.take_locked() {
+            if self.running_reads == 0 {
+                return false;
+            }
+            self.running_reads -= 1;
         }
-        self.running_reads -= 1;
-        if self.running_reads == 0 {
-            self.advance(&mut release);
+        if self.reads_ended(credits) {
+            self.advance(credits, &mut release);
         }
         true
+    }
+
+    /// Transition 3 under the var's lock, for a read that took the last credit without it
+    /// (`read_credits.rs`): if no read is left, calls `release` with what that unblocks, as
+    /// [`complete_read`](Self::complete_read) does.
+    pub(crate) fn last_credit_taken(
+        &mut self,
+        credits: &ReadCredits,
+        mut release: impl FnMut(u32),
+    ) {
+        if self.reads_ended(credits) {
+            self.advance(credits, &mut release);
+        }
     }
 
     /// Transition 4: the running write completed. Calls `release` with each read of the run that
     /// follows it, or with the next write.
     ///
     /// Returns `false` (and changes nothing) if no write was running.
-    pub(crate) fn complete_write(&mut self, mut release: impl FnMut(u32)) -> bool {
+    pub(crate) fn complete_write(
+        &mut self,
+        credits: &ReadCredits,
+        mut release: impl FnMut(u32),
+    ) -> bool {
         if !self.head_running {
             return false;
         }
         self.pop_front();
         self.head_running = false;
-        self.advance(&mut release);
+        self.advance(credits, &mut release);
         true
     }
 
-    /// Completes a granted request with `access` (transition 3 or 4).
-    pub(crate) fn complete(&mut self, access: Access, release: impl FnMut(u32)) -> bool {
+    /// Completes a granted request with `access` under the var's lock (transition 3 or 4).
+    pub(crate) fn complete(
+        &mut self,
+        credits: &ReadCredits,
+        access: Access,
+        release: impl FnMut(u32),
+    ) -> bool {
         match access {
-            Access::Read => self.complete_read(release),
-            Access::Write => self.complete_write(release),
+            Access::Read => self.complete_read(credits, release),
+            Access::Write => self.complete_write(credits, release),
         }
     }
 
@@ -459,20 +537,25 @@ impl<C> VarQueue<C> {
     /// completes it as transition 3 or 4 does, calling `release` with what may start now.
     ///
     /// Returns `false` (and changes nothing) if no request with `access` was granted.
-    pub(crate) fn launch(&mut self, access: Access, release: impl FnMut(u32)) -> bool
+    pub(crate) fn launch(
+        &mut self,
+        credits: &ReadCredits,
+        access: Access,
+        release: impl FnMut(u32),
+    ) -> bool
     where
         C: Default,
     {
         let granted = match access {
-            Access::Read => self.running_reads > 0,
+            Access::Read => self.running_reads > 0 || self.credits_left(credits) > 0,
             Access::Write => self.head_running,
         };
         if !granted {
             return false;
         }
         *self.cold_or_default().launched.count(access) += 1;
-        self.cold_holds |= LAUNCHED;
-        self.complete(access, release)
+        self.flags |= LAUNCHED;
+        self.complete(credits, access, release)
     }
 
     /// Transition 6: a launched request with `access` completed. Calls `release` with the ops
@@ -481,14 +564,11 @@ impl<C> VarQueue<C> {
     /// Returns `false` (and changes nothing) if no launched request with `access` was counted.
     pub(crate) fn complete_launched(
         &mut self,
+        credits: &ReadCredits,
         access: Access,
         mut release: impl FnMut(u32),
     ) -> bool {
-        let Some(cold) = self
-            .cold
-            .as_mut()
-            .filter(|_| self.cold_holds & LAUNCHED != 0)
-        else {
+        let Some(cold) = self.cold.as_mut().filter(|_| self.flags & LAUNCHED != 0) else {
             return false;
         };
         let count = cold.launched.count(access);
@@ -497,19 +577,23 @@ impl<C> VarQueue<C> {
         }
         *count -= 1;
         if cold.launched == LaunchedCounts::default() {
-            self.cold_holds &= !LAUNCHED;
+            self.flags &= !LAUNCHED;
         }
-        self.advance(&mut release);
+        self.advance(credits, &mut release);
         true
     }
 
     /// No request is running, launched or waiting.
-    pub(crate) fn is_idle(&self) -> bool {
-        self.running_reads == 0 && self.is_empty() && self.cold_holds & LAUNCHED == 0
+    pub(crate) fn is_idle(&self, credits: &ReadCredits) -> bool {
+        self.running_reads == 0
+            && self.credits_left(credits) == 0
+            && self.is_empty()
+            && self.flags & LAUNCHED == 0
     }
 
-    pub(crate) fn running_reads(&self) -> u32 {
-        self.running_reads
+    /// How many reads run (a snapshot: reads may complete meanwhile without the lock).
+    pub(crate) fn running_reads(&self, credits: &ReadCredits) -> u32 {
+        self.running_reads + self.credits_left(credits)
     }
 
     pub(crate) fn write_running(&self) -> bool {
@@ -595,6 +679,67 @@ mod tests {
         }
     }
 
+    /// A queue and the read credits beside it, as a var slot holds them; every read completes
+    /// under the lock here (the completions without it are `read_credits.rs`' and the loom
+    /// models').
+    #[derive(Default)]
+    struct TestVar {
+        queue: VarQueue<()>,
+        credits: ReadCredits,
+    }
+
+    impl TestVar {
+        fn append(&mut self, request: Waiter) -> Grant {
+            self.queue.append(request)
+        }
+
+        fn would_wait(&mut self, access: Access, waits: Waits) -> bool {
+            self.queue.would_wait(&self.credits, access, waits)
+        }
+
+        fn complete(&mut self, access: Access, release: impl FnMut(u32)) -> bool {
+            self.queue.complete(&self.credits, access, release)
+        }
+
+        fn complete_read(&mut self, release: impl FnMut(u32)) -> bool {
+            self.queue.complete_read(&self.credits, release)
+        }
+
+        fn complete_write(&mut self, release: impl FnMut(u32)) -> bool {
+            self.queue.complete_write(&self.credits, release)
+        }
+
+        fn launch(&mut self, access: Access, release: impl FnMut(u32)) -> bool {
+            self.queue.launch(&self.credits, access, release)
+        }
+
+        fn complete_launched(&mut self, access: Access, release: impl FnMut(u32)) -> bool {
+            self.queue.complete_launched(&self.credits, access, release)
+        }
+
+        fn running_reads(&self) -> u32 {
+            self.queue.running_reads(&self.credits)
+        }
+
+        fn is_idle(&self) -> bool {
+            self.queue.is_idle(&self.credits)
+        }
+    }
+
+    impl std::ops::Deref for TestVar {
+        type Target = VarQueue<()>;
+
+        fn deref(&self) -> &VarQueue<()> {
+            &self.queue
+        }
+    }
+
+    impl std::ops::DerefMut for TestVar {
+        fn deref_mut(&mut self) -> &mut VarQueue<()> {
+            &mut self.queue
+        }
+    }
+
     fn released(f: impl FnOnce(&mut dyn FnMut(u32)) -> bool) -> (bool, Vec<u32>) {
         let mut out = Vec::new();
         let ok = f(&mut |op| out.push(op));
@@ -603,7 +748,7 @@ mod tests {
 
     #[test]
     fn read_on_idle_var_is_granted() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         assert!(!q.would_wait(Access::Read, Waits::Completion));
         assert_eq!(q.append(read(1)), Grant::Granted);
         assert_eq!(q.append(read(2)), Grant::Granted);
@@ -614,7 +759,7 @@ mod tests {
 
     #[test]
     fn write_on_idle_var_is_granted_and_stays_at_head() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         assert!(!q.would_wait(Access::Write, Waits::Completion));
         assert_eq!(q.append(write(1)), Grant::Granted);
         assert!(q.write_running());
@@ -625,7 +770,7 @@ mod tests {
 
     #[test]
     fn write_waits_for_running_reads() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         q.append(read(1));
         q.append(read(2));
         assert!(q.would_wait(Access::Write, Waits::Completion));
@@ -644,7 +789,7 @@ mod tests {
 
     #[test]
     fn complete_write_releases_following_run_of_reads() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         q.append(write(1));
         q.append(read(2));
         q.append(read(3));
@@ -668,7 +813,7 @@ mod tests {
 
     #[test]
     fn complete_write_releases_next_write() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         q.append(write(1));
         assert_eq!(q.append(write(2)), Grant::Queued);
         let (_, out) = released(|r| q.complete_write(r));
@@ -681,7 +826,7 @@ mod tests {
 
     #[test]
     fn completing_what_is_not_running_is_refused() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         assert!(!q.complete_read(|_| unreachable!()));
         assert!(!q.complete_write(|_| unreachable!()));
         q.append(read(1));
@@ -694,7 +839,7 @@ mod tests {
 
     #[test]
     fn a_launched_write_lets_only_the_ops_that_wait_for_launch_start() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         assert_eq!(q.append(write(1)), Grant::Granted);
         assert_eq!(q.append(on_launch(2, Access::Read)), Grant::Queued);
         assert_eq!(q.append(read(3)), Grant::Queued);
@@ -730,7 +875,7 @@ mod tests {
 
     #[test]
     fn a_write_that_waits_for_completion_waits_for_launched_reads_too() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         q.append(on_launch(1, Access::Read));
         q.append(on_launch(2, Access::Read));
         let (_, out) = released(|r| q.launch(Access::Read, r));
@@ -757,7 +902,7 @@ mod tests {
 
     #[test]
     fn a_read_held_back_by_a_launch_keeps_push_order() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         q.append(on_launch(1, Access::Write));
         let (_, out) = released(|r| q.launch(Access::Write, r));
         assert!(out.is_empty());
@@ -773,7 +918,7 @@ mod tests {
 
     #[test]
     fn launching_or_completing_what_is_not_there_is_refused() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         assert!(!q.launch(Access::Read, |_| unreachable!()));
         assert!(!q.complete_launched(Access::Write, |_| unreachable!()));
         q.append(write(1));
@@ -799,7 +944,7 @@ mod tests {
 
     #[test]
     fn a_drained_spill_gives_its_memory_back() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         q.append(write(0));
         for op in 1..1000 {
             q.append(request(op, Access::Write));
@@ -824,7 +969,7 @@ mod tests {
 
     #[test]
     fn trim_drops_spare_capacity() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         q.append(write(0));
         for op in 1..100 {
             q.append(request(op, Access::Write));
@@ -897,7 +1042,7 @@ mod tests {
         }
     }
 
-    fn check_same(q: &VarQueue<()>, m: &Model) {
+    fn check_same(q: &TestVar, m: &Model) {
         assert_eq!(q.running_reads(), m.running_reads);
         assert_eq!(q.write_running(), m.head_running);
         let waiting: Vec<(u32, Access)> = q.waiting().map(|w| (w.op, w.access)).collect();
@@ -916,7 +1061,7 @@ mod tests {
     /// releases as the plain FIFO model, in the same order.
     #[test]
     fn ring_spills_and_refills_in_fifo_order() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         let mut m = Model::default();
         let mut op = 0u32;
         for round in 0..3 {
@@ -953,7 +1098,7 @@ mod tests {
 
     #[test]
     fn granted_write_at_push_packs_no_op() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         assert_eq!(q.append(write(NO_OP)), Grant::Granted);
         assert_eq!(q.front().map(|w| w.op), Some(NO_OP));
         let max = OP_MASK - 1;
@@ -963,7 +1108,7 @@ mod tests {
 
     #[test]
     fn short_fifos_never_allocate_the_cold_part() {
-        let mut q = VarQueue::<()>::default();
+        let mut q = TestVar::default();
         q.append(write(0));
         for op in 1..RING as u32 {
             q.append(request(op, Access::Read));
