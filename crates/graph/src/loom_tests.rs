@@ -162,8 +162,10 @@ fn run_writer(data: &Data, released: Vec<ReadyOp<u32>>, writer: u32) -> Vec<Read
 
 /// A write of `a` completes and grants the two reads queued behind it as a run (with a credit
 /// each); a write queued behind them waits. Two threads read the data and complete one read
-/// each, without the var's lock; the one that takes the last credit takes the lock and starts
-/// the write (writing the data), once.
+/// each, without `a`'s lock; the one that takes the last credit takes the lock and starts the
+/// write (writing the data), once. (The reads also read `b`, so that they are pushed under the
+/// locks, into `a`'s FIFO: pushed alone on `a`, the second would come in through the ring and
+/// be granted when a completion merges it, without a credit.)
 ///
 /// Catches: `ReadCredits::take` weakened to `Relaxed` (the write, granted after the last take,
 /// races the other read), and a last taker that does not look under the lock (the write never
@@ -173,11 +175,12 @@ fn a_run_of_reads_completes_without_the_lock_then_grants_the_write() {
     loom::model(|| {
         let graph = Arc::new(G::new());
         let a = graph.new_var().unwrap();
+        let b = graph.new_var().unwrap();
         let data = Arc::new(Data::default());
         let mut ready = Vec::new();
         graph.push(&[], &[a], 1, &mut ready).unwrap();
-        graph.push(&[a], &[], 2, &mut ready).unwrap();
-        graph.push(&[a], &[], 3, &mut ready).unwrap();
+        graph.push(&[a, b], &[], 2, &mut ready).unwrap();
+        graph.push(&[a, b], &[], 3, &mut ready).unwrap();
         graph.push(&[], &[a], 4, &mut ready).unwrap();
         let first_write = ready.pop().unwrap();
         graph.complete(first_write, Ok(()), &mut ready).unwrap();
@@ -247,8 +250,9 @@ fn a_write_pushed_as_the_last_credited_read_completes_starts_after_it() {
     });
 }
 
-/// A write of `a` completes and grants the two reads behind it as a run (with a credit each).
-/// Two threads read the data and complete one read each while a third deletes `a`, whose
+/// A write of `a` completes and grants the two reads behind it as a run (with a credit each;
+/// they also read `b`, as in the model above). Two threads read the data and complete one read
+/// each while a third deletes `a`, whose
 /// callback (the data's owner freeing it) writes the data. The var is reclaimed once: by the
 /// deletion if both credits were taken, or by the read that takes the last one.
 ///
@@ -261,12 +265,13 @@ fn a_deleted_var_is_reclaimed_after_its_last_credited_read() {
     loom::model(|| {
         let graph = Arc::new(G::new());
         let a = graph.new_var().unwrap();
+        let b = graph.new_var().unwrap();
         let data = Arc::new(Data::default());
         let reclaimed = Arc::new(AtomicU32::new(0));
         let mut ready = Vec::new();
         graph.push(&[], &[a], 1, &mut ready).unwrap();
-        graph.push(&[a], &[], 2, &mut ready).unwrap();
-        graph.push(&[a], &[], 3, &mut ready).unwrap();
+        graph.push(&[a, b], &[], 2, &mut ready).unwrap();
+        graph.push(&[a, b], &[], 3, &mut ready).unwrap();
         let first_write = ready.pop().unwrap();
         graph.complete(first_write, Ok(()), &mut ready).unwrap();
         let readers: Vec<_> = ready
