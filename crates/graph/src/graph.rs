@@ -1385,14 +1385,16 @@ mod layout_tests {
     use super::*;
 
     /// A var's locked state is exactly one cache line (std's futex mutex is 8 bytes before the
-    /// state), its `Incoming` ring the next one; its slab entry adds the line of the link and
-    /// the attachment before them.
+    /// state), its `Incoming` ring and read credits the next one; its slab entry adds the line
+    /// of the link and the attachment before them.
     #[test]
     fn var_slot_is_two_cache_lines_after_its_link_and_attachment() {
         assert_eq!(std::mem::align_of::<VarSlot<Failure>>(), 64);
         assert_eq!(std::mem::size_of::<Mutex<VarState<Failure>>>(), 64);
         assert_eq!(std::mem::size_of::<Mutex<VarState<&'static str>>>(), 64);
         assert_eq!(std::mem::offset_of!(VarSlot<Failure>, incoming), 64);
+        // The read credits beside the ring, on its line.
+        assert!((64..128 - 4).contains(&std::mem::offset_of!(VarSlot<Failure>, credits)));
         assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 128);
         // The slab's entry: the link and the attachment on one line, then the slot.
         assert_eq!(

@@ -25,9 +25,22 @@
 //! no credit finds `running_reads` at one or more: the credits only fall between grants, so if
 //! none is left for it, it is still counted in `running_reads`.
 //!
-//! Reads granted at their push (transition 1) take no credit: a push of a read stays a plain
+//! Reads granted at their push (transition 1) get no credit: a push of a read stays a plain
 //! increment under the lock, and only reads granted in a run, by a completion, complete without
-//! the lock.
+//! the lock (in `drain`, 10^6 of them: one lock where there were 10^6). Counted in an atomic word
+//! too, the reads granted at their push would cost every push of a read an atomic add, and the
+//! pusher the readers' atomic subtracts on the line it locks: 8-15% slower pushes of reads
+//! (`docs/bench-history.md`).
+//!
+//! # The write pushed behind a run
+//!
+//! A push looks at the credits once (`would_wait`, which forgets them once none is left) and
+//! appends as it decided then: `append` reads only the queue's flag that credits may be left.
+//! The last credit may be taken between the two; the write then waits, with the flag set and no
+//! credit left, for the read that took the last one, which is on its way to the lock and grants
+//! it there. (Read twice from the word, a push could decide to wait and then be granted at the
+//! append, and park for a grant that never comes: the model
+//! `a_write_pushed_as_the_last_credited_read_completes_starts_after_it` found that.)
 //!
 //! # Why no grant is lost
 //!
@@ -51,9 +64,10 @@
 //! credits with `Acquire` first ([`left`](ReadCredits::left)), reading the last take or a later
 //! one, and so takes in every read's end. Reads that complete under the lock publish their ends
 //! through it, as before. The loom models of `loom_tests.rs` that read the var's data on the
-//! reads' threads and write it where the write starts fail with either weakened to `Relaxed`:
-//! `a_run_of_reads_completes_without_the_lock_then_grants_the_write` (the take) and
-//! `a_write_pushed_as_the_last_credited_read_completes_starts_after_it` (the load).
+//! reads' threads and write it where the write starts (or in a deletion's callback) fail with
+//! either weakened to `Relaxed`: `a_run_of_reads_completes_without_the_lock_then_grants_the_write`,
+//! `a_write_pushed_as_the_last_credited_read_completes_starts_after_it` and
+//! `a_deleted_var_is_reclaimed_after_its_last_credited_read`.
 //!
 //! [`give`](ReadCredits::give) is `Relaxed`: the reads it counts reach their threads through the
 //! graph's hand-over (the op slot's grant, the pool's queue), which orders the add before their

@@ -659,3 +659,30 @@ fn a_deleted_var_grants_a_read_its_launch_held_back_while_reads_run() {
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert_eq!(graph.var_status(a), Err(GraphError::DeletedVar { var: a }));
 }
+
+/// A write's completion grants a long run of reads (each given a credit, `read_credits.rs`):
+/// they complete without the var's lock, and the write behind them is granted by the last.
+#[test]
+fn a_long_run_of_reads_completes_without_the_lock_and_the_last_grants_the_write() {
+    let graph = G::new();
+    let (a, b) = (graph.new_var().unwrap(), graph.new_var().unwrap());
+    let mut ready = Vec::new();
+    graph.push(&[], &[a], 0, &mut ready).unwrap();
+    // On two vars, so that every read queues in `a`'s FIFO (alone on `a`, they would come in
+    // through its ring and be merged one at a time).
+    for op in 1..=20 {
+        graph.push(&[a, b], &[], op, &mut ready).unwrap();
+    }
+    graph.push(&[], &[a], 99, &mut ready).unwrap();
+    finish(&graph, &mut ready, 0, Ok(()));
+    assert_eq!(names(&ready), (1..=20).collect::<Vec<_>>());
+    assert_eq!(graph.var_status(a).unwrap().running_reads, 20);
+    for op in 1..20 {
+        finish(&graph, &mut ready, op, Ok(()));
+        assert!(!names(&ready).contains(&99), "the write waits for read 20");
+    }
+    finish(&graph, &mut ready, 20, Ok(()));
+    assert_eq!(names(&ready), [99]);
+    finish(&graph, &mut ready, 99, Ok(()));
+    assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+}
