@@ -105,23 +105,33 @@ impl<E> VarState<E> {
 /// counters and the inline ring), so that the threads pushing and completing ops on a var move
 /// one line between cores, and neighbouring vars never share it; and the lock-free side
 /// entrance (`incoming.rs`), which only single-var pushes onto a var with a waiting op write
-/// (and the lock holder that merges them reads), beside the credits of the reads that complete
-/// without the lock (`read_credits.rs`), which only reads granted in a run take. `repr(C)` keeps
-/// the fields in this order. The var's attachment is the slot's head, beside the slab's link,
-/// on the line before these two (`Slot::Header`).
+/// (and the lock holder that merges them reads). `repr(C)` keeps the fields in this order. The
+/// var's attachment and read credits are the slot's head, beside the slab's link, on the line
+/// before these two (`Slot::Header`, [`VarHead`]).
 #[repr(C, align(64))]
 struct VarSlot<E> {
     state: Mutex<VarState<E>>,
     incoming: Incoming,
+}
+
+/// The head of a var's slab entry, on the line of the slab's link, which is touched only when
+/// the slot is handed out or freed: the var's attachment, which the functions of its ops read,
+/// and its read credits, which every completing read looks at without the lock
+/// (`read_credits.rs`). On that line both stay in the readers' caches; beside the `Incoming`
+/// ring, whose line a `chain`'s pusher writes for every op, they left the worker's cache on
+/// every op (the attachment: `chain_typed` 265 ns against 190 per op; the credits:
+/// `random_empty_typed` 1.065 of the time per op, 12 rounds). Only the reads of a long run,
+/// credited, write it (`CREDITED_RUN` in `var_queue.rs`).
+#[derive(Default)]
+struct VarHead {
+    attachment: Attachment,
     credits: ReadCredits,
 }
 
 /// The word a var was created with ([`Graph::new_attached_var`]); null for a plain var and
 /// once the var is reclaimed. Written when the var is created and when it is reclaimed, read by
-/// the functions of its ops (see [`Graph::attachment`] for why `Relaxed` suffices). On the
-/// line of the slab's link, which is touched only when the slot is handed out or freed, it
-/// stays in the readers' caches; beside the `Incoming` ring, whose line a `chain`'s pusher
-/// writes for every op, it left the worker's cache on every op.
+/// the functions of its ops (see [`Graph::attachment`] for why `Relaxed` suffices). In the
+/// slot's [`VarHead`].
 struct Attachment(AtomicPtr<()>);
 
 impl Default for Attachment {
@@ -131,7 +141,7 @@ impl Default for Attachment {
 }
 
 impl<E> Slot for VarSlot<E> {
-    type Header = Attachment;
+    type Header = VarHead;
 }
 
 impl<E> Default for VarSlot<E> {
@@ -146,7 +156,6 @@ impl<E> Default for VarSlot<E> {
                 queue: VarQueue::default(),
             }),
             incoming: Incoming::default(),
-            credits: ReadCredits::default(),
         }
     }
 }
@@ -178,9 +187,8 @@ struct Reclaimed {
 
 type Guard<'a, E> = MutexGuard<'a, VarState<E>>;
 
-/// A var a push holds locked: its slot (for the read credits beside the state) and the guard of
-/// its state.
-type Locked<'a, E> = (&'a VarSlot<E>, Guard<'a, E>);
+/// A var a push holds locked: its read credits (in the slot's head) and the guard of its state.
+type Locked<'a, E> = (&'a ReadCredits, Guard<'a, E>);
 
 /// Hands out graph ids; 0 is never used (placeholder vars carry it). A plain std atomic even
 /// under loom: ids only need to differ, no model observes this counter.
@@ -286,7 +294,7 @@ impl<T, E> Graph<T, E> {
             return None;
         }
         let header = self.vars.header(var.index)?;
-        NonNull::new(header.0.load(Ordering::Relaxed))
+        NonNull::new(header.attachment.0.load(Ordering::Relaxed))
     }
 
     /// `new_var` with the slot's attachment set to `attachment` (null: none).
@@ -301,7 +309,7 @@ impl<T, E> Graph<T, E> {
             .ok_or(GraphError::CapacityExhausted { what: "var" })?;
         if let Some(header) = self.vars.header(index) {
             // Relaxed: see `attachment`. The slot is ours alone until the handle is returned.
-            header.0.store(attachment, Ordering::Relaxed);
+            header.attachment.0.store(attachment, Ordering::Relaxed);
         }
         let generation = lock(&slot.state).generation;
         self.live_vars.fetch_add(1, Ordering::Relaxed);
@@ -312,35 +320,35 @@ impl<T, E> Graph<T, E> {
         })
     }
 
-    /// The slot of `var`, checking only that it belongs to this graph.
-    fn var_slot(&self, var: Var) -> Result<&VarSlot<E>, GraphError> {
+    /// The head and the slot of `var`, checking only that it belongs to this graph.
+    fn var_slot(&self, var: Var) -> Result<(&VarHead, &VarSlot<E>), GraphError> {
         if var.graph != self.id {
             return Err(GraphError::ForeignVar { var });
         }
         self.vars
-            .get(var.index)
+            .get_with_header(var.index)
             .ok_or(GraphError::ForeignVar { var })
     }
 
     /// Locks `var`'s state, checking that the handle is current (deletion may be pending).
     fn lock_current(&self, var: Var) -> Result<Guard<'_, E>, GraphError> {
-        Ok(self.lock_slot(var)?.1)
+        Ok(self.lock_slot(var)?.2)
     }
 
-    /// As `lock_current`, also returning the slot.
-    fn lock_slot(&self, var: Var) -> Result<(&VarSlot<E>, Guard<'_, E>), GraphError> {
-        let slot = self.var_slot(var)?;
+    /// As `lock_current`, also returning the slot and its head.
+    fn lock_slot(&self, var: Var) -> Result<(&VarHead, &VarSlot<E>, Guard<'_, E>), GraphError> {
+        let (head, slot) = self.var_slot(var)?;
         let state = lock(&slot.state);
         if state.generation != var.generation {
             return Err(GraphError::DeletedVar { var });
         }
-        Ok((slot, state))
+        Ok((head, slot, state))
     }
 
     /// As `lock_current`, with the requests of the var's `Incoming` ring merged into its FIFO
     /// (for callers that read the FIFO).
     fn lock_merged(&self, var: Var) -> Result<Guard<'_, E>, GraphError> {
-        let (slot, mut state) = self.lock_slot(var)?;
+        let (_, slot, mut state) = self.lock_slot(var)?;
         Self::merge_behind_waiters(slot, &mut state);
         Ok(state)
     }
@@ -634,7 +642,7 @@ impl<T, E> Graph<T, E> {
         let mut last = NIL;
         for &pos in order {
             let var = vars[pos].var(self.id);
-            let slot = self.var_slot(var)?;
+            let (head, slot) = self.var_slot(var)?;
             let mut state = lock(&slot.state);
             if state.generation != var.generation || state.deleted {
                 return Err(GraphError::DeletedVar { var });
@@ -646,14 +654,12 @@ impl<T, E> Graph<T, E> {
                     Self::thread_ready(ops, op, ready, &mut last);
                 }
             });
-            guards[pos] = Some((slot, state));
+            guards[pos] = Some((&head.credits, state));
         }
         let mut holding_back = 0u32;
         for (pos, guard) in guards.iter_mut().enumerate() {
-            if let Some((slot, state)) = guard.as_mut()
-                && state
-                    .queue
-                    .would_wait(&slot.credits, deps.access(pos), waits)
+            if let Some((credits, state)) = guard.as_mut()
+                && state.queue.would_wait(credits, deps.access(pos), waits)
             {
                 holding_back += 1;
             }
@@ -694,9 +700,10 @@ impl<T, E> Graph<T, E> {
         }
         // An op on one var that waits there opens the var's ring, so that the ops pushed on it
         // alone after this one skip its lock (see `incoming.rs`).
-        if let [_] = vars
-            && let Some(Some((var_slot, state))) = guards.first_mut()
+        if let [only] = vars
+            && let Some(Some((_, state))) = guards.first_mut()
             && !state.open
+            && let Some(var_slot) = self.vars.get(only.index)
         {
             var_slot.incoming.open();
             state.open = true;
@@ -865,13 +872,13 @@ impl<T, E> Graph<T, E> {
         D: Dispatch<T> + ?Sized,
         E: Clone,
     {
-        let Some(slot) = self.vars.get(var) else {
+        let Some((head, slot)) = self.vars.get_with_header(var) else {
             return;
         };
         // A completed read that takes a credit, and not the last one, has nothing to hand on
         // and needs no lock (`read_credits.rs`).
         let credit = match (access, step) {
-            (Access::Read, Step::Complete(_)) => match slot.credits.take() {
+            (Access::Read, Step::Complete(_)) => match head.credits.take() {
                 Credit::Taken => return,
                 credit => credit,
             },
@@ -914,7 +921,7 @@ impl<T, E> Graph<T, E> {
             };
             // `false` (a request that was not granted, or not launched) cannot happen: the op
             // tokens (`ReadyOp`, `LaunchedOp`) come only from a grant or a launch.
-            let credits = &slot.credits;
+            let credits = &head.credits;
             let _ = match step {
                 Step::Complete(_) if credit == Credit::TookLast => {
                     state.queue.last_credit_taken(credits, &mut on_grant);
@@ -1040,7 +1047,10 @@ impl<T, E> Graph<T, E> {
         if let Some(header) = self.vars.header(index) {
             // Relaxed: as the store in `create_var` (see `attachment`); before `free` hands
             // the slot on. A stale handle's lookup finds no word rather than a dangling one.
-            header.0.store(ptr::null_mut(), Ordering::Relaxed);
+            header
+                .attachment
+                .0
+                .store(ptr::null_mut(), Ordering::Relaxed);
         }
         self.live_vars.fetch_sub(1, Ordering::Relaxed);
         if reusable {
@@ -1060,7 +1070,7 @@ impl<T, E> Graph<T, E> {
         F: FnOnce() + Send + 'static,
     {
         let reclaimed = {
-            let (slot, mut state) = self.lock_slot(var)?;
+            let (head, slot, mut state) = self.lock_slot(var)?;
             if state.deleted {
                 return Err(GraphError::DeletedVar { var });
             }
@@ -1068,7 +1078,7 @@ impl<T, E> Graph<T, E> {
             // No push may come in through the ring any more (a push that got in first was
             // pushed before the deletion, and is merged here).
             Self::close(slot, &mut state);
-            if state.queue.is_idle(&slot.credits) {
+            if state.queue.is_idle(&head.credits) {
                 Some(self.reclaim(slot, &mut state))
             } else {
                 state.queue.extra_or_default().on_deleted = Some(Box::new(on_deleted));
@@ -1088,10 +1098,10 @@ impl<T, E> Graph<T, E> {
     ///
     /// [`GraphError::ForeignVar`], or [`GraphError::DeletedVar`] once the var was reclaimed.
     pub fn var_status(&self, var: Var) -> Result<VarStatus, GraphError> {
-        let (slot, mut state) = self.lock_slot(var)?;
+        let (head, slot, mut state) = self.lock_slot(var)?;
         Self::merge_behind_waiters(slot, &mut state);
         Ok(VarStatus {
-            running_reads: state.queue.running_reads(&slot.credits),
+            running_reads: state.queue.running_reads(&head.credits),
             write_running: state.queue.write_running(),
             waiting: state.queue.waiting_len(),
             deleted: state.deleted,
@@ -1172,7 +1182,7 @@ impl<T, E> Graph<T, E> {
         // `slots()` stays valid; a slot on the free list is idle and skipped.
         let slots = u32::try_from(self.vars.slots()).unwrap_or(u32::MAX);
         for index in 0..slots {
-            let Some(slot) = self.vars.get(index) else {
+            let Some((head, slot)) = self.vars.get_with_header(index) else {
                 continue;
             };
             let mut state = lock(&slot.state);
@@ -1187,14 +1197,14 @@ impl<T, E> Graph<T, E> {
                 Holder::Write {
                     op: self.parked_writer(var, op, &waiting),
                 }
-            } else if let Some(reads) = NonZeroU32::new(state.queue.running_reads(&slot.credits)) {
+            } else if let Some(reads) = NonZeroU32::new(state.queue.running_reads(&head.credits)) {
                 Holder::Reads(reads)
             } else if let Some(ops) = NonZeroU32::new({
                 let launched = state.queue.launched();
                 launched.reads + launched.writes
             }) {
                 Holder::Launched(ops)
-            } else if state.queue.is_idle(&slot.credits) {
+            } else if state.queue.is_idle(&head.credits) {
                 continue;
             } else {
                 // Nothing runs or is launched, yet requests wait: the last running read took
@@ -1385,18 +1395,17 @@ mod layout_tests {
     use super::*;
 
     /// A var's locked state is exactly one cache line (std's futex mutex is 8 bytes before the
-    /// state), its `Incoming` ring and read credits the next one; its slab entry adds the line
-    /// of the link and the attachment before them.
+    /// state), its `Incoming` ring the next one; its slab entry adds the line of the link, the
+    /// attachment and the read credits before them.
     #[test]
     fn var_slot_is_two_cache_lines_after_its_link_and_attachment() {
         assert_eq!(std::mem::align_of::<VarSlot<Failure>>(), 64);
         assert_eq!(std::mem::size_of::<Mutex<VarState<Failure>>>(), 64);
         assert_eq!(std::mem::size_of::<Mutex<VarState<&'static str>>>(), 64);
         assert_eq!(std::mem::offset_of!(VarSlot<Failure>, incoming), 64);
-        // The read credits beside the ring, on its line.
-        assert!((64..128 - 4).contains(&std::mem::offset_of!(VarSlot<Failure>, credits)));
         assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 128);
-        // The slab's entry: the link and the attachment on one line, then the slot.
+        // The slab's entry: the link, the attachment and the read credits on one line, then the
+        // slot.
         assert_eq!(
             std::mem::size_of::<crate::slab::Entry<VarSlot<Failure>>>(),
             192

@@ -304,6 +304,12 @@ impl<S: Slot> Slab<S> {
         self.entry(index).map(|e| &e.header)
     }
 
+    /// The header and the slot at `index`, if its bucket exists: [`header`](Self::header) and
+    /// [`get`](Self::get) in one lookup.
+    pub(crate) fn get_with_header(&self, index: u32) -> Option<(&S::Header, &S)> {
+        self.entry(index).map(|e| (&e.header, &e.value))
+    }
+
     /// The link field of a slot in use (see the module documentation), for its holder.
     pub(crate) fn link(&self, index: u32) -> Option<&AtomicU32> {
         self.entry(index).map(|e| &e.next)
