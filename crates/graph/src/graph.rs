@@ -114,14 +114,13 @@ struct VarSlot<E> {
     incoming: Incoming,
 }
 
-/// The head of a var's slab entry, on the line of the slab's link, which is touched only when
-/// the slot is handed out or freed: the var's attachment, which the functions of its ops read,
-/// and its read credits, which every completing read looks at without the lock
-/// (`read_credits.rs`). On that line both stay in the readers' caches; beside the `Incoming`
-/// ring, whose line a `chain`'s pusher writes for every op, they left the worker's cache on
-/// every op (the attachment: `chain_typed` 265 ns against 190 per op; the credits:
-/// `random_empty_typed` 1.065 of the time per op, 12 rounds). Only the reads of a long run,
-/// credited, write it (`CREDITED_RUN` in `var_queue.rs`).
+/// The head of a var's slab entry, on the line of the slab's link, which is written only when
+/// the slot is handed out or freed, and by the reads of a long run that take their credits
+/// (`CREDITED_RUN` in `var_queue.rs`): the var's attachment, which the functions of its ops
+/// read, and its read credits, which every completing read looks at without the lock
+/// (`read_credits.rs`). No pusher writes this line, so both stay in the readers' caches;
+/// beside the `Incoming` ring, whose line a `chain`'s pusher writes for every op, the
+/// attachment left the worker's cache on every op (`chain_typed` 265 ns against 190 per op).
 #[derive(Default)]
 struct VarHead {
     attachment: Attachment,
