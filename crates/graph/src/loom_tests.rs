@@ -160,12 +160,58 @@ fn run_writer(data: &Data, released: Vec<ReadyOp<u32>>, writer: u32) -> Vec<Read
     released
 }
 
+/// The payload of the write that `credited_run` queues behind the run.
+const WRITE_BEHIND: u32 = 4;
+
+/// A graph with vars `a` and `b` and two reads of both (ops 2 and 3), which the completion of a
+/// write of `a` (op 1) granted as a run, with a credit each on `a`; with `write_behind`, a write
+/// of `a` (op `WRITE_BEHIND`) waits behind them. Returns the graph, its vars and the reads. (The
+/// reads also read `b`, so that they are pushed under the locks, into `a`'s FIFO: pushed alone
+/// on `a`, the second would come in through the ring and be granted when a completion merges
+/// it, without a credit.)
+fn credited_run(write_behind: bool) -> (Arc<G>, [Var; 2], Vec<ReadyOp<u32>>) {
+    let graph = Arc::new(G::new());
+    let a = graph.new_var().unwrap();
+    let b = graph.new_var().unwrap();
+    let mut ready = Vec::new();
+    graph.push(&[], &[a], 1, &mut ready).unwrap();
+    graph.push(&[a, b], &[], 2, &mut ready).unwrap();
+    graph.push(&[a, b], &[], 3, &mut ready).unwrap();
+    if write_behind {
+        graph.push(&[], &[a], WRITE_BEHIND, &mut ready).unwrap();
+    }
+    let first_write = ready.pop().unwrap();
+    graph.complete(first_write, Ok(()), &mut ready).unwrap();
+    assert_eq!(ready.len(), 2, "the run of reads");
+    (graph, [a, b], ready)
+}
+
+/// Each of `reads` on a model thread that reads the data and completes the read, then starts
+/// the write `writer` if that released it; each thread returns what its completion released.
+fn read_on_threads(
+    graph: &Arc<G>,
+    data: &Arc<Data>,
+    reads: Vec<ReadyOp<u32>>,
+    writer: u32,
+) -> Vec<thread::JoinHandle<Vec<ReadyOp<u32>>>> {
+    reads
+        .into_iter()
+        .map(|read| {
+            let (graph, data) = (graph.clone(), data.clone());
+            thread::spawn(move || {
+                data.read();
+                let mut released = Vec::new();
+                graph.complete(read, Ok(()), &mut released).unwrap();
+                run_writer(&data, released, writer)
+            })
+        })
+        .collect()
+}
+
 /// A write of `a` completes and grants the two reads queued behind it as a run (with a credit
 /// each); a write queued behind them waits. Two threads read the data and complete one read
 /// each, without `a`'s lock; the one that takes the last credit takes the lock and starts the
-/// write (writing the data), once. (The reads also read `b`, so that they are pushed under the
-/// locks, into `a`'s FIFO: pushed alone on `a`, the second would come in through the ring and
-/// be granted when a completion merges it, without a credit.)
+/// write (writing the data), once.
 ///
 /// Catches: `ReadCredits::take` weakened to `Relaxed` (the write, granted after the last take,
 /// races the other read), and a last taker that does not look under the lock (the write never
@@ -173,86 +219,60 @@ fn run_writer(data: &Data, released: Vec<ReadyOp<u32>>, writer: u32) -> Vec<Read
 #[test]
 fn a_run_of_reads_completes_without_the_lock_then_grants_the_write() {
     loom::model(|| {
-        let graph = Arc::new(G::new());
-        let a = graph.new_var().unwrap();
-        let b = graph.new_var().unwrap();
+        let (graph, [a, _], reads) = credited_run(true);
         let data = Arc::new(Data::default());
-        let mut ready = Vec::new();
-        graph.push(&[], &[a], 1, &mut ready).unwrap();
-        graph.push(&[a, b], &[], 2, &mut ready).unwrap();
-        graph.push(&[a, b], &[], 3, &mut ready).unwrap();
-        graph.push(&[], &[a], 4, &mut ready).unwrap();
-        let first_write = ready.pop().unwrap();
-        graph.complete(first_write, Ok(()), &mut ready).unwrap();
-        assert_eq!(ready.len(), 2, "the run of reads");
-        let readers: Vec<_> = ready
-            .into_iter()
-            .map(|read| {
-                let (graph, data) = (graph.clone(), data.clone());
-                thread::spawn(move || {
-                    data.read();
-                    let mut released = Vec::new();
-                    graph.complete(read, Ok(()), &mut released).unwrap();
-                    run_writer(&data, released, 4)
-                })
-            })
-            .collect();
+        let readers = read_on_threads(&graph, &data, reads, WRITE_BEHIND);
         let released: Vec<_> = readers
             .into_iter()
             .flat_map(|reader| reader.join().unwrap())
             .collect();
         let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
-        assert_eq!(ids, [4], "the write is dispatched exactly once");
-        assert_each_once(drain(&graph, released), &[4]);
+        assert_eq!(ids, [WRITE_BEHIND], "the write is dispatched exactly once");
+        assert_each_once(drain(&graph, released), &[WRITE_BEHIND]);
         assert_eq!(graph.var_status(a).unwrap().pending(), 0);
     });
 }
 
-/// A write of `a` completes and grants the read behind it (with a credit). One thread reads the
-/// data and completes the read, without the lock, while another pushes a write of `a`: the
-/// write starts at once (on the pusher, writing the data) if the read's credit was taken, and
-/// otherwise when the read, having taken the last credit, finds it waiting under the lock.
+/// A write of `a` completes and grants the two reads behind it as a run (with a credit each);
+/// the first reads the data and completes here, taking a credit. One thread reads the data
+/// and completes the second, taking the last credit without the lock, while another pushes a
+/// write of `a`: the write starts at once (on the pusher, writing the data) if the last credit
+/// was taken, and otherwise when the read that took it finds the write waiting under the lock.
 ///
 /// Catches: `ReadCredits::left` weakened to `Relaxed` (the push finds no credit left and grants
-/// the write without taking in the read's end: the write races the read).
+/// the write without taking in the reads' ends: the write races a read), a push that does not
+/// look at the credits (`would_wait`: the write starts beside the reads), and an `append` that
+/// looks at them again after `would_wait` did (the push parks the write, which the append then
+/// grants: it is never dispatched).
 #[test]
 fn a_write_pushed_as_the_last_credited_read_completes_starts_after_it() {
     loom::model(|| {
-        let graph = Arc::new(G::new());
-        let a = graph.new_var().unwrap();
+        let (graph, [a, _], mut reads) = credited_run(false);
         let data = Arc::new(Data::default());
-        let mut ready = Vec::new();
-        graph.push(&[], &[a], 1, &mut ready).unwrap();
-        graph.push(&[a], &[], 2, &mut ready).unwrap();
-        let first_write = ready.pop().unwrap();
-        graph.complete(first_write, Ok(()), &mut ready).unwrap();
-        let read = ready.pop().unwrap();
-        let reader = {
-            let (graph, data) = (graph.clone(), data.clone());
-            thread::spawn(move || {
-                data.read();
-                let mut released = Vec::new();
-                graph.complete(read, Ok(()), &mut released).unwrap();
-                run_writer(&data, released, 3)
-            })
-        };
+        let first = reads.pop().unwrap();
+        data.read();
+        let mut released = Vec::new();
+        graph.complete(first, Ok(()), &mut released).unwrap();
+        assert!(released.is_empty());
+        let reader = read_on_threads(&graph, &data, reads, WRITE_BEHIND);
         let pusher = {
             let data = data.clone();
-            let pusher = push_on_thread(&graph, &[], &[a], 3);
-            thread::spawn(move || run_writer(&data, pushed(pusher), 3))
+            let pusher = push_on_thread(&graph, &[], &[a], WRITE_BEHIND);
+            thread::spawn(move || run_writer(&data, pushed(pusher), WRITE_BEHIND))
         };
-        let mut released = reader.join().unwrap();
+        for reader in reader {
+            released.extend(reader.join().unwrap());
+        }
         released.extend(pusher.join().unwrap());
         let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
-        assert_eq!(ids, [3], "the write is dispatched exactly once");
-        assert_each_once(drain(&graph, released), &[3]);
+        assert_eq!(ids, [WRITE_BEHIND], "the write is dispatched exactly once");
+        assert_each_once(drain(&graph, released), &[WRITE_BEHIND]);
         assert_eq!(graph.var_status(a).unwrap().pending(), 0);
     });
 }
 
-/// A write of `a` completes and grants the two reads behind it as a run (with a credit each;
-/// they also read `b`, as in the model above). Two threads read the data and complete one read
-/// each while a third deletes `a`, whose
+/// A write of `a` completes and grants the two reads behind it as a run (with a credit each).
+/// Two threads read the data and complete one read each while a third deletes `a`, whose
 /// callback (the data's owner freeing it) writes the data. The var is reclaimed once: by the
 /// deletion if both credits were taken, or by the read that takes the last one.
 ///
@@ -263,27 +283,11 @@ fn a_deleted_var_is_reclaimed_after_its_last_credited_read() {
     use loom::sync::atomic::{AtomicU32, Ordering};
 
     loom::model(|| {
-        let graph = Arc::new(G::new());
-        let a = graph.new_var().unwrap();
-        let b = graph.new_var().unwrap();
+        let (graph, [a, _], reads) = credited_run(false);
         let data = Arc::new(Data::default());
         let reclaimed = Arc::new(AtomicU32::new(0));
-        let mut ready = Vec::new();
-        graph.push(&[], &[a], 1, &mut ready).unwrap();
-        graph.push(&[a, b], &[], 2, &mut ready).unwrap();
-        graph.push(&[a, b], &[], 3, &mut ready).unwrap();
-        let first_write = ready.pop().unwrap();
-        graph.complete(first_write, Ok(()), &mut ready).unwrap();
-        let readers: Vec<_> = ready
-            .into_iter()
-            .map(|read| {
-                let (graph, data) = (graph.clone(), data.clone());
-                thread::spawn(move || {
-                    data.read();
-                    graph.complete(read, Ok(()), &mut Vec::new()).unwrap();
-                })
-            })
-            .collect();
+        // No write: nothing the reads release is run.
+        let readers = read_on_threads(&graph, &data, reads, WRITE_BEHIND);
         {
             let (data, reclaimed) = (data.clone(), reclaimed.clone());
             graph
@@ -294,7 +298,7 @@ fn a_deleted_var_is_reclaimed_after_its_last_credited_read() {
                 .unwrap();
         }
         for reader in readers {
-            reader.join().unwrap();
+            assert!(reader.join().unwrap().is_empty());
         }
         assert_eq!(reclaimed.load(Ordering::Relaxed), 1);
         assert_eq!(graph.var_status(a), Err(GraphError::DeletedVar { var: a }));
