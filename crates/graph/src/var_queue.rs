@@ -26,14 +26,14 @@
 //! 2. **append write**: queued at the back; if the queue was empty and no read runs, it is
 //!    granted at once and becomes the running front (`head_running`).
 //! 3. **complete read**: `running_reads -= 1`; when it reaches zero and a write waits at the front,
-//!    that write is granted. A read of a run that transition 4 or 6 granted was given a credit
-//!    instead of a count, in a word beside the lock ([`ReadCredits`]): its completion takes one
+//!    that write is granted. A read of a long run that transition 4 or 6 granted was given a
+//!    credit instead of a count, in a word beside the lock ([`ReadCredits`]): its completion takes one
 //!    without the lock, and only the taker of the last one locks the var to see whether the
 //!    reads ended (`read_credits.rs`). The count of running reads is `running_reads` plus the
 //!    credits left.
 //! 4. **complete write**: the running front is popped; then the run of reads that follows it is
-//!    popped and granted together (with a credit each); if the next front is a write and no read
-//!    was released, that write is granted.
+//!    popped and granted together (a run of [`CREDITED_RUN`] or more with a credit each); if the
+//!    next front is a write and no read was released, that write is granted.
 //!
 //! Consequences, which the property tests check against a sequential model: everything on one
 //! var happens in push order; a read is granted only once every earlier write completed, and never
@@ -86,7 +86,7 @@
 //! entry of the ring refills it with up to [`RING`] entries from the spill's front at once (so
 //! draining a long FIFO touches the cold part once per `RING` pops, not on each, and that line
 //! is not bounced between the pushing and the completing core on every op). The hot `flags`
-//! flags say whether the spill holds anything and whether launched ops are counted, so a var
+//! say whether the spill holds anything and whether launched ops are counted, so a var
 //! whose FIFO fits the ring, and that saw no launch, never touches the cold part.
 //!
 //! Memory: a spill of up to [`KEEP_SPILL`] entries of capacity keeps it when it drains, so in
@@ -108,7 +108,7 @@ pub(crate) const RING: usize = 8;
 /// The shortest run of reads that `advance` gives credits to (`read_credits.rs`); a shorter
 /// run counts in `running_reads`, its reads completing under the lock. For a run of one or two
 /// reads the credits cost more than the locks they save: an atomic add, and a
-/// compare-exchange per read on the line of the var's ring (with credits for every run,
+/// compare-exchange per read on another line than the locked one (with credits for every run,
 /// `random_empty_typed` read 1.089 and `random_empty_shared` 1.081 of the time per op, 10
 /// rounds). Two under loom, where the models' runs are two reads long.
 const CREDITED_RUN: u32 = if cfg!(loom) { 2 } else { 8 };
@@ -443,8 +443,8 @@ impl<C> VarQueue<C> {
     }
 
     /// Grants what the front of the FIFO may start now, calling `release` with each op: the run
-    /// of reads there, as far as the launched ops allow, each given a credit (`read_credits.rs`),
-    /// then a write if no read runs. Called whenever the front may have become free: a write
+    /// of reads there, as far as the launched ops allow (a run of [`CREDITED_RUN`] or more each
+    /// given a credit, `read_credits.rs`), then a write if no read runs. Called whenever the front may have become free: a write
     /// left it (transition 4), the last read completed (3), a launched op completed (6).
     fn advance(&mut self, credits: &ReadCredits, release: &mut impl FnMut(u32)) {
         if self.head_running {
