@@ -63,8 +63,8 @@ impl<E> Default for VarCold<E> {
 struct VarState<E> {
     /// Bumped when the slot is reclaimed; a handle with another generation is stale.
     generation: u32,
-    /// `delete_var` was called; new pushes are refused.
-    deleted: bool,
+    /// Whether the var takes pushes, waits to be reclaimed, or was retired.
+    life: Life,
     /// The cold part holds a failure: a hot copy of `failure.is_some()`, so that completing a
     /// write on a var without a failure does not touch the cold part (which the pushing thread
     /// writes while the FIFO is spilled).
@@ -99,6 +99,20 @@ impl<E> VarState<E> {
         self.failed = true;
         self.queue.extra_or_default().failure.replace(failure)
     }
+}
+
+/// Where a var slot is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    /// The var takes pushes.
+    Live,
+    /// `delete_var` was called: new pushes are refused, and the slot is reclaimed once idle
+    /// (then `Live` again, with the next generation).
+    Deleted,
+    /// Deleted and reclaimed, and its generation ran out: refused forever, so that no handle
+    /// can alias a later var, and never reclaimed again. (A read that took the var's last read
+    /// credit may still lock it after the reclaim, `read_credits.rs`; it finds nothing to do.)
+    Retired,
 }
 
 /// One var slot, two cache lines: the locked state (mutex, generation, deletion mark, queue
@@ -148,7 +162,7 @@ impl<E> Default for VarSlot<E> {
         VarSlot {
             state: Mutex::new(VarState {
                 generation: 0,
-                deleted: false,
+                life: Life::Live,
                 failed: false,
                 open: false,
                 unmerged: 0,
@@ -643,7 +657,7 @@ impl<T, E> Graph<T, E> {
             let var = vars[pos].var(self.id);
             let (head, slot) = self.var_slot(var)?;
             let mut state = lock(&slot.state);
-            if state.generation != var.generation || state.deleted {
+            if state.generation != var.generation || state.life != Life::Live {
                 return Err(GraphError::DeletedVar { var });
             }
             // Requests that came in through the ring were pushed before this op: they go first.
@@ -935,7 +949,8 @@ impl<T, E> Graph<T, E> {
                 }
             };
             Self::settle(slot, &mut state, &mut on_grant);
-            (state.deleted && state.queue.is_idle(credits)).then(|| self.reclaim(slot, &mut state))
+            (state.life == Life::Deleted && state.queue.is_idle(credits))
+                .then(|| self.reclaim(slot, &mut state))
         };
         if let Some(reclaimed) = reclaimed {
             self.finish_reclaim(var, reclaimed.reusable);
@@ -1019,6 +1034,19 @@ impl<T, E> Graph<T, E> {
         }
     }
 
+    /// Gives `var`'s slot its last generation, so that its next reclaim retires it, and returns
+    /// the var's handle at that generation: for the loom models of a retired slot.
+    #[cfg(all(test, loom))]
+    pub(crate) fn age_out(&self, var: Var) -> Var {
+        if let Some(slot) = self.vars.get(var.index) {
+            lock(&slot.state).generation = u32::MAX;
+        }
+        Var {
+            generation: u32::MAX,
+            ..var
+        }
+    }
+
     /// Reclaims an idle, deleted var (under its lock).
     fn reclaim(&self, slot: &VarSlot<E>, state: &mut VarState<E>) -> Reclaimed {
         if state.take_failure().is_some() {
@@ -1030,9 +1058,11 @@ impl<T, E> Graph<T, E> {
         let reusable = state.generation != u32::MAX;
         if reusable {
             state.generation += 1;
-            state.deleted = false;
+            state.life = Life::Live;
             // Closed since `delete_var`; the next var's pushes must name its generation.
             slot.incoming.reset(state.generation);
+        } else {
+            state.life = Life::Retired;
         }
         Reclaimed {
             reusable,
@@ -1070,10 +1100,10 @@ impl<T, E> Graph<T, E> {
     {
         let reclaimed = {
             let (head, slot, mut state) = self.lock_slot(var)?;
-            if state.deleted {
+            if state.life != Life::Live {
                 return Err(GraphError::DeletedVar { var });
             }
-            state.deleted = true;
+            state.life = Life::Deleted;
             // No push may come in through the ring any more (a push that got in first was
             // pushed before the deletion, and is merged here).
             Self::close(slot, &mut state);
@@ -1103,7 +1133,7 @@ impl<T, E> Graph<T, E> {
             running_reads: state.queue.running_reads(&head.credits),
             write_running: state.queue.write_running(),
             waiting: state.queue.waiting_len(),
-            deleted: state.deleted,
+            deleted: state.life != Life::Live,
             failed: state.failure().is_some(),
             launched: {
                 let launched = state.queue.launched();
@@ -1215,7 +1245,7 @@ impl<T, E> Graph<T, E> {
                 var,
                 holder,
                 waiting,
-                deleted: state.deleted,
+                deleted: state.life != Life::Live,
             });
         }
         busy
