@@ -128,13 +128,14 @@ struct VarSlot<E> {
     incoming: Incoming,
 }
 
-/// The head of a var's slab entry, on the line of the slab's link, which is written only when
-/// the slot is handed out or freed, and by the reads of a long run that take their credits
-/// (`CREDITED_RUN` in `var_queue.rs`): the var's attachment, which the functions of its ops
-/// read, and its read credits, which every completing read looks at without the lock
-/// (`read_credits.rs`). No pusher writes this line, so both stay in the readers' caches;
-/// beside the `Incoming` ring, whose line a `chain`'s pusher writes for every op, the
-/// attachment left the worker's cache on every op (`chain_typed` 265 ns against 190 per op).
+/// The head of a var's slab entry, on the line of the slab's link: the var's attachment, which
+/// the functions of its ops read, and its read credits, which every completing read looks at
+/// without the lock (`read_credits.rs`). No pusher writes this line: it is written when the slot
+/// is handed out or freed, and while a long run of reads holds credits (`CREDITED_RUN` in
+/// `var_queue.rs`), by the run's grant and its reads' takes, which then move it between the
+/// readers' cores, the attachment with it. Beside the `Incoming` ring, whose line a `chain`'s
+/// pusher writes for every op, the attachment left the worker's cache on every op
+/// (`chain_typed` 265 ns against 190 per op).
 #[derive(Default)]
 struct VarHead {
     attachment: Attachment,

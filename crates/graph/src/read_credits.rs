@@ -5,9 +5,11 @@
 //! A read that completes usually hands nothing on: other reads of the var still run. Taking the
 //! var's lock for each such completion is what `drain` spends its time on: one write, then a run
 //! of 10^6 reads that its completion grants at once, each of which locks the var to count itself
-//! done. So when a run of reads is granted together (the queue's `advance`, transitions 4 and 6
-//! of `var_queue.rs`), the lock holder gives the var one *credit* per read, in an atomic word
-//! beside the locked state, instead of counting them in `running_reads`:
+//! done. So when a run of `CREDITED_RUN` (8) reads or more is granted together (the queue's
+//! `advance`, after a write completed or launched, or a launched op completed: transitions 4, 5
+//! and 6 of `var_queue.rs`), the lock holder gives the var one *credit* per read, in an atomic
+//! word outside the locked state (in the var's slab head), instead of counting them in
+//! `running_reads`:
 //!
 //! - a **completing read** takes a credit if one is left ([`take`](ReadCredits::take), a
 //!   compare-exchange, no lock) and is done, unless it took the *last* one: then it takes the lock
@@ -25,9 +27,12 @@
 //! no credit finds `running_reads` at one or more: the credits only fall between grants, so if
 //! none is left for it, it is still counted in `running_reads`.
 //!
-//! Reads granted at their push (transition 1) get no credit: a push of a read stays a plain
-//! increment under the lock, and only reads granted in a run, by a completion, complete without
-//! the lock (in `drain`, 10^6 of them: one lock where there were 10^6). Counted in an atomic word
+//! Reads granted at their push (transition 1), and shorter runs, get no credit: a push of a read
+//! stays a plain increment under the lock, and only the reads of a long run complete without the
+//! lock (in `drain`, 10^6 of them: one lock where there were 10^6). For a run of one or two, the
+//! credits (an atomic add, and a compare-exchange per read) cost more than the locks they save;
+//! `CREDITED_RUN` is the ring's length, 8, measured against credits for every run (the only two
+//! thresholds measured, `docs/bench-history.md`). Counted in an atomic word
 //! too, the reads granted at their push would cost every push of a read an atomic add, and the
 //! pusher the readers' atomic subtracts on the line it locks: 8-15% slower pushes of reads
 //! (`docs/bench-history.md`).
@@ -45,11 +50,15 @@
 //! # Why no grant is lost
 //!
 //! A write waiting at the front needs the last running read to notice. Credits only rise under
-//! the lock, and are taken in one modification order, so exactly one completion takes the last
-//! credit of every batch; it then takes the lock, after whichever lock holder came before it:
+//! the lock, and are taken in one modification order, so each time they fall to zero exactly
+//! one completion took the last; it then takes the lock, after whichever lock holder came
+//! before it:
 //!
 //! - the last credit taken, then a lock holder reads `left() == 0` and, with `running_reads` at
-//!   zero, grants the write itself (the taker, locking next, finds the write running);
+//!   zero, grants the write itself. The taker, locking later, finds nothing to do: the write
+//!   granted, or even completed and the var deleted and reclaimed (a retired slot is marked so,
+//!   so that it is not reclaimed twice), or the slot reused by another var, whose queue it then
+//!   advances only as far as that var's own counts allow;
 //! - a lock holder reads a credit left and leaves the write waiting; the taker of that credit
 //!   then takes the lock after it, finds both counts at zero and grants it;
 //! - a read that found no credit completes under the lock, as before: the last of those grants
@@ -118,8 +127,9 @@ impl ReadCredits {
         }
     }
 
-    /// Takes a credit under the var's lock, for a read that completes there (a launch): `false`
-    /// if none was left (the read is then counted in `running_reads`).
+    /// Takes a credit under the var's lock, for a read that completes there (a launch, or a read
+    /// that found no credit without the lock): `false` if none was left (the read is then
+    /// counted in `running_reads`).
     pub(crate) fn take_locked(&self) -> bool {
         self.take() != Credit::None
     }

@@ -26,7 +26,7 @@
 //! 2. **append write**: queued at the back; if the queue was empty and no read runs, it is
 //!    granted at once and becomes the running front (`head_running`).
 //! 3. **complete read**: `running_reads -= 1`; when it reaches zero and a write waits at the front,
-//!    that write is granted. A read of a long run that transition 4 or 6 granted was given a
+//!    that write is granted. A read of a long run that transition 4, 5 or 6 granted was given a
 //!    credit instead of a count, in a word beside the lock ([`ReadCredits`]): its completion takes one
 //!    without the lock, and only the taker of the last one locks the var to see whether the
 //!    reads ended (`read_credits.rs`). The count of running reads is `running_reads` plus the
@@ -105,12 +105,13 @@ pub(crate) const NO_OP: u32 = u32::MAX;
 /// Requests held inline (a power of two).
 pub(crate) const RING: usize = 8;
 
-/// The shortest run of reads that `advance` gives credits to (`read_credits.rs`); a shorter
-/// run counts in `running_reads`, its reads completing under the lock. For a run of one or two
-/// reads the credits cost more than the locks they save: an atomic add, and a
-/// compare-exchange per read on another line than the locked one (with credits for every run,
-/// `random_empty_typed` read 1.089 and `random_empty_shared` 1.081 of the time per op, 10
-/// rounds). Two under loom, where the models' runs are two reads long.
+/// The shortest run of reads that `advance` gives credits to (`read_credits.rs`): the ring's
+/// length. A shorter run counts in `running_reads`, its reads completing under the lock. For a
+/// run of one or two reads the credits cost more than the locks they save: an atomic add, and
+/// a compare-exchange per read on another line than the locked one (with credits for every
+/// run, `random_empty_typed` read 1.089 and `random_empty_shared` 1.081 of the time per op, 10
+/// rounds; 8 is the only other threshold measured). Two under loom, where the models' runs are
+/// two reads long.
 const CREDITED_RUN: u32 = if cfg!(loom) { 2 } else { 8 };
 
 /// Spill capacity (entries of 4 bytes) a drained spill keeps: enough that a queue that often
