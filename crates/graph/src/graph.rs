@@ -896,7 +896,7 @@ impl<T, E> Graph<T, E> {
                 Credit::Taken => return,
                 credit => credit,
             },
-            _ => Credit::None,
+            _ => Credit::NoneLeft,
         };
         // Ops this var grants, in release order, granted once the lock is released: each grant
         // touches the op's slot, a line the pusher wrote, a cache miss that need not lengthen

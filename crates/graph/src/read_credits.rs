@@ -97,7 +97,7 @@ pub(crate) enum Credit {
     /// It took the last credit: take the var's lock and see whether the reads have ended.
     TookLast,
     /// No credit was left: count the read done under the var's lock.
-    None,
+    NoneLeft,
 }
 
 impl ReadCredits {
@@ -123,7 +123,7 @@ impl ReadCredits {
         match taken {
             Ok(1) => Credit::TookLast,
             Ok(_) => Credit::Taken,
-            Err(_) => Credit::None,
+            Err(_) => Credit::NoneLeft,
         }
     }
 
@@ -131,7 +131,7 @@ impl ReadCredits {
     /// that found no credit without the lock): `false` if none was left (the read is then
     /// counted in `running_reads`).
     pub(crate) fn take_locked(&self) -> bool {
-        self.take() != Credit::None
+        self.take() != Credit::NoneLeft
     }
 
     /// The credits left (var lock held): with `Acquire`, so that at zero the caller may grant a
@@ -149,7 +149,7 @@ mod tests {
     #[test]
     fn the_last_credit_is_taken_once() {
         let credits = ReadCredits::default();
-        assert_eq!(credits.take(), Credit::None);
+        assert_eq!(credits.take(), Credit::NoneLeft);
         credits.give(0);
         assert_eq!(credits.left(), 0);
         credits.give(3);
@@ -157,7 +157,7 @@ mod tests {
         assert_eq!(credits.take(), Credit::Taken);
         assert_eq!(credits.left(), 1);
         assert_eq!(credits.take(), Credit::TookLast);
-        assert_eq!(credits.take(), Credit::None);
+        assert_eq!(credits.take(), Credit::NoneLeft);
         credits.give(1);
         assert!(credits.take_locked());
         assert!(!credits.take_locked());

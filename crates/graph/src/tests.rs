@@ -22,6 +22,18 @@ fn finish(graph: &G, ready: &mut Vec<ReadyOp<u32>>, id: u32, outcome: Result<(),
     assert_eq!(graph.complete(op, outcome, ready), Ok(id));
 }
 
+/// Deletes `var`, with a callback that counts its calls in the returned counter.
+fn delete_counting_calls(graph: &G, var: Var) -> Arc<AtomicUsize> {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    graph
+        .delete_var(var, move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    calls
+}
+
 #[test]
 fn reads_run_together_and_write_waits_for_them() {
     let graph = G::new();
@@ -193,13 +205,7 @@ fn foreign_vars_and_ops_are_rejected() {
 fn delete_idle_var_reclaims_at_once_and_stale_handle_is_detected() {
     let graph = G::new();
     let v = graph.new_var().unwrap();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let c = calls.clone();
-    graph
-        .delete_var(v, move || {
-            c.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap();
+    let calls = delete_counting_calls(&graph, v);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert_eq!(graph.stats().live_vars, 0);
     // The slot is reused under a new generation: the old handle never aliases it.
@@ -226,13 +232,7 @@ fn delete_waits_for_pending_ops() {
     let mut ready = Vec::new();
     graph.push(&[], &[v], 1, &mut ready).unwrap();
     graph.push(&[v], &[other], 2, &mut ready).unwrap();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let c = calls.clone();
-    graph
-        .delete_var(v, move || {
-            c.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap();
+    let calls = delete_counting_calls(&graph, v);
     assert!(graph.var_status(v).unwrap().deleted);
     // New pushes are refused at once, and change nothing.
     assert_eq!(
@@ -640,13 +640,7 @@ fn a_deleted_var_grants_a_read_its_launch_held_back_while_reads_run() {
         [2],
         "the read that waits for the launch runs"
     );
-    let calls = Arc::new(AtomicUsize::new(0));
-    let c = calls.clone();
-    graph
-        .delete_var(a, move || {
-            c.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap();
+    let calls = delete_counting_calls(&graph, a);
     assert_eq!(graph.complete_launched(launched, Ok(()), &mut ready), Ok(1));
     assert_eq!(
         names(&ready),

@@ -492,7 +492,9 @@ impl<C> VarQueue<C> {
         credits: &ReadCredits,
         mut release: impl FnMut(u32),
     ) -> bool {
-        if !credits.take_locked() {
+        // Without the flag no credit is left (credits are given only with it, and it is cleared
+        // only once none is): the word need not be looked at again.
+        if self.flags & CREDITED == 0 || !credits.take_locked() {
             if self.running_reads == 0 {
                 return false;
             }
