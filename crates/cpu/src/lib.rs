@@ -65,6 +65,21 @@ pub use priority_block::PriorityBlock;
 pub use worker_block::{BlockOptions, WorkerBlock, WorkerHook};
 
 /// Why a block of workers could not start.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_cpu::{BlockError, WorkerBlock};
+///
+/// match WorkerBlock::new("empty", 0) {
+///     Err(BlockError::ZeroThreads { name }) => assert_eq!(name, "empty"),
+///     other => panic!("expected ZeroThreads, got {other:?}"),
+/// }
+/// // Too many threads fails before any thread starts, and names the block.
+/// let error = WorkerBlock::new("huge", depengine_pool::MAX_THREADS + 1).unwrap_err();
+/// assert!(matches!(error, BlockError::TooManyThreads { ref name, .. } if name == "huge"));
+/// assert!(error.to_string().starts_with("worker block `huge` has at most"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BlockError {

@@ -41,6 +41,26 @@ pub struct WorkerBlock<T: Item = Infallible> {
 }
 
 /// A hook a worker of a block calls with its index (see [`BlockOptions`]).
+///
+/// # Examples
+///
+/// ```
+/// use depengine_cpu::{BlockOptions, WorkerBlock, WorkerHook};
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// let exited = Arc::new(AtomicUsize::new(0));
+/// let counter = Arc::clone(&exited);
+/// let on_exit: WorkerHook = Box::new(move |_index| {
+///     counter.fetch_add(1, Ordering::Relaxed);
+/// });
+/// let options = BlockOptions { on_exit: Some(on_exit), ..BlockOptions::default() };
+/// let block: WorkerBlock = WorkerBlock::with_options("hooked", 2, options)?;
+/// block.shut_down_and_join();
+/// // Each worker called the hook once, after its last task.
+/// assert_eq!(exited.load(Ordering::Relaxed), 2);
+/// # Ok::<(), depengine_cpu::BlockError>(())
+/// ```
 pub type WorkerHook = Box<dyn Fn(usize) + Send + Sync>;
 
 /// How a block's workers start, beyond the block's name and size

@@ -458,6 +458,53 @@ pub enum BackendError {
 ///
 /// The engine calls each method at most once per device id and caches the result, so a backend
 /// may create workers lazily inside these calls. The crate documentation has an example.
+///
+/// # Examples
+///
+/// A host-only stand-in for a GPU backend, for tests: two devices whose executors run each task
+/// at once on the caller's thread.
+///
+/// ```
+/// use std::sync::{Arc, mpsc};
+///
+/// use depengine_device::{BackendError, DeviceBackend, DeviceCompletion, DeviceTask};
+/// use depengine_device::{Executor, Task};
+///
+/// struct Inline;
+///
+/// impl Executor for Inline {
+///     fn execute(&self, _priority: i32, task: Task) {
+///         task();
+///     }
+/// }
+///
+/// struct InlineBackend;
+///
+/// impl DeviceBackend for InlineBackend {
+///     fn name(&self) -> &str {
+///         "inline"
+///     }
+///     fn compute(&self, device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+///         if device < 2 {
+///             Ok(Arc::new(Inline))
+///         } else {
+///             Err(BackendError::NoSuchDevice { backend: self.name().to_owned(), device })
+///         }
+///     }
+///     fn copy(&self, device: u32, threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+///         self.compute(device, threads)
+///     }
+/// }
+///
+/// let backend: Arc<dyn DeviceBackend> = Arc::new(InlineBackend);
+/// let (tx, rx) = mpsc::channel();
+/// let op = DeviceTask::new(0, move || DeviceCompletion::new(move |done| tx.send(done).unwrap()));
+/// backend.compute(1, 1)?.execute_device(op);
+/// // Run inline, and completed by `execute_device`'s default as soon as it returned.
+/// assert_eq!(rx.try_recv(), Ok(Ok(())));
+/// assert!(matches!(backend.copy(2, 1), Err(BackendError::NoSuchDevice { device: 2, .. })));
+/// # Ok::<(), BackendError>(())
+/// ```
 pub trait DeviceBackend: Send + Sync {
     /// A short name for messages, e.g. `"cuda"`.
     fn name(&self) -> &str;

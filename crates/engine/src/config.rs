@@ -12,6 +12,28 @@ use depengine_pool::MAX_THREADS;
 use crate::profile::recorder::ProfileMode;
 
 /// Which engine runs the ops (MXNet's `MXNET_ENGINE_TYPE`).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::mpsc;
+///
+/// use depengine::{Engine, EngineConfig, EngineKind};
+///
+/// assert_eq!(EngineKind::default(), EngineKind::ThreadedPerDevice);
+/// let kind: EngineKind = "ThreadedEnginePooled".parse()?; // MXNet's names are accepted
+/// assert_eq!(kind.to_string(), "ThreadedPooled");
+/// assert!("Threaded".parse::<EngineKind>().is_err());
+///
+/// let config = EngineConfig::default().kind(EngineKind::Naive).cpu_worker_threads(1);
+/// let engine = Engine::new(config)?;
+/// assert_eq!(engine.kind(), EngineKind::Naive);
+/// let (tx, rx) = mpsc::channel();
+/// engine.op("inline").push_sync(move |_| tx.send(std::thread::current().id()).unwrap())?;
+/// // The naive engine ran it on this thread before `push_sync` returned.
+/// assert_eq!(rx.try_recv(), Ok(std::thread::current().id()));
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum EngineKind {
     /// Runs each op inline on the thread that makes it ready (the pushing thread, for a single
@@ -63,6 +85,28 @@ impl FromStr for EngineKind {
 }
 
 /// A configuration value that is not accepted.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{ConfigError, ENGINE_TYPE, Engine, EngineConfig, EngineError, MAX_THREADS};
+///
+/// let from_env = EngineConfig::from_lookup(|name| (name == ENGINE_TYPE).then(|| "Fast".into()));
+/// match from_env.err() {
+///     Some(ConfigError::Invalid { variable, value, .. }) => {
+///         assert_eq!((variable, value.as_str()), (ENGINE_TYPE, "Fast"));
+///     }
+///     other => panic!("expected an invalid engine type, got {other:?}"),
+/// }
+///
+/// // Set in code, checked by `Engine::new`, which starts nothing then.
+/// let too_many = Engine::new(EngineConfig::default().cpu_worker_threads(MAX_THREADS + 1));
+/// assert!(matches!(
+///     too_many,
+///     Err(EngineError::Config(ConfigError::TooManyThreads { requested, .. }))
+///         if requested == MAX_THREADS + 1
+/// ));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {

@@ -3,6 +3,24 @@
 use std::fmt;
 
 /// The kind of device a [`Context`] names.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Context, DeviceType};
+///
+/// let staging = Context::cpu_pinned(1);
+/// assert_eq!(staging.device_type(), DeviceType::CpuPinned);
+/// assert_eq!(Context::gpu(1).device_type(), DeviceType::Gpu);
+///
+/// // Where an op's data lives: pinned memory is host memory, run by CPU workers.
+/// let on_host = |context: Context| match context.device_type() {
+///     DeviceType::Cpu | DeviceType::CpuPinned => true,
+///     DeviceType::Gpu => false,
+/// };
+/// assert!(on_host(staging) && !staging.is_gpu());
+/// assert!(on_host(Context::default()) && !on_host(Context::gpu(0)));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DeviceType {
     /// Host memory, CPU workers.
@@ -14,6 +32,25 @@ pub enum DeviceType {
 }
 
 /// Where an op runs: a device type and a device id (MXNet's `Context`).
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Context, Engine, EngineConfig, EngineError};
+///
+/// let gpu = Context::gpu(1);
+/// assert!(gpu.is_gpu() && !Context::cpu_pinned(1).is_gpu());
+/// assert_eq!((gpu.device_id(), gpu.to_string()), (1, "gpu(1)".to_owned()));
+/// assert_eq!(Context::default(), Context::cpu(0));
+///
+/// // An op runs in the context it is pushed on; a GPU context needs a device backend.
+/// let mut config = EngineConfig::default().cpu_worker_threads(1);
+/// config.device_backend = None;
+/// let engine = Engine::new(config)?;
+/// let refused = engine.op("kernel").on(gpu).push_sync(|_| {});
+/// assert!(matches!(refused, Err(EngineError::NoDeviceBackend { context, .. }) if context == gpu));
+/// # Ok::<(), EngineError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Context {
     device: DeviceType,
@@ -80,6 +117,28 @@ impl fmt::Display for Context {
 }
 
 /// What kind of op this is; decides where a ready op is queued (MXNet's `FnProperty`).
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig, FnProperty};
+///
+/// assert_eq!(FnProperty::default(), FnProperty::Normal);
+/// assert!(FnProperty::CopyToGpu.is_copy() && !FnProperty::Async.is_copy());
+///
+/// // An `Async` op ready at push runs on the pushing thread (`ThreadedPerDevice`).
+/// assert!(FnProperty::Async.runs_on_pusher() && !FnProperty::Normal.runs_on_pusher());
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let var = engine.new_var()?;
+/// let pusher = std::thread::current().id();
+/// engine.op("start io").prop(FnProperty::Async).writes([var]).push_async(move |run, done| {
+///     assert_eq!(run.property, FnProperty::Async);
+///     assert_eq!(std::thread::current().id(), pusher);
+///     done.ok();
+/// })?;
+/// engine.wait_for_var(var)?; // `Err` if an assertion failed: the op panicked
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum FnProperty {
     /// An ordinary op: the worker block of its context.
@@ -112,6 +171,29 @@ impl FnProperty {
 }
 
 /// What a running op is told about itself.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::mpsc;
+///
+/// use depengine::{Context, Engine, EngineConfig, FnProperty, RunContext};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let (tx, rx) = mpsc::channel();
+/// engine
+///     .op("told")
+///     .on(Context::cpu(1))
+///     .priority(3)
+///     .push_sync(move |run: RunContext| tx.send(run).unwrap())?;
+/// let expected = RunContext {
+///     context: Context::cpu(1),
+///     priority: 3,
+///     property: FnProperty::Normal,
+/// };
+/// assert_eq!(rx.recv().unwrap(), expected);
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunContext {
     /// The context it was pushed with.

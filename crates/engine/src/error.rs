@@ -19,6 +19,31 @@ use crate::failure::OpFailure;
 use crate::profile::recorder::OutputFailure;
 
 /// `Result` with [`EngineError`].
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig, EngineError, Result};
+///
+/// /// Pushes `steps` ops on a new var and waits for them.
+/// fn run_chain(engine: &Engine, steps: u32) -> Result<u32> {
+///     let var = engine.new_var()?;
+///     for _ in 0..steps {
+///         engine.op("step").writes([var]).push_sync(|_| {})?;
+///     }
+///     engine.wait_for_var(var)?;
+///     Ok(steps)
+/// }
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// assert_eq!(run_chain(&engine, 3)?, 3);
+/// engine.clone().shutdown()?;
+/// assert!(matches!(run_chain(&engine, 1), Err(EngineError::ShutDown)));
+/// // The error type is a parameter, `EngineError` unless given.
+/// let parsed: Result<u32, std::num::ParseIntError> = "7".parse();
+/// assert_eq!(parsed, Ok(7));
+/// # Ok::<(), EngineError>(())
+/// ```
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
 /// What went wrong. Misuse is reported before anything changes: a rejected push pushed nothing.
@@ -26,6 +51,25 @@ pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 /// The variants about a var carry its name (`var_name`, if it was created with
 /// [`Engine::new_var_named`](crate::Engine::new_var_named)), and those of a push the op's name
 /// (`op`); they are `#[non_exhaustive]`: match them with `{ var, .. }`.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig, EngineError};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let weights = engine.new_var_named("weights")?;
+/// engine.delete_var(weights, || {})?;
+/// match engine.op("update").writes([weights]).push_sync(|_| {}) {
+///     Err(EngineError::DeletedVar { var, var_name, op, .. }) => {
+///         assert_eq!(var, weights);
+///         assert_eq!(var_name.as_deref(), Some("weights"));
+///         assert_eq!(op.as_deref(), Some("update"));
+///     }
+///     other => panic!("expected a deleted var, got {other:?}"),
+/// }
+/// # Ok::<(), EngineError>(())
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {

@@ -62,6 +62,23 @@ impl Slot for Block {
 
 /// A block taken from a [`BlockStore`]: its holder's until given back. Not `Clone`: one holder
 /// per block.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_graph::{BlockId, BlockStore};
+///
+/// let store = BlockStore::new();
+/// let first: BlockId = store.take().expect("an empty store has room");
+/// let second = store.take().expect("an empty store has room");
+/// // Each id names bytes of its own.
+/// let first_bytes = store.with_bytes(&first, |bytes| bytes);
+/// assert_ne!(first_bytes, store.with_bytes(&second, |bytes| bytes));
+/// assert_eq!(store.in_use(), 2);
+/// store.give_back(first);
+/// store.give_back(second);
+/// assert_eq!(store.in_use(), 0);
+/// ```
 #[must_use = "a block that is not given back stays taken"]
 pub struct BlockId(u32);
 

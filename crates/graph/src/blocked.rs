@@ -46,6 +46,31 @@ use crate::op::{OpId, PendingOp};
 use crate::var::{Access, Var};
 
 /// What [`Graph::holds_back`] does with a waiting op it reached.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_graph::{Graph, ReadyOp, Visit};
+///
+/// let graph: Graph<&str> = Graph::new();
+/// let (a, b) = (graph.new_var()?, graph.new_var()?);
+/// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// graph.push(&[], &[a], "holds a", &mut ready)?;
+/// graph.push(&[], &[b], "holds b", &mut ready)?;
+/// graph.push(&[a], &[], "waits for a", &mut ready)?;
+/// graph.push(&[b], &[], "waits for b", &mut ready)?;
+///
+/// // From `a`, the walk reaches only the op waiting for `a`.
+/// let found = |op: &&str| if *op == "waits for b" { Visit::Found } else { Visit::Continue };
+/// assert_eq!(graph.holds_back(&[a], |_, op| found(op)), None);
+/// // If that op also holds back whatever holds `b`, the walk goes on from `b`.
+/// let path = graph.holds_back(&[a], |_, op| match *op {
+///     "waits for a" => Visit::AlsoHolds(vec![b]),
+///     _ => found(op),
+/// });
+/// assert_eq!(path.map(|path| path.len()), Some(2));
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Visit {

@@ -6,6 +6,27 @@
 use crate::var::Var;
 
 /// What went wrong with a call into a [`Graph`](crate::Graph).
+///
+/// # Examples
+///
+/// ```
+/// use depengine_graph::{Graph, GraphError, ReadyOp};
+///
+/// let graph: Graph<&str> = Graph::new();
+/// let x = graph.new_var()?;
+/// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// let err = graph.push(&[x, x], &[], "reads x twice", &mut ready).unwrap_err();
+/// assert_eq!(err, GraphError::DuplicateVar { var: x });
+/// // A rejected push changes nothing: no op ran, none waits.
+/// assert!(ready.is_empty());
+/// assert_eq!(graph.var_status(x)?.pending(), 0);
+///
+/// match graph.push(&[x], &[x], "reads and writes x", &mut ready) {
+///     Err(GraphError::ReadWriteConflict { var }) => assert_eq!(var, x),
+///     other => panic!("expected a conflict, got {other:?}"),
+/// }
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GraphError {

@@ -18,6 +18,29 @@ use crate::var::{Access, Var, VarStatus, Waits};
 use crate::var_queue::{Grant, KEEP_SPILL, NO_OP, VarQueue, Waiter};
 
 /// The default failure type: any error, shared so it can be recorded on several vars.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use depengine_graph::{Failure, Graph, ReadyOp};
+///
+/// // `Graph<T>` records failures of this type.
+/// let graph: Graph<&str> = Graph::new();
+/// let (a, b) = (graph.new_var()?, graph.new_var()?);
+/// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// graph.push(&[], &[a, b], "write a and b", &mut ready)?;
+/// let failure: Failure = Arc::new(std::io::Error::other("disk full"));
+/// graph.complete(ready.pop().unwrap(), Err(failure.clone()), &mut ready)?;
+///
+/// // Both written vars share the one failure.
+/// let on_a = graph.var_failure(a)?.expect("the write failed");
+/// let on_b = graph.var_failure(b)?.expect("the write failed");
+/// assert!(Arc::ptr_eq(&on_a, &failure) && Arc::ptr_eq(&on_b, &failure));
+/// assert_eq!(on_a.to_string(), "disk full");
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
 
 /// Op slab buckets `trim` keeps: 32 + 64 + ... + 512 = 992 slots.
@@ -222,6 +245,30 @@ fn next_graph_id() -> u32 {
 /// `T` is the payload the caller stores with each op (the engine's op record); `E` is the failure
 /// type recorded on vars (cloned onto every var a failed op wrote). All methods take `&self`: share
 /// the graph with an `Arc`. See the [crate documentation](crate) for an example.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_graph::{Graph, ReadyOp};
+///
+/// // Payloads are op names; failures are plain strings.
+/// let graph: Graph<&str, String> = Graph::new();
+/// let x = graph.new_var()?;
+/// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// graph.push(&[], &[x], "fill x", &mut ready)?;
+/// graph.push(&[x], &[], "print x", &mut ready)?;
+/// assert_eq!(ready.len(), 1, "the read waits for the write");
+///
+/// let fill = ready.pop().unwrap();
+/// graph.complete(fill, Err("out of memory".to_string()), &mut ready)?;
+/// // The failure stays on `x`: the reader, dispatched now, sees it and can skip its work.
+/// let print = ready.pop().unwrap();
+/// assert_eq!(graph.op_failure(&print).as_deref(), Some("out of memory"));
+/// assert_eq!(graph.complete(print, Ok(()), &mut ready)?, "print x");
+/// assert_eq!(graph.clear_failure(x)?.as_deref(), Some("out of memory"));
+/// assert_eq!(graph.var_failure(x)?, None);
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 pub struct Graph<T, E = Failure> {
     id: u32,
     vars: Slab<VarSlot<E>>,

@@ -152,6 +152,24 @@ impl DepList {
 ///
 /// Dropping a `ReadyOp` without completing it leaves its vars held forever (every later op on them
 /// stalls), just like an op that never finishes.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_graph::{Graph, ReadyOp};
+///
+/// let graph: Graph<String> = Graph::new();
+/// let (src, dst) = (graph.new_var()?, graph.new_var()?);
+/// let mut ready: Vec<ReadyOp<String>> = Vec::new();
+/// graph.push(&[src], &[dst], "copy".to_string(), &mut ready)?;
+/// let mut op = ready.pop().expect("nothing holds the op back");
+/// assert_eq!(op.reads().collect::<Vec<_>>(), [src]);
+/// assert_eq!(op.writes().collect::<Vec<_>>(), [dst]);
+/// op.payload_mut().push_str(" (done)");
+/// assert_eq!(graph.complete(op, Ok(()), &mut ready)?, "copy (done)");
+/// assert_eq!(graph.var_status(dst)?.pending(), 0);
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 pub struct ReadyOp<T> {
     pub(crate) graph: u32,
     pub(crate) payload: T,
@@ -348,6 +366,42 @@ impl<T: fmt::Debug> fmt::Debug for LaunchedOp<T> {
 /// [`Graph::complete_launched`](crate::Graph::complete_launched).
 ///
 /// Implemented for closures and for `Vec<ReadyOp<T>>` (which collects them).
+///
+/// # Examples
+///
+/// ```
+/// use std::collections::VecDeque;
+///
+/// use depengine_graph::{Dispatch, Graph, ReadyOp};
+///
+/// /// Runs ready ops first in, first out, counting them.
+/// #[derive(Default)]
+/// struct Fifo {
+///     queue: VecDeque<ReadyOp<u32>>,
+///     dispatched: usize,
+/// }
+///
+/// impl Dispatch<u32> for Fifo {
+///     fn dispatch(&mut self, op: ReadyOp<u32>) {
+///         self.dispatched += 1;
+///         self.queue.push_back(op);
+///     }
+/// }
+///
+/// let graph: Graph<u32> = Graph::new();
+/// let x = graph.new_var()?;
+/// let mut fifo = Fifo::default();
+/// for step in 0..3 {
+///     graph.push(&[], &[x], step, &mut fifo)?;
+/// }
+/// assert_eq!(fifo.dispatched, 1, "writes of one var run one at a time");
+/// let mut order = Vec::new();
+/// while let Some(op) = fifo.queue.pop_front() {
+///     order.push(graph.complete(op, Ok(()), &mut fifo)?);
+/// }
+/// assert_eq!((order, fifo.dispatched), (vec![0, 1, 2], 3));
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 pub trait Dispatch<T> {
     /// Takes one ready op. It may call back into the graph (push, complete) freely.
     fn dispatch(&mut self, op: ReadyOp<T>);
@@ -368,6 +422,26 @@ impl<T> Dispatch<T> for Vec<ReadyOp<T>> {
 /// Identifies a waiting (parked) op, for stall reports. Ids are only meaningful while the op
 /// waits: once it is dispatched its slot is recycled under a new generation. Ordered by slot,
 /// then generation (an order for listings, not push order).
+///
+/// # Examples
+///
+/// ```
+/// use depengine_graph::{Graph, OpId, ReadyOp};
+///
+/// let graph: Graph<&str> = Graph::new();
+/// let x = graph.new_var()?;
+/// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// graph.push(&[], &[x], "write", &mut ready)?;
+/// graph.push(&[x], &[], "read", &mut ready)?;
+/// let id: OpId = graph.pending_ops(x)?[0].id;
+/// assert_eq!(id.to_string(), format!("op#{}.{}", id.index(), id.generation()));
+/// assert_eq!(graph.inspect_op(id, |name| *name), Some("read"));
+///
+/// // Once the read is dispatched, the id names no waiting op.
+/// graph.complete(ready.pop().unwrap(), Ok(()), &mut ready)?;
+/// assert_eq!(graph.inspect_op(id, |name| *name), None);
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpId {
     pub(crate) index: u32,
@@ -393,6 +467,28 @@ impl fmt::Display for OpId {
 }
 
 /// A waiting op as listed by [`Graph::pending_ops`](crate::Graph::pending_ops).
+///
+/// # Examples
+///
+/// ```
+/// use depengine_graph::{Access, Graph, PendingOp, ReadyOp};
+///
+/// let graph: Graph<&str> = Graph::new();
+/// let x = graph.new_var()?;
+/// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// graph.push(&[], &[x], "write", &mut ready)?;
+/// graph.push(&[x], &[], "read", &mut ready)?;
+/// graph.push(&[], &[x], "write again", &mut ready)?;
+///
+/// // The running write is not listed; the waiting ops are, in push order.
+/// let pending: Vec<PendingOp> = graph.pending_ops(x)?;
+/// let listed: Vec<_> = pending
+///     .iter()
+///     .map(|op| (op.access, graph.inspect_op(op.id, |name| *name)))
+///     .collect();
+/// assert_eq!(listed, [(Access::Read, Some("read")), (Access::Write, Some("write again"))]);
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PendingOp {
     /// The op.

@@ -11,6 +11,30 @@ use std::fmt;
 /// ([`GraphError::DeletedVar`](crate::GraphError::DeletedVar)) instead of aliasing whatever var
 /// reuses the slot; a handle from another graph is detected by the graph id
 /// ([`GraphError::ForeignVar`](crate::GraphError::ForeignVar)).
+///
+/// # Examples
+///
+/// ```
+/// use depengine_graph::{Graph, GraphError, ReadyOp, Var};
+///
+/// let graph: Graph<&str> = Graph::new();
+/// let x: Var = graph.new_var()?;
+/// let copy = x;
+/// assert_eq!(copy, x);
+/// assert_ne!(graph.new_var()?, x);
+/// assert!(x.to_string().starts_with(&format!("var#{}.{}", x.index(), x.generation())));
+///
+/// // Once deleted, every copy of the handle is refused.
+/// graph.delete_var(x, || {})?;
+/// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// let refused = graph.push(&[copy], &[], "read x", &mut ready);
+/// assert_eq!(refused, Err(GraphError::DeletedVar { var: x }));
+/// // A var of one graph means nothing to another.
+/// let other: Graph<&str> = Graph::new();
+/// let y = graph.new_var()?;
+/// assert_eq!(other.var_status(y), Err(GraphError::ForeignVar { var: y }));
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Var {
     pub(crate) graph: u32,
@@ -48,6 +72,24 @@ impl fmt::Display for Var {
 }
 
 /// How an op uses a var.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_graph::{Access, Graph, ReadyOp};
+///
+/// let graph: Graph<&str> = Graph::new();
+/// let x = graph.new_var()?;
+/// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// graph.push(&[x], &[], "read 1", &mut ready)?;
+/// graph.push(&[x], &[], "read 2", &mut ready)?;
+/// graph.push(&[], &[x], "write", &mut ready)?;
+/// // Both reads run at once; the write waits for them.
+/// assert_eq!(ready.len(), 2);
+/// let waiting: Vec<Access> = graph.pending_ops(x)?.iter().map(|op| op.access).collect();
+/// assert_eq!(waiting, [Access::Write]);
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Access {
     /// The op reads the var; reads run concurrently with each other.
@@ -91,6 +133,30 @@ pub enum Waits {
 }
 
 /// A snapshot of one var's dependency state, for stall reports and leak checks.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_graph::{Graph, GraphError, ReadyOp, VarStatus};
+///
+/// let graph: Graph<&str> = Graph::new();
+/// let x = graph.new_var()?;
+/// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// graph.push(&[], &[x], "write", &mut ready)?;
+/// graph.push(&[x], &[], "read", &mut ready)?;
+/// graph.delete_var(x, || {})?;
+///
+/// let status: VarStatus = graph.var_status(x)?;
+/// assert!(status.write_running && status.deleted && !status.failed);
+/// assert_eq!((status.running_reads, status.waiting, status.pending()), (0, 1, 2));
+///
+/// // Completing the write runs the read; completing the read reclaims `x`.
+/// graph.complete(ready.pop().unwrap(), Ok(()), &mut ready)?;
+/// assert_eq!(graph.var_status(x)?.running_reads, 1);
+/// graph.complete(ready.pop().unwrap(), Ok(()), &mut ready)?;
+/// assert_eq!(graph.var_status(x), Err(GraphError::DeletedVar { var: x }));
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct VarStatus {

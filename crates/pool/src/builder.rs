@@ -21,6 +21,26 @@ pub const MAX_THREADS: usize = 4096;
 pub const DEFAULT_MAX_SPIN: Duration = crate::spin_window::SpinWindow::LONGEST;
 
 /// Why a pool could not start.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_pool::{BuildError, MAX_THREADS, ThreadPool};
+///
+/// let requested = MAX_THREADS + 1;
+/// let pool = match ThreadPool::new(requested) {
+///     Ok(pool) => pool,
+///     // Fails before starting any thread; fall back to a small pool.
+///     Err(BuildError::TooManyThreads { requested: asked, max }) => {
+///         assert_eq!((asked, max), (requested, MAX_THREADS));
+///         ThreadPool::new(2)?
+///     }
+///     Err(error) => return Err(error),
+/// };
+/// assert_eq!(pool.num_threads(), 2);
+/// assert!(matches!(ThreadPool::new(0), Err(BuildError::ZeroThreads)));
+/// # Ok::<(), BuildError>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {

@@ -34,6 +34,19 @@ pub const TARGET_BLOCK_NS: f64 = 20_000.0;
 pub const MAX_BLOCKS_PER_THREAD: usize = 4;
 
 /// How `0..n` is cut into blocks.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_pool::BlockPlan;
+///
+/// // 10 items of 1 ms each over 4 threads: 4 blocks, one per thread, the last one shorter.
+/// let n = 10;
+/// let plan = BlockPlan::new(n, 1e6, 4);
+/// assert_eq!(plan, BlockPlan { block_size: 3, blocks: 4 });
+/// let ranges: Vec<_> = (0..plan.blocks).map(|index| plan.block(index, n)).collect();
+/// assert_eq!(ranges, [0..3, 3..6, 6..9, 9..10]);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockPlan {
     /// Items per block (the last block may be shorter).

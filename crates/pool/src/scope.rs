@@ -10,6 +10,31 @@ use std::panic::{self, AssertUnwindSafe};
 
 /// A scope for tasks that may borrow anything that outlives it; see
 /// [`ThreadPool::scope`].
+///
+/// # Examples
+///
+/// A task gets the scope too, and may spawn more tasks into it; all borrow from the caller:
+///
+/// ```
+/// use depengine_pool::{Scope, ThreadPool};
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// /// Visits a complete binary tree of `depth` levels, one task per node.
+/// fn visit<'s>(scope: &Scope<'s>, depth: u32, visited: &'s AtomicUsize) {
+///     visited.fetch_add(1, Ordering::Relaxed);
+///     if depth > 1 {
+///         scope.spawn(move |s| visit(s, depth - 1, visited));
+///         scope.spawn(move |s| visit(s, depth - 1, visited));
+///     }
+/// }
+///
+/// let pool = ThreadPool::new(2)?;
+/// let visited = AtomicUsize::new(0);
+/// pool.scope(|s| visit(s, 4, &visited));
+/// // `scope` returned, so every nested task has run.
+/// assert_eq!(visited.into_inner(), 15);
+/// # Ok::<(), depengine_pool::BuildError>(())
+/// ```
 pub struct Scope<'scope> {
     shared: Arc<Shared>,
     /// Tasks not yet finished, plus one for the scope's own body.

@@ -5,6 +5,28 @@ use std::sync::Arc;
 
 /// Receives the payload of a panic in a detached [`spawn`](crate::ThreadPool::spawn)ed
 /// task. The worker that ran the task survives and goes on with the next one.
+///
+/// # Examples
+///
+/// ```
+/// use depengine_pool::{PanicHandler, ThreadPool, panic_message};
+/// use std::any::Any;
+/// use std::sync::{Arc, mpsc};
+///
+/// let (tx, rx) = mpsc::channel();
+/// let handler: PanicHandler = Arc::new(move |payload: Box<dyn Any + Send>| {
+///     tx.send(panic_message(&*payload).to_owned()).unwrap();
+/// });
+/// let pool = ThreadPool::builder()
+///     .threads(1)
+///     .panic_handler(move |payload| handler(payload))
+///     .build()?;
+/// pool.spawn(|| panic!("task failed"));
+/// assert_eq!(rx.recv().unwrap(), "task failed");
+/// // The worker survived the panic and runs the next task.
+/// assert_eq!(pool.install(|| 6 * 7), 42);
+/// # Ok::<(), depengine_pool::BuildError>(())
+/// ```
 pub type PanicHandler = Arc<dyn Fn(Panic) + Send + Sync>;
 
 /// The default handler: a `tracing` error event with the panic message.

@@ -31,12 +31,55 @@ mod sealed {
 
 /// A read of a [`Data<T>`](crate::Data) by an op: its function gets `&T`. Built by
 /// [`TypedOp::read`](crate::TypedOp::read); only its type shows in signatures.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Data, Engine, EngineConfig, ReadAccess, TypedOp};
+///
+/// // An op that reads `values`: its function receives `&Vec<u32>`.
+/// fn sum<'e>(
+///     engine: &'e Engine,
+///     values: &'e Data<Vec<u32>>,
+/// ) -> TypedOp<'e, ReadAccess<Vec<u32>>> {
+///     engine.op("sum").read(values)
+/// }
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+/// let values = engine.data(vec![1, 2, 3])?;
+/// let (sender, receiver) = std::sync::mpsc::channel();
+/// sum(&engine, &values).push_sync(move |_, values: &Vec<u32>| {
+///     sender.send(values.iter().sum::<u32>()).unwrap();
+/// })?;
+/// assert_eq!(receiver.recv().unwrap(), 6);
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 pub struct ReadAccess<T> {
     cell: SharedCell<T>,
 }
 
 /// A write of a [`Data<T>`](crate::Data) by an op: its function gets `&mut T`. Built by
 /// [`TypedOp::write`](crate::TypedOp::write); only its type shows in signatures.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Data, Engine, EngineConfig, TypedOp, WriteAccess};
+///
+/// // An op that writes `values`: its function receives `&mut Vec<u32>`, and runs alone on it.
+/// fn clear<'e>(
+///     engine: &'e Engine,
+///     values: &'e Data<Vec<u32>>,
+/// ) -> TypedOp<'e, WriteAccess<Vec<u32>>> {
+///     engine.op("clear").write(values)
+/// }
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+/// let values = engine.data(vec![1, 2, 3])?;
+/// clear(&engine, &values).push_sync(|_, values: &mut Vec<u32>| values.clear())?;
+/// assert!(engine.read(&values)?.is_empty());
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 pub struct WriteAccess<T> {
     cell: ExclusiveCell<T>,
 }
@@ -61,6 +104,31 @@ impl<T> sealed::Sealed for ReadAccess<T> {}
 impl<T> sealed::Sealed for WriteAccess<T> {}
 
 /// One typed access of an op ([`ReadAccess`] or [`WriteAccess`]). Sealed.
+///
+/// # Examples
+///
+/// Code generic over an op's one data, read or written: [`Access::Ref`] is what its function
+/// receives (`&T` for a [`ReadAccess<T>`], `&mut T` for a [`WriteAccess<T>`]).
+///
+/// ```
+/// use depengine::{Access, Engine, EngineConfig, TypedOp};
+///
+/// // Pushes `op` with a function that does not need the run's context.
+/// fn push<A: Access>(
+///     op: TypedOp<'_, A>,
+///     func: impl for<'a> FnOnce(A::Ref<'a>) + Send + 'static,
+/// ) -> depengine::Result<()> {
+///     op.push_sync(move |_, value| func(value))
+/// }
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+/// let count = engine.data(41_u64)?;
+/// push(engine.op("increment").write(&count), |count: &mut u64| *count += 1)?;
+/// let (sender, receiver) = std::sync::mpsc::channel();
+/// push(engine.op("report").read(&count), move |count: &u64| sender.send(*count).unwrap())?;
+/// assert_eq!(receiver.recv().unwrap(), 42);
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 pub trait Access: sealed::Sealed + Send + 'static {
     /// What the op's function receives: `&'a T` or `&'a mut T`.
     type Ref<'a>;
@@ -147,6 +215,37 @@ impl<T: Send + 'static> Access for WriteAccess<T> {
 
 /// The typed accesses of one op: one [`Access`], or a tuple of 2 to [`MAX_ACCESSES`] of them.
 /// Sealed: built by [`TypedOp`](crate::TypedOp)'s `read` and `write`.
+///
+/// # Examples
+///
+/// Code generic over an op's data, however many: [`AccessList::Refs`] is what its function
+/// receives, one reference or a tuple of them in the order named.
+///
+/// ```
+/// use depengine::{AccessList, Engine, EngineConfig, TypedOp};
+///
+/// // Pushes `op` and waits for it (and every op pushed before).
+/// fn run_now<L: AccessList>(
+///     engine: &Engine,
+///     op: TypedOp<'_, L>,
+///     func: impl for<'a> FnOnce(L::Refs<'a>) + Send + 'static,
+/// ) -> depengine::Result<()> {
+///     op.push_sync(move |_, refs| func(refs))?;
+///     engine.wait_for_all()
+/// }
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+/// let (values, total) = (engine.data(vec![1_u64, 2, 3])?, engine.data(0_u64)?);
+/// run_now(&engine, engine.op("scale").write(&values), |values| {
+///     values.iter_mut().for_each(|v| *v *= 10);
+/// })?;
+/// // Two accesses: a tuple `(&Vec<u64>, &mut u64)`.
+/// run_now(&engine, engine.op("sum").read(&values).write(&total), |(values, total)| {
+///     *total = values.iter().sum();
+/// })?;
+/// assert_eq!(*engine.read(&total)?, 60);
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 pub trait AccessList: Send + 'static {
     /// What the op's function receives: the one reference, or a tuple of them, in the order
     /// the accesses were named.
@@ -216,6 +315,32 @@ impl<A: Access> AccessList for A {
 }
 
 /// An access list that takes one more access `N`: `Output` is the list with `N` last.
+///
+/// # Examples
+///
+/// The bound of [`TypedOp::read`](crate::TypedOp::read) and
+/// [`TypedOp::write`](crate::TypedOp::write), for code that adds data to an op it is given:
+///
+/// ```
+/// use depengine::{Append, Data, Engine, EngineConfig, TypedOp, WriteAccess};
+///
+/// // Adds the log as the op's last write: its function gets `&mut Vec<String>` last.
+/// fn logged<'e, L>(op: TypedOp<'e, L>, log: &'e Data<Vec<String>>) -> TypedOp<'e, L::Output>
+/// where
+///     L: Append<WriteAccess<Vec<String>>>,
+/// {
+///     op.write(log)
+/// }
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+/// let (x, log) = (engine.data(1_u64)?, engine.data(Vec::new())?);
+/// logged(engine.op("double").write(&x), &log).push_sync(|_, (x, log)| {
+///     *x *= 2;
+///     log.push(format!("x = {x}"));
+/// })?;
+/// assert_eq!(*engine.read(&log)?, ["x = 2"]);
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[diagnostic::on_unimplemented(
     message = "an op takes at most 8 typed accesses (depengine::MAX_ACCESSES)",
     label = "this op already names 8 data"

@@ -38,6 +38,26 @@ use crate::data::handle::Data;
 use crate::error::EngineError;
 
 /// [`Engine::data`](crate::Engine::data)'s error: why, and the value, given back.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{DataRefused, Engine, EngineConfig, EngineError};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// engine.clone().shutdown()?; // no new data from now on, through any clone
+/// let buffer = vec![0.5_f32; 1024];
+/// match engine.data(buffer) {
+///     Err(DataRefused { error: EngineError::ShutDown, value }) => {
+///         assert_eq!(value.len(), 1024); // given back, not dropped
+///     }
+///     other => panic!("expected a shutdown refusal, got {other:?}"),
+/// }
+/// // Converted into an `EngineError` (as `?` does), it keeps the reason alone.
+/// let error = EngineError::from(engine.data(0_u8).unwrap_err());
+/// assert!(matches!(error, EngineError::ShutDown));
+/// # Ok::<(), EngineError>(())
+/// ```
 pub struct DataRefused<T> {
     /// Why the data could not be made.
     pub error: EngineError,
@@ -46,6 +66,33 @@ pub struct DataRefused<T> {
 }
 
 /// [`Engine::take`](crate::Engine::take)'s error: why, and what it gives back.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig, EngineError, TakeError};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let data = engine.data(vec![1_u32, 2, 3])?;
+/// let other = data.clone();
+/// // Another handle exists: refused, and the handle comes back.
+/// let Err(TakeError::Refused { error: EngineError::DataShared, data }) = engine.take(data) else {
+///     panic!("taken while shared");
+/// };
+/// drop(other);
+/// engine.op("shrink").write(&data).push_sync(|_, values| {
+///     values.truncate(1);
+///     Err("interrupted".into()) // fails after changing the value
+/// })?;
+/// match engine.take(data) {
+///     Err(TakeError::Failed { error, value }) => {
+///         assert!(matches!(error, EngineError::OpFailed(_)), "{error}");
+///         assert_eq!(value, [1]); // as the failed op left it
+///     }
+///     other => panic!("expected the op's failure, got {other:?}"),
+/// }
+/// # Ok::<(), EngineError>(())
+/// ```
 pub enum TakeError<T: Send + 'static> {
     /// The value could not be taken; the handle comes back, unchanged.
     Refused {

@@ -22,6 +22,27 @@ use crate::error::{EngineError, Result};
 ///
 /// Dropped before it resolves, it gives up: its read hold releases the data as soon as it is
 /// granted.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig, EngineError, ReadData};
+/// use futures::executor::block_on;
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let data = engine.data(vec![1_u32, 2, 3])?;
+/// engine.op("append").write(&data).push_sync(|_, values| values.push(4))?;
+/// // Made now, it resolves once the write pushed before it completed.
+/// let read: ReadData<'_, Vec<u32>> = engine.read_async(&data);
+/// assert_eq!(*block_on(read)?, [1, 2, 3, 4]);
+///
+/// // A failure the data holds is the future's error, taken and cleared.
+/// engine.op("fails").write(&data).push_sync(|_, _| Err("disk full".into()))?;
+/// let error = block_on(engine.read_async(&data)).unwrap_err();
+/// assert!(matches!(error, EngineError::OpFailed(_)), "{error}");
+/// assert_eq!(block_on(engine.read_async(&data))?.len(), 4);
+/// # Ok::<(), EngineError>(())
+/// ```
 #[must_use = "a future does nothing unless polled"]
 pub struct ReadData<'a, T> {
     engine: &'a Engine,

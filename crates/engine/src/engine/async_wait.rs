@@ -33,6 +33,30 @@ use crate::wait::idle::IdleWaiter;
 /// # Panics
 ///
 /// Polled again after it resolved.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig, EngineError, WaitForVar};
+/// use futures::executor::block_on;
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let (a, b) = (engine.new_var()?, engine.new_var()?);
+/// engine.op("fill a").writes([a]).push_sync(|_| {})?;
+/// engine.op("fill b").writes([b]).push_sync(|_| Err("no".into()))?;
+///
+/// // Any number of waits, awaited together.
+/// let waits: Vec<WaitForVar> = vec![engine.wait_for_var_async(a), engine.wait_for_var_async(b)];
+/// let outcomes = block_on(futures::future::join_all(waits));
+/// assert!(outcomes[0].is_ok());
+/// assert!(matches!(&outcomes[1], Err(EngineError::OpFailed(f)) if f.op_name() == "fill b"));
+///
+/// // Dropped before it resolves, a wait gives its failure up to a later wait.
+/// engine.op("fill b again").writes([b]).push_sync(|_| Err("no".into()))?;
+/// drop(engine.wait_for_var_async(b));
+/// assert!(engine.wait_for_all().is_err());
+/// # Ok::<(), EngineError>(())
+/// ```
 #[must_use = "a future does nothing unless polled; drop it to give up the wait"]
 pub struct WaitForVar {
     state: VarWaitState,
@@ -114,6 +138,31 @@ impl fmt::Debug for WaitForVar {
 /// # Panics
 ///
 /// Polled again after it resolved.
+///
+/// # Examples
+///
+/// ```
+/// use std::future::Future;
+/// use std::pin::Pin;
+/// use std::sync::mpsc;
+/// use std::task::{Context, Waker};
+///
+/// use depengine::{Engine, EngineConfig};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let var = engine.new_var()?;
+/// let (tx, rx) = mpsc::channel();
+/// engine.op("load").writes([var]).push_async(move |_, done| tx.send(done).unwrap())?;
+/// let done = rx.recv().unwrap(); // "load" is pending until its token completes
+///
+/// let mut all = engine.wait_for_all_async();
+/// let mut cx = Context::from_waker(Waker::noop());
+/// assert!(Pin::new(&mut all).poll(&mut cx).is_pending()); // no thread blocks
+/// done.ok();
+/// futures::executor::block_on(all)?; // woken by the completion
+/// assert_eq!(engine.stats().pending_ops, 0);
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[must_use = "a future does nothing unless polled"]
 pub struct WaitForAll {
     state: AllWaitState,

@@ -34,6 +34,26 @@ use crate::wait::deadlock::closes_cycle;
 use crate::wait::latch::Latch;
 
 /// Counters for leak checks and monitoring, from [`Engine::stats`].
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig, EngineKind, EngineStats};
+///
+/// let config = EngineConfig::default().kind(EngineKind::Naive).cpu_worker_threads(1);
+/// let engine = Engine::new(config)?;
+/// assert_eq!(engine.stats(), EngineStats::default()); // nothing live yet
+///
+/// let var = engine.new_var()?;
+/// // The naive engine runs the op before `push_sync` returns: its failure is on `var` now.
+/// engine.op("fails").writes([var]).push_sync(|_| Err("no".into()))?;
+/// let stats = engine.stats();
+/// assert_eq!((stats.live_vars, stats.pending_ops, stats.failed_vars), (1, 0, 1));
+///
+/// assert!(engine.wait_for_all().is_err()); // returns the failure and clears it
+/// assert_eq!((engine.stats().failed_vars, engine.stats().logged_failures), (0, 0));
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct EngineStats {
@@ -130,6 +150,30 @@ fn tear_down(state: &Arc<EngineState>) -> Result<(), OutputFailure> {
 /// A dependency engine: push ops that read and write vars; each runs once its dependencies
 /// allow. Cheap to clone (an `Arc`), `Send + Sync`. Dropping the last clone shuts it down: every
 /// pushed op completes, then the threads are joined. See the [crate documentation](crate).
+///
+/// # Examples
+///
+/// ```
+/// use std::thread;
+///
+/// use depengine::{Engine, EngineConfig};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+/// let sum = engine.data_named("sum", 0_u64)?;
+/// // Clones share one engine: any thread pushes to it.
+/// let pushers: Vec<_> = (1..=4_u64)
+///     .map(|step| {
+///         let (engine, sum) = (engine.clone(), sum.clone());
+///         thread::spawn(move || engine.op("add").write(&sum).push_sync(move |_, s| *s += step))
+///     })
+///     .collect();
+/// for pusher in pushers {
+///     pusher.join().unwrap()?;
+/// }
+/// assert_eq!(*engine.read(&sum)?, 10);
+/// engine.shutdown()?; // the last clone: waits for every op, then joins the workers
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[derive(Clone)]
 pub struct Engine {
     handle: Arc<Handle>,

@@ -17,6 +17,35 @@ use crate::op::result::IntoOpResult;
 
 /// A reusable operator, from [`Engine::operator`]. Cloning shares it; pushes hold it alive until
 /// they complete, so [`Engine::delete_operator`] never frees it under a pending push.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+///
+/// use depengine::{Context, Engine, EngineConfig, EngineError};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let var = engine.new_var()?;
+/// let runs = Arc::new(AtomicU32::new(0));
+/// let counter = Arc::clone(&runs);
+/// let step = engine.operator("step").writes([var]).build_sync(move |_| {
+///     counter.fetch_add(1, Ordering::Relaxed);
+/// })?;
+/// assert_eq!((step.name(), step.writes()), ("step", &[var][..]));
+/// for _ in 0..3 {
+///     engine.push(&step, Context::cpu(0), 0)?;
+/// }
+/// engine.wait_for_var(var)?;
+/// assert_eq!(runs.load(Ordering::Relaxed), 3);
+///
+/// engine.delete_operator(step.clone())?;
+/// assert!(step.is_deleted());
+/// let refused = engine.push(&step, Context::cpu(0), 0);
+/// assert!(matches!(refused, Err(EngineError::OperatorDeleted { name }) if name == "step"));
+/// # Ok::<(), EngineError>(())
+/// ```
 #[derive(Clone)]
 pub struct Operator {
     pub(crate) def: Arc<OperatorDef>,
@@ -57,6 +86,31 @@ impl fmt::Debug for Operator {
 }
 
 /// Builds an [`Operator`]: `engine.operator("name").reads(..).writes(..).build_sync(f)`.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Context, Engine, EngineConfig, EngineError, FnProperty};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let (input, output) = (engine.new_var()?, engine.new_var()?);
+/// // The var lists are checked once, when the operator is built.
+/// let bad = engine.operator("bad").reads([input]).writes([input]).build_sync(|_| {});
+/// assert!(matches!(bad, Err(EngineError::ReadWriteConflict { var, .. }) if var == input));
+///
+/// let copy = engine
+///     .operator("copy")
+///     .reads([input])
+///     .writes([output])
+///     .prop(FnProperty::Async)
+///     .build_async(|_, done| {
+///         std::thread::spawn(move || done.ok()); // completes from another thread
+///     })?;
+/// assert_eq!((copy.reads(), copy.writes()), (&[input][..], &[output][..]));
+/// engine.push(&copy, Context::cpu(0), 0)?;
+/// engine.wait_for_var(output)?;
+/// # Ok::<(), EngineError>(())
+/// ```
 #[must_use = "an operator builder does nothing until built"]
 pub struct OperatorBuilder<'e> {
     engine: &'e Engine,

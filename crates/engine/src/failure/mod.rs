@@ -12,9 +12,57 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A boxed error as returned by op functions.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{BoxError, Engine, EngineConfig, EngineError, FailureCause};
+///
+/// fn parse_len(text: &str) -> Result<usize, BoxError> {
+///     let len: usize = text.trim().parse()?; // any error type boxes into a `BoxError`
+///     if len == 0 {
+///         return Err("an empty buffer".into()); // and so does a message
+///     }
+///     Ok(len)
+/// }
+/// assert_eq!(parse_len(" 8 ").ok(), Some(8));
+/// assert_eq!(parse_len("0").unwrap_err().to_string(), "an empty buffer");
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let var = engine.new_var()?;
+/// engine.op("parse").writes([var]).push_sync(|_| parse_len("eight").map(drop))?;
+/// let Err(EngineError::OpFailed(failure)) = engine.wait_for_var(var) else { panic!() };
+/// // The failure keeps the boxed error, with its type.
+/// let FailureCause::Error(error) = failure.cause() else { panic!() };
+/// assert!(error.is::<std::num::ParseIntError>());
+/// # Ok::<(), EngineError>(())
+/// ```
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why an op failed.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig, EngineError, FailureCause};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let (a, b) = (engine.new_var()?, engine.new_var()?);
+/// engine.op("forgets").writes([a]).push_async(|_, done| drop(done))?;
+/// engine.op("rejects").writes([b]).push_sync(|_| Err("bad input".into()))?;
+///
+/// let cause = |var| match engine.wait_for_var(var) {
+///     Err(EngineError::OpFailed(failure)) => match failure.cause() {
+///         FailureCause::Error(error) => format!("error: {error}"),
+///         FailureCause::Panic(message) => format!("panic: {message}"),
+///         other => other.to_string(),
+///     },
+///     other => panic!("expected a failure, got {other:?}"),
+/// };
+/// assert_eq!(cause(a), "its completion token was dropped without completing");
+/// assert_eq!(cause(b), "error: bad input");
+/// # Ok::<(), EngineError>(())
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum FailureCause {
@@ -46,6 +94,24 @@ struct FailureInner {
 }
 
 /// The failure of one op: which op, and why. Cheap to clone (shared).
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig, EngineError};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let (input, output) = (engine.new_var()?, engine.new_var()?);
+/// engine.op("load").writes([input]).push_sync(|_| Err("file not found".into()))?;
+/// engine.op("transform").reads([input]).writes([output]).push_sync(|_| {})?; // skipped
+///
+/// let Err(EngineError::OpFailed(on_output)) = engine.wait_for_var(output) else { panic!() };
+/// let Err(EngineError::OpFailed(on_input)) = engine.wait_for_var(input) else { panic!() };
+/// assert_eq!(on_output.op_name(), "load"); // the original op, also on a dependent's var
+/// assert!(on_output.same_failure(&on_input));
+/// assert_eq!(on_input.to_string(), "op `load` failed: file not found");
+/// # Ok::<(), EngineError>(())
+/// ```
 #[derive(Clone)]
 pub struct OpFailure(Arc<FailureInner>);
 

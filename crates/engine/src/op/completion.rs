@@ -28,6 +28,27 @@ pub(crate) trait FinishAsync: Send + Sync {
 /// completes the op with [`FailureCause::CompletionDropped`] (or [`FailureCause::Panic`] when
 /// dropped by a panic), so a forgotten completion is an error, never a hang. Only
 /// `std::mem::forget` can leak it, and then waits on the op's vars never return.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::mpsc;
+///
+/// use depengine::{Completion, Engine, EngineConfig};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let var = engine.new_var()?;
+/// let (tx, rx) = mpsc::channel::<Completion>();
+/// engine.op("download").writes([var]).push_async(move |_, done| tx.send(done).unwrap())?;
+/// let done = rx.recv().unwrap(); // the op returned; it runs until `done` completes
+/// assert_eq!(done.op_name(), "download");
+///
+/// // Completed once, from any thread: `ok`, `fail` or `complete`.
+/// std::thread::spawn(move || done.fail("connection reset")).join().unwrap();
+/// let error = engine.wait_for_var(var).unwrap_err();
+/// assert_eq!(error.to_string(), "op `download` failed: connection reset");
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[must_use = "an async op must complete its token (dropping it fails the op)"]
 pub struct Completion {
     state: Option<(Arc<dyn FinishAsync>, ReadyOp<OpRecord>)>,

@@ -31,6 +31,8 @@ use crate::failure::BoxError;
 /// spelled out again. So a result that is already typed is converted:
 /// `.map_err(Into::into)`, or `typed?; Ok(())`.
 ///
+/// # Examples
+///
 /// ```
 /// use depengine::{Engine, EngineConfig};
 ///

@@ -45,6 +45,27 @@ use crate::profile::report::{OpProfile, Profile, ProfiledOutcome, ProfiledThread
 use crate::warn::Topic;
 
 /// Which ops a running profiler records.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig, ProfileMode};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let profiler = engine.profiler();
+/// assert_eq!(profiler.mode(), ProfileMode::All);
+/// profiler.set_mode(ProfileMode::Marked);
+/// profiler.start();
+/// let var = engine.new_var()?;
+/// engine.op("plain").writes([var]).push_sync(|_| {})?;
+/// engine.op("marked").writes([var]).profiled().push_sync(|_| {})?;
+/// engine.wait_for_all()?;
+/// let profile = profiler.take();
+/// let names: Vec<&str> = profile.ops().iter().map(|op| op.name()).collect();
+/// assert_eq!(names, ["marked"]);
+/// assert_eq!(ProfileMode::Marked.as_str(), "marked"); // as `DEPENGINE_PROFILER_MODE` spells it
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum ProfileMode {

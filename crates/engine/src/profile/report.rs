@@ -11,6 +11,26 @@ use crate::context::{Context, FnProperty};
 use crate::name::OpName;
 
 /// How a profiled op ended.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig, ProfiledOutcome};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// engine.profiler().start();
+/// let (a, b) = (engine.new_var()?, engine.new_var()?);
+/// engine.op("fine").writes([a]).push_sync(|_| {})?;
+/// engine.op("broken").writes([a]).push_sync(|_| Err("bad input".into()))?;
+/// engine.op("dependent").reads([a]).writes([b]).push_sync(|_| {})?;
+/// assert!(engine.wait_for_all().is_err()); // reports the failure of `broken`
+/// let profile = engine.profiler().take();
+/// let outcome = |name: &str| profile.ops().iter().find(|op| op.name() == name).unwrap().outcome();
+/// assert_eq!(outcome("fine"), ProfiledOutcome::Completed);
+/// assert_eq!(outcome("broken"), ProfiledOutcome::Failed);
+/// assert_eq!(outcome("dependent"), ProfiledOutcome::Skipped); // failure rule 2: did not run
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ProfiledOutcome {
@@ -42,6 +62,28 @@ pub(crate) struct ProfiledThread {
 }
 
 /// One profiled op: where and when it ran.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Context, Engine, EngineConfig, FnProperty, ProfiledOutcome};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// engine.profiler().start();
+/// let var = engine.new_var()?;
+/// engine.op("step").writes([var]).on(Context::cpu(0)).priority(5).push_sync(|_| {})?;
+/// engine.wait_for_all()?;
+/// let profile = engine.profiler().take();
+/// let op = &profile.ops()[0];
+/// assert_eq!(op.name(), "step");
+/// assert_eq!(op.context(), Context::cpu(0));
+/// assert_eq!((op.property(), op.priority()), (FnProperty::Normal, 5));
+/// assert_eq!(op.outcome(), ProfiledOutcome::Completed);
+/// assert!(op.start() <= op.end());
+/// assert_eq!(op.duration(), op.end() - op.start());
+/// assert!(!op.thread_name().is_empty());
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct OpProfile {
     pub(crate) name: OpName,
@@ -112,6 +154,30 @@ impl OpProfile {
 
 /// The time spent in the ops of one name, from [`Profile::summary`]. The durations cover the
 /// ops that ran; skipped ops (which did not) are only counted.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// engine.profiler().start();
+/// let (a, b) = (engine.new_var()?, engine.new_var()?);
+/// for step in 0..3_u32 {
+///     engine.op("step").writes([a]).push_sync(move |_| {
+///         if step == 2 { Err("diverged".into()) } else { Ok(()) }
+///     })?;
+/// }
+/// engine.op("after").reads([a]).writes([b]).push_sync(|_| {})?;
+/// assert!(engine.wait_for_all().is_err());
+/// let summary = engine.profiler().take().summary();
+/// let step = summary.iter().find(|s| s.name == "step").unwrap();
+/// assert_eq!((step.runs, step.failed, step.skipped), (3, 1, 0));
+/// assert!(step.min <= step.mean() && step.mean() <= step.max && step.max <= step.total);
+/// let after = summary.iter().find(|s| s.name == "after").unwrap();
+/// assert_eq!((after.runs, after.skipped, after.total), (0, 1, std::time::Duration::ZERO));
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OpSummary {
@@ -172,6 +238,32 @@ impl OpSummary {
 /// Perfetto.
 ///
 /// [`Profiler::take`]: crate::Profiler::take
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+/// let var = engine.new_var()?;
+/// engine.profiler().start();
+/// engine.op("load").writes([var]).push_sync(|_| {})?;
+/// engine.op("train").writes([var]).push_sync(|_| {})?;
+/// engine.wait_for_all()?;
+/// let profile = engine.profiler().take();
+/// assert_eq!(profile.len(), 2);
+/// assert!(engine.profiler().take().is_empty()); // `take` emptied the records
+///
+/// let table = profile.to_string(); // one row per name
+/// assert!(table.starts_with("name") && table.contains("load") && table.contains("train"));
+///
+/// let mut trace = Vec::new(); // or a `File`, for `chrome://tracing` or Perfetto
+/// profile.write_chrome_trace(&mut trace)?;
+/// let trace: serde_json::Value = serde_json::from_slice(&trace)?;
+/// let events = trace["traceEvents"].as_array().unwrap();
+/// assert!(events.iter().any(|e| e["name"] == "train" && e["ph"] == "X"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Profile {
     pub(crate) ops: Vec<OpProfile>,
