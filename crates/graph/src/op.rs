@@ -170,6 +170,21 @@ impl DepList {
 /// assert_eq!(graph.var_status(dst)?.pending(), 0);
 /// # Ok::<(), depengine_graph::GraphError>(())
 /// ```
+///
+/// A ready op is completed once: `complete` takes it by value, and it is neither `Clone` nor
+/// `Copy`, so a second completion, which would release its vars twice, does not compile:
+///
+/// ```compile_fail,E0382
+/// # use depengine_graph::{Graph, ReadyOp};
+/// # let graph: Graph<&str> = Graph::new();
+/// # let x = graph.new_var()?;
+/// # let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+/// graph.push(&[], &[x], "write", &mut ready)?;
+/// let op = ready.pop().unwrap();
+/// graph.complete(op, Ok(()), &mut ready)?;
+/// graph.complete(op, Ok(()), &mut ready)?; // `op` was moved by the first completion
+/// # Ok::<(), depengine_graph::GraphError>(())
+/// ```
 pub struct ReadyOp<T> {
     pub(crate) graph: u32,
     pub(crate) payload: T,

@@ -18,6 +18,16 @@ impl ThreadPool {
     /// Called from outside the pool, the join runs inside it (see
     /// [`install`](Self::install)). Both closures always run to completion; if either
     /// panics, the panic resumes in the caller afterwards (`a`'s first if both do).
+    ///
+    /// Either closure may run on another thread than the caller's, so what they share must be
+    /// `Sync`:
+    ///
+    /// ```compile_fail,E0277
+    /// # let pool = depengine_pool::ThreadPool::new(2)?;
+    /// let shared = std::rc::Rc::new(7); // `Rc` is not `Sync`
+    /// let (a, b) = pool.join(|| *shared + 1, || *shared + 2);
+    /// # Ok::<(), depengine_pool::BuildError>(())
+    /// ```
     pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
     where
         A: FnOnce() -> RA + Send,

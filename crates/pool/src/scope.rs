@@ -35,6 +35,19 @@ use std::panic::{self, AssertUnwindSafe};
 /// assert_eq!(visited.into_inner(), 15);
 /// # Ok::<(), depengine_pool::BuildError>(())
 /// ```
+///
+/// A task may borrow only what outlives the scope: not a local of the closure that spawns it,
+/// which is gone when that closure returns, possibly before the task runs:
+///
+/// ```compile_fail,E0373
+/// # let pool = depengine_pool::ThreadPool::new(2)?;
+/// let mut total = 0;
+/// pool.scope(|s| {
+///     let step = 5;
+///     s.spawn(|_| total += step); // `step` does not live as long as the scope
+/// });
+/// # Ok::<(), depengine_pool::BuildError>(())
+/// ```
 pub struct Scope<'scope> {
     shared: Arc<Shared>,
     /// Tasks not yet finished, plus one for the scope's own body.

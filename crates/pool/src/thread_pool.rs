@@ -173,6 +173,16 @@ impl<T: Item> ThreadPool<T> {
     /// From a worker, the task goes to the front of the worker's own queue (if that
     /// queue is full, the task runs inline, before `spawn` returns); from any other
     /// thread, to the pool's injector queue, which idle workers poll.
+    ///
+    /// The task may outlive the caller, so it owns what it uses (`'static`): it cannot borrow
+    /// the caller's locals (move them in, or use [`scope`](Self::scope)):
+    ///
+    /// ```compile_fail,E0373
+    /// # let pool = depengine_pool::ThreadPool::new(2)?;
+    /// let counts = vec![1, 2, 3];
+    /// pool.spawn(|| println!("{}", counts.len())); // borrows `counts`
+    /// # Ok::<(), depengine_pool::BuildError>(())
+    /// ```
     pub fn spawn<F>(&self, task: F)
     where
         F: FnOnce() + Send + 'static,
