@@ -27,10 +27,10 @@
 //!    granted at once and becomes the running front (`head_running`).
 //! 3. **complete read**: `running_reads -= 1`; when it reaches zero and a write waits at the front,
 //!    that write is granted. A read of a long run that transition 4, 5 or 6 granted was given a
-//!    credit instead of a count, in a word beside the lock ([`ReadCredits`]): its completion takes one
-//!    without the lock, and only the taker of the last one locks the var to see whether the
-//!    reads ended (`read_credits.rs`). The count of running reads is `running_reads` plus the
-//!    credits left.
+//!    credit instead of a count, in a word beside the lock ([`ReadCredits`]): its completion
+//!    takes one without the lock, and only the taker of the last one locks the var to see
+//!    whether the reads ended (`read_credits.rs`). The count of running reads is
+//!    `running_reads` plus the credits left.
 //! 4. **complete write**: the running front is popped; then the run of reads that follows it is
 //!    popped and granted together (a run of [`CREDITED_RUN`] or more with a credit each); if the
 //!    next front is a write and no read was released, that write is granted.
@@ -445,8 +445,9 @@ impl<C> VarQueue<C> {
 
     /// Grants what the front of the FIFO may start now, calling `release` with each op: the run
     /// of reads there, as far as the launched ops allow (a run of [`CREDITED_RUN`] or more each
-    /// given a credit, `read_credits.rs`), then a write if no read runs. Called whenever the front may have become free: a write
-    /// left it (transition 4), the last read completed (3), a launched op completed (6).
+    /// given a credit, `read_credits.rs`), then a write if no read runs. Called whenever the
+    /// front may have become free: a write left it (transition 4), the last read completed (3),
+    /// a launched op completed (6).
     fn advance(&mut self, credits: &ReadCredits, release: &mut impl FnMut(u32)) {
         if self.head_running {
             return;
