@@ -1,6 +1,7 @@
 //! Loom models of the facade's own synchronization: the completion counter that
 //! `wait_for_all` and pushers held back by the pending bound sleep on (or a
-//! `wait_for_all_async` future awaits), the latch `wait_for_var` blocks on, or abandons
+//! `wait_for_all_async` future awaits), with the count of values' releases run after their ops
+//! (`wait/releases.rs`), the latch `wait_for_var` blocks on, or abandons
 //! (`wait.rs`), or its future polls; and bulk execution's hand-overs: a segment's members
 //! between the pushing thread and the runner, and the count of graph entries that tells a
 //! join whether another entry came in between (with the real graph).
@@ -27,6 +28,7 @@ use crate::op::segment::{Member, MemberVars, Segment};
 use crate::run::GraphEntries;
 use crate::wait::idle::{Admission, IdleCounter, IdleWaiter, PendingBound};
 use crate::wait::latch::Latch;
+use crate::wait::releases::Releases;
 
 /// An op: its effect, then its completion.
 fn complete(counter: &IdleCounter, effect: &AtomicBool) {
@@ -657,5 +659,38 @@ fn a_join_is_refused_after_an_entry_behind_the_segment() {
             !joinable || at(3) < at(2),
             "a join allowed though X, told of, is behind the segment: {order:?}"
         );
+    });
+}
+
+/// A completion takes a value's release over, counts its op done, then runs the release (a
+/// value's drop, `run/dispatch.rs`), while `wait_for_all` waits for the ops, then for the
+/// releases: it returns only once the value is dropped.
+///
+/// Catches: the release counted in after the op is counted done (swap `begin` and `done`):
+/// the waiter sees the engine idle and no release running, and returns before the drop.
+#[test]
+fn wait_for_all_sees_a_release_counted_before_its_op() {
+    loom::model(|| {
+        let counter = Arc::new(IdleCounter::new());
+        let releases = Arc::new(Releases::default());
+        let dropped = Arc::new(AtomicBool::new(false));
+        let _ = counter.add();
+        let completer = {
+            let (counter, releases, dropped) = (
+                Arc::clone(&counter),
+                Arc::clone(&releases),
+                Arc::clone(&dropped),
+            );
+            thread::spawn(move || {
+                releases.begin();
+                counter.done();
+                dropped.store(true, Ordering::Relaxed);
+                releases.end();
+            })
+        };
+        counter.wait_idle();
+        assert!(releases.wait_none_for(None));
+        assert!(dropped.load(Ordering::Relaxed), "returned before the drop");
+        completer.join().unwrap();
     });
 }

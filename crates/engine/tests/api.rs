@@ -339,6 +339,37 @@ fn misuse_is_a_typed_error_and_pushes_nothing() {
     }
 }
 
+/// An op naming a stale handle beside the current var of its slot reports the stale one as
+/// deleted (not as a duplicate), in either list and order, as an operator does at its push.
+#[test]
+fn a_stale_handle_beside_its_slots_current_var_is_deleted_not_duplicate() {
+    for kind in KINDS {
+        let engine = engine(kind, 1);
+        let stale = engine.new_var().unwrap();
+        engine.delete_var(stale, || ()).unwrap();
+        let live = engine.new_var().unwrap();
+        assert_eq!(live.index(), stale.index(), "the slot is reused");
+        let ok = |_| Ok(());
+        let is_stale = |result: depengine::Result<()>| match result {
+            Err(EngineError::DeletedVar { var, .. }) => var == stale,
+            _ => false,
+        };
+        assert!(is_stale(engine.op("x").reads([stale, live]).push_sync(ok)));
+        assert!(is_stale(engine.op("x").writes([live, stale]).push_sync(ok)));
+        assert!(is_stale(
+            engine.op("x").reads([live]).writes([stale]).push_sync(ok)
+        ));
+        let operator = engine
+            .operator("x")
+            .reads([stale])
+            .writes([live])
+            .build_sync(ok)
+            .unwrap();
+        assert!(is_stale(engine.push(&operator, Context::cpu(0), 0)));
+        assert_eq!(engine.stats().pending_ops, 0, "{kind}");
+    }
+}
+
 #[test]
 fn waiting_inside_an_op_on_its_own_vars_is_an_error() {
     for kind in KINDS {

@@ -456,6 +456,74 @@ fn misuse_gets_typed_errors_and_loses_nothing() {
     );
 }
 
+/// A var deleted by hand refuses `take`, on a shut-down engine as on a live one, and the
+/// handle comes back.
+#[test]
+fn take_of_data_deleted_by_hand_is_refused_after_a_shutdown_too() {
+    for shut_down in [false, true] {
+        let engine = engine(EngineKind::ThreadedPerDevice, 1);
+        let data = engine.data(1_u64).unwrap();
+        engine.delete_var(data.var(), || {}).unwrap();
+        if shut_down {
+            engine.clone().shutdown().unwrap();
+        }
+        match engine.take(data) {
+            Err(TakeError::Refused {
+                error: EngineError::DeletedVar { .. },
+                ..
+            }) => {}
+            other => panic!("shut down: {shut_down}: expected a refusal, got {other:?}"),
+        }
+    }
+}
+
+/// `take` whose hold was skipped (the data failed) and whose engine shut down meanwhile
+/// returns the data's failure, not the shutdown; one whose var was deleted by hand meanwhile
+/// is refused, with the handle back.
+#[test]
+fn take_reports_a_shutdown_or_a_deletion_during_its_wait_as_such() {
+    for delete in [false, true] {
+        let engine = engine(EngineKind::ThreadedPerDevice, 1);
+        let data = engine.data(1_u64).unwrap();
+        let var = data.var();
+        let held = held_async_op(&engine, var);
+        let taker = {
+            let engine = engine.clone();
+            std::thread::spawn(move || engine.take(data))
+        };
+        while engine.stats().waiting_ops == 0 {
+            std::thread::yield_now();
+        }
+        let closer = if delete {
+            engine.delete_var(var, || {}).unwrap();
+            None
+        } else {
+            let closer = engine.clone();
+            let closer = std::thread::spawn(move || closer.shutdown());
+            while !engine.is_shut_down() {
+                std::thread::yield_now();
+            }
+            Some(closer)
+        };
+        held.fail("broken");
+        match (delete, taker.join().unwrap()) {
+            (true, Err(TakeError::Refused { error, .. })) => {
+                assert!(matches!(error, EngineError::DeletedVar { .. }), "{error}");
+            }
+            // The failure goes to the take, or, taken by the shutdown's wait first, to it.
+            (false, Err(TakeError::Failed { error, value })) => {
+                assert!(matches!(error, EngineError::OpFailed(_)), "{error}");
+                assert_eq!(value, 1);
+            }
+            (false, Ok(value)) => assert_eq!(value, 1),
+            (_, other) => panic!("deleted: {delete}: got {other:?}"),
+        }
+        if let Some(closer) = closer {
+            let _ = closer.join().unwrap();
+        }
+    }
+}
+
 #[test]
 fn an_op_takes_up_to_eight_typed_accesses() {
     let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2)).unwrap();

@@ -521,3 +521,209 @@ fn concurrent_waits_get_exactly_the_cycles_there_are() {
         }
     }
 }
+
+/// What a value's `Drop` saw of its engine: the outcome of its calls, and whether the op that
+/// released it was still counted pending.
+type DropReport = Result<u64, String>;
+
+/// A value that owns a clone of its engine (a model holding the engine it trains on) and whose
+/// `Drop` uses it as a user's might: waits for every op, makes a value, pushes an op on it,
+/// reads it and takes it back; then drops its clone, the engine's last handle in some tests.
+struct CallsEngine {
+    engine: Option<Engine>,
+    report: mpsc::Sender<DropReport>,
+}
+
+impl CallsEngine {
+    fn new(engine: &Engine) -> (Self, mpsc::Receiver<DropReport>) {
+        let (report, reports) = mpsc::channel();
+        let value = CallsEngine {
+            engine: Some(engine.clone()),
+            report,
+        };
+        (value, reports)
+    }
+}
+
+impl Drop for CallsEngine {
+    fn drop(&mut self) {
+        let engine = self.engine.take().expect("dropped once");
+        let calls = || -> Result<u64, EngineError> {
+            engine.wait_for_all()?;
+            let scratch = engine.data(1_u64)?;
+            engine
+                .op("inside a value's drop")
+                .write(&scratch)
+                .push_sync(|_, x| *x += 1)?;
+            let read = *engine.read(&scratch)?;
+            let taken = engine.take(scratch).map_err(|error| error.to_string());
+            Ok(read + taken.expect("the value's own data"))
+        };
+        let outcome = calls().map_err(|error| error.to_string());
+        drop(engine);
+        let _ = self.report.send(outcome);
+    }
+}
+
+/// The drop's report, within a timeout that turns a hang into a failure.
+fn dropped(reports: &mpsc::Receiver<DropReport>, what: &str) {
+    match reports.recv_timeout(Duration::from_secs(30)) {
+        Ok(outcome) => assert_eq!(outcome, Ok(4), "{what}"),
+        Err(error) => panic!("{what}: the value's drop did not finish ({error})"),
+    }
+}
+
+/// Issue 44's reproduction: the value holds the engine's last handle when its own last handle
+/// drops (its var idle), on the dropping thread.
+#[test]
+fn a_value_that_owns_its_engine_is_released_with_its_last_handle() {
+    struct Model {
+        _engine: Engine,
+        w: Vec<f32>,
+    }
+    for kind in KINDS {
+        within(60, &format!("{kind}"), move || {
+            let engine =
+                Engine::new(EngineConfig::default().kind(kind).cpu_worker_threads(1)).unwrap();
+            let d = engine
+                .data(Model {
+                    _engine: engine.clone(),
+                    w: vec![1.0; 16],
+                })
+                .unwrap();
+            engine
+                .op("train")
+                .write(&d)
+                .push_sync(|_, m| m.w.iter_mut().for_each(|x| *x *= 2.0))
+                .unwrap();
+            engine.wait_for_all().unwrap();
+            drop(engine);
+            drop(d);
+        });
+    }
+}
+
+/// Every path a value's release takes, with a `Drop` that calls the engine (which would hang if
+/// the release ran before its op was counted done, under a lock of the engine, or on a worker
+/// whose block it then starves) and, last, drops the engine's last handle.
+#[test]
+fn a_value_s_drop_may_call_its_engine_on_every_path_of_its_release() {
+    for kind in KINDS {
+        within(120, &format!("{kind}"), move || {
+            // The var idle: released by the thread that drops the last handle.
+            let engine = common::engine(kind, 1);
+            let (value, reports) = CallsEngine::new(&engine);
+            let data = engine.data(value).unwrap();
+            drop(engine);
+            drop(data);
+            dropped(&reports, &format!("{kind}: idle var"));
+
+            // By the completion of its last op, on a worker, with another op queued behind it
+            // on the block (one worker: the drop's waits need a stand-in).
+            let engine = common::engine(kind, 1);
+            let (value, reports) = CallsEngine::new(&engine);
+            let data = engine.data(value).unwrap();
+            let gate = engine.new_var().unwrap();
+            let open = held_async_op(&engine, gate);
+            engine
+                .op("gated")
+                .write(&data)
+                .reads([gate])
+                .push_sync(|_, _| {})
+                .unwrap();
+            engine.op("behind").reads([gate]).push_sync(|_| {}).unwrap();
+            drop(data);
+            open.ok();
+            dropped(&reports, &format!("{kind}: op completion"));
+            engine.wait_for_all().unwrap();
+
+            // By an async op's completion, on a thread of the user's.
+            let (value, reports) = CallsEngine::new(&engine);
+            let data = engine.data(value).unwrap();
+            let (send, held) = mpsc::channel();
+            engine
+                .op("async")
+                .write(&data)
+                .push_async(move |_, held| send.send(held).unwrap())
+                .unwrap();
+            let held = held.recv().unwrap();
+            drop(data);
+            thread::spawn(move || held.ok()).join().unwrap();
+            dropped(&reports, &format!("{kind}: async completion"));
+
+            // By a guard's drop, on this thread: the guard holds a var deleted by hand, whose
+            // callback drops the value.
+            let (value, reports) = CallsEngine::new(&engine);
+            let held = engine.data(0_u8).unwrap();
+            let guard = engine.write(&held).unwrap();
+            engine.delete_var(held.var(), move || drop(value)).unwrap();
+            drop(guard);
+            dropped(&reports, &format!("{kind}: guard"));
+
+            // By a deletion by hand (`delete_var`'s callback), whose var an op still holds.
+            let (value, reports) = CallsEngine::new(&engine);
+            let var = engine.new_var().unwrap();
+            let done = held_async_op(&engine, var);
+            engine.delete_var(var, move || drop(value)).unwrap();
+            done.ok();
+            dropped(&reports, &format!("{kind}: delete_var callback"));
+
+            // At the engine's teardown: the value holds the last handle, its op in flight.
+            let (value, reports) = CallsEngine::new(&engine);
+            let data = engine.data(value).unwrap();
+            let gate = engine.new_var().unwrap();
+            let open = held_async_op(&engine, gate);
+            engine
+                .op("in flight")
+                .write(&data)
+                .reads([gate])
+                .push_sync(|_, _| {})
+                .unwrap();
+            drop(engine);
+            drop(data);
+            open.ok();
+            dropped(&reports, &format!("{kind}: teardown"));
+        });
+    }
+}
+
+/// `wait_for_all` and its future return once the values whose ops they waited for are
+/// dropped, also when a drop is slow and runs on another thread after its op was counted done.
+#[test]
+fn wait_for_all_waits_for_the_values_released_after_their_ops() {
+    struct Slow(Arc<AtomicU64>);
+    impl Drop for Slow {
+        fn drop(&mut self) {
+            thread::sleep(Duration::from_millis(50));
+            self.0.store(1, Ordering::SeqCst);
+        }
+    }
+    for kind in KINDS {
+        for future in [false, true] {
+            let engine = common::engine(kind, 2);
+            let dropped = Arc::new(AtomicU64::new(0));
+            let data = engine.data(Slow(Arc::clone(&dropped))).unwrap();
+            let gate = engine.new_var().unwrap();
+            let open = held_async_op(&engine, gate);
+            engine
+                .op("last")
+                .write(&data)
+                .reads([gate])
+                .push_sync(|_, _| {})
+                .unwrap();
+            drop(data);
+            let opener = thread::spawn(move || open.ok());
+            if future {
+                futures::executor::block_on(engine.wait_for_all_async()).unwrap();
+            } else {
+                engine.wait_for_all().unwrap();
+            }
+            assert_eq!(
+                dropped.load(Ordering::SeqCst),
+                1,
+                "{kind}, future: {future}"
+            );
+            opener.join().unwrap();
+        }
+    }
+}

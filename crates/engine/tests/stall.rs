@@ -147,3 +147,31 @@ fn no_warning_when_switched_off_or_not_due() {
         assert!(log.is_empty(), "{what}: {log}");
     }
 }
+
+/// An engine dropped while a leaked guard, read future or async token keeps an op pending
+/// waits for it (the value may be in use), but not silently: every stall period its warning
+/// says who holds what, with `dump_pending`'s picture; and it returns once the op completes.
+#[test]
+fn a_shutdown_blocked_by_a_held_op_warns_with_the_pending_picture() {
+    for kind in KINDS {
+        within(60, &format!("{kind}"), move || {
+            let engine = engine(kind, Some(Duration::from_millis(20)));
+            let var = engine.new_var_named("leaked").unwrap();
+            let done = held_async_op(&engine, var);
+            engine.op("behind").writes([var]).push_sync(|_| {}).unwrap();
+            let completer = thread::spawn(move || {
+                thread::sleep(Duration::from_millis(150));
+                done.ok();
+            });
+            let log = logged(|| drop(engine));
+            completer.join().unwrap();
+            assert!(
+                log.contains("the engine's shutdown has been blocked for"),
+                "{kind}: {log}"
+            );
+            assert!(log.contains("digraph pending {"), "{kind}: {log}");
+            assert!(log.contains("label=\"leaked\""), "{kind}: {log}");
+            assert!(log.contains("label=\"behind (op#"), "{kind}: {log}");
+        });
+    }
+}

@@ -62,7 +62,7 @@ pub enum Holder {
 /// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
 /// graph.push(&[], &[x], "write x", &mut ready)?;
 /// graph.push(&[x], &[], "read x", &mut ready)?;
-/// graph.delete_var(x, || {})?;
+/// graph.delete_var(x, || {})?.call_if_reclaimed();
 ///
 /// // Only `x` is busy: `idle` has nothing running or waiting.
 /// let busy: Vec<BusyVar> = graph.busy_vars();

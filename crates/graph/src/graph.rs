@@ -4,9 +4,10 @@ use std::num::NonZeroU32;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-use depengine_sync::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering, lock};
+use depengine_sync::{AtomicPtr, AtomicU32, AtomicUsize, Mutex, MutexGuard, Ordering, lock};
 
 use crate::busy::{BusyVar, Holder};
+use crate::deletion::{Deletion, OnDeleted};
 use crate::error::GraphError;
 use crate::incoming::Incoming;
 use crate::op::{DepList, Dispatch, LaunchedOp, OpId, Parked, PendingOp, ReadyOp, VarKey};
@@ -61,9 +62,6 @@ const GRANT_ON_STACK: usize = if cfg!(loom) { 2 } else { 64 };
 /// Completions on a var with waiting ops after which the completing thread merges its open ring
 /// (see `settle`): half the ring.
 const MERGE_EVERY: usize = crate::incoming::CAPACITY / 2;
-
-/// Callback run once a deleted var is reclaimed.
-type OnDeleted = Box<dyn FnOnce() + Send>;
 
 /// The rare part of a var, kept out of line in the queue's cold part (allocated the first time a
 /// var needs it, and kept with the slot).
@@ -162,13 +160,16 @@ struct VarSlot<E> {
 #[derive(Default)]
 struct VarHead {
     attachment: Attachment,
+    /// The generation of the var the attachment was stored for, which [`Graph::attachment`]
+    /// compares with the handle's: a stale handle must not read its slot's next var's word.
+    generation: AtomicU32,
     credits: ReadCredits,
 }
 
 /// The word a var was created with ([`Graph::new_attached_var`]); null for a plain var and
 /// once the var is reclaimed. Written when the var is created and when it is reclaimed, read by
-/// the functions of its ops (see [`Graph::attachment`] for why `Relaxed` suffices). In the
-/// slot's [`VarHead`].
+/// the functions of its ops (see [`Graph::attachment`] for the orderings). In the slot's
+/// [`VarHead`].
 struct Attachment(AtomicPtr<()>);
 
 impl Default for Attachment {
@@ -331,31 +332,37 @@ impl<T, E> Graph<T, E> {
     }
 
     /// The word `var` was created with ([`new_attached_var`](Self::new_attached_var)); `None`
-    /// for a var created without one, or of another graph.
+    /// for a var created without one, of another graph, or stale (its slot went to another
+    /// var).
     ///
-    /// The slot is looked up by index alone, without the lock that guards its generation: for
-    /// a var deleted meanwhile, this is `None` once the var is reclaimed, and then the word of
-    /// whichever var takes the slot. A caller that needs the var's own word reads it while the
-    /// var cannot be reclaimed: from an op pushed on the var and not completed yet (its
-    /// function, say), or before the var's deletion is pushed.
+    /// The slot is looked up without the lock that guards its generation: for a var deleted
+    /// meanwhile, this is `None` once the var is reclaimed. A caller that needs the var's own
+    /// word reads it while the var cannot be reclaimed: from an op pushed on the var and not
+    /// completed yet (its function, say), or before the var's deletion is pushed.
     ///
-    /// `Relaxed` on both sides; what orders them is the caller's. The word is stored before
-    /// `new_attached_var` returns the handle, so it happens-before whatever the creating thread
-    /// does next, and before everything that happens after that: a push from a thread that
-    /// got the handle through any synchronization (a channel, a spawn, an `Arc` the creator
-    /// filled in after the call, as the engine's typed data does), and through that push and
-    /// the graph's grant, the function of its op. A handle passed on with no happens-before
-    /// (a `Relaxed` atomic) gives no such guarantee, and may see the slot's earlier word. The
+    /// What orders the word's store before this load is the caller's. The word is stored
+    /// before `new_attached_var` returns the handle, so it happens-before whatever the creating
+    /// thread does next, and before everything that happens after that: a push from a thread
+    /// that got the handle through any synchronization (a channel, a spawn, an `Arc` the
+    /// creator filled in after the call, as the engine's typed data does), and through that
+    /// push and the graph's grant, the function of its op. A handle passed on with no
+    /// happens-before (a `Relaxed` atomic) gives no such guarantee, and may find no word. The
     /// slot's word changes again only when the var is reclaimed (after every op on it
     /// completed) and when the slot goes to a new var, after the slab's `free` (`Release`)
-    /// and `alloc` (`Acquire`) of the slot.
+    /// and `alloc` (`Acquire`) of the slot. The generation beside the word is stored before
+    /// it, and the word stored with `Release` and loaded with `Acquire`: a load that finds a
+    /// later var's word finds that var's generation, never a stale handle's.
     #[inline]
     pub fn attachment(&self, var: Var) -> Option<NonNull<()>> {
         if var.graph != self.id {
             return None;
         }
         let header = self.vars.header(var.index)?;
-        NonNull::new(header.attachment.0.load(Ordering::Relaxed))
+        let word = header.attachment.0.load(Ordering::Acquire);
+        if header.generation.load(Ordering::Relaxed) != var.generation {
+            return None;
+        }
+        NonNull::new(word)
     }
 
     /// `new_var` with the slot's attachment set to `attachment` (null: none).
@@ -368,11 +375,12 @@ impl<T, E> Graph<T, E> {
             .vars
             .get(index)
             .ok_or(GraphError::CapacityExhausted { what: "var" })?;
-        if let Some(header) = self.vars.header(index) {
-            // Relaxed: see `attachment`. The slot is ours alone until the handle is returned.
-            header.attachment.0.store(attachment, Ordering::Relaxed);
-        }
         let generation = lock(&slot.state).generation;
+        if let Some(header) = self.vars.header(index) {
+            // See `attachment`. The slot is ours alone until the handle is returned.
+            header.generation.store(generation, Ordering::Relaxed);
+            header.attachment.0.store(attachment, Ordering::Release);
+        }
         self.live_vars.fetch_add(1, Ordering::Relaxed);
         Ok(Var {
             graph: self.id,
@@ -693,6 +701,13 @@ impl<T, E> Graph<T, E> {
             let (first, second) = (pair[0], pair[1]);
             if vars[first].index == vars[second].index {
                 let var = vars[second].var(self.id);
+                if vars[first].generation != vars[second].generation {
+                    // Two generations of one slot: at most one is current, and the stale one
+                    // is the error.
+                    for key in [vars[first], vars[second]] {
+                        drop(self.lock_current(key.var(self.id))?);
+                    }
+                }
                 return Err(if deps.access(first) == deps.access(second) {
                     GraphError::DuplicateVar { var }
                 } else {
@@ -1003,7 +1018,7 @@ impl<T, E> Graph<T, E> {
         if let Some(reclaimed) = reclaimed {
             self.finish_reclaim(var, reclaimed.reusable);
             if let Some(callback) = reclaimed.on_deleted {
-                callback();
+                dispatch.reclaimed(callback);
             }
         }
         // The grant that reaches zero takes the op over (see `op_cell`). The parked payload was
@@ -1135,14 +1150,19 @@ impl<T, E> Graph<T, E> {
         }
     }
 
-    /// Deletes `var` once every op already pushed on it has completed, then reclaims its slot
-    /// and calls `on_deleted` (on the thread that completes the last op, or on this one if the
-    /// var is idle). From now on, pushes naming `var` fail with [`GraphError::DeletedVar`].
+    /// Deletes `var` once every op already pushed on it has completed, then reclaims its slot.
+    /// From now on, pushes naming `var` fail with [`GraphError::DeletedVar`].
+    ///
+    /// The graph never calls `on_deleted` itself (see [`Deletion`]): an idle var is reclaimed
+    /// here and the callback comes back ([`Deletion::Reclaimed`]); a busy one keeps it until
+    /// the completion of its last op hands it to that completion's dispatcher
+    /// ([`Dispatch::reclaimed`]), after the var's lock is released.
     ///
     /// # Errors
     ///
-    /// [`GraphError::ForeignVar`], or [`GraphError::DeletedVar`] if the var was already deleted.
-    pub fn delete_var<F>(&self, var: Var, on_deleted: F) -> Result<(), GraphError>
+    /// [`GraphError::ForeignVar`], or [`GraphError::DeletedVar`] if the var was already deleted;
+    /// `on_deleted` is dropped uncalled.
+    pub fn delete_var<F>(&self, var: Var, on_deleted: F) -> Result<Deletion<F>, GraphError>
     where
         F: FnOnce() + Send + 'static,
     {
@@ -1155,18 +1175,14 @@ impl<T, E> Graph<T, E> {
             // No push may come in through the ring any more (a push that got in first was
             // pushed before the deletion, and is merged here).
             Self::close(slot, &mut state);
-            if state.queue.is_idle(&head.credits) {
-                Some(self.reclaim(slot, &mut state))
-            } else {
+            if !state.queue.is_idle(&head.credits) {
                 state.queue.extra_or_default().on_deleted = Some(Box::new(on_deleted));
-                return Ok(());
+                return Ok(Deletion::Pending);
             }
+            self.reclaim(slot, &mut state)
         };
-        if let Some(reclaimed) = reclaimed {
-            self.finish_reclaim(var.index, reclaimed.reusable);
-            on_deleted();
-        }
-        Ok(())
+        self.finish_reclaim(var.index, reclaimed.reusable);
+        Ok(Deletion::Reclaimed(on_deleted))
     }
 
     /// The state of `var`'s queue (also while its deletion is pending).
@@ -1519,7 +1535,7 @@ mod layout_tests {
                 .spill_capacity()
         };
         assert!(spill(var.index) >= 500 - crate::var_queue::RING);
-        graph.delete_var(var, || {}).unwrap();
+        graph.delete_var(var, || {}).unwrap().call_if_reclaimed();
         let mut done = Vec::new();
         while let Some(op) = ready.pop() {
             done.push(graph.complete(op, Ok(()), &mut ready).unwrap());

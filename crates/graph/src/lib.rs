@@ -82,6 +82,7 @@
 mod block_store;
 mod blocked;
 mod busy;
+mod deletion;
 mod error;
 mod graph;
 // `malloc_trim`, a foreign function; see the module documentation.
@@ -111,6 +112,7 @@ mod tests;
 pub use block_store::{BLOCK_ALIGN, BLOCK_BYTES, BlockId, BlockStore};
 pub use blocked::Visit;
 pub use busy::{BusyVar, Holder};
+pub use deletion::{Deletion, OnDeleted};
 pub use error::GraphError;
 pub use graph::{Failure, Graph};
 pub use op::{Dispatch, LaunchedOp, OpId, PendingOp, ReadyOp};

@@ -293,7 +293,8 @@ fn delete_during_a_credited_run(retired: bool) -> (Arc<G>, Var) {
                 data.write();
                 reclaimed.fetch_add(1, Ordering::Relaxed);
             })
-            .unwrap();
+            .unwrap()
+            .call_if_reclaimed();
     }
     for reader in readers {
         assert!(reader.join().unwrap().is_empty());
@@ -738,7 +739,8 @@ fn ring_push_races_with_delete_var() {
                     .delete_var(a, move || {
                         reclaimed.fetch_add(1, Ordering::SeqCst);
                     })
-                    .unwrap();
+                    .unwrap()
+                    .call_if_reclaimed();
             })
         };
         let (push_result, released) = pusher.join().unwrap();
@@ -992,5 +994,34 @@ fn block_store_publishes_a_block_given_back_to_its_next_holder() {
             store.give_back(block);
         }
         assert_eq!(store.in_use(), 0);
+    });
+}
+
+/// A stale handle never finds the word of the var that took its slot: one thread creates the
+/// slot's next var with its word while another looks the old var's word up.
+///
+/// Catches: the word's store (`Release`, in `create_var`) or its load (`Acquire`, in
+/// `attachment`) weakened to `Relaxed`: the lookup finds the new word beside the old
+/// generation, and hands a stale handle another var's word.
+#[test]
+fn a_stale_handle_never_finds_its_slot_s_next_word() {
+    static WORDS: [u64; 2] = [1, 2];
+    let word = |at: usize| std::ptr::NonNull::from(&WORDS[at]).cast::<()>();
+    loom::model(move || {
+        let graph = Arc::new(G::new());
+        let first = graph.new_attached_var(word(0)).unwrap();
+        graph.delete_var(first, || {}).unwrap().call_if_reclaimed();
+        let creator = {
+            let graph = Arc::clone(&graph);
+            thread::spawn(move || graph.new_attached_var(word(1)).unwrap())
+        };
+        assert_eq!(
+            graph.attachment(first),
+            None,
+            "a stale handle finds no word"
+        );
+        let second = creator.join().unwrap();
+        assert_eq!(second.index(), first.index(), "the slot is reused");
+        assert_eq!(graph.attachment(second), Some(word(1)));
     });
 }

@@ -18,6 +18,7 @@
 
 use std::fmt;
 
+use crate::deletion::OnDeleted;
 use crate::var::{Access, Var};
 
 /// Vars an op's dependency list holds inline (more than this: one allocation per push). Four
@@ -420,6 +421,14 @@ impl<T: fmt::Debug> fmt::Debug for LaunchedOp<T> {
 pub trait Dispatch<T> {
     /// Takes one ready op. It may call back into the graph (push, complete) freely.
     fn dispatch(&mut self, op: ReadyOp<T>);
+
+    /// Takes the callback of a var whose deletion waited for the op being completed (or
+    /// launched), reclaimed now, after the var's lock was released. The default calls it at
+    /// once; a dispatcher whose caller still has work to finish for the op (the engine counts
+    /// it done) keeps it and calls it after that.
+    fn reclaimed(&mut self, on_deleted: OnDeleted) {
+        on_deleted();
+    }
 }
 
 impl<T, F: FnMut(ReadyOp<T>)> Dispatch<T> for F {

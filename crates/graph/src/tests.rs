@@ -30,7 +30,8 @@ fn delete_counting_calls(graph: &G, var: Var) -> Arc<AtomicUsize> {
         .delete_var(var, move || {
             c.fetch_add(1, Ordering::SeqCst);
         })
-        .unwrap();
+        .unwrap()
+        .call_if_reclaimed();
     calls
 }
 
@@ -160,6 +161,24 @@ fn duplicate_and_conflicting_vars_are_rejected_without_change() {
     assert_eq!(graph.stats().live_op_blocks, 0);
 }
 
+/// An op naming a stale handle beside the current var of the same slot is refused for the
+/// stale one, which is deleted, not repeated; the graph is left unchanged.
+#[test]
+fn a_stale_handle_beside_its_slots_current_var_is_deleted_not_duplicate() {
+    let graph = G::new();
+    let stale = graph.new_var().unwrap();
+    graph.delete_var(stale, || {}).unwrap().call_if_reclaimed();
+    let live = graph.new_var().unwrap();
+    assert_eq!(live.index(), stale.index());
+    let mut ready = Vec::new();
+    let deleted = Err(GraphError::DeletedVar { var: stale });
+    assert_eq!(graph.push(&[stale, live], &[], 1, &mut ready), deleted);
+    assert_eq!(graph.push(&[], &[live, stale], 1, &mut ready), deleted);
+    assert_eq!(graph.push(&[live], &[stale], 1, &mut ready), deleted);
+    assert!(ready.is_empty());
+    assert_eq!(graph.var_status(live).unwrap(), VarStatus::default());
+}
+
 #[test]
 fn many_vars_per_op_work() {
     let graph = G::new();
@@ -185,8 +204,8 @@ fn foreign_vars_and_ops_are_rejected() {
         Err(GraphError::ForeignVar { var: theirs })
     );
     assert_eq!(
-        graph.delete_var(theirs, || {}),
-        Err(GraphError::ForeignVar { var: theirs })
+        graph.delete_var(theirs, || {}).err(),
+        Some(GraphError::ForeignVar { var: theirs })
     );
     assert_eq!(
         graph.var_status(theirs),
@@ -219,8 +238,8 @@ fn delete_idle_var_reclaims_at_once_and_stale_handle_is_detected() {
     );
     assert_eq!(graph.var_status(v), Err(GraphError::DeletedVar { var: v }));
     assert_eq!(
-        graph.delete_var(v, || {}),
-        Err(GraphError::DeletedVar { var: v })
+        graph.delete_var(v, || {}).err(),
+        Some(GraphError::DeletedVar { var: v })
     );
     assert_eq!(graph.var_status(w).unwrap(), VarStatus::default());
 }
@@ -240,8 +259,8 @@ fn delete_waits_for_pending_ops() {
         Err(GraphError::DeletedVar { var: v })
     );
     assert_eq!(
-        graph.delete_var(v, || {}),
-        Err(GraphError::DeletedVar { var: v })
+        graph.delete_var(v, || {}).err(),
+        Some(GraphError::DeletedVar { var: v })
     );
     finish(&graph, &mut ready, 1, Ok(()));
     assert_eq!(calls.load(Ordering::SeqCst), 0, "op 2 still reads v");
@@ -285,7 +304,7 @@ fn failure_is_recorded_on_written_vars_and_cleared_by_a_successful_write() {
     assert_eq!(graph.stats().failed_vars, 2);
     assert_eq!(graph.clear_failure(input), Ok(Some("again")));
     assert_eq!(graph.clear_failure(input), Ok(None));
-    graph.delete_var(output, || {}).unwrap();
+    graph.delete_var(output, || {}).unwrap().call_if_reclaimed();
     assert_eq!(graph.stats().failed_vars, 0);
 }
 
@@ -369,7 +388,7 @@ fn busy_vars_lists_holders_and_waiters_by_var() {
     let graph = G::new();
     let [idle, a, b, doomed] = [(); 4].map(|()| graph.new_var().unwrap());
     let freed = graph.new_var().unwrap();
-    graph.delete_var(freed, || {}).unwrap();
+    graph.delete_var(freed, || {}).unwrap().call_if_reclaimed();
     let mut ready = Vec::new();
     graph.push(&[], &[a], 1, &mut ready).unwrap();
     graph.push(&[b], &[], 2, &mut ready).unwrap();
@@ -378,7 +397,7 @@ fn busy_vars_lists_holders_and_waiters_by_var() {
     // On `a` alone, behind a waiting op: through `a`'s ring.
     graph.push(&[], &[a], 5, &mut ready).unwrap();
     graph.push(&[doomed], &[], 6, &mut ready).unwrap();
-    graph.delete_var(doomed, || {}).unwrap();
+    graph.delete_var(doomed, || {}).unwrap().call_if_reclaimed();
     // `c` grants its write to op 7 at once; `a` holds op 7 back.
     let c = graph.new_var().unwrap();
     assert_eq!(c.index(), freed.index());
@@ -565,7 +584,7 @@ fn attachment_follows_the_var_that_holds_the_slot() {
     assert_eq!(graph.attachment(first), Some(word(&mut words[0])));
     let mut ready = Vec::new();
     graph.push(&[], &[first], 1, &mut ready).unwrap();
-    graph.delete_var(first, || {}).unwrap();
+    graph.delete_var(first, || {}).unwrap().call_if_reclaimed();
     // Deletion waits for op 1: the slot, and its word, stay the var's.
     assert_eq!(graph.attachment(first), Some(word(&mut words[0])));
     finish(&graph, &mut ready, 1, Ok(()));
@@ -575,13 +594,28 @@ fn attachment_follows_the_var_that_holds_the_slot() {
     let plain = graph.new_var().unwrap();
     assert_eq!(plain.index(), first.index());
     assert_eq!(graph.attachment(plain), None);
-    graph.delete_var(plain, || {}).unwrap();
+    graph.delete_var(plain, || {}).unwrap().call_if_reclaimed();
     let second = graph.new_attached_var(word(&mut words[1])).unwrap();
     assert_eq!(second.index(), first.index());
     assert_eq!(graph.attachment(second), Some(word(&mut words[1])));
 
     let other = G::new();
     assert_eq!(other.attachment(second), None);
+}
+
+/// A stale handle finds no word once its slot went to another var: it never reads that var's
+/// word.
+#[test]
+fn a_stale_handle_never_finds_the_word_of_its_slots_next_var() {
+    let graph = G::new();
+    let mut words = [1_u64, 2];
+    let word = |at: &mut u64| std::ptr::NonNull::from(at).cast::<()>();
+    let stale = graph.new_attached_var(word(&mut words[0])).unwrap();
+    graph.delete_var(stale, || {}).unwrap().call_if_reclaimed();
+    let next = graph.new_attached_var(word(&mut words[1])).unwrap();
+    assert_eq!(next.index(), stale.index());
+    assert_eq!(graph.attachment(next), Some(word(&mut words[1])));
+    assert_eq!(graph.attachment(stale), None);
 }
 
 /// A trim gives back the op storage that a burst of parked ops grew (freeing the buckets
@@ -679,4 +713,54 @@ fn a_long_run_of_reads_completes_without_the_lock_and_the_last_grants_the_write(
     assert_eq!(names(&ready), [99]);
     finish(&graph, &mut ready, 99, Ok(()));
     assert_eq!(graph.var_status(a).unwrap().pending(), 0);
+}
+
+/// The graph never calls a deleted var's callback: an idle var's comes back from `delete_var`,
+/// a busy one's goes to the dispatcher of the completion that reclaims the var, which decides
+/// when to call it (the engine: after counting the op done).
+#[test]
+fn a_deleted_var_s_callback_goes_to_its_caller_or_to_the_reclaiming_dispatcher() {
+    /// Keeps ready ops and reclaimed callbacks, calling nothing.
+    #[derive(Default)]
+    struct Keeping {
+        ready: Vec<ReadyOp<u32>>,
+        reclaimed: Vec<crate::OnDeleted>,
+    }
+    impl crate::Dispatch<u32> for Keeping {
+        fn dispatch(&mut self, op: ReadyOp<u32>) {
+            self.ready.push(op);
+        }
+        fn reclaimed(&mut self, on_deleted: crate::OnDeleted) {
+            self.reclaimed.push(on_deleted);
+        }
+    }
+    let graph = G::new();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counting = || {
+        let calls = Arc::clone(&calls);
+        move || {
+            calls.fetch_add(1, Ordering::SeqCst);
+        }
+    };
+    let idle = graph.new_var().unwrap();
+    let crate::Deletion::Reclaimed(callback) = graph.delete_var(idle, counting()).unwrap() else {
+        panic!("an idle var is reclaimed at once");
+    };
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "handed back, not called");
+    callback();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    let busy = graph.new_var().unwrap();
+    let mut keeping = Keeping::default();
+    graph.push(&[], &[busy], 1, &mut keeping).unwrap();
+    assert!(matches!(
+        graph.delete_var(busy, counting()).unwrap(),
+        crate::Deletion::Pending
+    ));
+    let op = keeping.ready.pop().unwrap();
+    assert_eq!(graph.complete(op, Ok(()), &mut keeping), Ok(1));
+    assert_eq!(graph.stats().live_vars, 0, "reclaimed");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "kept by the dispatcher");
+    keeping.reclaimed.pop().unwrap()();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
 }

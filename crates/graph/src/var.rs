@@ -25,7 +25,7 @@ use std::fmt;
 /// assert!(x.to_string().starts_with(&format!("var#{}.{}", x.index(), x.generation())));
 ///
 /// // Once deleted, every copy of the handle is refused.
-/// graph.delete_var(x, || {})?;
+/// graph.delete_var(x, || {})?.call_if_reclaimed();
 /// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
 /// let refused = graph.push(&[copy], &[], "read x", &mut ready);
 /// assert_eq!(refused, Err(GraphError::DeletedVar { var: x }));
@@ -144,7 +144,7 @@ pub enum Waits {
 /// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
 /// graph.push(&[], &[x], "write", &mut ready)?;
 /// graph.push(&[x], &[], "read", &mut ready)?;
-/// graph.delete_var(x, || {})?;
+/// graph.delete_var(x, || {})?.call_if_reclaimed();
 ///
 /// let status: VarStatus = graph.var_status(x)?;
 /// assert!(status.write_running && status.deleted && !status.failed);

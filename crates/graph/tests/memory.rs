@@ -82,7 +82,7 @@ fn round(
         }
     }
     let old = vars[turn % VARS];
-    graph.delete_var(old, || {}).unwrap();
+    graph.delete_var(old, || {}).unwrap().call_if_reclaimed();
     vars[turn % VARS] = graph.new_var().unwrap();
 }
 

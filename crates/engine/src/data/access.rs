@@ -25,6 +25,10 @@ use crate::op::vars::OpVars;
 
 pub use crate::op::vars::MAX_ACCESSES;
 
+/// The sealed-trait pattern: a public trait with a supertrait that no other crate can name,
+/// so that no other crate can implement it. The access traits are sealed because their hidden
+/// methods make references from cells: an outside implementation could pick references that
+/// outlive the op (`Refs = &'static mut T`).
 mod sealed {
     pub trait Sealed {}
 }
@@ -246,7 +250,17 @@ impl<T: Send + 'static> Access for WriteAccess<T> {
 /// assert_eq!(*engine.read(&total)?, 60);
 /// # Ok::<(), depengine::EngineError>(())
 /// ```
-pub trait AccessList: Send + 'static {
+///
+/// No other crate can implement it:
+///
+/// ```compile_fail,E0277
+/// struct Forged;
+/// impl depengine::AccessList for Forged {
+///     type Refs<'a> = &'static mut u64; // would outlive the op
+///     // ...
+/// }
+/// ```
+pub trait AccessList: sealed::Sealed + Send + 'static {
     /// What the op's function receives: the one reference, or a tuple of them, in the order
     /// the accesses were named.
     type Refs<'a>;
@@ -314,7 +328,8 @@ impl<A: Access> AccessList for A {
     }
 }
 
-/// An access list that takes one more access `N`: `Output` is the list with `N` last.
+/// An access list that takes one more access `N`: `Output` is the list with `N` last. Sealed,
+/// as [`AccessList`] is.
 ///
 /// # Examples
 ///
@@ -345,7 +360,7 @@ impl<A: Access> AccessList for A {
     message = "an op takes at most 8 typed accesses (depengine::MAX_ACCESSES)",
     label = "this op already names 8 data"
 )]
-pub trait Append<N: Access>: AccessList {
+pub trait Append<N: Access>: AccessList + sealed::Sealed {
     /// The list with `N` appended.
     type Output: AccessList;
 
@@ -363,9 +378,11 @@ impl<A: Access, N: Access> Append<N> for A {
     }
 }
 
-/// `AccessList` for a tuple of accesses, and `Append` for it unless it is the longest.
+/// `Sealed` and `AccessList` for a tuple of accesses.
 macro_rules! access_tuple {
     ($($name:ident)+) => {
+        impl<$($name: Access),+> sealed::Sealed for ($($name,)+) {}
+
         #[allow(non_snake_case, reason = "one binding per type parameter, named after it")]
         impl<$($name: Access),+> AccessList for ($($name,)+) {
             type Refs<'a> = ($($name::Ref<'a>,)+);

@@ -58,6 +58,7 @@
 //! dropped unused completes the op (with a failure) when it drops, after its references are
 //! gone.
 
+use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use depengine_sync::UnsafeCell;
@@ -69,7 +70,12 @@ pub(crate) struct DataCell<T> {
 
 /// A pointer to a [`DataCell`]: what handles and ops hold. Copy, and it frees nothing on its
 /// own: the release (role 4) is an explicit call.
-pub(crate) struct CellPtr<T>(NonNull<DataCell<T>>);
+///
+/// Invariant in `T`, and so is every type that holds one (`Data`, the accesses, `Held`, the
+/// guards, the read future): they give `&mut T`, and a holder of `T = &'static str` seen as
+/// one of `&'a str` would store a short-lived reference where a `'static` one is read later.
+/// The marker says so whatever the cell holds (its `UnsafeCell` is invariant too).
+pub(crate) struct CellPtr<T>(NonNull<DataCell<T>>, PhantomData<fn(T) -> T>);
 
 /// A cell pointer for a reader (role 1): it gives `&T` on whichever thread holds it, while
 /// other threads may hold `&T` too.
@@ -117,7 +123,7 @@ impl<T> CellPtr<T> {
         let cell = Box::new(DataCell {
             value: UnsafeCell::new(value),
         });
-        CellPtr(NonNull::from(Box::leak(cell)))
+        CellPtr(NonNull::from(Box::leak(cell)), PhantomData)
     }
 
     /// The pointer, untyped: what the data's var carries (`Graph::new_attached_var`).
@@ -131,7 +137,7 @@ impl<T> CellPtr<T> {
     ///
     /// `erased` is from a `CellPtr<T>` of this `T`.
     pub(crate) unsafe fn from_erased(erased: NonNull<()>) -> Self {
-        CellPtr(erased.cast())
+        CellPtr(erased.cast(), PhantomData)
     }
 
     /// Calls `f` with a shared reference to the value (under loom, the whole call is the

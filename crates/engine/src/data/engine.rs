@@ -84,6 +84,15 @@ impl Engine {
     /// `wait_for_all`, a second guard on this thread) waits forever; the stall warning names
     /// the guard's op (`data read guard`).
     ///
+    /// Other threads may read the data meanwhile, hence `T: Sync`:
+    ///
+    /// ```compile_fail,E0277
+    /// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+    /// let data = engine.data(std::cell::Cell::new(0_u64))?; // `Send`, not `Sync`
+    /// let guard = engine.read(&data)?;
+    /// # Ok::<(), depengine::EngineError>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`EngineError::OpFailed`] if the data holds a failure (taken and cleared, as
@@ -121,6 +130,15 @@ impl Engine {
     /// engine.op("double").write(&data).push_sync(|_, value| *value *= 2)?;
     /// let value = futures::executor::block_on(async { Ok::<_, depengine::EngineError>(*engine.read_async(&data).await?) })?;
     /// assert_eq!(value, 2);
+    /// # Ok::<(), depengine::EngineError>(())
+    /// ```
+    ///
+    /// As [`read`](Self::read), it needs `T: Sync`:
+    ///
+    /// ```compile_fail,E0277
+    /// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+    /// let data = engine.data(std::cell::Cell::new(0_u64))?; // `Send`, not `Sync`
+    /// let read = engine.read_async(&data);
     /// # Ok::<(), depengine::EngineError>(())
     /// ```
     ///

@@ -35,6 +35,28 @@ use crate::op::completion::Completion;
 /// };
 /// # Ok::<(), depengine::EngineError>(())
 /// ```
+///
+/// The data cannot be taken back (or dropped) while a guard borrows it:
+///
+/// ```compile_fail,E0505
+/// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+/// let data = engine.data(0_u64)?;
+/// let guard = engine.read(&data)?;
+/// let value = engine.take(data); // moves the data the guard borrows
+/// drop(guard);
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
+///
+/// Nor can the engine:
+///
+/// ```compile_fail,E0505
+/// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+/// let data = engine.data(0_u64)?;
+/// let guard = engine.read(&data)?;
+/// drop(engine); // moves the engine the guard borrows
+/// drop(guard);
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 pub struct ReadGuard<'a, T> {
     cell: SharedCell<T>,
     completion: HoldCompletion,
@@ -54,6 +76,31 @@ pub struct ReadGuard<'a, T> {
 /// engine.write(&data)?.push(3);
 /// engine.op("check").read(&data).push_sync(|_, values| assert_eq!(values, &[1, 2, 3]))?;
 /// engine.wait_for_all()?;
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
+///
+/// Shared between threads, it would share `&T`: that needs `T: Sync`.
+///
+/// ```compile_fail,E0277
+/// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+/// let data = engine.data(std::cell::Cell::new(0_u64))?; // `Send`, not `Sync`
+/// let guard = engine.write(&data)?;
+/// std::thread::scope(|scope| {
+///     scope.spawn(|| guard.set(1));
+///     guard.set(2);
+/// });
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
+///
+/// It is invariant in `T`: data of `&'static str` takes no shorter-lived reference.
+///
+/// ```compile_fail,E0597
+/// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+/// let data = engine.data("static")?;
+/// let local = String::from("local");
+/// let mut text = engine.write(&data)?;
+/// *text = &local; // `data` outlives `local`
+/// # drop(text);
 /// # Ok::<(), depengine::EngineError>(())
 /// ```
 pub struct WriteGuard<'a, T> {

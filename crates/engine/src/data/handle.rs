@@ -16,8 +16,11 @@ use crate::run::EngineState;
 ///
 /// Cheap to clone (an `Arc`), `Send + Sync` when `T: Send`. The value lives while a handle
 /// does, or an op pushed on it is pending: dropping the last handle deletes the var once
-/// every op pushed on it completed, and drops the value then, on the thread that completed
-/// the last of them. [`Engine::take`](crate::Engine::take) takes it back instead.
+/// every op pushed on it completed, and drops the value then: on the thread that drops the
+/// last handle if no op is pending, else on the thread that completed the last of them, once
+/// that op is counted done. Its `Drop` runs with no lock of the engine held and may call the
+/// engine, or drop the engine's last handle (a value may own its engine).
+/// [`Engine::take`](crate::Engine::take) takes it back instead.
 ///
 /// ```
 /// use depengine::{Engine, EngineConfig};
@@ -154,6 +157,11 @@ impl<T> Release<T> {
 
 impl<T: Send + 'static> Drop for DataShared<T> {
     /// The last handle: the value is released once no op can reach it (role 4 of `cell.rs`).
+    ///
+    /// Subtle: the value's `Drop` may drop the engine's last handle, whose shutdown waits for
+    /// every other reference to the engine's state to go; so it never runs while this thread
+    /// holds the state it upgraded here (an idle var's release runs after the state is
+    /// dropped; a busy one's runs from the completion of its last op, `run/dispatch.rs`).
     fn drop(&mut self) {
         let cell = self.cell.0;
         let Some(engine) = self.engine.upgrade() else {
@@ -163,18 +171,20 @@ impl<T: Send + 'static> Drop for DataShared<T> {
             return;
         };
         let release = Release(OwnedCell(cell));
-        let deleted = engine.graph().delete_var(self.var, move || {
-            // SAFETY: every op pushed on the var before the deletion completed (the graph calls
-            // back then), and every op that reaches the cell was pushed through a handle, before
-            // the last one dropped (here).
+        let deletion = engine.graph().delete_var(self.var, move || {
+            // SAFETY: every op pushed on the var before the deletion completed (the graph
+            // hands the callback over then), and every op that reaches the cell was pushed
+            // through a handle, before the last one dropped (here).
             unsafe { release.run() }
         });
-        if deleted.is_ok() {
+        if let Ok(deletion) = deletion {
             // A deletion, for bulk execution's joins (`run/bulk/entries.rs`).
             engine.entered_graph();
+            drop(engine);
+            deletion.call_if_reclaimed();
         } else {
-            // The var was deleted by hand (`Data::var`): its deletion may still wait for ops
-            // on the cell. The callback was dropped unrun; the engine state releases the cell
+            // The var was deleted by hand (`Data::var`): its deletion may still wait for ops on
+            // the cell. The callback was dropped uncalled; the engine state releases the cell
             // when it drops.
             let release = Release(OwnedCell(cell));
             engine.retired_data().keep(Box::new(move || {

@@ -56,7 +56,20 @@ impl<L: AccessList> Held<L> {
     }
 
     /// The op's references: `&T` for each read, `&mut T` for each write, as the op's builder
-    /// named them (one reference, or a tuple).
+    /// named them (one reference, or a tuple). One call's references at a time: they borrow
+    /// the token mutably.
+    ///
+    /// ```compile_fail,E0499
+    /// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+    /// # let data = engine.data(0_u64)?;
+    /// engine.op("twice").write(&data).push_async(|_, mut held| {
+    ///     let first = held.refs();
+    ///     let second = held.refs(); // a second `&mut u64` to the same value
+    ///     *first += *second;
+    ///     held.ok();
+    /// })?;
+    /// # Ok::<(), depengine::EngineError>(())
+    /// ```
     pub fn refs(&mut self) -> L::Refs<'_> {
         // SAFETY: the op holds its vars until its completion, which this token owns and
         // completes only when it is consumed or dropped, after this borrow of it ends (roles 1

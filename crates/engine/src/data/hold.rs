@@ -50,7 +50,7 @@ pub(crate) enum HoldKind {
 }
 
 impl HoldKind {
-    fn op_name(self) -> &'static str {
+    pub(crate) fn op_name(self) -> &'static str {
         match self {
             HoldKind::Read => "data read guard",
             HoldKind::Write => "data write guard",

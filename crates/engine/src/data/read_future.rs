@@ -43,6 +43,17 @@ use crate::error::{EngineError, Result};
 /// assert_eq!(block_on(engine.read_async(&data))?.len(), 4);
 /// # Ok::<(), EngineError>(())
 /// ```
+///
+/// The data cannot be dropped (or taken back) while the future borrows it:
+///
+/// ```compile_fail,E0505
+/// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+/// let data = engine.data(0_u64)?;
+/// let read = engine.read_async(&data);
+/// drop(data); // moves the data the future borrows
+/// drop(read);
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 #[must_use = "a future does nothing unless polled"]
 pub struct ReadData<'a, T> {
     engine: &'a Engine,

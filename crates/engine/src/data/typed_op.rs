@@ -95,6 +95,16 @@ impl<'e> OpBuilder<'e> {
     }
 
     /// Names `data` as a write: the op's function receives `&mut T`, and runs alone on it.
+    ///
+    /// The reference lives as long as the function runs, no longer:
+    ///
+    /// ```compile_fail,E0521
+    /// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+    /// # let data = engine.data(0_u64)?;
+    /// let (sender, receiver) = std::sync::mpsc::channel::<&'static mut u64>();
+    /// engine.op("leak").write(&data).push_sync(move |_, value| sender.send(value).unwrap())?;
+    /// # Ok::<(), depengine::EngineError>(())
+    /// ```
     pub fn write<T: Send + 'static>(self, data: &'e Data<T>) -> TypedOp<'e, WriteAccess<T>> {
         TypedOp::first(self, data, WriteAccess::new(data.cell()))
     }
@@ -227,6 +237,19 @@ impl<'e, L: AccessList> TypedOp<'e, L> {
 
     /// Pushes an op that is done when it completes its [`Held`] token (which carries the
     /// data's references), possibly from another thread after `func` returned.
+    ///
+    /// `func` runs on a worker, hence `Send`:
+    ///
+    /// ```compile_fail,E0277
+    /// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+    /// # let data = engine.data(0_u64)?;
+    /// let step = std::rc::Rc::new(1_u64); // not `Send`
+    /// engine.op("add").write(&data).push_async(move |_, mut held| {
+    ///     *held.refs() += *step;
+    ///     held.ok();
+    /// })?;
+    /// # Ok::<(), depengine::EngineError>(())
+    /// ```
     ///
     /// # Errors
     ///

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::engine::{Engine, after_idle, var_outcome};
+use crate::engine::{Engine, after_idle, var_outcome, wait};
 use crate::error::{EngineError, Result};
 use crate::wait::deadlock::WaitLatch;
 use crate::wait::idle::IdleWaiter;
@@ -171,8 +171,14 @@ pub struct WaitForAll {
 enum AllWaitState {
     /// The wait could not start: returned by the first poll.
     Refused(EngineError),
-    /// Registered with the engine's pending-op counter from its first `Pending` on.
-    Waiting { engine: Engine, waiter: IdleWaiter },
+    /// Registered with the engine's pending-op counter from its first `Pending` on; also
+    /// waiting for the values' releases unless created by a thread running the engine's work
+    /// (see `engine/wait.rs`, `wait_idle`).
+    Waiting {
+        engine: Engine,
+        waiter: IdleWaiter,
+        releases: bool,
+    },
     /// The future resolved.
     Done,
 }
@@ -187,6 +193,7 @@ impl WaitForAll {
     pub(crate) fn waiting(engine: Engine) -> Self {
         WaitForAll {
             state: AllWaitState::Waiting {
+                releases: wait::waits_for_releases(engine.id()),
                 engine,
                 waiter: IdleWaiter::default(),
             },
@@ -199,14 +206,21 @@ impl Future for WaitForAll {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let outcome = match std::mem::replace(&mut self.state, AllWaitState::Done) {
-            AllWaitState::Waiting { engine, mut waiter } => {
-                if engine
-                    .state()
-                    .pending()
-                    .poll_idle(&mut waiter, cx)
-                    .is_pending()
+            AllWaitState::Waiting {
+                engine,
+                mut waiter,
+                releases,
+            } => {
+                let state = engine.state();
+                // Ops first, then releases (which may push ops: a later poll checks again).
+                if state.pending().poll_idle(&mut waiter, cx).is_pending()
+                    || (releases && state.releases().poll_none(cx).is_pending())
                 {
-                    self.state = AllWaitState::Waiting { engine, waiter };
+                    self.state = AllWaitState::Waiting {
+                        engine,
+                        waiter,
+                        releases,
+                    };
                     return Poll::Pending;
                 }
                 // Idle; `poll_idle` unregistered the waiter.
@@ -221,7 +235,7 @@ impl Future for WaitForAll {
 
 impl Drop for WaitForAll {
     fn drop(&mut self) {
-        if let AllWaitState::Waiting { engine, waiter } = &mut self.state {
+        if let AllWaitState::Waiting { engine, waiter, .. } = &mut self.state {
             engine.state().pending().forget_idle(waiter);
         }
     }

@@ -28,7 +28,6 @@ use crate::op::record::{OpFn, OpRecord, Payload};
 use crate::profile::recorder::OutputFailure;
 use crate::run::EngineState;
 use crate::thread::frame::{running_op_of, running_op_uses, sync_ops_hold};
-use crate::thread::serving::Served;
 use crate::thread::task::TaskMarker;
 use crate::wait::deadlock::closes_cycle;
 use crate::wait::latch::Latch;
@@ -136,14 +135,16 @@ impl Drop for Handle {
 
 /// Waits for every op, shuts the CPU blocks down (their workers drop their references to the
 /// engine as they exit), waits for the other references to go, and writes the profile.
+///
+/// A leaked guard or `Completion` keeps its op pending, and the shutdown must wait for it (the
+/// value may be in use): every stall period it warns, with `dump_pending`'s picture of who
+/// holds what, so that such a wait is never silent.
 fn tear_down(state: &Arc<EngineState>) -> Result<(), OutputFailure> {
-    state.pending().wait_idle("the engine's shutdown");
+    wait::wait_for_shutdown(state);
     state.workers().stop_blocks();
-    // Stand-ins, task epilogues and async completions drop their references right after their
-    // op completed; once only the caller's is left, dropping it drops the engine's state.
-    while Arc::strong_count(state) > 1 {
-        std::thread::yield_now();
-    }
+    // Stand-ins, task epilogues, async completions and values' releases drop their references
+    // once their op completed; once only the caller's is left, dropping it drops the state.
+    wait::wait_for_last_reference(state);
     state.profiler().write_output()
 }
 
@@ -293,8 +294,9 @@ impl Engine {
     }
 
     /// Deletes `var` once every op already pushed on it completed, then calls `on_deleted`
-    /// (on the thread that completes the last of those ops, or on this one if there is none).
-    /// Later pushes naming `var` fail with [`EngineError::DeletedVar`].
+    /// (on the thread that completes the last of those ops, once that op is counted done and
+    /// with no lock of the engine held, or on this one if there is none): it may call the
+    /// engine. Later pushes naming `var` fail with [`EngineError::DeletedVar`].
     ///
     /// A panic in `on_deleted` is caught: the next [`wait_for_all`](Self::wait_for_all)
     /// reports it, as the failure of an op named `delete_var`.
@@ -311,8 +313,8 @@ impl Engine {
         // last reference.
         let engine = Arc::downgrade(self.state());
         let on_deleted = move || {
-            // It runs inside the graph's completion of the var's last op: unwinding from
-            // there would leave the op's other vars unreleased.
+            // It runs at the end of the completion of the var's last op, or of this call:
+            // unwinding from there would take a worker down, or skip other callbacks.
             if let Err(payload) = catch_unwind(AssertUnwindSafe(on_deleted))
                 && let Some(state) = engine.upgrade()
             {
@@ -323,11 +325,12 @@ impl Engine {
             }
         };
         let state = self.state();
-        state
+        let deletion = state
             .graph()
             .delete_var(var, on_deleted)
             .map_err(|error| state.named(error.into(), None))?;
         state.entered_graph();
+        deletion.call_if_reclaimed();
         Ok(())
     }
 
@@ -431,10 +434,6 @@ impl Engine {
         state
             .push_wait(var, &latch)
             .map_err(|error| state.named(error, None))?;
-        if state.kind() == EngineKind::Naive {
-            // Inside a naive op, the ops waited for may be queued behind it on this thread.
-            crate::route::naive::run_queued_until(|| latch.is_set());
-        }
         if registration.is_some()
             && !latch.is_set()
             && closes_cycle(
@@ -453,11 +452,7 @@ impl Engine {
             }
             // Claimed meanwhile: the wait op is being released after all.
         }
-        let outcome = match Served::by_this_thread(state.id()) {
-            // On a worker of this engine: a thread stands in for it if its block starves.
-            Some(block) => wait::wait_on_worker(state, &latch, block, var),
-            None => wait::wait_watched(state, &latch, var),
-        };
+        let outcome = wait::wait_watched(state, &latch, var);
         drop(registration);
         var_outcome(outcome)
     }
@@ -531,7 +526,7 @@ impl Engine {
         if running_op_of(state.id()) {
             return Err(EngineError::WaitAllInsideOp);
         }
-        state.pending().wait_idle("wait_for_all");
+        wait::wait_idle(state, "wait_for_all");
         after_idle(state)
     }
 

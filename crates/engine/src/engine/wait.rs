@@ -1,6 +1,8 @@
-//! How `wait_for_var` blocks on its latch, with the stall warnings of `wait/stall.rs`, and on a
-//! worker of a block a stand-in when the block starves (`wait/stand_in.rs`). (`wait_for_all`'s
-//! idle wait is `PendingOps::wait_idle`.)
+//! How the engine's blocking waits block: `wait_for_var`, `wait_for_all` and the data holds
+//! (guards, `take`), with the stall warnings of `wait/stall.rs`. On a thread that serves one
+//! of the engine's blocks (a worker inside an op, or running a value's release after one), a
+//! stand-in runs the block's queued ops while the wait lasts (`wait/stand_in.rs`); on a thread
+//! running naive ops, the ops queued on it run first.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -9,11 +11,12 @@ use std::time::Duration;
 
 use depengine_graph::{Access, Var};
 
+use crate::config::EngineKind;
+use crate::engine::dump;
 use crate::error::VarLabel;
-use crate::failure::OpFailure;
 use crate::run::EngineState;
 use crate::thread::serving::Served;
-use crate::wait::deadlock::WaitLatch;
+use crate::thread::task::TaskMarker;
 use crate::wait::latch::Latch;
 use crate::wait::stand_in::WAIT_SLICE;
 use crate::warn::{DUMP_HINT, Topic, warn};
@@ -23,21 +26,139 @@ const NAMED_OPS: usize = 8;
 
 /// `latch.wait()` for `wait_for_var(var)` (or a data hold on `var`: `data/hold.rs`), warning
 /// while it blocks.
-pub(crate) fn wait_watched<T>(state: &EngineState, latch: &Latch<T>, var: Var) -> T {
-    let mut clock = state.pending().stall_clock();
-    loop {
-        match clock.timeout(None) {
-            None => return latch.wait(),
-            Some(timeout) => {
-                if let Some(value) = latch.wait_timeout(timeout) {
-                    return value;
-                }
-            }
-        }
+pub(crate) fn wait_watched<T>(state: &Arc<EngineState>, latch: &Latch<T>, var: Var) -> T {
+    block_until(
+        state,
+        |timeout| match timeout {
+            None => Some(latch.wait()),
+            Some(timeout) => latch.wait_timeout(timeout),
+        },
+        |waited| warn_stalled_var(state, own_op(latch), var, waited),
+    )
+}
+
+/// `wait_for_all`'s wait: until every op counted so far completed and, unless this thread runs
+/// the engine's work (a value's release among it), no value is being released after its op
+/// (`wait/releases.rs`); warning while it blocks.
+pub(crate) fn wait_idle(state: &Arc<EngineState>, what: &str) {
+    let pending = state.pending();
+    let releases = waits_for_releases(state.id()).then(|| state.releases());
+    block_until(
+        state,
+        |timeout| {
+            let idle = pending.wait_idle_for(timeout)
+                && releases.is_none_or(|releases| {
+                    // A release may push ops: idle again once none runs.
+                    releases.wait_none_for(timeout) && pending.wait_idle_for(Some(Duration::ZERO))
+                });
+            idle.then_some(())
+        },
+        |waited| pending.warn_stalled(what, waited),
+    );
+}
+
+/// Whether a wait for every op of engine `engine` on this thread also waits for the values'
+/// releases: not on a thread running the engine's work, a release perhaps (which would wait
+/// for itself).
+pub(crate) fn waits_for_releases(engine: u64) -> bool {
+    !TaskMarker::active(engine)
+}
+
+/// The shutdown's wait for every op, whose stall warnings carry `dump_pending`'s picture.
+pub(crate) fn wait_for_shutdown(state: &Arc<EngineState>) {
+    let pending = state.pending();
+    let mut clock = pending.stall_clock();
+    while !pending.wait_idle_for(clock.timeout(None)) {
         if let Some(waited) = clock.due() {
-            warn_stalled_var(state, own_op(latch), var, waited);
+            let mut dot = Vec::new();
+            let _ = dump::write_pending(state, &mut dot);
+            warn(
+                Topic::Stall,
+                format_args!(
+                    "the engine's shutdown has been blocked for {:.2} s: {} op(s) pending (a \
+                     guard, a read future or an async op's Completion not dropped?); what holds \
+                     what:\n{}",
+                    waited.as_secs_f64(),
+                    pending.count(),
+                    String::from_utf8_lossy(&dot).trim_end(),
+                ),
+            );
         }
     }
+}
+
+/// The shutdown's wait, once its blocks are stopped, for the other references to the engine's
+/// state to go: a stand-in, a task's epilogue, an async completion or a value's release, each
+/// past its op. Yields at first, then sleeps, warning if it lasts.
+pub(crate) fn wait_for_last_reference(state: &Arc<EngineState>) {
+    let mut clock = state.pending().stall_clock();
+    let mut round = 0_u32;
+    while Arc::strong_count(state) > 1 {
+        if round < 64 {
+            thread::yield_now();
+        } else {
+            thread::sleep(Duration::from_micros(100 << (round - 64).min(6)));
+        }
+        round = round.saturating_add(1);
+        if let Some(waited) = clock.due() {
+            warn(
+                Topic::Stall,
+                format_args!(
+                    "the engine's shutdown has been waiting {:.2} s for {} other reference(s) \
+                     to the engine: a value's Drop, a stand-in or a completing thread still \
+                     running",
+                    waited.as_secs_f64(),
+                    Arc::strong_count(state) - 1,
+                ),
+            );
+        }
+    }
+}
+
+/// Blocks until `ready` gives a value: called with how long it may block (`None`: as long as
+/// it takes), it returns `None` when that time ran out. Every stall period `stalled` warns.
+///
+/// On a thread serving one of the engine's blocks, ops queued there may be the ones the wait
+/// needs, and this thread would never run them: it waits in slices of [`WAIT_SLICE`], and
+/// starts a stand-in whenever ops are queued on the block and none of its stand-ins runs.
+fn block_until<T>(
+    state: &Arc<EngineState>,
+    mut ready: impl FnMut(Option<Duration>) -> Option<T>,
+    mut stalled: impl FnMut(Duration),
+) -> T {
+    if state.kind() == EngineKind::Naive && crate::route::naive::is_running() {
+        // The ops waited for may be queued behind the one running on this thread.
+        let mut value = None;
+        crate::route::naive::run_queued_until(|| {
+            value = value.take().or_else(|| ready(Some(Duration::ZERO)));
+            value.is_some()
+        });
+        if let Some(value) = value {
+            return value;
+        }
+    }
+    let served = Served::by_this_thread(state.id());
+    let mut clock = state.pending().stall_clock();
+    let mut stand_in: Option<JoinHandle<()>> = None;
+    let value = loop {
+        let timeout = match served {
+            Some(_) => Some(clock.timeout(Some(WAIT_SLICE)).unwrap_or(WAIT_SLICE)),
+            None => clock.timeout(None),
+        };
+        if let Some(value) = ready(timeout) {
+            break value;
+        }
+        if let Some(waited) = clock.due() {
+            stalled(waited);
+        }
+        if let Some(block) = served {
+            stand_in = stand_in_if_starved(state, block, stand_in);
+        }
+    };
+    if let Some(thread) = stand_in {
+        state.stand_ins().keep(thread);
+    }
+    value
 }
 
 /// The latch of a waiting op, as `warn_stalled_var` compares it with a wait op's.
@@ -133,57 +254,39 @@ fn access(access: Access) -> &'static str {
     }
 }
 
-/// Waits on `latch` on a worker of `block` (from inside an op's function), starting a
-/// stand-in for the block whenever ops are queued on it while the wait lasts (see the
-/// module documentation).
-pub(crate) fn wait_on_worker(
+/// Starts a stand-in for `block`, whose worker (this thread) waits, if ops are queued there
+/// and `running`, the stand-in this wait started last, has finished; returns the one running.
+fn stand_in_if_starved(
     state: &Arc<EngineState>,
-    latch: &WaitLatch,
     block: Served,
-    var: Var,
-) -> Option<OpFailure> {
+    running: Option<JoinHandle<()>>,
+) -> Option<JoinHandle<()>> {
     let stand_ins = state.stand_ins();
-    let mut stand_in: Option<JoinHandle<()>> = None;
-    let mut clock = state.pending().stall_clock();
-    let value = loop {
-        let slice = clock.timeout(Some(WAIT_SLICE)).unwrap_or(WAIT_SLICE);
-        if let Some(value) = latch.wait_timeout(slice) {
-            break value;
-        }
-        if let Some(waited) = clock.due() {
-            warn_stalled_var(state, own_op(latch), var, waited);
-        }
-        if stand_in
-            .as_ref()
-            .is_some_and(|thread| !thread.is_finished())
-            || !state.workers().has_queued(block)
-            || !stand_ins.reserve()
-        {
-            continue;
-        }
-        if let Some(finished) = stand_in.take() {
-            stand_ins.keep(finished);
-        }
-        let engine = Arc::clone(state);
-        stand_in = thread::Builder::new()
-            .name("depengine-stand-in".to_owned())
-            .spawn(move || {
-                // Frees the slot however the stand-in ends, then drops its reference.
-                let slot = Slot(Arc::clone(&engine));
-                engine.stand_in(block);
-                drop(slot);
-            })
-            .ok();
-        if stand_in.is_none() {
-            // No thread could start: the wait goes on as before, up to the other workers
-            // or a later attempt.
-            stand_ins.done();
-        }
-    };
-    if let Some(thread) = stand_in {
-        stand_ins.keep(thread);
+    if running.as_ref().is_some_and(|thread| !thread.is_finished())
+        || !state.workers().has_queued(block)
+        || !stand_ins.reserve()
+    {
+        return running;
     }
-    value
+    if let Some(finished) = running {
+        stand_ins.keep(finished);
+    }
+    let engine = Arc::clone(state);
+    let started = thread::Builder::new()
+        .name("depengine-stand-in".to_owned())
+        .spawn(move || {
+            // Frees the slot however the stand-in ends, then drops its reference.
+            let slot = Slot(Arc::clone(&engine));
+            engine.stand_in(block);
+            drop(slot);
+        })
+        .ok();
+    if started.is_none() {
+        // No thread could start: the wait goes on as before, up to the other workers or a
+        // later attempt.
+        stand_ins.done();
+    }
+    started
 }
 
 /// A reserved stand-in slot, freed on drop (a stand-in's last act).

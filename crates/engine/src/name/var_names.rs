@@ -59,14 +59,17 @@ mod tests {
         assert_eq!(names.get(weights).as_deref(), Some("weights"));
         assert_eq!(names.get(unnamed), None);
 
-        graph.delete_var(weights, || {}).unwrap();
+        graph
+            .delete_var(weights, || {})
+            .unwrap()
+            .call_if_reclaimed();
         // A stale handle keeps its name; the var that reuses the slot has none.
         let reused = graph.new_var().unwrap();
         assert_eq!(reused.index(), weights.index());
         assert_eq!(names.get(weights).as_deref(), Some("weights"));
         assert_eq!(names.get(reused), None);
         // A named var that reuses a slot replaces its entry.
-        graph.delete_var(reused, || {}).unwrap();
+        graph.delete_var(reused, || {}).unwrap().call_if_reclaimed();
         let bias = graph.new_var().unwrap();
         assert_eq!(bias.index(), weights.index());
         names.insert(bias, Arc::from("bias"));

@@ -10,6 +10,14 @@ use depengine_graph::Access;
 // Defined with what an op is (and re-exported by `data/access.rs`), so that the code that runs
 // ops sizes its inline lists by it without importing the typed-data layer above it.
 /// The most typed accesses one op takes: its access list is a tuple of at most this many.
+///
+/// ```compile_fail,E0599
+/// # let engine = depengine::Engine::new(depengine::EngineConfig::default())?;
+/// let d: Vec<_> = (0..9_u64).map(|i| engine.data(i)).collect::<Result<_, _>>()?;
+/// let op = engine.op("nine").read(&d[0]).read(&d[1]).read(&d[2]).read(&d[3]);
+/// let op = op.read(&d[4]).read(&d[5]).read(&d[6]).read(&d[7]).read(&d[8]); // a ninth
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
 pub const MAX_ACCESSES: usize = 8;
 
 /// The vars of the op being run (an op, or one op of a bulk segment), in the order it named

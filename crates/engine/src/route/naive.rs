@@ -57,7 +57,7 @@ pub(crate) fn run<E: RunQueuedOp + 'static>(
 /// On a thread running naive ops, inside an op that waits: runs the queued ops until `done`
 /// says the wait is over, or none is left (the wait then blocks: what it waits for runs on
 /// another thread, or never, if it depends on the waiting op).
-pub(crate) fn run_queued_until(done: impl Fn() -> bool) {
+pub(crate) fn run_queued_until(mut done: impl FnMut() -> bool) {
     while !done() {
         let Some((engine, op)) = next_queued() else {
             return;

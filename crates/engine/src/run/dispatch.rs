@@ -1,16 +1,18 @@
 //! Dispatch: the graph hands each ready op to a [`Dispatcher`], which releases a wait at once
 //! and sends an op to run along its route (inline, a CPU block's pool, the priority block, a
-//! device executor).
+//! device executor); and the callbacks of the vars a completion reclaimed, which it calls once
+//! its caller is done with the op.
 
 use std::sync::Arc;
 
-use depengine_graph::{Dispatch, ReadyOp};
+use depengine_graph::{Dispatch, OnDeleted, ReadyOp};
 
 use crate::failure::FailureCause;
 use crate::op::record::{BlockKey, OpRecord, Payload, Route};
 use crate::route::block::BlockOp;
 use crate::route::naive;
 use crate::run::EngineState;
+use crate::thread;
 use crate::thread::serving::{Served, Serving};
 use crate::thread::task::TaskMarker;
 use crate::wait::deadlock::WaitLatch;
@@ -29,6 +31,9 @@ pub(super) struct Dispatcher<'a> {
     keep_for: Option<BlockKey>,
     /// Whether an op was kept for this worker.
     kept: bool,
+    /// Callbacks of the vars this completion reclaimed (a typed value's release, a
+    /// `delete_var` callback): called when the dispatcher drops (see `Drop`).
+    reclaimed: Vec<OnDeleted>,
 }
 
 impl<'a> Dispatcher<'a> {
@@ -43,7 +48,67 @@ impl<'a> Dispatcher<'a> {
             from_push,
             keep_for,
             kept: false,
+            reclaimed: Vec::new(),
         }
+    }
+}
+
+/// Subtle: a reclaimed var's callback runs user code (a value's `Drop`), which may call the
+/// engine: wait for every op, push, take data, drop the engine's last handle. So it runs
+///
+/// - when the dispatcher drops, which its owners arrange to be after the op is counted done
+///   (the dispatcher lives to the end of `finish`), with no lock of the engine held;
+/// - after every op this thread is completing: a completion that runs released ops inline
+///   (naive ops, `submit_or_run_with`) collects their callbacks, and calls them with its own;
+/// - with the op kept for this worker handed back to its block, where a stand-in reaches it
+///   if the callback waits (`engine/wait.rs`);
+/// - marked as a task of the engine: a last handle dropped here shuts the engine down on a
+///   thread of its own (`Handle::close`) rather than wait for this thread's reference.
+impl Drop for Dispatcher<'_> {
+    fn drop(&mut self) {
+        if self.reclaimed.is_empty() {
+            return;
+        }
+        let reclaimed = std::mem::take(&mut self.reclaimed);
+        let Some(reclaimed) = thread::with(|cx| match &mut *cx.nested_reclaims.borrow_mut() {
+            Some(outer) => {
+                outer.extend(reclaimed);
+                None
+            }
+            None => Some(reclaimed),
+        }) else {
+            return;
+        };
+        if self.kept
+            && let Some(key) = self.keep_for
+            && let Some(block) = self.state.workers.block(key)
+            && let Some(op) = block.take_kept()
+        {
+            block.submit(op);
+        }
+        let _marker = TaskMarker::enter(self.state.id);
+        for on_deleted in reclaimed {
+            on_deleted();
+            self.state.releases().end();
+        }
+    }
+}
+
+/// Runs `nested` (ops a completion released, run inline) collecting the callbacks their
+/// completions reclaim into `reclaimed`, unless an outer completion on this thread collects
+/// them already.
+fn collect_nested_reclaims(reclaimed: &mut Vec<OnDeleted>, nested: impl FnOnce()) {
+    let outermost = thread::with(|cx| {
+        let mut collecting = cx.nested_reclaims.borrow_mut();
+        let outermost = collecting.is_none();
+        if outermost {
+            *collecting = Some(Vec::new());
+        }
+        outermost
+    });
+    nested();
+    if outermost && let Some(collected) = thread::with(|cx| cx.nested_reclaims.take()) {
+        reclaimed.extend(collected);
     }
 }
 
@@ -75,18 +140,33 @@ impl Dispatch<Payload> for Dispatcher<'_> {
             if std::mem::replace(&mut self.kept, true) {
                 // Run at once with this state, if it is, as a queued op runs (the successor it
                 // keeps included), without `BlockOp::run`'s lookup of the thread's runner.
+                let state = self.state;
                 block.submit_or_run_with(op, |BlockOp(op)| {
-                    self.state.execute(op, Some(key));
-                    while let Some(BlockOp(next)) = block.take_kept() {
-                        self.state.execute(next, Some(key));
-                    }
+                    collect_nested_reclaims(&mut self.reclaimed, || {
+                        state.execute(op, Some(key));
+                        while let Some(BlockOp(next)) = block.take_kept() {
+                            state.execute(next, Some(key));
+                        }
+                    });
                 });
             } else {
                 block.submit_next(op);
             }
             return;
         }
+        if !self.from_push && matches!(op.payload().route, Route::Inline) {
+            // A naive op runs here, nested in the completion that released it.
+            let state = self.state;
+            collect_nested_reclaims(&mut self.reclaimed, || state.dispatch(op, false));
+            return;
+        }
         self.state.dispatch(op, self.from_push);
+    }
+
+    fn reclaimed(&mut self, on_deleted: OnDeleted) {
+        // Counted before the op is: a `wait_for_all` that sees the op done sees the release.
+        self.state.releases().begin();
+        self.reclaimed.push(on_deleted);
     }
 }
 
@@ -173,5 +253,7 @@ impl EngineState {
             .graph
             .complete(op.map(Payload::Wait), outcome, &mut dispatcher);
         latch.set(failure);
+        // The reclaimed vars' callbacks, the waiter released first.
+        drop(dispatcher);
     }
 }

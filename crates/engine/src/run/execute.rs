@@ -264,6 +264,8 @@ impl EngineState {
             .graph
             .complete(op.map(Payload::Op), outcome, &mut dispatcher);
         self.finished(failed_writes);
+        // Only now, the op counted done: the callbacks of the vars it reclaimed.
+        drop(dispatcher);
     }
 
     /// Completes a launched GPU op (`run/device.rs`) once the device is done with its work,
@@ -285,6 +287,8 @@ impl EngineState {
         // Launched from this graph, so `complete_launched` cannot fail.
         let _ = self.graph.complete_launched(op, outcome, &mut dispatcher);
         self.finished(failed_writes);
+        // As in `finish`.
+        drop(dispatcher);
     }
 
     /// Counts an op done that the graph could not complete (only another graph's op, which

@@ -34,6 +34,8 @@
 //!   threads that build an error or a warning look names up.
 //! - `retired_data`, [`RetiredData`] (`run/retired.rs`): a thread dropping the last handle of
 //!   a value whose var was deleted by hand keeps its release there; the state's drop runs it.
+//! - `releases`, [`Releases`] (`wait/releases.rs`): completers count the values' releases they
+//!   run after their ops; `wait_for_all` waits for none to run.
 //! - `fences`, [`LaunchedFences`] (`run/fences.rs`): the threads that launch and complete GPU
 //!   ops register and remove their fences; threads that dispatch a GPU op look them up.
 //! - `bulk`, [`Bulk`] (`bulk/mod.rs`), on an engine that bulks: pushers count their entries
@@ -41,7 +43,8 @@
 //!
 //! A pusher touches `pending`, `graph` and `workers`; a worker `profiler`, `graph`,
 //! `failures` (only for a failed op), `workers` (to queue what it released) and `pending`. The
-//! cold parts, `blocked_waits`, `stand_ins`, `var_names`, `retired_data` and `fences`, are
+//! cold parts, `blocked_waits`, `stand_ins`, `var_names`, `retired_data`, `releases` and
+//! `fences`, are
 //! boxed, off the lines of the parts every op reads. Each part documents its own fields' threads.
 
 mod bulk;
@@ -72,6 +75,7 @@ use crate::thread::serving::{BlockRunner, Served};
 use crate::wait::deadlock::{BlockedWaits, WaitLatch};
 use crate::wait::idle::PendingBound;
 use crate::wait::pending::PendingOps;
+use crate::wait::releases::Releases;
 use crate::wait::stand_in::StandIns;
 
 use bulk::Bulk;
@@ -101,6 +105,8 @@ pub(crate) struct EngineState {
     var_names: Box<VarNames>,
     /// Data values released when the state drops (misuse only: `run/retired.rs`).
     retired_data: Box<RetiredData>,
+    /// The releases that completions run after their ops (`wait/releases.rs`).
+    releases: Box<Releases>,
     /// The fences of the launched GPU ops, by var (`run/fences.rs`).
     fences: Box<LaunchedFences>,
     /// Bulk execution, if the engine bulks (`EngineConfig::bulk_size` of 2 or more).
@@ -139,6 +145,7 @@ impl EngineState {
             stand_ins: Box::default(),
             var_names: Box::default(),
             retired_data: Box::default(),
+            releases: Box::default(),
             fences: Box::default(),
             bulk: Bulk::new(config.bulk_size),
         })
@@ -218,6 +225,11 @@ impl EngineState {
     /// Data values whose release waits for this state's drop.
     pub(crate) fn retired_data(&self) -> &RetiredData {
         &self.retired_data
+    }
+
+    /// The releases running after their ops.
+    pub(crate) fn releases(&self) -> &Releases {
+        &self.releases
     }
 
     /// `error` with the names the user knows: its vars' (this engine's names) and, for a

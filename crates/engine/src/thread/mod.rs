@@ -15,6 +15,7 @@
 //! | `naive` | `route/naive.rs` | the naive ops made ready while this thread runs one |
 //! | `profiled` | `profile/recorder.rs` | this thread's index and name in profiles |
 //! | `open_segment` | [`open_segment`] | the bulk segment this thread pushed last, which its next ops may join |
+//! | `nested_reclaims` | `run/dispatch.rs` | while a completion runs released ops inline: the reclaimed vars' callbacks of theirs, for it to call |
 //!
 //! Under loom the context is a loom thread-local (one per model thread, fresh for each
 //! execution), as the models' threads are loom's.
@@ -29,7 +30,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use depengine_graph::ReadyOp;
+use depengine_graph::{OnDeleted, ReadyOp};
 
 use crate::op::record::OpRecord;
 use crate::profile::report::ProfiledThread;
@@ -56,6 +57,7 @@ pub(crate) struct ThreadContext {
     pub(crate) profiled: OnceCell<ProfiledThread>,
     /// Boxed: a word here, off the lines of the fields every op touches.
     pub(crate) open_segment: RefCell<Option<Box<open_segment::OpenSegment>>>,
+    pub(crate) nested_reclaims: RefCell<Option<Vec<OnDeleted>>>,
 }
 
 impl ThreadContext {
@@ -68,6 +70,7 @@ impl ThreadContext {
             naive: RefCell::new(None),
             profiled: OnceCell::new(),
             open_segment: RefCell::new(None),
+            nested_reclaims: RefCell::new(None),
         }
     }
 }

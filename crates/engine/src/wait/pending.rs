@@ -98,21 +98,33 @@ impl PendingOps {
     }
 
     /// Blocks until every op counted so far has completed (see `idle.rs`), warning while it
-    /// blocks that `what` (`wait_for_all`, the shutdown) waits.
+    /// blocks that `what` (the shutdown) waits. (`wait_for_all` waits in `engine/wait.rs`.)
     pub(crate) fn wait_idle(&self, what: &str) {
         let mut clock = self.stall_clock();
         while !self.counter.wait_idle_for(clock.timeout(None)) {
             if let Some(waited) = clock.due() {
-                warn(
-                    Topic::Stall,
-                    format_args!(
-                        "{what} has been blocked for {:.2} s: {} op(s) pending; {DUMP_HINT}",
-                        waited.as_secs_f64(),
-                        self.counter.pending(),
-                    ),
-                );
+                self.warn_stalled(what, waited);
             }
         }
+    }
+
+    /// Blocks for about `timeout` at most (`None`: no limit) until every op counted so far has
+    /// completed: whether they did.
+    pub(crate) fn wait_idle_for(&self, timeout: Option<Duration>) -> bool {
+        self.counter.wait_idle_for(timeout)
+    }
+
+    /// The warning of a wait for every op (`what`) blocked for `waited`.
+    #[cold]
+    pub(crate) fn warn_stalled(&self, what: &str, waited: Duration) {
+        warn(
+            Topic::Stall,
+            format_args!(
+                "{what} has been blocked for {:.2} s: {} op(s) pending; {DUMP_HINT}",
+                waited.as_secs_f64(),
+                self.counter.pending(),
+            ),
+        );
     }
 
     /// A future's `wait_idle`: `Ready` once every op counted so far has completed, else

@@ -1,9 +1,10 @@
-//! Stand-in threads for workers blocked in a wait inside an op.
+//! Stand-in threads for workers blocked in a wait: inside an op, or in a value's `Drop` run
+//! after one (`run/dispatch.rs`).
 //!
 //! A `wait_for_var` inside an op keeps a worker of the op's block busy until the ops it waits
-//! for complete. If they are queued on the same block and every other worker of the block is
+//! for complete (so does any blocking wait on a worker, `engine/wait.rs`). If they are queued on the same block and every other worker of the block is
 //! busy too (one worker, or as many nested waits as workers), nothing would ever run them. So a
-//! worker that waits (`wait_on_worker` (`engine/wait.rs`)) does not just sleep: it sleeps in slices of
+//! worker that waits (`block_until` in `engine/wait.rs`) does not just sleep: it sleeps in slices of
 //! [`WAIT_SLICE`], and after each, if ops are queued on its block and it has no stand-in
 //! running, it starts a *stand-in*: a thread that runs the block's queued ops as a worker would
 //! (`Workers::stand_in`, through the pool's `help`) until none is queued, then exits. The engine
@@ -16,7 +17,8 @@
 //! - **Why not tokio's `block_in_place`** (the blocked worker handing its queue to a new
 //!   thread): the stand-in already reaches every op the blocked worker queued, from the back of
 //!   its queue, and the worker's next-task slot is empty while its op's function runs (the slot
-//!   is filled after a function returns). Handing the queue over would make the pool's worker
+//!   is filled after a function returns; a completion that runs a value's `Drop` hands the op
+//!   it kept back to the block first). Handing the queue over would make the pool's worker
 //!   set change under its own loop, for no op that a stand-in cannot already reach.
 //! - **Bounded.** Each blocked waiter has at most one stand-in running at a time, and an
 //!   engine at most [`MAX_STAND_INS`]. A stand-in whose op waits starts stand-ins of its own,

@@ -183,5 +183,7 @@ impl EngineState {
             // As in `finish`.
             self.trim_storage();
         }
+        // As in `finish`: the reclaimed vars' callbacks once the segment is counted done.
+        drop(dispatcher);
     }
 }
