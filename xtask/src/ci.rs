@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::cmd::{Cmd, Result};
-use crate::{bench, loom, miri};
+use crate::{bench, loom, miri, soak};
 
 /// The engine's tests that its `cuda` feature changes, as cargo arguments: its GPU tests, and
 /// those that push GPU ops or name devices. CI runs them without a GPU (the no-driver path);
@@ -98,6 +98,8 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
             "stress",
         ])
         .run()?;
+    // Every engine kind under random ops and injected faults, checked against a model.
+    soak::run(["--ops", soak::CI_OPS].map(String::from).into_iter())?;
     // The engine's examples, each of which checks its own result: every file in the examples
     // folder, so that a new example runs here without a change to this list.
     for name in engine_examples(Path::new(ENGINE_EXAMPLES))? {

@@ -9,6 +9,7 @@ mod cmd;
 mod gpu_bundle;
 mod loom;
 mod miri;
+mod soak;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -41,6 +42,11 @@ const COMMANDS: &[(&str, &str, &str)] = &[
         "GPU tests and the gpu bench, built here, with NVRTC and run.sh, for a GPU machine",
     ),
     (
+        "soak",
+        "[--ops N] [--seconds S] [--seed N]",
+        "every engine kind under random ops and injected faults, checked against a model",
+    ),
+    (
         "ci",
         "[--no-bench]",
         "everything CI runs: fmt, clippy, tests, stress tests, examples, loom, bench smoke, miri",
@@ -66,6 +72,7 @@ fn main() -> ExitCode {
         Some("bench-ab") => bench::ab::main(args),
         Some("loom") => loom::run(args),
         Some("miri") => miri::run(args),
+        Some("soak") => soak::run(args),
         Some("ci") => ci::main(args),
         Some("gpu-bundle") => gpu_bundle::main(args),
         Some("help" | "--help" | "-h") => {
