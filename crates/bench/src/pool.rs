@@ -227,9 +227,8 @@ fn leak<T>(value: T) -> &'static T {
 /// a `getrusage` taken while a worker is still busy with the previous workload misses up to a
 /// tick of that work (a millisecond here), which the one taken after the idle window then
 /// counts as idle time. Reading a thread's own clock brings its runtime up to date first, so
-/// the window holds what the threads burnt in it and nothing from before (same runs, 2
-/// workers after `parallel_for`: 0.06-0.54 ms per idle second by the thread clocks against
-/// 0.15-0.69 by `getrusage`, `docs/bench-history.md`). The C++ harnesses read the same clocks
+/// the window holds what the threads burnt in it and nothing from before (`docs/decisions.md`,
+/// "`idle` read by each thread's CPU clock"). The C++ harnesses read the same clocks
 /// (`bench_common.hpp`).
 struct OtherThreads {
     clocks: Vec<libc::clockid_t>,

@@ -1,24 +1,10 @@
 //! `depengine-cpu`: where depengine runs ready CPU ops.
 //!
-//! ```text
-//!                    depengine          the facade: API, engine kinds, config, failure policy
-//!          ┌─────────────┴─────────────┬ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ┐ feature `cuda`
-//!          │                     depengine-cpu ◄──────── depengine-cuda
-//!          │                     ▲ this crate                 │
-//!          │                   ┌───────┴───────┐              │
-//!          │                   │               └──────┬───────┘
-//!   depengine-graph     depengine-pool         depengine-device
-//!   ═══════════════════════════════════════
-//!   depengine-sync: std or loom primitives, poison-ignoring locks, padding
-//! ```
-//!
-//! Lines lead down to dependencies. This crate sits on `depengine-pool` (its worker blocks are
-//! pools) and on `depengine-device`, whose [`Executor`] it implements for both of its blocks: the
-//! facade routes ready CPU ops to them through that trait, as it routes GPU ops to the executors
-//! of a `DeviceBackend`: `depengine-cuda` implements it, its GPU workers being this crate's
-//! blocks, each worker with a stream of its own given by the blocks' start hooks
-//! ([`BlockOptions`]). `depengine-sync` is under every crate that synchronizes (the facade,
-//! graph, pool, this one and the CUDA backend).
+//! This crate sits on `depengine-pool` (its worker blocks are pools) and on `depengine-device`,
+//! whose [`Executor`] it implements for both of its blocks: the facade routes ready CPU ops to
+//! them through that trait, as it routes GPU ops to the executors of a `DeviceBackend`
+//! (`depengine-cuda`'s GPU workers are this crate's blocks, each worker with a stream of its own
+//! given by the blocks' start hooks, [`BlockOptions`]). The crate graph: `docs/architecture.md`.
 //!
 //! - [`WorkerBlock`]: a block of CPU workers on a [`depengine_pool::ThreadPool`] (MXNet's
 //!   `ThreadWorkerBlock<kWorkerQueue>`). Besides closures it carries values of an owner's item

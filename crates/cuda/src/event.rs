@@ -4,13 +4,11 @@
 //! Every GPU op gets one event: recorded on its worker's stream after its work, it is the op's
 //! fence (other streams wait for it, `fence.rs`) and the point its completer waits for
 //! (`completer.rs`). Creating and destroying an event per op costs more than the launch it
-//! fences: on an H100, with the worker creating events while the completer destroyed them,
-//! each call took about 10 µs (the two threads contend inside the driver), and a chain of tiny
-//! kernels through the engine ran 3.5x slower than the launches alone (`docs/cuda.md`, "What
-//! ran on a GPU"). So each stream keeps a pool: an event is created once, and when its last
-//! holder (the completer, the engine's register of launched ops' fences, or the task of an op
-//! released behind it) drops it, it goes back to the pool, to be recorded again for a later
-//! op of the same stream.
+//! fences: with the worker creating events while the completer destroyed them, the two threads
+//! contend inside the driver (`docs/decisions.md`, "Events recycled per stream"). So each
+//! stream keeps a pool: an event is created once, and when its last holder (the completer, the
+//! engine's register of launched ops' fences, or the task of an op released behind it) drops
+//! it, it goes back to the pool, to be recorded again for a later op of the same stream.
 //!
 //! # Why recording a recycled event is safe
 //!

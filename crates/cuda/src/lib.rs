@@ -1,13 +1,7 @@
 //! `depengine-cuda`: depengine's CUDA backend, through [cudarc](https://docs.rs/cudarc).
 //!
-//! ```text
-//!                    depengine          the facade
-//!          ┌─────────────┴─────────────┬ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ┐ feature `cuda`
-//!          │                     depengine-cpu ◄──────── depengine-cuda  ◄── this crate
-//!          │                   ┌───────┴───────┐              │
-//!          │                   │               └──────┬───────┘
-//!   depengine-graph     depengine-pool         depengine-device
-//! ```
+//! It implements `depengine-device`'s traits on `depengine-cpu`'s blocks, and the facade
+//! installs it with its `cuda` feature; the crate graph: `docs/architecture.md`.
 //!
 //! The CUDA driver (`libcuda`) and NVRTC (`libnvrtc`) are loaded when first used, not linked:
 //! the crate builds on any machine, with no CUDA toolkit, and a machine without them gets a

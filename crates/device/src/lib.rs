@@ -1,21 +1,7 @@
 //! `depengine-device`: the seam between the engine and the workers that run its ops, so that
 //! backends implement it without depending on each other or on the facade.
 //!
-//! ```text
-//!                    depengine          the facade: API, engine kinds, config, failure policy
-//!          ┌─────────────┴─────────────┬ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ┐ feature `cuda`
-//!          │                     depengine-cpu ◄──────── depengine-cuda
-//!          │                   ┌───────┴───────┐              │
-//!          │                   │               └──────┬───────┘
-//!   depengine-graph     depengine-pool         depengine-device  ◄── this crate
-//!   ═══════════════════════════════════════
-//!   depengine-sync: std or loom primitives, poison-ignoring locks, padding
-//! ```
-//!
-//! Lines lead down to dependencies. `depengine-graph` and `depengine-pool` are siblings that only
-//! the facade joins; the facade also uses `depengine-pool` and `depengine-device` directly.
-//! `depengine-sync` is under every crate that synchronizes; this crate, a set of traits, has no
-//! dependencies of ours.
+//! A set of traits with no dependencies of ours; the crate graph: `docs/architecture.md`.
 //!
 //! The engine facade routes each ready op by its context to an [`Executor`]: CPU ops to the
 //! blocks of `depengine-cpu` (which implements `Executor` for its `WorkerBlock` and

@@ -319,7 +319,7 @@ pub struct EngineConfig {
     /// priority and copy blocks' workers, and the threads that push, stay where the OS puts
     /// them. A core that cannot be pinned (a CPU set smaller than the worker count, a platform
     /// without affinity) is a `tracing` warning, and its worker runs unpinned. Default: off
-    /// (`docs/engine.md`, "Worker placement", has the measurements behind it).
+    /// (`docs/decisions.md`, "Workers not pinned by default").
     pub pin_workers: bool,
     /// How long, at most, a CPU worker that ran out of work searches for more before it
     /// sleeps: it searches 50 µs (or this long, if shorter), and up to this long while work

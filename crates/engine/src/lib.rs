@@ -1,17 +1,8 @@
 //! `depengine`: the facade of depengine, an MXNet-style dependency engine.
 //!
-//! ```text
-//!                    depengine  ◄── this crate: Engine, EngineConfig, engine kinds, waits
-//!        ┌──────────────┬───┴──────────┬─────────────────┐
-//!   depengine-graph   depengine-cpu   depengine-device   │
-//!   (vars, read/write  (worker blocks, (the device seam:  │
-//!    queues, op slots)  priority block) DeviceBackend)    │
-//!        │              └──────┬───────────┘ ▲            │
-//!        │              depengine-pool ◄─────┼────────────┘
-//!        │              (work-stealing)      └── depengine-cuda (implements it)
-//!        └────────────┬───────┘
-//!               depengine-sync (std or loom primitives, lock helpers, padding)
-//! ```
+//! The facade over `depengine-graph` (when an op may run), `depengine-cpu` and `depengine-pool`
+//! (where it runs) and `depengine-device` (the seam to device backends); the crate graph is in
+//! `docs/architecture.md`.
 //!
 //! Push ops that declare what they read and write; each runs as soon as its dependencies
 //! allow: reads concurrently, writes alone, everything on one value in push order,

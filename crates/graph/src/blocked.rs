@@ -89,12 +89,10 @@ impl<T, E> Graph<T, E> {
     /// `visit` once with the id and payload of each. As soon as `visit` returns
     /// [`Visit::Found`], returns the path to that op: the ops from one that waits on a var of
     /// `held` (or of a [`Visit::AlsoHolds`] list) to the op found, each held back by the one
-    /// before it (or, after an op that returned `AlsoHolds`, by the holders of those vars).
-    /// `None` if the walk ends without finding anything.
-    ///
-    /// `visit` runs while the op cannot be dispatched (as for
-    /// [`inspect_op`](Self::inspect_op)): it must not call into this graph. Vars of another
-    /// graph or stale handles in `held` are skipped.
+    /// before it (or, after an op that returned `AlsoHolds`, by the holders of those vars);
+    /// `None` if the walk ends without finding anything. `visit` runs while the op cannot be
+    /// dispatched (as for [`inspect_op`](Self::inspect_op)): it must not call into this graph.
+    /// Vars of another graph or stale handles in `held` are skipped.
     ///
     /// The walk locks one var at a time, and the answer is exact as long as the holders of
     /// `held` keep them: every op it reaches stays parked meanwhile, and pushes only append

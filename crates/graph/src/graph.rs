@@ -155,8 +155,8 @@ struct VarSlot<E> {
 /// is handed out or freed, and while a long run of reads holds credits (`CREDITED_RUN` in
 /// `var_queue.rs`), by the run's grant and its reads' takes, which then move it between the
 /// readers' cores, the attachment with it. Beside the `Incoming` ring, whose line a `chain`'s
-/// pusher writes for every op, the attachment left the worker's cache on every op
-/// (`chain_typed` 265 ns against 190 per op).
+/// pusher writes for every op, the attachment would leave the worker's cache on every op
+/// (`docs/decisions.md`, "The attachment beside the slab's link").
 #[derive(Default)]
 struct VarHead {
     attachment: Attachment,
@@ -332,26 +332,19 @@ impl<T, E> Graph<T, E> {
     }
 
     /// The word `var` was created with ([`new_attached_var`](Self::new_attached_var)); `None`
-    /// for a var created without one, of another graph, or stale (its slot went to another
-    /// var).
+    /// for a var created without one, of another graph, or stale. Looked up without the var's
+    /// lock: a caller that needs the var's own word reads it while the var cannot be reclaimed
+    /// (from an op on the var not completed yet, or before the var's deletion is pushed).
     ///
-    /// The slot is looked up without the lock that guards its generation: for a var deleted
-    /// meanwhile, this is `None` once the var is reclaimed. A caller that needs the var's own
-    /// word reads it while the var cannot be reclaimed: from an op pushed on the var and not
-    /// completed yet (its function, say), or before the var's deletion is pushed.
-    ///
-    /// What orders the word's store before this load is the caller's. The word is stored
-    /// before `new_attached_var` returns the handle, so it happens-before whatever the creating
-    /// thread does next, and before everything that happens after that: a push from a thread
-    /// that got the handle through any synchronization (a channel, a spawn, an `Arc` the
-    /// creator filled in after the call, as the engine's typed data does), and through that
-    /// push and the graph's grant, the function of its op. A handle passed on with no
-    /// happens-before (a `Relaxed` atomic) gives no such guarantee, and may find no word. The
-    /// slot's word changes again only when the var is reclaimed (after every op on it
-    /// completed) and when the slot goes to a new var, after the slab's `free` (`Release`)
-    /// and `alloc` (`Acquire`) of the slot. The generation beside the word is stored before
-    /// it, and the word stored with `Release` and loaded with `Acquire`: a load that finds a
-    /// later var's word finds that var's generation, never a stale handle's.
+    /// What orders the word's store before this load is the caller's: it is stored before
+    /// `new_attached_var` returns the handle, so it happens-before a push from any thread that
+    /// got the handle through synchronization (a channel, a spawn, an `Arc` filled in after
+    /// the call, as the engine's typed data does) and, through the grant, its op's function;
+    /// a handle passed on with no happens-before may find no word. The word changes again only
+    /// at the reclaim (after every op on the var completed) and when the slot goes to a new
+    /// var, after the slab's `free` (`Release`) and `alloc` (`Acquire`). The generation is
+    /// stored before the word, which is stored `Release` and loaded `Acquire`: a load that finds
+    /// a later var's word finds that var's generation, never a stale handle's.
     #[inline]
     pub fn attachment(&self, var: Var) -> Option<NonNull<()>> {
         if var.graph != self.id {
@@ -466,9 +459,8 @@ impl<T, E> Graph<T, E> {
     ///
     /// While ops still wait, every `MERGE_EVERY`th completion merges the ring behind them: a
     /// pusher that keeps ahead of the completions would otherwise fill the ring, then take the
-    /// lock to merge it while the completing thread waits for that lock (on `chain`, one push
-    /// in 33 did, and the worker spent 15% of its time waiting; merging here took `chain` to
-    /// 0.93 and `chain_typed` to 0.90 of the time per op, 16 rounds).
+    /// lock to merge it while the completing thread waits for that lock (`docs/decisions.md`,
+    /// "The ring merged every 16 completions while ops wait").
     fn settle(slot: &VarSlot<E>, state: &mut VarState<E>, on_grant: &mut impl FnMut(u32)) {
         if state.open && state.queue.waiting_len() > 0 {
             state.unmerged += 1;
@@ -965,8 +957,8 @@ impl<T, E> Graph<T, E> {
         // the var's critical section. The first `GRANT_ON_STACK` wait on the stack (so that a
         // release allocates nothing unless it grants more at once), the rest of a long run of
         // reads in `more`: granted and dispatched in one pass, each slot comes into the cache
-        // once (granted under the lock and dispatched after, each slot came in twice: `drain`
-        // at 10^6 ops 1.053 times as slow, 12 rounds).
+        // once, not twice (`docs/decisions.md`, "A long run granted and dispatched in one
+        // pass").
         let mut granted = [NIL; GRANT_ON_STACK];
         let mut buffered = 0;
         let mut more = Vec::new();
@@ -1025,9 +1017,8 @@ impl<T, E> Graph<T, E> {
         // published by the pusher's unlock of this var, which our lock acquired; granting after
         // our unlock keeps that order, and the op cannot leave its slot before this grant (it
         // waits for it), so the index stays valid.
-        // No hint for those in `more`: asking for the slot 4 ops ahead read 1.006 against none
-        // (`drain` at 10^6 ops, 12 rounds; 1 and 12 ahead read as 4), a run's slots coming in
-        // order.
+        // No hint for those in `more`: a run's slots come in order, which the hardware
+        // prefetcher follows (a hint some ops ahead measured no gain).
         for &op in granted[..buffered].iter().chain(&more) {
             self.grant_and_dispatch(op, dispatch);
         }
@@ -1465,7 +1456,7 @@ impl<T, E> Graph<T, E> {
     /// later burst grows the storage again, as the first one did.
     ///
     /// Pushes wait while the free list is rebuilt over the slots kept, not while the memory goes
-    /// back to the system, which takes the calling thread about 0.2 ms per megabyte. Ids of ops
+    /// back to the system, which takes the calling thread time in proportion to it. Ids of ops
     /// that waited before (see [`OpId`]) may name other ops once the storage grew back.
     #[allow(unsafe_code, reason = "the slab's trim: see the SAFETY comment")]
     pub fn trim(&self) -> bool {

@@ -86,8 +86,8 @@ use depengine_sync::{AtomicU32, AtomicU64, OnceLock, Ordering, yield_now};
 
 /// Entries in the ring (a power of two dividing 256, so that `tail % CAPACITY` stays right when
 /// the 8-bit counters wrap). A full ring sends the push the locked way, which merges it: with 32,
-/// a pusher far ahead of a chain takes the var's lock once per 33 ops (32 instead of 8: `chain`
-/// median time ratio 0.82-0.85). Two under loom, so that a model fills and wraps the ring.
+/// a pusher far ahead of a chain takes the var's lock once per 33 ops (`docs/decisions.md`,
+/// "The `Incoming` ring"). Two under loom, so that a model fills and wraps the ring.
 pub(crate) const CAPACITY: usize = if cfg!(loom) { 2 } else { 32 };
 
 const TAIL_MASK: u64 = 0xFF;

@@ -1,24 +1,8 @@
 //! Read/write dependency tracking for depengine: the layer that decides when an op may run.
 //!
-//! depengine is layered like MXNet's engine:
-//!
-//! ```text
-//!                    depengine          the facade: API, engine kinds, config, failure policy
-//!          ┌─────────────┴─────────────┬ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ┐ feature `cuda`
-//!          │                     depengine-cpu ◄──────── depengine-cuda
-//!          │                   ┌───────┴───────┐              │
-//!          │                   │               └──────┬───────┘
-//!   depengine-graph     depengine-pool         depengine-device
-//!   ▲ this crate
-//!   ═══════════════════════════════════════
-//!   depengine-sync: std or loom primitives, poison-ignoring locks, padding
-//! ```
-//!
-//! Lines lead down to dependencies. `depengine-graph` and `depengine-pool` are siblings that only
-//! the facade joins: the graph decides when an op may run, the facade hands it to the executors
-//! (`depengine-cpu`'s blocks on the pool, a device backend's streams). The facade also uses
-//! `depengine-pool` and `depengine-device` directly, and `depengine-sync` is under every crate
-//! that synchronizes (the facade, graph, pool and cpu).
+//! depengine is layered like MXNet's engine. This crate sits under the facade (`depengine`),
+//! beside `depengine-pool`, which only the facade joins to it: the graph decides when an op may
+//! run, the facade hands it to the executors. The crate graph: `docs/architecture.md`.
 //!
 //! This crate runs nothing itself. The caller pushes ops that declare the [`Var`]s they read and
 //! write; the graph hands each op to a [`Dispatch`]er the caller supplies, exactly once, as soon as

@@ -23,8 +23,8 @@
 //! in shared state: the write still has to take ownership, but no longer waits for the data.
 //! Elsewhere, and under Miri and loom, the hint does nothing.
 //!
-//! A hint changes timing only, never behaviour. Measured with `cargo xtask bench-ab`: see
-//! `docs/bench-history.md`.
+//! A hint changes timing only, never behaviour. Why each is kept: `docs/decisions.md`,
+//! "Prefetch hints" and "`prefetchw` where the CPU has it".
 //!
 //! [`Graph::prefetch_vars`]: crate::Graph::prefetch_vars
 

@@ -31,11 +31,11 @@
 //! stays a plain increment under the lock, and only the reads of a long run complete without the
 //! lock (in `drain`, 10^6 of them: one lock where there were 10^6). For a run of one or two, the
 //! credits (an atomic add, and a compare-exchange per read) cost more than the locks they save;
-//! `CREDITED_RUN` is the ring's length, 8, measured against credits for every run (the only two
-//! thresholds measured, `docs/bench-history.md`). Counted in an atomic word
-//! too, the reads granted at their push would cost every push of a read an atomic add, and the
-//! pusher the readers' atomic subtracts on the line it locks: 8-15% slower pushes of reads
-//! (`docs/bench-history.md`).
+//! `CREDITED_RUN` is the ring's length, 8 (`docs/decisions.md`, "Read credits, for runs of 8
+//! reads or more"). Counted in an atomic word too, the reads granted at their push would cost
+//! every push of a read an atomic add, and the pusher the readers' atomic subtracts on the line
+//! it locks: measurably slower pushes of reads (`docs/decisions.md`, "No count of running reads
+//! outside the lock").
 //!
 //! # The write pushed behind a run
 //!

@@ -38,9 +38,9 @@
 //! slab by a slot otherwise (or when `returned` is empty; and takes when the slab is full). A
 //! batch then holds what the other side freed over at least that many allocations, and the line
 //! of `returned` crosses once per batch. The op slots, which the pusher allocates and the
-//! workers free, one of each per op, recycle in batches of 32 (`chain` 0.705 of the time per op
-//! of one at a time, see `docs/bench-history.md`); the var slots, made and deleted far less
-//! often, one at a time, which keeps their slab at its peak use.
+//! workers free, one of each per op, recycle in batches of 32 (`docs/decisions.md`, "Op slots
+//! recycled in batches of 32"); the var slots, made and deleted far less often, one at a time,
+//! which keeps their slab at its peak use.
 //!
 //! A batch costs at most its size in slots beyond the peak use: when an `alloc` grows, `free`
 //! is empty, so every slot is in use or on `returned`, which holds only slots freed since the
@@ -88,8 +88,8 @@
 //!
 //! How much a trim keeps is its caller's choice ([`Keep`]). The graph keeps by use: a program
 //! that pushes bursts of about the same size, waiting for each, should not give the memory back
-//! after every burst and fault it in again for the next (on the engine's `chain` pushes parked
-//! behind a busy var, 20 000 a burst: 110 against 89 ns per push), while a burst larger than
+//! after every burst and fault it in again for the next (`docs/decisions.md`, "A trim keeps
+//! what repeated bursts use"), while a burst larger than
 //! the ones before it should go back once it completed. What a burst used is read off the count
 //! of allocations, which `entered` keeps anyway: the allocations since the last such trim (at
 //! most the slots the slab holds), which for a burst of ops that all wait at once is the slots

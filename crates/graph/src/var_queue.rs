@@ -108,10 +108,9 @@ pub(crate) const RING: usize = 8;
 /// The shortest run of reads that `advance` gives credits to (`read_credits.rs`): the ring's
 /// length. A shorter run counts in `running_reads`, its reads completing under the lock. For a
 /// run of one or two reads the credits cost more than the locks they save: an atomic add, and
-/// a compare-exchange per read on another line than the locked one (with credits for every
-/// run, `random_empty_typed` read 1.089 and `random_empty_shared` 1.081 of the time per op, 10
-/// rounds; 8 is the only other threshold measured). Two under loom, where the models' runs are
-/// two reads long.
+/// a compare-exchange per read on another line than the locked one (`docs/decisions.md`, "Read
+/// credits, for runs of 8 reads or more"). Two under loom, where the models' runs are two reads
+/// long.
 const CREDITED_RUN: u32 = if cfg!(loom) { 2 } else { 8 };
 
 /// Spill capacity (entries of 4 bytes) a drained spill keeps: enough that a queue that often

@@ -2,17 +2,41 @@
 //!
 //! `spawn` from a thread that is not a worker goes here rather than to a worker's
 //! `RunQueue`: crossbeam-deque's `Injector` is a lock-free unbounded MPMC queue, so an
-//! outside submitter never contends with thieves for a `RunQueue`'s back lock and never
-//! has to run a task inline because a queue is full. `cargo xtask bench pool` measured
-//! both designs (see `docs/bench-history.md`): with 10^6 tasks from one outside thread, pushing
-//! to a random `RunQueue`'s back cost 540-900 ns per task, the injector much less.
+//! outside submitter never contends with thieves for a `RunQueue`'s back lock (`docs/decisions.md`,
+//! "Outside spawns go to one injector"). The queue itself is unbounded; the pool runs an outside
+//! spawn inline only past `threads x queue capacity` queued jobs, unless built `never_inline`.
 //!
 //! Normally [`Injector`] is a thin wrapper around `crossbeam_deque::Injector`. Under
 //! loom the crossbeam type cannot be explored (it does not use `depengine-sync`), so a
 //! model of its synchronization stands in for it: the same atomic accesses with the
 //! same orderings on a head and a tail index, and nothing else that synchronizes (a
 //! lock there would order a push against `is_empty` by itself and hide a missing fence
-//! in the pool's sleep protocol). See the model's docs below for the correspondence.
+//! in the pool's sleep protocol).
+//!
+//! # The loom model
+//!
+//! Crossbeam's queue is a linked list of blocks of slots; a `head` and a `tail` index (with a
+//! block pointer each) say which slots are taken and which are claimed. The model keeps the
+//! indices and one array of slots: each push gets a fresh slot, no slot is reused, so nothing
+//! models the block allocation and reclamation (whose extra atomics only order the freeing of
+//! blocks, not items against each other or against `is_empty`). Each step mirrors one
+//! crossbeam access (0.8.8), with the same ordering:
+//!
+//! - `push`: load `tail` (Acquire); claim the index with a compare-exchange of `tail`
+//!   (`SeqCst`, failure `Acquire`), retrying on failure; write the slot; set its written flag
+//!   with a `Release` read-modify-write (crossbeam's `slot.state.fetch_or(WRITE, Release)`).
+//! - `steal`: load `head` (Acquire); `fence(SeqCst)`; load `tail` (Relaxed); equal means
+//!   empty; move `head` with a compare-exchange (`SeqCst`, failure `Acquire`), a lost race
+//!   being crossbeam's `Steal::Retry`; wait until the slot's written flag is set (Acquire,
+//!   crossbeam's `wait_write`); move the item out. (Crossbeam skips the fence and the tail
+//!   load when head and tail are in different blocks, which the model never is.)
+//! - `is_empty`: load `head`, then `tail`, both `SeqCst`.
+//! - `len`: load `tail`, `head`, and `tail` again, all `SeqCst`, retrying until both `tail`
+//!   loads agree.
+//!
+//! The item's cell is guarded only by the written flag (writer to reader), and each slot has
+//! one writer and one reader, chosen by the two compare-exchanges: nothing else orders a push
+//! against a steal or a check.
 
 use std::fmt;
 
@@ -89,32 +113,8 @@ impl<T> Injector<T> {
     }
 }
 
-/// Under loom: a model of the synchronization of crossbeam-deque 0.8.8's `Injector`.
-///
-/// Crossbeam's queue is a linked list of blocks of slots; a `head` and a `tail` index
-/// (with a block pointer each) say which slots are taken and which are claimed. The
-/// model keeps the indices and one array of slots: each push gets a fresh slot, no
-/// slot is reused, so nothing models the block allocation and reclamation (whose extra
-/// atomics only order the freeing of blocks, not items against each other or against
-/// `is_empty`). Each step mirrors one crossbeam access, with the same ordering:
-///
-/// - `push`: load `tail` (Acquire); claim the index with a compare-exchange of `tail`
-///   (`SeqCst`, failure `Acquire`), retrying on failure; write the slot; set its
-///   written flag with a `Release` read-modify-write (crossbeam's
-///   `slot.state.fetch_or(WRITE, Release)`).
-/// - `steal`: load `head` (Acquire); `fence(SeqCst)`; load `tail` (Relaxed); equal
-///   means empty; move `head` with a compare-exchange (`SeqCst`, failure `Acquire`),
-///   a lost race being crossbeam's `Steal::Retry`; wait until the slot's written flag
-///   is set (Acquire, crossbeam's `wait_write`); move the item out. (Crossbeam skips
-///   the fence and the tail load when head and tail are in different blocks, which
-///   the model never is.)
-/// - `is_empty`: load `head`, then `tail`, both `SeqCst`.
-/// - `len`: load `tail`, `head`, and `tail` again, all `SeqCst`, retrying until both
-///   `tail` loads agree.
-///
-/// The item's cell is guarded only by the written flag (writer to reader), and each
-/// slot has one writer and one reader, chosen by the two compare-exchanges: nothing
-/// else orders a push against a steal or a check.
+/// Under loom: a model of the synchronization of crossbeam-deque 0.8.8's `Injector` (the
+/// module documentation gives the correspondence, access by access).
 #[cfg(loom)]
 pub struct Injector<T> {
     /// Index of the oldest item not yet claimed by a steal.

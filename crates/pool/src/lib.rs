@@ -1,26 +1,14 @@
 //! `depengine-pool`: where depengine's ready work runs, a work-stealing thread pool.
 //!
-//! ```text
-//!                    depengine          the facade: API, engine kinds, config, failure policy
-//!          ┌─────────────┴─────────────┬ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ┐ feature `cuda`
-//!          │                     depengine-cpu ◄──────── depengine-cuda
-//!          │                   ┌───────┴───────┐              │
-//!          │                   │               └──────┬───────┘
-//!   depengine-graph     depengine-pool         depengine-device
-//!                       ▲ this crate
-//!   ═══════════════════════════════════════
-//!   depengine-sync: std or loom primitives, poison-ignoring locks, padding
-//! ```
-//!
-//! Lines lead down to dependencies. `depengine-graph` and `depengine-pool` are siblings that only
-//! the facade joins: the pool knows nothing of ops or vars, it runs closures. The facade also uses
-//! `depengine-pool` and `depengine-device` directly, and `depengine-sync` is under every crate
-//! that synchronizes (the facade, graph, pool and cpu).
+//! It sits under the facade (`depengine`) and `depengine-cpu`, beside `depengine-graph`, which
+//! only the facade joins to it: the pool knows nothing of ops or vars, it runs closures, and
+//! items of a type its owner defines. The crate graph: `docs/architecture.md`.
 //!
 //! The design follows Eigen's `NonBlockingThreadPool` (the one TensorFlow uses):
 //!
 //! - [`RunQueue`]: a fixed-size ring per worker; the owner pushes and pops at the
-//!   front without locks, other threads push and steal at the back.
+//!   front without locks, other threads steal at the back (outside spawns go to the
+//!   [`Injector`]).
 //! - [`EventCount`]: lets idle workers sleep on "no work anywhere" with no lost
 //!   wake-up, while a spawn pays one fence and one load when nobody sleeps.
 //! - [`ThreadPool`]: the workers, stealing in random coprime order, each spinning

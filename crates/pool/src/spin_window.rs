@@ -5,9 +5,10 @@
 //! `worker.rs`): sleeping costs a futex wait now and, for whoever pushes next, a futex wake,
 //! and on a virtual machine the woken worker starts several microseconds later. A fixed
 //! window serves only work that comes back within it. A program that pushes a few ops every
-//! millisecond or two (a step of a simulation, a training loop waiting on its data) found its
-//! workers asleep at every push, and each op started 4-7 µs after its push (the engine's
-//! `latency`, one op every 2 ms) where a searching worker takes it within a yield.
+//! millisecond or two (a step of a simulation, a training loop waiting on its data) would find
+//! its workers asleep at every push, each op waiting for a wake-up, where a searching worker
+//! takes it within a yield (`docs/decisions.md`, "A spin window learned from steady idle
+//! periods").
 //!
 //! So each worker times its idle periods, and once two in a row ended with work within the
 //! pool's bound ([`Builder::max_spin`](crate::Builder::max_spin), 4 ms by default), sets the
@@ -15,11 +16,9 @@
 //! at most the bound): work that comes back at a steady period finds the worker still
 //! searching. One idle period that lasted longer than the bound (or no work at all) sets it
 //! back to the shortest, and so does one short period: a single pause of a millisecond
-//! between two bursts does not make the worker spin for milliseconds once the work stops (the
-//! pool's `idle` workload runs right after its other workloads, and burned 3.2 ms of CPU in
-//! its second when one such pause set the window). An idle pool spins for at most the bound
-//! before it sleeps. Each worker learns from its own idle periods only, so a worker that is
-//! never woken keeps the shortest window.
+//! between two bursts does not make the worker spin for milliseconds once the work stops. An
+//! idle pool spins for at most the bound before it sleeps. Each worker learns from its own idle
+//! periods only, so a worker that is never woken keeps the shortest window.
 //!
 //! The price is CPU time while the work is periodic: a worker spends up to the bound
 //! searching between two pieces of work. It yields the core at every look (step 4 of

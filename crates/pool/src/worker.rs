@@ -10,19 +10,16 @@
 //!    into the front of its own queue, in order
 //!    (tokio's workers take from their injector in batches too). A worker that takes one job
 //!    per look keeps pace with a thread pushing a stream of small jobs job by job, so every
-//!    push and every take moves the injector's lines from one core to the other (on the
-//!    engine's `independent` workload with one worker: 220-300 ns per op in most runs,
-//!    against 110-160 with batches); the jobs taken along stay visible to thieves in the
-//!    worker's queue. A worker that has just run a job, and is not back from the sleep
-//!    protocol, leaves fewer than `INJECTOR_BATCH` jobs there for up to `BATCH_WAIT`
-//!    (about a microsecond; its looks during that time are step 4's), so that a stream of
-//!    pushes is taken in batches even when the worker is faster than the pusher: taken
-//!    one by one, every job also moves the lines of the vars and op slots it touches from
-//!    the pusher's core to the worker's and back (on the engine's `push_deps2` workload
-//!    with one worker, 330-410 ns per op against 250-290 with the wait; `random_empty`
-//!    380-510 against 310-350). A job that is alone in the injector starts at most
-//!    `BATCH_WAIT` later; one pushed to a sleeping pool wakes a worker that takes it at
-//!    once;
+//!    push and every take moves the injector's lines from one core to the other
+//!    (`docs/decisions.md`, "The injector taken in batches"); the jobs taken along stay
+//!    visible to thieves in the worker's queue. A worker that has just run a job, and is not
+//!    back from the sleep protocol, leaves fewer than `INJECTOR_BATCH` jobs there for up to
+//!    `BATCH_WAIT` (about a microsecond; its looks during that time are step 4's), so that a
+//!    stream of pushes is taken in batches even when the worker is faster than the pusher:
+//!    taken one by one, every job also moves the lines of the vars and op slots it touches
+//!    from the pusher's core to the worker's and back ("A worker waits up to 1 µs for a
+//!    batch"). A job that is alone in the injector starts at most `BATCH_WAIT` later; one
+//!    pushed to a sleeping pool wakes a worker that takes it at once;
 //! 3. the backs of the other queues, visited from a random start with a random stride
 //!    coprime with the worker count (each visited once, thieves spread out), stealing
 //!    about half of the first non-empty one (`RunQueue::pop_back_half`);
@@ -32,22 +29,19 @@
 //!    sleeping costs a futex wait now and a futex wake for whoever pushes next. Every idle
 //!    worker spins: with only one spinner allowed, a worker that found the spinner's role
 //!    taken went straight to sleep, and a stream of pushes about one worker's pace woke it
-//!    once per push (on the engine's `independent` workload, 38 400 futex calls and 25 700
-//!    context switches for 2·10^6 ops, against 4 400 and 2 900 with every idle worker
-//!    spinning). A spinner yields the CPU between looks (`sched_yield`, as rayon's idle
-//!    workers do), so that on a machine with as many workers as cores, idle workers do not
-//!    take the core of the thread that feeds them (the engine's pusher, a thread outside
-//!    the pool): a worker spinning on spin-loop hints keeps the core until a preemption tick,
-//!    and the pusher, the bottleneck while workers idle, runs on what is left (on the
-//!    engine's Task Bench graphs at the finest grain, it held a core 62% of the run beside
-//!    one such spinner). A yield returns at once when nothing else wants the core, so a
-//!    spinner with a core to itself still looks again within a system call's time. How
-//!    long a worker spins is its window (`spin_window.rs`), learned from its own idle
-//!    periods: 50 µs, or up to the pool's bound (`Builder::max_spin`, 4 ms by default)
-//!    while work comes back at a steady period. A push
-//!    that sees a spinner wakes nobody, counting on it; so a worker that leaves the idle
-//!    path (spinning or sleeping) with a job and still sees work queued wakes a sleeper for
-//!    that work, which does the same in turn (otherwise a second job pushed while one
+//!    once per push (`docs/decisions.md`, "Every idle worker spins"). A spinner yields the
+//!    CPU between looks (`sched_yield`, as rayon's idle workers do), so that on a machine
+//!    with as many workers as cores, idle workers do not take the core of the thread that
+//!    feeds them (the engine's pusher, a thread outside the pool): a worker spinning on
+//!    spin-loop hints keeps the core until a preemption tick, and the pusher, the bottleneck
+//!    while workers idle, runs on what is left ("A spinner yields between looks"). A yield
+//!    returns at once when nothing else wants the core, so a spinner with a core to itself
+//!    still looks again within a system call's time. How long a worker spins is its window
+//!    (`spin_window.rs`), learned from its own idle periods: 50 µs, or up to the pool's
+//!    bound (`Builder::max_spin`, 4 ms by default) while work comes back at a steady period.
+//!    A push that sees a spinner wakes nobody, counting on it; so a worker that leaves the
+//!    idle path (spinning or sleeping) with a job and still sees work queued wakes a sleeper
+//!    for that work, which does the same in turn (otherwise a second job pushed while one
 //!    worker spun would wait for the first one to finish while the other workers sleep).
 //!    A thread outside the pool does not count on a spinner forever: one that shares the
 //!    pusher's core hardly gets it back while the pusher pushes, so every
@@ -327,7 +321,7 @@ impl<T: Item> Shared<T> {
             // seen with room takes the push below; one seen full may have lost a job to a
             // thief since, which only means the item runs here a little early. (Looking first,
             // rather than running what `inject_with`'s push hands back, keeps the item out of
-            // a `Work` and a refused push: `drain` 105 against 113 ns per op.)
+            // a `Work` and a refused push, a copy of the item each.)
             if own.len() >= own.capacity() {
                 self.release_kept(index);
                 context::set_overflowing(true);

@@ -1,21 +1,7 @@
 //! `depengine-sync`: the synchronization every depengine crate is built on, the way
 //! crossbeam-utils serves crossbeam.
 //!
-//! ```text
-//!                    depengine          the facade: API, engine kinds, config, failure policy
-//!          ┌─────────────┴─────────────┐
-//!          │                     depengine-cpu         depengine-cuda (planned)
-//!          │                   ┌───────┴───────┐              │
-//!          │                   │               └──────┬───────┘
-//!   depengine-graph     depengine-pool         depengine-device
-//!   ═══════════════════════════════════════
-//!   depengine-sync  ◄── this crate: std or loom primitives, poison-ignoring locks, padding
-//! ```
-//!
-//! Lines lead down to dependencies. `depengine-graph` and `depengine-pool` are siblings that only
-//! the facade joins; the facade also uses `depengine-pool` and `depengine-device` directly. This
-//! crate is under every crate that synchronizes (the facade, graph, pool and cpu);
-//! `depengine-device`, a set of traits, has no dependencies of ours.
+//! It is under every crate that synchronizes; the crate graph: `docs/architecture.md`.
 //!
 //! # The loom switch
 //!

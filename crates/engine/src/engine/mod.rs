@@ -606,25 +606,17 @@ impl Engine {
     /// Writes a picture of the ops pending now to `out`, as a Graphviz DOT digraph (render it
     /// with `dot -Tsvg`): what each waiting op waits for, and what holds each var.
     ///
-    /// - Each var with running or waiting ops is a node `"var 3.0"` (slot, generation; an
-    ///   ellipse labelled with its name, or `#3.0` without one), with an edge "held by" to
-    ///   what holds it. That is the op's node when the op still waits for another var (the
-    ///   var granted it a write, another holds it back). Otherwise the holder runs (on a
-    ///   worker, or an async op whose `Completion` is not completed), and the engine does not
-    ///   track running ops (it would cost every op): the edge goes to a dashed box
-    ///   `"var 3.0 held"`, "running write" or "N running reads", which also names the var the
-    ///   holding op waits for when it is blocked in a `wait_for_var` inside its function.
-    /// - Each waiting op is a node `"op 5.1"` (labelled with its name and id), with an edge
-    ///   `"op 5.1" -> "var 3.0"` for each var it waits on, labelled with its place in that
-    ///   var's queue and its access (`1: write`). A `wait_for_var` in progress is an op named
-    ///   `wait_for_var`.
+    /// - A var with running or waiting ops is a node `"var 3.0"` (slot, generation), an
+    ///   ellipse labelled with its name (or `#3.0`), with an edge "held by" to its holder: the
+    ///   holding op's node while that op waits for another var, else a dashed box
+    ///   `"var 3.0 held"` ("running write" or "N running reads", and the var the holder waits
+    ///   for when it is blocked in a `wait_for_var`; running ops are not tracked).
+    /// - A waiting op is a node `"op 5.1"` (name and id), with an edge to each var it waits
+    ///   on, labelled with its place in that var's queue and its access (`1: write`).
     ///
-    /// Nodes come first (vars by slot, then ops by id), then edges (by var, in queue order);
-    /// labels are quoted and escaped. An idle engine writes `digraph pending {}` (on two
-    /// lines). The vars are read one at a time, not as one atomic snapshot: ops that run and
-    /// complete meanwhile may show on one var and not on another. On a stalled engine, what
-    /// the stall warnings point here for, nothing moves and the picture is exact. Cold: it
-    /// locks every var slot of the engine in turn.
+    /// Nodes first (vars by slot, ops by id), then edges (by var, in queue order); an idle
+    /// engine writes `digraph pending {}`. Vars are read one at a time, not as one snapshot;
+    /// on a stalled engine nothing moves and the picture is exact. Cold: it locks every var.
     ///
     /// ```
     /// use std::sync::mpsc;

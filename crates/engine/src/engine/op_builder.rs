@@ -5,9 +5,8 @@
 //! first, holding up to [`INLINE_VARS`] vars in all without allocating: pushing an op on a
 //! handful of vars allocates nothing here (nor in the graph, up to 4 vars in all; see
 //! `Graph::push`). The builder is moved at every step of the chain, so it is kept small: 120
-//! bytes, which the compiler moves with a few vector moves instead of a call to `memcpy` (two
-//! lists of 4 and the name as a `Cow` made it 176 bytes, a `memcpy` per push:
-//! `docs/bench-history.md`).
+//! bytes, which the compiler moves with a few vector moves instead of a call to `memcpy`
+//! (`docs/decisions.md`, "A small op builder").
 
 use std::borrow::{Borrow, Cow};
 use std::fmt;

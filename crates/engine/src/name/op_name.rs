@@ -37,8 +37,8 @@ impl OpName {
 
 impl From<Cow<'static, str>> for OpName {
     /// Inlined into `Engine::op` and its kin, where the name is most often a literal: a push
-    /// then stores the literal without looking at a `Cow` (28 instructions fewer per push of
-    /// `push_parked`, counted by `bench-ab --instructions`).
+    /// then stores the literal without looking at a `Cow` (`docs/decisions.md`, "Inlining the
+    /// worker path").
     #[inline]
     fn from(name: Cow<'static, str>) -> Self {
         match name {

@@ -20,15 +20,9 @@
 use crate::failure::BoxError;
 
 /// What an op's function may return: `()` or `Result<(), BoxError>` (and `!`, for a function
-/// that only panics). Sealed.
-///
-/// The set holds exactly one `Result`, so that `|_| Ok(())` and `|_| { fallible()?; Ok(()) }`
-/// need no annotation: the compiler picks the one impl that fits `Result<(), _>`, which fixes
-/// the error type to [`BoxError`](crate::BoxError), and `?` converts any
-/// `std::error::Error + Send + Sync + 'static` error (or a `&str`, a `String`) into it. A
-/// generic impl for every `Result<(), E: Into<BoxError>>` would also accept a function declared
-/// `-> Result<(), MyError>`, but then `Ok(())` alone would fit two impls and need its error type
-/// spelled out again. So a result that is already typed is converted:
+/// that only panics). Sealed, with exactly one `Result`, so that `|_| Ok(())` and
+/// `|_| { fallible()?; Ok(()) }` need no annotation (the error type is fixed to
+/// [`BoxError`](crate::BoxError)); a result that is already typed is converted:
 /// `.map_err(Into::into)`, or `typed?; Ok(())`.
 ///
 /// # Examples

@@ -5,8 +5,9 @@
 //! `Box<dyn FnOnce>` allocates for every closure that captures anything: a `malloc` on the
 //! pusher, a `free` on the worker (an allocator's per-thread caches do not help when one
 //! thread allocates and another frees) and one more cache line to carry between the cores,
-//! about as much as the rest of an empty op costs (`docs/bench-history.md`, "Engine: typed
-//! data"). So a closure has one of three places:
+//! about as much as the rest of an empty op costs (`docs/decisions.md`, "One word of closure
+//! inline in the op record", "Larger closures in recycled 120-byte blocks"). So a closure has
+//! one of three places:
 //!
 //! - **Inline**, at most [`INLINE_BYTES`] bytes aligned to at most 8: in the record, which
 //!   crosses between the cores anyway.

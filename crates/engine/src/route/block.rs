@@ -39,7 +39,7 @@ pub(crate) struct WorkerSetup {
 
 /// A ready op queued on the CPU block of its route (`OpRecord::block_key`). The block is not
 /// stored beside the op: the record names it, and the pool's queues and injector hold 112
-/// bytes per op instead of 120 (`push_queued`: 117 -> 106 ns per push, `docs/bench-history.md`).
+/// bytes per op instead of 120 (`docs/decisions.md`, "The queued item is the ready op alone").
 pub(crate) struct BlockOp(pub(crate) ReadyOp<OpRecord>);
 
 impl Item for BlockOp {

@@ -65,10 +65,19 @@ impl<'a> Dispatcher<'a> {
 /// - marked as a task of the engine: a last handle dropped here shuts the engine down on a
 ///   thread of its own (`Handle::close`) rather than wait for this thread's reference.
 impl Drop for Dispatcher<'_> {
+    #[inline]
     fn drop(&mut self) {
-        if self.reclaimed.is_empty() {
-            return;
+        if !self.reclaimed.is_empty() {
+            self.call_reclaimed();
         }
+    }
+}
+
+impl Dispatcher<'_> {
+    /// The rest of `drop`, for a completion that reclaimed vars with callbacks.
+    #[cold]
+    #[inline(never)]
+    fn call_reclaimed(&mut self) {
         let reclaimed = std::mem::take(&mut self.reclaimed);
         let Some(reclaimed) = thread::with(|cx| match &mut *cx.nested_reclaims.borrow_mut() {
             Some(outer) => {

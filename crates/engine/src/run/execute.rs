@@ -73,7 +73,7 @@ impl EngineState {
     /// which the compiler copied with a call to `memcpy` per op.
     #[allow(
         clippy::inline_always,
-        reason = "the CPU workers' per-op path: left to the compiler, `drain` took 133 ns per op against 126 (7 runs, one worker)"
+        reason = "the CPU workers' per-op path: left to the compiler it was measurably slower, see docs/decisions.md, 'Inlining the worker path'"
     )]
     #[allow(
         unsafe_code,
@@ -344,8 +344,8 @@ impl BlockRunner for BlockOps {
         // The successors each completion keeps for this worker, run here one after another.
         // The pool's loop would find them in the same slot first thing (`find_work`); taking
         // them here skips its round trip (the item's trip through the worker loop, and the
-        // thread-local lookup of the runner per op): `chain` 200 -> 165-170 ns of CPU per op
-        // (`perf stat -e task-clock`, `docs/bench-history.md`, "One scheduler").
+        // thread-local lookup of the runner per op; `docs/decisions.md`, "The kept successor,
+        // taken back by the runner").
         // A successor is kept only for an op of the same block (`Dispatcher`), so `key` is the
         // block of each op taken here.
         if let Some(block) = key.and_then(|key| state.workers.block(key)) {
