@@ -727,3 +727,36 @@ fn wait_for_all_waits_for_the_values_released_after_their_ops() {
         }
     }
 }
+
+/// A value released by an op that a worker ran inline, nested in the completion of another
+/// (a burst: more ops released onto its block than its queue holds): its `Drop`, which waits
+/// for every op, runs once that outer completion is counted done too.
+#[test]
+fn a_value_released_inside_a_burst_waits_for_the_outer_completion() {
+    for kind in THREADED {
+        within(120, &format!("{kind}"), move || {
+            let engine = common::engine(kind, 1);
+            let gate = engine.new_var().unwrap();
+            let (open, opened) = mpsc::channel::<()>();
+            engine
+                .op("gate")
+                .writes([gate])
+                .push_sync(move |_| opened.recv().unwrap())
+                .unwrap();
+            let (value, reports) = CallsEngine::new(&engine);
+            let data = engine.data(value).unwrap();
+            for op in 0..2000 {
+                let builder = engine.op("released at once").reads([gate]);
+                if op == 1500 {
+                    builder.write(&data).push_sync(|_, _| {}).unwrap();
+                } else {
+                    builder.push_sync(|_| {}).unwrap();
+                }
+            }
+            drop(data);
+            open.send(()).unwrap();
+            dropped(&reports, &format!("{kind}: burst"));
+            engine.wait_for_all().unwrap();
+        });
+    }
+}

@@ -34,6 +34,20 @@ pub(super) struct Dispatcher<'a> {
     /// Callbacks of the vars this completion reclaimed (a typed value's release, a
     /// `delete_var` callback): called when the dispatcher drops (see `Drop`).
     reclaimed: Vec<OnDeleted>,
+    /// Who collects the callbacks of the ops run inline, nested in this completion.
+    nested: Nested,
+}
+
+/// Ops a completion runs inline (a burst, naive ops) complete inside it: the callbacks their
+/// completions reclaim wait for it, in the thread's list (`ThreadContext::nested_reclaims`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Nested {
+    /// No op ran nested in this completion yet.
+    None,
+    /// This completion opened the thread's list, and calls what it holds when it drops.
+    Collecting,
+    /// An outer completion on this thread had opened the list already.
+    Outer,
 }
 
 impl<'a> Dispatcher<'a> {
@@ -49,6 +63,7 @@ impl<'a> Dispatcher<'a> {
             keep_for,
             kept: false,
             reclaimed: Vec::new(),
+            nested: Nested::None,
         }
     }
 }
@@ -67,27 +82,34 @@ impl<'a> Dispatcher<'a> {
 impl Drop for Dispatcher<'_> {
     #[inline]
     fn drop(&mut self) {
-        if !self.reclaimed.is_empty() {
+        if !self.reclaimed.is_empty() || self.nested == Nested::Collecting {
             self.call_reclaimed();
         }
     }
 }
 
 impl Dispatcher<'_> {
-    /// The rest of `drop`, for a completion that reclaimed vars with callbacks.
+    /// The rest of `drop`, for a completion that reclaimed vars with callbacks or collected
+    /// those of nested ones.
     #[cold]
     #[inline(never)]
     fn call_reclaimed(&mut self) {
-        let reclaimed = std::mem::take(&mut self.reclaimed);
-        let Some(reclaimed) = thread::with(|cx| match &mut *cx.nested_reclaims.borrow_mut() {
-            Some(outer) => {
-                outer.extend(reclaimed);
+        let mut reclaimed = std::mem::take(&mut self.reclaimed);
+        let outer = thread::with(|cx| {
+            let mut list = cx.nested_reclaims.borrow_mut();
+            if self.nested == Nested::Collecting {
+                reclaimed.extend(list.take().into_iter().flatten());
+                None
+            } else if let Some(outer) = &mut *list {
+                outer.append(&mut reclaimed);
+                Some(())
+            } else {
                 None
             }
-            None => Some(reclaimed),
-        }) else {
+        });
+        if outer.is_some() || reclaimed.is_empty() {
             return;
-        };
+        }
         if self.kept
             && let Some(key) = self.keep_for
             && let Some(block) = self.state.workers.block(key)
@@ -103,22 +125,30 @@ impl Dispatcher<'_> {
     }
 }
 
-/// Runs `nested` (ops a completion released, run inline) collecting the callbacks their
-/// completions reclaim into `reclaimed`, unless an outer completion on this thread collects
-/// them already.
-fn collect_nested_reclaims(reclaimed: &mut Vec<OnDeleted>, nested: impl FnOnce()) {
-    let outermost = thread::with(|cx| {
-        let mut collecting = cx.nested_reclaims.borrow_mut();
-        let outermost = collecting.is_none();
-        if outermost {
-            *collecting = Some(Vec::new());
+impl Dispatcher<'_> {
+    /// Before running an op inline, nested in this completion: makes sure the callbacks its
+    /// completion reclaims go to the thread's list, which this completion or an outer one
+    /// calls when it drops. Once per completion: a burst runs many ops.
+    #[inline]
+    fn collect_nested(&mut self) {
+        if self.nested == Nested::None {
+            self.nested = open_nested_list();
         }
-        outermost
-    });
-    nested();
-    if outermost && let Some(collected) = thread::with(|cx| cx.nested_reclaims.take()) {
-        reclaimed.extend(collected);
     }
+}
+
+/// Opens the thread's list of nested reclaimed callbacks, unless an outer completion did.
+#[cold]
+fn open_nested_list() -> Nested {
+    thread::with(|cx| {
+        let mut list = cx.nested_reclaims.borrow_mut();
+        if list.is_some() {
+            Nested::Outer
+        } else {
+            *list = Some(Vec::new());
+            Nested::Collecting
+        }
+    })
 }
 
 impl Dispatch<Payload> for Dispatcher<'_> {
@@ -149,14 +179,12 @@ impl Dispatch<Payload> for Dispatcher<'_> {
             if std::mem::replace(&mut self.kept, true) {
                 // Run at once with this state, if it is, as a queued op runs (the successor it
                 // keeps included), without `BlockOp::run`'s lookup of the thread's runner.
-                let state = self.state;
                 block.submit_or_run_with(op, |BlockOp(op)| {
-                    collect_nested_reclaims(&mut self.reclaimed, || {
-                        state.execute(op, Some(key));
-                        while let Some(BlockOp(next)) = block.take_kept() {
-                            state.execute(next, Some(key));
-                        }
-                    });
+                    self.collect_nested();
+                    self.state.execute(op, Some(key));
+                    while let Some(BlockOp(next)) = block.take_kept() {
+                        self.state.execute(next, Some(key));
+                    }
                 });
             } else {
                 block.submit_next(op);
@@ -165,9 +193,8 @@ impl Dispatch<Payload> for Dispatcher<'_> {
         }
         if !self.from_push && matches!(op.payload().route, Route::Inline) {
             // A naive op runs here, nested in the completion that released it.
-            let state = self.state;
-            collect_nested_reclaims(&mut self.reclaimed, || state.dispatch(op, false));
-            return;
+            self.collect_nested();
+            return self.state.dispatch(op, false);
         }
         self.state.dispatch(op, self.from_push);
     }
