@@ -31,22 +31,22 @@ pub(super) struct Dispatcher<'a> {
     keep_for: Option<BlockKey>,
     /// Whether an op was kept for this worker.
     kept: bool,
-    /// Callbacks of the vars this completion reclaimed (a typed value's release, a
-    /// `delete_var` callback): called when the dispatcher drops (see `Drop`).
-    reclaimed: Vec<OnDeleted>,
-    /// Who collects the callbacks of the ops run inline, nested in this completion.
-    nested: Nested,
+    /// Who calls the callbacks of the vars this completion, and the ops run nested in it,
+    /// reclaimed (a typed value's release, a `delete_var` callback), which wait in the
+    /// thread's list (`ThreadContext::reclaims`; not here: a dispatcher with a `Vec` to drop
+    /// would cost every op an out-of-line drop).
+    reclaims: Reclaims,
 }
 
-/// Ops a completion runs inline (a burst, naive ops) complete inside it: the callbacks their
-/// completions reclaim wait for it, in the thread's list (`ThreadContext::nested_reclaims`).
+/// Who calls the callbacks a completion reclaimed, or those of ops it runs inline (a burst,
+/// naive ops), which complete inside it.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Nested {
-    /// No op ran nested in this completion yet.
+enum Reclaims {
+    /// None so far.
     None,
-    /// This completion opened the thread's list, and calls what it holds when it drops.
-    Collecting,
-    /// An outer completion on this thread had opened the list already.
+    /// This completion, when it drops: it opened the thread's list.
+    Calls,
+    /// An outer completion on this thread, which had opened the list.
     Outer,
 }
 
@@ -62,8 +62,7 @@ impl<'a> Dispatcher<'a> {
             from_push,
             keep_for,
             kept: false,
-            reclaimed: Vec::new(),
-            nested: Nested::None,
+            reclaims: Reclaims::None,
         }
     }
 }
@@ -82,32 +81,28 @@ impl<'a> Dispatcher<'a> {
 impl Drop for Dispatcher<'_> {
     #[inline]
     fn drop(&mut self) {
-        if !self.reclaimed.is_empty() || self.nested == Nested::Collecting {
+        if self.reclaims == Reclaims::Calls {
             self.call_reclaimed();
         }
     }
 }
 
 impl Dispatcher<'_> {
-    /// The rest of `drop`, for a completion that reclaimed vars with callbacks or collected
-    /// those of nested ones.
+    /// The rest of `drop`, for a completion that opened the thread's list: calls its
+    /// callbacks.
     #[cold]
     #[inline(never)]
     fn call_reclaimed(&mut self) {
-        let mut reclaimed = std::mem::take(&mut self.reclaimed);
-        let outer = thread::with(|cx| {
-            let mut list = cx.nested_reclaims.borrow_mut();
-            if self.nested == Nested::Collecting {
-                reclaimed.extend(list.take().into_iter().flatten());
-                None
-            } else if let Some(outer) = &mut *list {
-                outer.append(&mut reclaimed);
-                Some(())
-            } else {
-                None
+        let callbacks = thread::with(|cx| {
+            let mut reclaims = cx.reclaims.borrow_mut();
+            reclaims.collecting = false;
+            if reclaims.callbacks.is_empty() {
+                // Nested ops ran, and reclaimed nothing: the list keeps its capacity.
+                return Vec::new();
             }
+            std::mem::take(&mut reclaims.callbacks)
         });
-        if outer.is_some() || reclaimed.is_empty() {
+        if callbacks.is_empty() {
             return;
         }
         if self.kept
@@ -118,35 +113,44 @@ impl Dispatcher<'_> {
             block.submit(op);
         }
         let _marker = TaskMarker::enter(self.state.id);
-        for on_deleted in reclaimed {
+        for on_deleted in callbacks {
             on_deleted();
             self.state.releases().end();
+        }
+    }
+
+    /// Before a callback waits in the thread's list, or an op runs inline, nested in this
+    /// completion: makes sure this completion or an outer one calls the callbacks when it
+    /// drops. Once per completion: a burst runs many ops.
+    #[inline]
+    fn collect_reclaims(&mut self) {
+        if self.reclaims == Reclaims::None {
+            self.reclaims = open_reclaims();
         }
     }
 }
 
 impl Dispatcher<'_> {
-    /// Before running an op inline, nested in this completion: makes sure the callbacks its
-    /// completion reclaims go to the thread's list, which this completion or an outer one
-    /// calls when it drops. Once per completion: a burst runs many ops.
-    #[inline]
-    fn collect_nested(&mut self) {
-        if self.nested == Nested::None {
-            self.nested = open_nested_list();
-        }
+    /// A naive op released by a completion runs here, nested in it (out of line: the threaded
+    /// engines' completions never take this path).
+    #[inline(never)]
+    fn run_naive_nested(&mut self, op: ReadyOp<OpRecord>) {
+        self.collect_reclaims();
+        self.state.dispatch(op, false);
     }
 }
 
-/// Opens the thread's list of nested reclaimed callbacks, unless an outer completion did.
+/// Makes the current completion the one that calls the thread's reclaimed callbacks, unless
+/// an outer completion on this thread does.
 #[cold]
-fn open_nested_list() -> Nested {
+fn open_reclaims() -> Reclaims {
     thread::with(|cx| {
-        let mut list = cx.nested_reclaims.borrow_mut();
-        if list.is_some() {
-            Nested::Outer
+        let mut reclaims = cx.reclaims.borrow_mut();
+        if reclaims.collecting {
+            Reclaims::Outer
         } else {
-            *list = Some(Vec::new());
-            Nested::Collecting
+            reclaims.collecting = true;
+            Reclaims::Calls
         }
     })
 }
@@ -180,7 +184,7 @@ impl Dispatch<Payload> for Dispatcher<'_> {
                 // Run at once with this state, if it is, as a queued op runs (the successor it
                 // keeps included), without `BlockOp::run`'s lookup of the thread's runner.
                 block.submit_or_run_with(op, |BlockOp(op)| {
-                    self.collect_nested();
+                    self.collect_reclaims();
                     self.state.execute(op, Some(key));
                     while let Some(BlockOp(next)) = block.take_kept() {
                         self.state.execute(next, Some(key));
@@ -192,9 +196,7 @@ impl Dispatch<Payload> for Dispatcher<'_> {
             return;
         }
         if !self.from_push && matches!(op.payload().route, Route::Inline) {
-            // A naive op runs here, nested in the completion that released it.
-            self.collect_nested();
-            return self.state.dispatch(op, false);
+            return self.run_naive_nested(op);
         }
         self.state.dispatch(op, self.from_push);
     }
@@ -202,7 +204,8 @@ impl Dispatch<Payload> for Dispatcher<'_> {
     fn reclaimed(&mut self, on_deleted: OnDeleted) {
         // Counted before the op is: a `wait_for_all` that sees the op done sees the release.
         self.state.releases().begin();
-        self.reclaimed.push(on_deleted);
+        self.collect_reclaims();
+        thread::with(|cx| cx.reclaims.borrow_mut().callbacks.push(on_deleted));
     }
 }
 

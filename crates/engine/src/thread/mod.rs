@@ -15,7 +15,7 @@
 //! | `naive` | `route/naive.rs` | the naive ops made ready while this thread runs one |
 //! | `profiled` | `profile/recorder.rs` | this thread's index and name in profiles |
 //! | `open_segment` | [`open_segment`] | the bulk segment this thread pushed last, which its next ops may join |
-//! | `nested_reclaims` | `run/dispatch.rs` | while a completion runs released ops inline: the reclaimed vars' callbacks of theirs, for it to call |
+//! | `reclaims` | `run/dispatch.rs` | the callbacks of the vars this thread's completions reclaimed, and whether an outer completion collects them |
 //!
 //! Under loom the context is a loom thread-local (one per model thread, fresh for each
 //! execution), as the models' threads are loom's.
@@ -46,6 +46,14 @@ pub(crate) trait RunQueuedOp: Send + Sync {
 /// A naive op queued on this thread, with the engine that runs it.
 pub(crate) type NaiveOp = (Arc<dyn RunQueuedOp>, ReadyOp<OpRecord>);
 
+/// The callbacks of the vars this thread's completions reclaimed, not called yet
+/// (`run/dispatch.rs`).
+pub(crate) struct Reclaims {
+    pub(crate) callbacks: Vec<OnDeleted>,
+    /// A completion runs ops nested in it: it calls the callbacks of theirs when it ends.
+    pub(crate) collecting: bool,
+}
+
 /// What the engine knows about the current thread (see the module documentation).
 pub(crate) struct ThreadContext {
     pub(crate) tasks: RefCell<Vec<u64>>,
@@ -57,7 +65,7 @@ pub(crate) struct ThreadContext {
     pub(crate) profiled: OnceCell<ProfiledThread>,
     /// Boxed: a word here, off the lines of the fields every op touches.
     pub(crate) open_segment: RefCell<Option<Box<open_segment::OpenSegment>>>,
-    pub(crate) nested_reclaims: RefCell<Option<Vec<OnDeleted>>>,
+    pub(crate) reclaims: RefCell<Reclaims>,
 }
 
 impl ThreadContext {
@@ -70,7 +78,10 @@ impl ThreadContext {
             naive: RefCell::new(None),
             profiled: OnceCell::new(),
             open_segment: RefCell::new(None),
-            nested_reclaims: RefCell::new(None),
+            reclaims: RefCell::new(Reclaims {
+                callbacks: Vec::new(),
+                collecting: false,
+            }),
         }
     }
 }
