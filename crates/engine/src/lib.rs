@@ -67,7 +67,8 @@
 //! 1. An op fails when its function returns `Err`, panics, or (async) drops its [`Completion`]
 //!    unused. Its failure ([`OpFailure`]) is stored on every var it **writes**.
 //! 2. A ready op any of whose vars (read or written) holds a failure does not run its function:
-//!    it completes at once with that same failure, which is stored on the vars it writes. The
+//!    it completes at once with that same failure (where several hold one: the first of its
+//!    reads, then writes, in the order they were named), which is stored on the vars it writes. The
 //!    failure thus reaches every op that depends on the failed op's outputs, transitively.
 //! 3. [`Engine::wait_for_var`]`(v)` waits for every op pushed on `v` before it, then returns
 //!    the failure `v` holds (`Err(EngineError::OpFailed)`) and **clears it on `v`** (ops pushed

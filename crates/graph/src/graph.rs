@@ -1128,8 +1128,8 @@ impl<T, E> Graph<T, E> {
     /// The part of reclaiming that happens after the var's lock is released.
     fn finish_reclaim(&self, index: u32, reusable: bool) {
         if let Some(header) = self.vars.header(index) {
-            // Relaxed: as the store in `create_var` (see `attachment`); before `free` hands
-            // the slot on. A stale handle's lookup finds no word rather than a dangling one.
+            // Relaxed: a null word publishes nothing (a lookup that finds it returns `None`);
+            // before `free` hands the slot on. A stale handle finds no word, never a dangling one.
             header
                 .attachment
                 .0

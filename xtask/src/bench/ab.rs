@@ -4,10 +4,9 @@
 //! # Why per-round ratios
 //!
 //! The machines this project runs on are small shared VMs whose speed drifts between a fast and
-//! a slow state that lasts tens of seconds (`docs/bench-history.md`): the same binary measures
-//! `random_empty` at 360 and then at 600 ns/op a minute later. Medians taken over separate
-//! series compare the states more than the binaries. Here each round runs both binaries back
-//! to back, in alternating order (base first in even rounds, current first in odd ones), and
+//! a slow state that lasts tens of seconds (`docs/decisions.md`, "Per-round ratios"). Medians
+//! taken over separate series compare the states more than the binaries. Here each round runs
+//! both binaries back to back, in alternating order (base first in even rounds, current first in odd ones), and
 //! each round yields one ratio `current / base` per workload: two neighbouring runs mostly see
 //! the same state. The median of those ratios, their range and how many rounds favour the
 //! current tree are what a decision rests on.

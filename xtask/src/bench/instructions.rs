@@ -40,9 +40,8 @@ use crate::cmd::{Cmd, Result};
 /// Runs of each binary at each size. Run `i` at `n` ops and run `i` at `2n` give one count per
 /// op; the report gives the median of the `REPEATS` counts and their range. Most counts repeat
 /// to a fifth of an instruction per op, but a turn of valgrind's scheduler can change the path
-/// a thread takes through the pool (`push_queued`'s and `backlog`'s pusher took a path 3-25%
-/// shorter in some runs, a worker's batches from the injector differ in size): the range shows
-/// when a count moved.
+/// a thread takes through the pool (a pusher's path may be shorter in some runs, a worker's
+/// batches from the injector differ in size): the range shows when a count moved.
 const REPEATS: usize = 3;
 
 /// The other threads' row is left out where they run fewer instructions than this per op
