@@ -225,7 +225,7 @@ pub use depengine_pool::MAX_THREADS;
 pub use engine::async_wait::{WaitForAll, WaitForVar};
 pub use engine::op_builder::OpBuilder;
 pub use engine::operator::{Operator, OperatorBuilder};
-pub use engine::profiler::Profiler;
+pub use engine::profiler_handle::Profiler;
 pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
 pub use failure::{BoxError, FailureCause, OpFailure};

@@ -2,7 +2,7 @@
 //! `wait_for_all` and pushers held back by the pending bound sleep on (or a
 //! `wait_for_all_async` future awaits), with the count of values' releases run after their ops
 //! (`wait/releases.rs`), the latch `wait_for_var` blocks on, or abandons
-//! (`wait.rs`), or its future polls; and bulk execution's hand-overs: a segment's members
+//! (`engine/blocking.rs`), or its future polls; and bulk execution's hand-overs: a segment's members
 //! between the pushing thread and the runner, and the count of graph entries that tells a
 //! join whether another entry came in between (with the real graph).
 //! Ready ops are queued in the CPU blocks' pools, whose hand-offs (the queues, a kept

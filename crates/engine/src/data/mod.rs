@@ -8,7 +8,7 @@
 //! - `access.rs`: an op's typed accesses and the references its function receives;
 //! - `held.rs`: an async op's accesses with its completion;
 //! - `typed_op.rs`: the op builder's `read` and `write`, and the typed op they make;
-//! - `engine.rs`: the engine's methods for data (`data`, the guards, `read_async`, `take`);
+//! - `methods.rs`: the engine's methods for data (`data`, the guards, `read_async`, `take`);
 //! - `hold.rs`, `guard.rs`, `read_future.rs`, `take.rs`: the value reached from outside every
 //!   op, as an op holding its var.
 //!
@@ -22,11 +22,11 @@
 
 pub(crate) mod access;
 pub(crate) mod cell;
-mod engine;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod held;
 pub(crate) mod hold;
+mod methods;
 pub(crate) mod read_future;
 pub(crate) mod take;
 pub(crate) mod typed_op;

@@ -8,7 +8,7 @@ use depengine_graph::GraphError;
 use crate::data::TakeError;
 use crate::data::handle::LastHandle;
 use crate::data::hold::{self, Handed, HoldKind, HoldLatch};
-use crate::engine::{Engine, var_outcome, wait};
+use crate::engine::{Engine, blocking, var_outcome};
 use crate::error::{EngineError, Result};
 
 /// Takes the value of `last` out of `engine` (which it belongs to; checked by the caller).
@@ -24,7 +24,7 @@ pub(crate) fn take<T: Send + 'static>(
         Err(EngineError::ShutDown) => return take_after_shutdown(engine, last),
         Err(error) => return Err(refused(error, last)),
     }
-    let handed = wait::wait_watched(state, &latch, var);
+    let handed = blocking::wait_watched(state, &latch, var);
     let (granted, failure) = match handed {
         Handed::Granted(completion) => (Some(completion), Ok(())),
         // `Failed` is for the data's failure alone: the wait's own errors leave the value in.

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::engine::{Engine, after_idle, var_outcome, wait};
+use crate::engine::{Engine, after_idle, blocking, var_outcome};
 use crate::error::{EngineError, Result};
 use crate::wait::deadlock::WaitLatch;
 use crate::wait::idle::IdleWaiter;
@@ -173,7 +173,7 @@ enum AllWaitState {
     Refused(EngineError),
     /// Registered with the engine's pending-op counter from its first `Pending` on; also
     /// waiting for the values' releases unless created by a thread running the engine's work
-    /// (see `engine/wait.rs`, `wait_idle`).
+    /// (see `engine/blocking.rs`, `wait_idle`).
     Waiting {
         engine: Engine,
         waiter: IdleWaiter,
@@ -193,7 +193,7 @@ impl WaitForAll {
     pub(crate) fn waiting(engine: Engine) -> Self {
         WaitForAll {
             state: AllWaitState::Waiting {
-                releases: wait::waits_for_releases(engine.id()),
+                releases: blocking::waits_for_releases(engine.id()),
                 engine,
                 waiter: IdleWaiter::default(),
             },

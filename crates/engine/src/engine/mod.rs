@@ -1,11 +1,11 @@
 //! [`Engine`]: the handle users hold, and the builders it hands out.
 
 pub(crate) mod async_wait;
+pub(crate) mod blocking;
 mod dump;
 pub(crate) mod op_builder;
 pub(crate) mod operator;
-pub(crate) mod profiler;
-pub(crate) mod wait;
+pub(crate) mod profiler_handle;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -21,7 +21,7 @@ use crate::context::Context;
 use crate::engine::async_wait::{WaitForAll, WaitForVar};
 use crate::engine::op_builder::OpBuilder;
 use crate::engine::operator::{Operator, OperatorBuilder};
-use crate::engine::profiler::Profiler;
+use crate::engine::profiler_handle::Profiler;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
 use crate::op::record::{OpFn, OpRecord, Payload};
@@ -140,11 +140,11 @@ impl Drop for Handle {
 /// value may be in use): every stall period it warns, with `dump_pending`'s picture of who
 /// holds what, so that such a wait is never silent.
 fn tear_down(state: &Arc<EngineState>) -> Result<(), OutputFailure> {
-    wait::wait_for_shutdown(state);
+    blocking::wait_for_shutdown(state);
     state.workers().stop_blocks();
     // Stand-ins, task epilogues, async completions and values' releases drop their references
     // once their op completed; once only the caller's is left, dropping it drops the state.
-    wait::wait_for_last_reference(state);
+    blocking::wait_for_last_reference(state);
     state.profiler().write_output()
 }
 
@@ -452,7 +452,7 @@ impl Engine {
             }
             // Claimed meanwhile: the wait op is being released after all.
         }
-        let outcome = wait::wait_watched(state, &latch, var);
+        let outcome = blocking::wait_watched(state, &latch, var);
         drop(registration);
         var_outcome(outcome)
     }
@@ -526,7 +526,7 @@ impl Engine {
         if running_op_of(state.id()) {
             return Err(EngineError::WaitAllInsideOp);
         }
-        wait::wait_idle(state, "wait_for_all");
+        blocking::wait_idle(state, "wait_for_all");
         after_idle(state)
     }
 

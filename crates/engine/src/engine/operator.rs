@@ -12,7 +12,7 @@ use crate::context::{FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::op::completion::Completion;
-use crate::op::operator::{OperatorDef, OperatorFn};
+use crate::op::operator_def::{OperatorDef, OperatorFn};
 use crate::op::result::IntoOpResult;
 
 /// A reusable operator, from [`Engine::operator`]. Cloning shares it; pushes hold it alive until

@@ -9,7 +9,7 @@ use crate::context::{Context, FnProperty, RunContext};
 use crate::failure::{FailureCause, OpFailure};
 use crate::name::OpName;
 use crate::op::completion::Completion;
-use crate::op::operator::{OperatorDef, OperatorFn};
+use crate::op::operator_def::{OperatorDef, OperatorFn};
 use crate::op::segment::Segment;
 pub(crate) use crate::op::sync_fn::SyncFn;
 use crate::profile::recorder::ProfiledOp;

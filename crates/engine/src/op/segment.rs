@@ -19,7 +19,7 @@
 use depengine_sync::{Mutex, lock};
 
 use crate::name::OpName;
-use crate::op::record::SyncFn;
+use crate::op::sync_fn::SyncFn;
 
 /// The most vars a segment's first op, and so the segment, may use (an op on more vars runs
 /// alone); keeps a member's vars in 18 bytes.

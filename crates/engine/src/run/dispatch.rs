@@ -75,7 +75,7 @@ impl<'a> Dispatcher<'a> {
 /// - after every op this thread is completing: a completion that runs released ops inline
 ///   (naive ops, `submit_or_run_with`) collects their callbacks, and calls them with its own;
 /// - with the op kept for this worker handed back to its block, where a stand-in reaches it
-///   if the callback waits (`engine/wait.rs`);
+///   if the callback waits (`engine/blocking.rs`);
 /// - marked as a task of the engine: a last handle dropped here shuts the engine down on a
 ///   thread of its own (`Handle::close`) rather than wait for this thread's reference.
 impl Drop for Dispatcher<'_> {

@@ -13,7 +13,7 @@ use crate::context::RunContext;
 use crate::failure::{BoxError, FailureCause, OpFailure, panic_message};
 use crate::name::OpName;
 use crate::op::completion::{Completion, FinishAsync};
-use crate::op::operator::OperatorFn;
+use crate::op::operator_def::OperatorFn;
 use crate::op::record::{BlockKey, OpFn, OpRecord, Payload};
 use crate::profile::recorder::{ProfiledOp, Started};
 use crate::profile::report::ProfiledOutcome;

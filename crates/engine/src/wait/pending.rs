@@ -98,7 +98,7 @@ impl PendingOps {
     }
 
     /// Blocks until every op counted so far has completed (see `idle.rs`), warning while it
-    /// blocks that `what` (the shutdown) waits. (`wait_for_all` waits in `engine/wait.rs`.)
+    /// blocks that `what` (the shutdown) waits. (`wait_for_all` waits in `engine/blocking.rs`.)
     pub(crate) fn wait_idle(&self, what: &str) {
         let mut clock = self.stall_clock();
         while !self.counter.wait_idle_for(clock.timeout(None)) {

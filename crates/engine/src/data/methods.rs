@@ -10,7 +10,7 @@ use crate::data::hold::{self, Handed, HoldKind, HoldLatch};
 use crate::data::read_future::ReadData;
 use crate::data::take;
 use crate::data::{DataRefused, TakeError};
-use crate::engine::{Engine, wait};
+use crate::engine::{Engine, blocking};
 use crate::error::{EngineError, Result};
 use crate::op::completion::Completion;
 use crate::thread::frame::running_op_of;
@@ -216,7 +216,7 @@ impl Engine {
         loop {
             let latch = Arc::new(HoldLatch::new());
             hold::push_hold(state, data.var(), kind, &latch)?;
-            match wait::wait_watched(state, &latch, data.var()) {
+            match blocking::wait_watched(state, &latch, data.var()) {
                 Handed::Granted(completion) => return Ok(completion),
                 Handed::Skipped => self.wait_for_var(data.var())?,
             }
