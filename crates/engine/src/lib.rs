@@ -229,7 +229,7 @@ pub use engine::profiler_handle::Profiler;
 pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
 pub use failure::{BoxError, FailureCause, OpFailure};
-pub use op::completion::Completion;
+pub use op::record::Completion;
 pub use op::result::IntoOpResult;
 pub use profile::recorder::ProfileMode;
 pub use profile::report::{OpProfile, OpSummary, Profile, ProfiledOutcome};

@@ -7,7 +7,7 @@ use std::ops::{Deref, DerefMut};
 
 use crate::data::cell::{CellPtr, ExclusiveCell, SharedCell};
 use crate::engine::Engine;
-use crate::op::completion::Completion;
+use crate::op::record::Completion;
 
 /// Shared access to a [`Data<T>`](crate::Data) from outside the engine's ops, from
 /// [`Engine::read`](crate::Engine::read): while it lives, the value's var is held as a read

@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::data::access::AccessList;
 use crate::failure::BoxError;
-use crate::op::completion::Completion;
+use crate::op::record::Completion;
 
 /// What an async typed op's function receives: the op's data, held until it completes. The
 /// references ([`refs`](Self::refs)) borrow from it, and completing consumes it

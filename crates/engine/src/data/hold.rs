@@ -22,7 +22,7 @@ use depengine_graph::Var;
 use crate::context::{Context, FnProperty};
 use crate::error::Result;
 use crate::name::OpName;
-use crate::op::completion::Completion;
+use crate::op::record::Completion;
 use crate::op::record::{OpFn, OpRecord};
 use crate::run::EngineState;
 use crate::wait::latch::Latch;

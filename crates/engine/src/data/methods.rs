@@ -12,7 +12,7 @@ use crate::data::take;
 use crate::data::{DataRefused, TakeError};
 use crate::engine::{Engine, blocking};
 use crate::error::{EngineError, Result};
-use crate::op::completion::Completion;
+use crate::op::record::Completion;
 use crate::thread::frame::running_op_of;
 
 impl Engine {

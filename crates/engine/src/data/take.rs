@@ -59,9 +59,7 @@ fn take_after_shutdown<T: Send + 'static>(
 ) -> Result<T, TakeError<T>> {
     let state = engine.state();
     let var = last.var();
-    state
-        .pending()
-        .wait_idle("taking data back after the shutdown");
+    blocking::wait_idle(state, "taking data back after the shutdown");
     let graph = state.graph();
     // Read before the deletion, which drops it; a var deleted by hand refuses the take, as a
     // live engine's hold does.

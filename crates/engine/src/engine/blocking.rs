@@ -10,6 +10,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use depengine_graph::{Access, Var};
+use depengine_sync::Backoff;
 
 use crate::config::EngineKind;
 use crate::engine::dump;
@@ -67,9 +68,10 @@ pub(crate) fn waits_for_releases(engine: u64) -> bool {
 /// The shutdown's wait for every op, whose stall warnings carry `dump_pending`'s picture.
 pub(crate) fn wait_for_shutdown(state: &Arc<EngineState>) {
     let pending = state.pending();
-    let mut clock = pending.stall_clock();
-    while !pending.wait_idle_for(clock.timeout(None)) {
-        if let Some(waited) = clock.due() {
+    block_until(
+        state,
+        |timeout| pending.wait_idle_for(timeout).then_some(()),
+        |waited| {
             let mut dot = Vec::new();
             let _ = dump::write_pending(state, &mut dot);
             warn(
@@ -83,23 +85,24 @@ pub(crate) fn wait_for_shutdown(state: &Arc<EngineState>) {
                     String::from_utf8_lossy(&dot).trim_end(),
                 ),
             );
-        }
-    }
+        },
+    );
 }
 
 /// The shutdown's wait, once its blocks are stopped, for the other references to the engine's
 /// state to go: a stand-in, a task's epilogue, an async completion or a value's release, each
-/// past its op. Yields at first, then sleeps, warning if it lasts.
+/// past its op. Backs off (spins, yields), then sleeps, warning if it lasts.
 pub(crate) fn wait_for_last_reference(state: &Arc<EngineState>) {
     let mut clock = state.pending().stall_clock();
-    let mut round = 0_u32;
+    let backoff = Backoff::new();
+    let mut nap = Duration::from_micros(100);
     while Arc::strong_count(state) > 1 {
-        if round < 64 {
-            thread::yield_now();
+        if backoff.is_completed() {
+            thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(10));
         } else {
-            thread::sleep(Duration::from_micros(100 << (round - 64).min(6)));
+            backoff.snooze();
         }
-        round = round.saturating_add(1);
         if let Some(waited) = clock.due() {
             warn(
                 Topic::Stall,

@@ -18,7 +18,7 @@ use crate::context::{Context, FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::name::OpName;
-use crate::op::completion::Completion;
+use crate::op::record::Completion;
 use crate::op::record::{OpFn, OpRecord, SyncFn};
 use crate::op::result::IntoOpResult;
 

@@ -11,8 +11,8 @@ use depengine_graph::Var;
 use crate::context::{FnProperty, RunContext};
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
-use crate::op::completion::Completion;
-use crate::op::operator_def::{OperatorDef, OperatorFn};
+use crate::op::record::Completion;
+use crate::op::record::{OperatorDef, OperatorFn};
 use crate::op::result::IntoOpResult;
 
 /// A reusable operator, from [`Engine::operator`]. Cloning shares it; pushes hold it alive until

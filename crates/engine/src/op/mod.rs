@@ -4,7 +4,6 @@
 //! (`sync_fn.rs`, inline in the record when small), and what it sees of its vars (`vars.rs`).
 
 pub(crate) mod completion;
-pub(crate) mod operator_def;
 pub(crate) mod record;
 pub(crate) mod result;
 pub(crate) mod segment;

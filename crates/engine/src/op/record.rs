@@ -2,21 +2,106 @@
 //! op to run ([`OpRecord`]) or the latch of a `wait_for_var` (released at dispatch, never run).
 //! The dispatcher sorts a ready op by its payload (`ReadyOp::try_map`), so that what executes
 //! an op takes a `ReadyOp<OpRecord>`, which cannot be a wait.
+//!
+//! Also here, since they and the record hold each other: the [`Completion`] an async op's
+//! function takes (it holds the ready op; `completion.rs` completes it), and the shared part of
+//! a reusable operator (MXNet's `NewOperator`: its function, vars and property, held by its
+//! [`Operator`](crate::Operator) handles and by every pending push of it).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use depengine_graph::{ReadyOp, Var};
 
 use crate::context::{Context, FnProperty, RunContext};
-use crate::failure::{FailureCause, OpFailure};
+use crate::failure::{BoxError, FailureCause, OpFailure};
 use crate::name::OpName;
-use crate::op::completion::Completion;
-use crate::op::operator_def::{OperatorDef, OperatorFn};
 use crate::op::segment::Segment;
 pub(crate) use crate::op::sync_fn::SyncFn;
-use crate::profile::recorder::ProfiledOp;
+use crate::profile::recorder::{ProfiledOp, Started};
 use crate::wait::deadlock::WaitLatch;
 
 /// A one-shot async op function.
 pub(crate) type AsyncFn = Box<dyn FnOnce(RunContext, Completion) + Send>;
+
+/// A reusable sync function.
+type SharedSyncFn = Box<dyn Fn(RunContext) -> Result<(), BoxError> + Send + Sync>;
+/// A reusable async function.
+type SharedAsyncFn = Box<dyn Fn(RunContext, Completion) + Send + Sync>;
+
+/// An operator's function, run once per push.
+pub(crate) enum OperatorFn {
+    Sync(SharedSyncFn),
+    Async(SharedAsyncFn),
+}
+
+/// What an operator is, shared by its handles and its pending pushes.
+pub(crate) struct OperatorDef {
+    pub(crate) engine: u64,
+    pub(crate) name: OpName,
+    /// Every push is marked for the profiler (see [`OperatorBuilder::profiled`](crate::OperatorBuilder::profiled)).
+    pub(crate) profiled: bool,
+    pub(crate) reads: Box<[Var]>,
+    pub(crate) writes: Box<[Var]>,
+    pub(crate) property: FnProperty,
+    pub(crate) func: OperatorFn,
+    /// Set once by `Engine::delete_operator`; later pushes of the operator fail.
+    ///
+    /// `Relaxed`: the flag publishes no data (the function is freed by the last `Arc`
+    /// reference, whose count orders the drop). A push that happens-after the delete sees it
+    /// by coherence, whatever the ordering; one concurrent with it may run under any
+    /// ordering, as documented ("pushes already made still run").
+    pub(crate) deleted: AtomicBool,
+}
+
+/// Where an async op's completion goes: the engine that runs the op. A trait object, so that
+/// what an op is (this module) does not depend on how the engine runs it (`run/`).
+pub(crate) trait FinishAsync: Send + Sync {
+    /// Completes `op` with `outcome` (recording it for the profiler if it `started` a profiled
+    /// run), releasing its dependents.
+    fn finish_async(
+        self: Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        started: Option<Started>,
+        outcome: Result<(), OpFailure>,
+    );
+}
+
+/// Completes an async op. Consumed by [`complete`](Self::complete) (or [`ok`](Self::ok),
+/// [`fail`](Self::fail)), so an op completes at most once; dropped without completing, it
+/// completes the op with [`FailureCause::CompletionDropped`] (or [`FailureCause::Panic`] when
+/// dropped by a panic), so a forgotten completion is an error, never a hang. Only
+/// `std::mem::forget` can leak it, and then waits on the op's vars never return.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::mpsc;
+///
+/// use depengine::{Completion, Engine, EngineConfig};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let var = engine.new_var()?;
+/// let (tx, rx) = mpsc::channel::<Completion>();
+/// engine.op("download").writes([var]).push_async(move |_, done| tx.send(done).unwrap())?;
+/// let done = rx.recv().unwrap(); // the op returned; it runs until `done` completes
+/// assert_eq!(done.op_name(), "download");
+///
+/// // Completed once, from any thread: `ok`, `fail` or `complete`.
+/// std::thread::spawn(move || done.fail("connection reset")).join().unwrap();
+/// let error = engine.wait_for_var(var).unwrap_err();
+/// assert_eq!(error.to_string(), "op `download` failed: connection reset");
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
+#[must_use = "an async op must complete its token (dropping it fails the op)"]
+pub struct Completion {
+    pub(super) state: Option<(Arc<dyn FinishAsync>, ReadyOp<OpRecord>)>,
+    /// When the op's function started, if the profiler records it.
+    pub(super) started: Option<Started>,
+    /// The op's frame flag (`frame.rs`): set before the op's vars are released, so that its
+    /// function, if still running, no longer counts as holding them.
+    pub(super) released: Arc<AtomicBool>,
+}
 
 /// What runs when the op is executed.
 pub(crate) enum OpFn {

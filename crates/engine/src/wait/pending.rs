@@ -20,8 +20,9 @@ use crate::warn::{DUMP_HINT, Topic, warn};
 /// the thread that completes an op (a worker, a device executor's thread, the thread that
 /// completes an async op, a pusher running an op inline) counts it out ([`done`](Self::done),
 /// the completers' line); `wait_for_all`'s caller and the last handle's teardown wait on it
-/// ([`wait_idle`](Self::wait_idle)), and whoever polls a `wait_for_all_async` future
-/// ([`poll_idle`](Self::poll_idle)); `Engine::shutdown` and the last handle's drop set the flag.
+/// ([`wait_idle_for`](Self::wait_idle_for), from `engine/blocking.rs`), and whoever polls a
+/// `wait_for_all_async` future ([`poll_idle`](Self::poll_idle)); `Engine::shutdown` and the
+/// last handle's drop set the flag.
 pub(crate) struct PendingOps {
     counter: IdleCounter,
     /// Set by `Engine::shutdown` and by the last handle's drop; a push that sees it fails.
@@ -95,17 +96,6 @@ impl PendingOps {
     /// The clock of a wait on the engine that warns while it blocks.
     pub(crate) fn stall_clock(&self) -> StallClock {
         StallClock::start(self.stall_warning)
-    }
-
-    /// Blocks until every op counted so far has completed (see `idle.rs`), warning while it
-    /// blocks that `what` (the shutdown) waits. (`wait_for_all` waits in `engine/blocking.rs`.)
-    pub(crate) fn wait_idle(&self, what: &str) {
-        let mut clock = self.stall_clock();
-        while !self.counter.wait_idle_for(clock.timeout(None)) {
-            if let Some(waited) = clock.due() {
-                self.warn_stalled(what, waited);
-            }
-        }
     }
 
     /// Blocks for about `timeout` at most (`None`: no limit) until every op counted so far has
