@@ -170,6 +170,7 @@
     reason = "the docs name MXNet and its classes, which are not items of this crate"
 )]
 
+mod api;
 mod config;
 mod context;
 #[allow(
@@ -177,7 +178,6 @@ mod context;
     reason = "the typed data's cell: its safety argument is data/cell.rs"
 )]
 mod data;
-mod engine;
 mod error;
 mod failure;
 mod name;
@@ -218,15 +218,15 @@ pub use depengine_device::{
 pub mod cuda {
     pub use depengine_cuda::{CudaBackend, CudaError, CudaRun, Driver, cudarc, kernels, memory};
 }
+pub use api::async_wait::{WaitForAll, WaitForVar};
+pub use api::op_builder::OpBuilder;
+pub use api::operator::{Operator, OperatorBuilder};
+pub use api::profiler_handle::Profiler;
+pub use api::{Engine, EngineStats};
 pub use depengine_graph::Var;
 /// The most threads a block of workers may have: each thread count of an [`EngineConfig`] is at
 /// most this (a larger one is [`ConfigError::TooManyThreads`]).
 pub use depengine_pool::MAX_THREADS;
-pub use engine::async_wait::{WaitForAll, WaitForVar};
-pub use engine::op_builder::OpBuilder;
-pub use engine::operator::{Operator, OperatorBuilder};
-pub use engine::profiler_handle::Profiler;
-pub use engine::{Engine, EngineStats};
 pub use error::{EngineError, Result};
 pub use failure::{BoxError, FailureCause, OpFailure};
 pub use op::record::Completion;

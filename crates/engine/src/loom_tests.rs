@@ -1,7 +1,7 @@
 //! Loom models of the facade's own synchronization: the completion counter that
 //! `wait_for_all` and pushers held back by the pending bound sleep on (or a
 //! `wait_for_all_async` future awaits), with the count of values' releases run after their ops
-//! (`wait/releases.rs`), the latch `wait_for_var` blocks on, or abandons
+//! (`wait/releases.rs`), the outcome `wait_for_var` blocks on, or abandons
 //! (`engine/blocking.rs`), or its future polls; and bulk execution's hand-overs: a segment's members
 //! between the pushing thread and the runner, and the count of graph entries that tells a
 //! join whether another entry came in between (with the real graph).
@@ -27,7 +27,7 @@ use crate::name::OpName;
 use crate::op::segment::{Member, MemberVars, Segment};
 use crate::run::GraphEntries;
 use crate::wait::idle::{Admission, IdleCounter, IdleWaiter, PendingBound};
-use crate::wait::latch::Latch;
+use crate::wait::one_shot::OneShot;
 use crate::wait::releases::Releases;
 
 /// An op: its effect, then its completion.
@@ -334,54 +334,54 @@ fn an_allowance_ends_and_the_bound_holds_again() {
     });
 }
 
-/// The latch hands its value over whether it is set before or after the wait begins.
+/// The outcome hands its value over whether it is set before or after the wait begins.
 ///
-/// Catches no ordering: the latch is a mutex and a condvar, with no atomics of its own.
+/// Catches no ordering: the outcome is a mutex and a condvar, with no atomics of its own.
 #[test]
 fn latch_hands_over_its_value() {
     loom::model(|| {
-        let latch = Arc::new(Latch::new());
+        let outcome = Arc::new(OneShot::new());
         let setter = {
-            let latch = Arc::clone(&latch);
-            thread::spawn(move || latch.set(7_u32))
+            let outcome = Arc::clone(&outcome);
+            thread::spawn(move || outcome.set(7_u32))
         };
-        assert_eq!(latch.wait(), 7);
+        assert_eq!(outcome.wait(), 7);
         setter.join().unwrap();
     });
 }
 
-/// A waiter that abandons the latch races the setter's claim: either the waiter gave up and
+/// A waiter that abandons the outcome races the setter's claim: either the waiter gave up and
 /// the setter's side effect (taking the var's failure) never happens, or the setter claimed
 /// first, and the waiter, refused, gets the value.
 ///
-/// Catches no ordering: the latch is a mutex and a condvar, with no atomics of its own.
+/// Catches no ordering: the outcome is a mutex and a condvar, with no atomics of its own.
 #[test]
 fn latch_abandon_and_claim_exclude_each_other() {
     loom::model(|| {
-        let latch = Arc::new(Latch::new());
+        let outcome = Arc::new(OneShot::new());
         let taken = Arc::new(AtomicBool::new(false));
         let setter = {
-            let (latch, taken) = (Arc::clone(&latch), Arc::clone(&taken));
+            let (outcome, taken) = (Arc::clone(&outcome), Arc::clone(&taken));
             thread::spawn(move || {
-                if latch.claim() {
+                if outcome.claim() {
                     taken.store(true, Ordering::Relaxed);
                 }
-                latch.set(7_u32);
+                outcome.set(7_u32);
             })
         };
-        if latch.abandon() {
+        if outcome.abandon() {
             setter.join().unwrap();
             assert!(!taken.load(Ordering::Relaxed));
-            assert!(!latch.is_set());
+            assert!(!outcome.is_set());
         } else {
-            assert_eq!(latch.wait(), 7);
+            assert_eq!(outcome.wait(), 7);
             setter.join().unwrap();
             assert!(taken.load(Ordering::Relaxed));
         }
     });
 }
 
-/// A future polls the latch while the setter sets it: a poll from a task that then stops
+/// A future polls the outcome while the setter sets it: a poll from a task that then stops
 /// waiting stores a waker that wakes nobody, then the awaiting task polls; the setter must
 /// wake the latest waker, whether it sets before, between or after the polls.
 ///
@@ -389,20 +389,20 @@ fn latch_abandon_and_claim_exclude_each_other() {
 /// then falls in between, takes no waker, and the await never wakes: loom reports the
 /// deadlock); and keeping a stale waker instead of replacing it.
 #[test]
-fn latch_poll_never_misses_the_set() {
+fn one_shot_poll_never_misses_the_set() {
     loom::model(|| {
-        let latch = Arc::new(Latch::new());
+        let outcome = Arc::new(OneShot::new());
         let setter = {
-            let latch = Arc::clone(&latch);
+            let outcome = Arc::clone(&outcome);
             thread::spawn(move || {
-                assert!(latch.claim());
-                latch.set(7_u32);
+                assert!(outcome.claim());
+                outcome.set(7_u32);
             })
         };
-        let stale = latch.poll_take(&mut Context::from_waker(Waker::noop()));
+        let stale = outcome.poll_take(&mut Context::from_waker(Waker::noop()));
         let value = match stale {
             Poll::Ready(value) => value,
-            Poll::Pending => loom::future::block_on(poll_fn(|cx| latch.poll_take(cx))),
+            Poll::Pending => loom::future::block_on(poll_fn(|cx| outcome.poll_take(cx))),
         };
         assert_eq!(value, 7);
         setter.join().unwrap();

@@ -38,7 +38,6 @@
 //! ```
 
 mod builder;
-mod context;
 mod event_count;
 mod injector;
 mod item;
@@ -54,6 +53,7 @@ mod spin_window;
 mod thread_pool;
 mod unwind;
 mod worker;
+mod worker_local;
 
 pub use builder::{BuildError, Builder, DEFAULT_MAX_SPIN, MAX_THREADS};
 pub use event_count::EventCount;

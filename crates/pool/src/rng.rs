@@ -1,11 +1,11 @@
-//! A pseudo-random sequence (xorshift64*), whose state each thread keeps in its `WorkerContext`,
+//! A pseudo-random sequence (xorshift64*), whose state each thread keeps in its `WorkerLocal`,
 //! and coprime strides, for the order in which a thief visits its victims.
 //! Quality needs are low; speed and no shared state are what matter.
 
 use std::cell::Cell;
 
 /// The next pseudo-random number of the sequence kept in `state` (a thread's own, in its
-/// `WorkerContext`: see `context.rs`); a zero state is seeded first.
+/// `WorkerLocal`: see `worker_local.rs`); a zero state is seeded first.
 pub(crate) fn next_u64(state: &Cell<u64>) -> u64 {
     let mut x = state.get();
     if x == 0 {

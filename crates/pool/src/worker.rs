@@ -3,7 +3,7 @@
 //! # Finding work
 //!
 //! A worker looks, in order, at
-//! 1. its next-task slot (`context.rs`), then the front of its own queue (its own newest
+//! 1. its next-task slot (`worker_local.rs`), then the front of its own queue (its own newest
 //!    spawns: LIFO, cache-hot);
 //! 2. the injector, where threads outside the pool submit (FIFO), taking the oldest job and
 //!    up to `INJECTOR_BATCH - 1` more behind it (as many as its own queue has room for)
@@ -147,7 +147,6 @@
 //! `injector_limit` run inline on the submitter, unless the pool has no limit.
 
 use crate::builder::Saturation;
-use crate::context;
 use crate::event_count::EventCount;
 use crate::injector::Injector;
 use crate::item::{Item, Work};
@@ -157,6 +156,7 @@ use crate::rng;
 use crate::run_queue::RunQueue;
 use crate::spin_window::SpinWindow;
 use crate::unwind::PanicHandler;
+use crate::worker_local;
 use depengine_sync::{
     AtomicU8, AtomicUsize, Backoff, CachePadded, UnsafeCell, fence, spin_hint, yield_now,
 };
@@ -217,7 +217,7 @@ const TERMINATED: u8 = 2;
 pub(crate) struct Shared<T = Infallible> {
     /// One queue per worker; worker `i` owns the front of `queues[i]`.
     pub(crate) queues: Box<[RunQueue<Work<T>>]>,
-    /// One next-task slot per worker (`context.rs`); worker `i` alone touches `next[i]`.
+    /// One next-task slot per worker (`worker_local.rs`); worker `i` alone touches `next[i]`.
     next: Box<[CachePadded<NextSlot<T>>]>,
     /// Work submitted from outside the pool.
     injector: Injector<Work<T>>,
@@ -286,7 +286,7 @@ impl<T: Item> Shared<T> {
     /// The index of the current thread in this pool, if it is one of its workers.
     #[inline]
     pub(crate) fn current_index(&self) -> Option<usize> {
-        context::worker_index(self.address())
+        worker_local::worker_index(self.address())
     }
 
     /// This pool's identity in the workers' contexts.
@@ -314,7 +314,7 @@ impl<T: Item> Shared<T> {
     #[inline]
     pub(crate) fn inject_item_or_run(&self, item: T, run: impl FnOnce(T)) {
         if let Some(index) = self.current_index()
-            && !context::overflowing()
+            && !worker_local::overflowing()
         {
             let own = &self.queues[index];
             // Only this worker pushes to its queue and thieves only take from it, so a queue
@@ -324,9 +324,9 @@ impl<T: Item> Shared<T> {
             // a `Work` and a refused push, a copy of the item each.)
             if own.len() >= own.capacity() {
                 self.release_kept(index);
-                context::set_overflowing(true);
+                worker_local::set_overflowing(true);
                 let outcome = panic::catch_unwind(AssertUnwindSafe(|| run(item)));
-                context::set_overflowing(false);
+                worker_local::set_overflowing(false);
                 if let Err(payload) = outcome {
                     self.handle_panic(payload);
                 }
@@ -347,13 +347,13 @@ impl<T: Item> Shared<T> {
                 // SAFETY: `current_index` is `Some(index)` only on worker `index` of this
                 // pool (`run_worker` sets it on that thread alone): the queue's owner.
                 if let Err(work) = unsafe { self.queues[index].push_front(work) } {
-                    if !inline_when_full || context::overflowing() {
+                    if !inline_when_full || worker_local::overflowing() {
                         self.injector.push(work);
                     } else {
                         self.release_kept(index);
-                        context::set_overflowing(true);
+                        worker_local::set_overflowing(true);
                         self.execute(work);
-                        context::set_overflowing(false);
+                        worker_local::set_overflowing(false);
                         return;
                     }
                 }
@@ -392,7 +392,7 @@ impl<T: Item> Shared<T> {
     }
 
     /// Submits work to run next on the current worker, after the task running now (see
-    /// `context.rs`); from outside the pool, or if this worker already keeps work, as
+    /// `worker_local.rs`); from outside the pool, or if this worker already keeps work, as
     /// `inject`.
     #[inline]
     pub(crate) fn inject_next(&self, work: Work<T>) {
@@ -473,7 +473,7 @@ impl<T: Item> Shared<T> {
     #[inline]
     fn wake_for_push(&self) {
         let counted_on_a_spinner = self.spinner_will_look()
-            && !(context::check_due_after_skipped_wake(STARVATION_CHECK)
+            && !(worker_local::check_due_after_skipped_wake(STARVATION_CHECK)
                 && self.injector.len() >= STARVED_BACKLOG);
         if !counted_on_a_spinner {
             self.event.notify_fenced(false);
@@ -590,7 +590,7 @@ impl<T: Item> Shared<T> {
         if n < 2 {
             return None;
         }
-        let random = context::next_random() as usize;
+        let random = worker_local::next_random() as usize;
         let stride = self.strides[(random >> 16) % self.strides.len()];
         let mut victim = random % n;
         let own = &self.queues[index];
@@ -833,7 +833,7 @@ impl<T: Item> Shared<T> {
 
     /// The body of worker `index`.
     pub(crate) fn run_worker(&self, index: usize) {
-        context::set_worker(self.address(), index);
+        worker_local::set_worker(self.address(), index);
         // Whether this worker comes back from the sleep protocol (see `wake_another`).
         let mut woken = false;
         // When this worker's idle period began, while it lasts (not timed under loom), and
@@ -883,7 +883,7 @@ impl<T: Item> Shared<T> {
             }
             woken = true;
         }
-        context::set_worker(0, 0);
+        worker_local::set_worker(0, 0);
     }
 }
 

@@ -5,8 +5,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 
+use crate::api::Engine;
 use crate::data::cell::{CellPtr, ExclusiveCell, SharedCell};
-use crate::engine::Engine;
 use crate::op::record::Completion;
 
 /// Shared access to a [`Data<T>`](crate::Data) from outside the engine's ops, from

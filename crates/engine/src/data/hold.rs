@@ -1,7 +1,7 @@
 //! Holds: how a thread outside every op reaches a value (a guard, `take`, `read_async`).
 //!
 //! A hold is an async op on the data's var (a read, or a write) whose function hands its
-//! [`Completion`] to the waiting thread over a latch (`wait/latch.rs`): from then on, the
+//! [`Completion`] to the waiting thread over a one-shot (`wait/one_shot.rs`): from then on, the
 //! waiter holds the var as that op did, and completing the `Completion` (the guard's drop)
 //! releases it. No worker blocks: the function returns at once (and an async op that is ready
 //! at push time runs on the pushing thread, so holding an idle value costs one push and one
@@ -11,7 +11,7 @@
 //! and the hand-over's drop tells the waiter so ([`Handed::Skipped`]). The waiter then takes
 //! the failure with `wait_for_var`, as a failure is returned (and cleared) everywhere else.
 //!
-//! A waiter that gives up (a dropped future) abandons the latch; a grant that finds it
+//! A waiter that gives up (a dropped future) abandons the outcome; a grant that finds it
 //! abandoned completes its op itself, so a hold nobody waits for any more releases the var at
 //! once and fails nothing.
 
@@ -25,7 +25,7 @@ use crate::name::OpName;
 use crate::op::record::Completion;
 use crate::op::record::{OpFn, OpRecord};
 use crate::run::EngineState;
-use crate::wait::latch::Latch;
+use crate::wait::one_shot::OneShot;
 
 /// What a hold's op hands its waiter.
 pub(crate) enum Handed {
@@ -35,8 +35,8 @@ pub(crate) enum Handed {
     Skipped,
 }
 
-/// The latch a hold's waiter waits on.
-pub(crate) type HoldLatch = Latch<Handed>;
+/// The outcome a hold's waiter waits on.
+pub(crate) type HoldOutcome = OneShot<Handed>;
 
 /// How a hold uses the var.
 #[derive(Clone, Copy)]
@@ -59,17 +59,17 @@ impl HoldKind {
     }
 }
 
-/// The hold op's side of the latch: hands over the completion, or, dropped unrun (the op was
+/// The hold op's side of the outcome: hands over the completion, or, dropped unrun (the op was
 /// skipped), says so.
 struct HandOver {
     /// Taken by the grant.
-    latch: Option<Arc<HoldLatch>>,
+    outcome: Option<Arc<HoldOutcome>>,
 }
 
 impl HandOver {
     fn grant(mut self, completion: Completion) {
-        if let Some(latch) = self.latch.take()
-            && let Err(Handed::Granted(completion)) = latch.offer(Handed::Granted(completion))
+        if let Some(outcome) = self.outcome.take()
+            && let Err(Handed::Granted(completion)) = outcome.offer(Handed::Granted(completion))
         {
             // The waiter gave up: nobody holds the var; release it.
             completion.ok();
@@ -79,19 +79,19 @@ impl HandOver {
 
 impl Drop for HandOver {
     fn drop(&mut self) {
-        if let Some(latch) = self.latch.take() {
-            // An abandoned latch takes nothing: nothing to release.
-            let _ = latch.offer(Handed::Skipped);
+        if let Some(outcome) = self.outcome.take() {
+            // An abandoned outcome takes nothing: nothing to release.
+            let _ = outcome.offer(Handed::Skipped);
         }
     }
 }
 
-/// Pushes a hold of `var` whose op hands its completion over `latch`.
+/// Pushes a hold of `var` whose op hands its completion over `outcome`.
 pub(crate) fn push_hold(
     state: &Arc<EngineState>,
     var: Var,
     kind: HoldKind,
-    latch: &Arc<HoldLatch>,
+    outcome: &Arc<HoldOutcome>,
 ) -> Result<()> {
     let name = kind.op_name();
     let context = Context::cpu(0);
@@ -100,7 +100,7 @@ pub(crate) fn push_hold(
         .route(context, property)
         .map_err(|error| state.named(error, Some(name)))?;
     let hand_over = HandOver {
-        latch: Some(Arc::clone(latch)),
+        outcome: Some(Arc::clone(outcome)),
     };
     let record = OpRecord {
         name: OpName::Static(name),
@@ -123,10 +123,10 @@ pub(crate) fn push_hold(
         .map_err(|error| state.named(error, Some(name)))
 }
 
-/// Gives up waiting on `latch` (a dropped future): a grant already handed over is released.
-pub(crate) fn abandon(latch: &HoldLatch) {
-    if !latch.abandon()
-        && let Some(Handed::Granted(completion)) = latch.try_take()
+/// Gives up waiting on `outcome` (a dropped future): a grant already handed over is released.
+pub(crate) fn abandon(outcome: &HoldOutcome) {
+    if !outcome.abandon()
+        && let Some(Handed::Granted(completion)) = outcome.try_take()
     {
         completion.ok();
     }

@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
+use crate::api::{Engine, blocking};
 use crate::data::cell::CellPtr;
 use crate::data::guard::{ReadGuard, WriteGuard};
 use crate::data::handle::Data;
-use crate::data::hold::{self, Handed, HoldKind, HoldLatch};
+use crate::data::hold::{self, Handed, HoldKind, HoldOutcome};
 use crate::data::read_future::ReadData;
 use crate::data::take;
 use crate::data::{DataRefused, TakeError};
-use crate::engine::{Engine, blocking};
 use crate::error::{EngineError, Result};
 use crate::op::record::Completion;
 use crate::thread::frame::running_op_of;
@@ -152,8 +152,8 @@ impl Engine {
         let first = if let Some(error) = self.hold_refusal(data) {
             Err(error)
         } else {
-            let latch = Arc::new(HoldLatch::new());
-            hold::push_hold(self.state(), data.var(), HoldKind::Read, &latch).map(|()| latch)
+            let outcome = Arc::new(HoldOutcome::new());
+            hold::push_hold(self.state(), data.var(), HoldKind::Read, &outcome).map(|()| outcome)
         };
         ReadData::new(self, data.cell(), data.var(), first)
     }
@@ -214,9 +214,9 @@ impl Engine {
         }
         let state = self.state();
         loop {
-            let latch = Arc::new(HoldLatch::new());
-            hold::push_hold(state, data.var(), kind, &latch)?;
-            match blocking::wait_watched(state, &latch, data.var()) {
+            let outcome = Arc::new(HoldOutcome::new());
+            hold::push_hold(state, data.var(), kind, &outcome)?;
+            match blocking::wait_watched(state, &outcome, data.var()) {
                 Handed::Granted(completion) => return Ok(completion),
                 Handed::Skipped => self.wait_for_var(data.var())?,
             }

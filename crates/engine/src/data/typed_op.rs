@@ -8,10 +8,10 @@ use depengine_graph::Var;
 
 use crate::context::{Context, FnProperty, RunContext};
 
+use crate::api::op_builder::OpBuilder;
 use crate::data::access::{Access, AccessList, Append, ReadAccess, WriteAccess, sync_op};
 use crate::data::handle::Data;
 use crate::data::held::Held;
-use crate::engine::op_builder::OpBuilder;
 use crate::error::{EngineError, Result};
 use crate::op::record::OpFn;
 use crate::op::result::IntoOpResult;

@@ -15,7 +15,7 @@ use crate::run::EngineState;
 use crate::thread;
 use crate::thread::serving::{Served, Serving};
 use crate::thread::task::TaskMarker;
-use crate::wait::deadlock::WaitLatch;
+use crate::wait::deadlock::WaitOutcome;
 
 /// The graph's dispatcher: routes each ready op.
 pub(super) struct Dispatcher<'a> {
@@ -33,7 +33,7 @@ pub(super) struct Dispatcher<'a> {
     kept: bool,
     /// Who calls the callbacks of the vars this completion, and the ops run nested in it,
     /// reclaimed (a typed value's release, a `delete_var` callback), which wait in the
-    /// thread's list (`ThreadContext::reclaims`; not here: a dispatcher with a `Vec` to drop
+    /// thread's list (`ThreadState::reclaims`; not here: a dispatcher with a `Vec` to drop
     /// would cost every op an out-of-line drop).
     reclaims: Reclaims,
 }
@@ -272,12 +272,12 @@ impl EngineState {
     /// Takes (clears) the var's failure while the write still holds the var alone, so every op
     /// pushed before the wait saw the failure and every op pushed after sees the var cleared.
     /// A wait its waiter abandoned (`deadlock.rs`) takes nothing: the var keeps its failure.
-    fn release_wait(self: &Arc<Self>, op: ReadyOp<Arc<WaitLatch>>) {
+    fn release_wait(self: &Arc<Self>, op: ReadyOp<Arc<WaitOutcome>>) {
         // The payload goes back to the graph with the op; waits are rare enough that a count
-        // update is the simplest way to keep the latch.
-        let latch = Arc::clone(op.payload());
+        // update is the simplest way to keep the outcome.
+        let outcome = Arc::clone(op.payload());
         let var = op.writes().next();
-        let (failure, outcome) = if latch.claim() {
+        let (failure, result) = if outcome.claim() {
             // Completing the write with `Ok` leaves the var clear.
             let failure = var.and_then(|var| self.graph.clear_failure(var).ok().flatten());
             (failure, Ok(()))
@@ -290,8 +290,8 @@ impl EngineState {
         // Our own op, so `complete` cannot fail.
         let _ = self
             .graph
-            .complete(op.map(Payload::Wait), outcome, &mut dispatcher);
-        latch.set(failure);
+            .complete(op.map(Payload::Wait), result, &mut dispatcher);
+        outcome.set(failure);
         // The reclaimed vars' callbacks, the waiter released first.
         drop(dispatcher);
     }

@@ -14,7 +14,7 @@
 //! whole life, and its vars are read from the op when they are asked for. An async op moves
 //! into its `Completion` while its function runs, so its frame ([`OpFrame`]) copies the vars.
 //!
-//! Only the owning thread touches its frames (in its `ThreadContext`); the released flag is the one thing other
+//! Only the owning thread touches its frames (in its `ThreadState`); the released flag is the one thing other
 //! threads write (before they complete the op). The deadlock check counts sync frames only
 //! ([`sync_ops_hold`]).
 //!

@@ -1,5 +1,5 @@
 //! The engine's per-thread context: everything the engine remembers about the current thread,
-//! in one thread-local ([`ThreadContext`], as rayon's `WorkerThread` and tokio's `Context`).
+//! in one thread-local ([`ThreadState`], as rayon's `WorkerThread` and tokio's `Context`).
 //!
 //! Any thread can run engine code: a pusher, a worker of a block, a stand-in, a device
 //! executor's thread, a thread that completes an async op. Only the thread itself touches its
@@ -55,7 +55,7 @@ pub(crate) struct Reclaims {
 }
 
 /// What the engine knows about the current thread (see the module documentation).
-pub(crate) struct ThreadContext {
+pub(crate) struct ThreadState {
     pub(crate) tasks: RefCell<Vec<u64>>,
     pub(crate) frames: RefCell<frame::Frames>,
     pub(crate) serving: Cell<Option<(u64, serving::Served)>>,
@@ -68,9 +68,9 @@ pub(crate) struct ThreadContext {
     pub(crate) reclaims: RefCell<Reclaims>,
 }
 
-impl ThreadContext {
+impl ThreadState {
     const fn new() -> Self {
-        ThreadContext {
+        ThreadState {
             tasks: RefCell::new(Vec::new()),
             frames: RefCell::new(frame::Frames::new()),
             serving: Cell::new(None),
@@ -89,23 +89,23 @@ impl ThreadContext {
 #[cfg(not(loom))]
 std::thread_local! {
     // `const`: no lazy initialization to check on each access (every op enters a frame).
-    static CONTEXT: ThreadContext = const { ThreadContext::new() };
+    static CONTEXT: ThreadState = const { ThreadState::new() };
 }
 
 #[cfg(loom)]
 depengine_sync::thread_local! {
-    static CONTEXT: ThreadContext = ThreadContext::new();
+    static CONTEXT: ThreadState = ThreadState::new();
 }
 
 /// Calls `f` with the current thread's context.
 #[inline]
-pub(crate) fn with<R>(f: impl FnOnce(&ThreadContext) -> R) -> R {
+pub(crate) fn with<R>(f: impl FnOnce(&ThreadState) -> R) -> R {
     CONTEXT.with(f)
 }
 
 /// As [`with`], or `None` while the thread's thread-locals are being destroyed (an op completed
 /// from another thread-local's destructor).
-pub(crate) fn try_with<R>(f: impl FnOnce(&ThreadContext) -> R) -> Option<R> {
+pub(crate) fn try_with<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
     CONTEXT.try_with(f).ok()
 }
 

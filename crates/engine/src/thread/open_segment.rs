@@ -2,7 +2,7 @@
 //! join; and the checks of an op's vars that decide whether one may (the rules and why they
 //! keep the engine's semantics are in `run/bulk/mod.rs`).
 //!
-//! A thread has at most one open segment, of one engine (a field of its `ThreadContext`):
+//! A thread has at most one open segment, of one engine (a field of its `ThreadState`):
 //! pushing to another engine, or an op that cannot join, replaces or drops it. Only the
 //! thread itself touches it; the segment it names is shared with the thread that runs it.
 

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use depengine_graph::Var;
 
+use crate::api::Engine;
 use crate::context::{FnProperty, RunContext};
-use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::op::record::Completion;
 use crate::op::record::{OperatorDef, OperatorFn};

@@ -16,12 +16,12 @@ use std::sync::atomic::Ordering;
 
 use depengine_graph::{GraphError, Var};
 
+use crate::api::async_wait::{WaitForAll, WaitForVar};
+use crate::api::op_builder::OpBuilder;
+use crate::api::operator::{Operator, OperatorBuilder};
+use crate::api::profiler_handle::Profiler;
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::Context;
-use crate::engine::async_wait::{WaitForAll, WaitForVar};
-use crate::engine::op_builder::OpBuilder;
-use crate::engine::operator::{Operator, OperatorBuilder};
-use crate::engine::profiler_handle::Profiler;
 use crate::error::{EngineError, Result};
 use crate::failure::{FailureCause, OpFailure, panic_message};
 use crate::op::record::{OpFn, OpRecord, Payload};
@@ -30,7 +30,7 @@ use crate::run::EngineState;
 use crate::thread::frame::{running_op_of, running_op_uses, sync_ops_hold};
 use crate::thread::task::TaskMarker;
 use crate::wait::deadlock::closes_cycle;
-use crate::wait::latch::Latch;
+use crate::wait::one_shot::OneShot;
 
 /// Counters for leak checks and monitoring, from [`Engine::stats`].
 ///
@@ -425,34 +425,34 @@ impl Engine {
         if running_op_uses(state.id(), var) {
             return Err(state.named(EngineError::wait_on_own_var(var), None));
         }
-        let latch = Arc::new(Latch::new());
+        let outcome = Arc::new(OneShot::new());
         // Inside an op of this engine, the wait may close a cycle: register it before pushing
         // (see `deadlock.rs`). A thread outside every op holds no var, so it cannot.
         let held = sync_ops_hold(state.id());
         let mut registration =
-            (!held.is_empty()).then(|| state.blocked_waits().register(&latch, held.clone(), var));
+            (!held.is_empty()).then(|| state.blocked_waits().register(&outcome, held.clone(), var));
         state
-            .push_wait(var, &latch)
+            .push_wait(var, &outcome)
             .map_err(|error| state.named(error, None))?;
         if registration.is_some()
-            && !latch.is_set()
+            && !outcome.is_set()
             && closes_cycle(
                 state.graph(),
                 state.blocked_waits(),
-                &latch,
+                &outcome,
                 &held,
-                Payload::wait_latch,
+                Payload::wait_outcome,
             )
         {
             // Unregistered first: our vars are about to be released, so other walks must not
             // go on through them.
             drop(registration.take());
-            if latch.abandon() {
+            if outcome.abandon() {
                 return Err(state.named(EngineError::wait_deadlock(var), None));
             }
             // Claimed meanwhile: the wait op is being released after all.
         }
-        let outcome = blocking::wait_watched(state, &latch, var);
+        let outcome = blocking::wait_watched(state, &outcome, var);
         drop(registration);
         var_outcome(outcome)
     }
@@ -500,9 +500,9 @@ impl Engine {
         if running_op_uses(state.id(), var) {
             return WaitForVar::refused(state.named(EngineError::wait_on_own_var(var), None));
         }
-        let latch = Arc::new(Latch::new());
-        match state.push_wait(var, &latch) {
-            Ok(()) => WaitForVar::waiting(latch),
+        let outcome = Arc::new(OneShot::new());
+        match state.push_wait(var, &outcome) {
+            Ok(()) => WaitForVar::waiting(outcome),
             Err(error) => WaitForVar::refused(state.named(error, None)),
         }
     }
@@ -676,7 +676,7 @@ impl Engine {
     }
 }
 
-/// The outcome of a `wait_for_var`, blocking or async, from the value its latch carried: the
+/// The outcome of a `wait_for_var`, blocking or async, from the value its outcome carried: the
 /// failure taken from the var, now returned (so `wait_for_all` does not return it again).
 pub(crate) fn var_outcome(taken: Option<OpFailure>) -> Result<()> {
     match taken {

@@ -1,11 +1,11 @@
-//! [`Latch`]: the one-shot hand-over a `wait_for_var` waits on, blocking (`wait`) or as a
+//! [`OneShot`]: the one-shot hand-over a `wait_for_var` waits on, blocking (`wait`) or as a
 //! future (`poll_take`, for `wait_for_var_async`).
 //!
 //! # Protocol
 //!
 //! Everything lives under one mutex: the state (open, claimed, set, taken, abandoned) and the
 //! waker of a waiting future. The setter (`release_wait`, on whatever thread releases the
-//! wait op) first `claim`s the latch, unless the waiter `abandon`ed it (then it takes nothing
+//! wait op) first `claim`s the outcome, unless the waiter `abandon`ed it (then it takes nothing
 //! that belongs to the waiter), then `set`s it: it stores the value and takes the waker under
 //! the mutex, and after dropping it notifies the condvar and wakes the waker.
 //!
@@ -17,38 +17,38 @@
 //! (value in, waker out) is ordered with it by the mutex: if it comes first, the poll finds
 //! the value; if it comes second, it finds the waker the poll stored (the newest one: each
 //! poll replaces a waker that would not wake the same task) and wakes it once the mutex is
-//! dropped (so a waker that polls inline cannot deadlock on the latch). A poll between the
+//! dropped (so a waker that polls inline cannot deadlock on the outcome). A poll between the
 //! two (a spurious one, or a re-poll by another task) stores its waker before the setter
 //! takes it, so the waker woken is always that of the latest poll, as `Future` requires. The
-//! model `latch_poll_never_misses_the_set` in `loom_tests.rs` checks it; splitting the poll's
+//! model `one_shot_poll_never_misses_the_set` in `loom_tests.rs` checks it; splitting the poll's
 //! check and its registration into two critical sections makes it fail.
 
 use std::task::{Context, Poll, Waker};
 
 use depengine_sync::{Condvar, Mutex, lock, wait, wait_timeout};
 
-/// A one-shot latch carrying a value from the thread that sets it to the one thread (or
+/// A one-shot outcome carrying a value from the thread that sets it to the one thread (or
 /// future) waiting.
 ///
-/// The waiter may give up (`abandon`) as long as the setter has not `claim`ed the latch: the
+/// The waiter may give up (`abandon`) as long as the setter has not `claim`ed the outcome: the
 /// setter claims it before the side effects that belong to the waiter (`wait_for_var` taking
 /// the var's failure), so a waiter that gave up takes nothing, and one that cannot give up any
 /// more waits for a value that is on its way.
 ///
 /// Threads: the waiter (a thread in `wait`, or whoever polls the future) and the setter (the
 /// thread that releases the wait op), each under the mutex.
-pub(crate) struct Latch<T> {
+pub(crate) struct OneShot<T> {
     inner: Mutex<Inner<T>>,
     set: Condvar,
 }
 
 struct Inner<T> {
-    state: LatchState<T>,
-    /// The waker of the last poll that found the latch not set; taken by `set`.
+    state: OneShotState<T>,
+    /// The waker of the last poll that found the outcome not set; taken by `set`.
     waker: Option<Waker>,
 }
 
-enum LatchState<T> {
+enum OneShotState<T> {
     /// Nothing yet: the waiter may still abandon.
     Open,
     /// The setter committed to setting it.
@@ -60,46 +60,46 @@ enum LatchState<T> {
     Abandoned,
 }
 
-impl<T> Latch<T> {
+impl<T> OneShot<T> {
     pub(crate) fn new() -> Self {
-        Latch {
+        OneShot {
             inner: Mutex::new(Inner {
-                state: LatchState::Open,
+                state: OneShotState::Open,
                 waker: None,
             }),
             set: Condvar::new(),
         }
     }
 
-    /// Commits to setting the latch: `false` if the waiter abandoned it.
+    /// Commits to setting the outcome: `false` if the waiter abandoned it.
     pub(crate) fn claim(&self) -> bool {
         let mut inner = lock(&self.inner);
         match inner.state {
-            LatchState::Open => {
-                inner.state = LatchState::Claimed;
+            OneShotState::Open => {
+                inner.state = OneShotState::Claimed;
                 true
             }
-            LatchState::Abandoned => false,
-            LatchState::Claimed | LatchState::Set(_) | LatchState::Taken => true,
+            OneShotState::Abandoned => false,
+            OneShotState::Claimed | OneShotState::Set(_) | OneShotState::Taken => true,
         }
     }
 
-    /// Sets the latch (the first value wins) and wakes the waiter; does nothing if the waiter
+    /// Sets the outcome (the first value wins) and wakes the waiter; does nothing if the waiter
     /// abandoned it.
     pub(crate) fn set(&self, value: T) {
         // A value refused (abandoned, or set already) is dropped.
         let _ = self.offer(value);
     }
 
-    /// Sets the latch and wakes the waiter, unless the waiter abandoned it (or a value was set
+    /// Sets the outcome and wakes the waiter, unless the waiter abandoned it (or a value was set
     /// first): then `value` comes back, for the caller to dispose of (a hold's grant must
     /// still complete its op: `data/hold.rs`).
     pub(crate) fn offer(&self, value: T) -> Result<(), T> {
         let mut inner = lock(&self.inner);
-        if !matches!(inner.state, LatchState::Open | LatchState::Claimed) {
+        if !matches!(inner.state, OneShotState::Open | OneShotState::Claimed) {
             return Err(value);
         }
-        inner.state = LatchState::Set(value);
+        inner.state = OneShotState::Set(value);
         // Taken in the same critical section as the value is stored (see the module docs).
         let waker = inner.waker.take();
         drop(inner);
@@ -110,39 +110,39 @@ impl<T> Latch<T> {
         Ok(())
     }
 
-    /// Takes the value if the latch is set, without waiting (after a failed `abandon`).
+    /// Takes the value if the outcome is set, without waiting (after a failed `abandon`).
     pub(crate) fn try_take(&self) -> Option<T> {
         Self::take(&mut lock(&self.inner))
     }
 
-    /// Whether nothing happened to the latch yet: not claimed, set or abandoned.
+    /// Whether nothing happened to the outcome yet: not claimed, set or abandoned.
     pub(crate) fn is_open(&self) -> bool {
-        matches!(lock(&self.inner).state, LatchState::Open)
+        matches!(lock(&self.inner).state, OneShotState::Open)
     }
 
-    /// Whether the latch is set (its value not yet taken).
+    /// Whether the outcome is set (its value not yet taken).
     pub(crate) fn is_set(&self) -> bool {
-        matches!(lock(&self.inner).state, LatchState::Set(_))
+        matches!(lock(&self.inner).state, OneShotState::Set(_))
     }
 
-    /// Gives up waiting: `true` unless the setter claimed (or set) the latch already, in which
+    /// Gives up waiting: `true` unless the setter claimed (or set) the outcome already, in which
     /// case the caller must `wait` for the value (or, a future dropped, leave it).
     pub(crate) fn abandon(&self) -> bool {
         let mut inner = lock(&self.inner);
         inner.waker = None;
         match inner.state {
-            LatchState::Open | LatchState::Abandoned => {
-                inner.state = LatchState::Abandoned;
+            OneShotState::Open | OneShotState::Abandoned => {
+                inner.state = OneShotState::Abandoned;
                 true
             }
-            LatchState::Claimed | LatchState::Set(_) | LatchState::Taken => false,
+            OneShotState::Claimed | OneShotState::Set(_) | OneShotState::Taken => false,
         }
     }
 
-    /// Takes the value if the latch is set.
+    /// Takes the value if the outcome is set.
     fn take(inner: &mut Inner<T>) -> Option<T> {
-        match std::mem::replace(&mut inner.state, LatchState::Taken) {
-            LatchState::Set(value) => Some(value),
+        match std::mem::replace(&mut inner.state, OneShotState::Taken) {
+            OneShotState::Set(value) => Some(value),
             other => {
                 inner.state = other;
                 None
@@ -150,14 +150,14 @@ impl<T> Latch<T> {
         }
     }
 
-    /// The future's side of [`wait`](Self::wait): the value (once) if the latch is set, else
+    /// The future's side of [`wait`](Self::wait): the value (once) if the outcome is set, else
     /// `Pending`, with `cx`'s waker stored for `set` to wake, in the same critical section as
     /// the check (see the module docs). Not after `abandon` returned `true`.
     pub(crate) fn poll_take(&self, cx: &mut Context<'_>) -> Poll<T> {
         let mut inner = lock(&self.inner);
         debug_assert!(
-            !matches!(inner.state, LatchState::Abandoned),
-            "polling an abandoned latch"
+            !matches!(inner.state, OneShotState::Abandoned),
+            "polling an abandoned outcome"
         );
         if let Some(value) = Self::take(&mut inner) {
             inner.waker = None;
@@ -173,22 +173,22 @@ impl<T> Latch<T> {
     }
 
     /// As [`wait`](Self::wait), giving up after about `timeout` (or earlier, on a spurious
-    /// wake-up): `None` if the latch is not set by then.
+    /// wake-up): `None` if the outcome is not set by then.
     pub(crate) fn wait_timeout(&self, timeout: std::time::Duration) -> Option<T> {
         let mut inner = lock(&self.inner);
-        if !matches!(inner.state, LatchState::Set(_)) {
+        if !matches!(inner.state, OneShotState::Set(_)) {
             inner = wait_timeout(&self.set, inner, timeout).0;
         }
         Self::take(&mut inner)
     }
 
-    /// Blocks until the latch is set; returns its value (once). Not after `abandon` returned
+    /// Blocks until the outcome is set; returns its value (once). Not after `abandon` returned
     /// `true` (nothing would set it).
     pub(crate) fn wait(&self) -> T {
         let mut inner = lock(&self.inner);
         debug_assert!(
-            !matches!(inner.state, LatchState::Abandoned),
-            "waiting on an abandoned latch"
+            !matches!(inner.state, OneShotState::Abandoned),
+            "waiting on an abandoned outcome"
         );
         loop {
             if let Some(value) = Self::take(&mut inner) {

@@ -12,29 +12,29 @@ use std::time::Duration;
 use depengine_graph::{Access, Var};
 use depengine_sync::Backoff;
 
+use crate::api::dump;
 use crate::config::EngineKind;
-use crate::engine::dump;
 use crate::error::VarLabel;
 use crate::run::EngineState;
 use crate::thread::serving::Served;
 use crate::thread::task::TaskMarker;
-use crate::wait::latch::Latch;
+use crate::wait::one_shot::OneShot;
 use crate::wait::stand_in::WAIT_SLICE;
 use crate::warn::{DUMP_HINT, Topic, warn};
 
 /// Ops waiting on a var that a warning names, at most.
 const NAMED_OPS: usize = 8;
 
-/// `latch.wait()` for `wait_for_var(var)` (or a data hold on `var`: `data/hold.rs`), warning
+/// `outcome.wait()` for `wait_for_var(var)` (or a data hold on `var`: `data/hold.rs`), warning
 /// while it blocks.
-pub(crate) fn wait_watched<T>(state: &Arc<EngineState>, latch: &Latch<T>, var: Var) -> T {
+pub(crate) fn wait_watched<T>(state: &Arc<EngineState>, outcome: &OneShot<T>, var: Var) -> T {
     block_until(
         state,
         |timeout| match timeout {
-            None => Some(latch.wait()),
-            Some(timeout) => latch.wait_timeout(timeout),
+            None => Some(outcome.wait()),
+            Some(timeout) => outcome.wait_timeout(timeout),
         },
-        |waited| warn_stalled_var(state, own_op(latch), var, waited),
+        |waited| warn_stalled_var(state, own_op(outcome), var, waited),
     )
 }
 
@@ -164,12 +164,12 @@ fn block_until<T>(
     value
 }
 
-/// The latch of a waiting op, as `warn_stalled_var` compares it with a wait op's.
-fn own_op<T>(latch: &Latch<T>) -> *const () {
-    std::ptr::from_ref(latch).cast()
+/// The outcome of a waiting op, as `warn_stalled_var` compares it with a wait op's.
+fn own_op<T>(outcome: &OneShot<T>) -> *const () {
+    std::ptr::from_ref(outcome).cast()
 }
 
-/// The warning for a `wait_for_var(var)` (or a data hold) whose latch is `own`, blocked for
+/// The warning for a `wait_for_var(var)` (or a data hold) whose outcome is `own`, blocked for
 /// `waited`: what holds the var,
 /// and the ops queued on it ahead of the wait, by name.
 ///
@@ -220,7 +220,7 @@ fn warn_stalled_var(state: &EngineState, own: *const (), var: Var, waited: Durat
         // since is left out).
         let mut ahead: Vec<String> = Vec::new();
         for op in &pending {
-            let seen = graph.inspect_op(op.id, |payload| match payload.wait_latch() {
+            let seen = graph.inspect_op(op.id, |payload| match payload.wait_outcome() {
                 Some(waiting) if Arc::as_ptr(waiting).cast::<()>() == own => None,
                 _ => Some(format!("`{}` ({})", payload.name(), access(op.access))),
             });

@@ -14,8 +14,8 @@ use std::fmt;
 use depengine_graph::Var;
 use smallvec::SmallVec;
 
+use crate::api::Engine;
 use crate::context::{Context, FnProperty, RunContext};
-use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::name::OpName;
 use crate::op::record::Completion;

@@ -1,4 +1,4 @@
-//! [`WorkerContext`]: what a thread remembers about itself as a pool worker, and as a thread
+//! [`WorkerLocal`]: what a thread remembers about itself as a pool worker, and as a thread
 //! that pushes into pools, in the one thread-local of the crate.
 //!
 //! Only the thread itself touches its context, so the fields are plain `Cell`s:
@@ -29,7 +29,7 @@ use std::cell::Cell;
 
 /// The pool worker the current thread is, if any, and its count of skipped wake-ups (see the
 /// module documentation).
-pub(crate) struct WorkerContext {
+pub(crate) struct WorkerLocal {
     /// The address of the pool's `Shared`, 0 if this thread is no pool's worker.
     pool: Cell<usize>,
     /// The worker's index in its pool.
@@ -43,9 +43,9 @@ pub(crate) struct WorkerContext {
     skipped_wakes: Cell<u32>,
 }
 
-impl WorkerContext {
+impl WorkerLocal {
     const fn new() -> Self {
-        WorkerContext {
+        WorkerLocal {
             pool: Cell::new(0),
             index: Cell::new(0),
             overflowing: Cell::new(false),
@@ -58,12 +58,12 @@ impl WorkerContext {
 #[cfg(not(loom))]
 std::thread_local! {
     // `const`: no lazy initialization to check on each access (every spawn reads it).
-    static CONTEXT: WorkerContext = const { WorkerContext::new() };
+    static CONTEXT: WorkerLocal = const { WorkerLocal::new() };
 }
 
 #[cfg(loom)]
 thread_local! {
-    static CONTEXT: WorkerContext = WorkerContext::new();
+    static CONTEXT: WorkerLocal = WorkerLocal::new();
 }
 
 /// Makes the current thread worker `index` of the pool whose `Shared` is at `pool` (0: no pool).

@@ -2,7 +2,7 @@
 //! blocking waits' twins for async code, which wait without blocking a thread.
 //!
 //! Each is a plain state machine over the engine's own wake-ups, so it works with any
-//! executor: a [`WaitForVar`] polls the latch its wait op sets (`wait/latch.rs`), a
+//! executor: a [`WaitForVar`] polls the outcome its wait op sets (`wait/one_shot.rs`), a
 //! [`WaitForAll`] registers with the pending-op counter (`wait/idle.rs`, "Async waiters"); each
 //! stores the waker of its latest poll in the same critical section as it checks, which is why
 //! no wake-up is lost (argued in those files, checked by the loom models).
@@ -13,9 +13,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::engine::{Engine, after_idle, blocking, var_outcome};
+use crate::api::{Engine, after_idle, blocking, var_outcome};
 use crate::error::{EngineError, Result};
-use crate::wait::deadlock::WaitLatch;
+use crate::wait::deadlock::WaitOutcome;
 use crate::wait::idle::IdleWaiter;
 
 /// The future of [`Engine::wait_for_var_async`]: resolves once every op pushed on the var
@@ -65,8 +65,8 @@ pub struct WaitForVar {
 enum VarWaitState {
     /// The wait could not start: returned by the first poll.
     Refused(EngineError),
-    /// The wait op is pushed; its release sets the latch.
-    Waiting(Arc<WaitLatch>),
+    /// The wait op is pushed; its release sets the outcome.
+    Waiting(Arc<WaitOutcome>),
     /// The future resolved.
     Done,
 }
@@ -78,9 +78,9 @@ impl WaitForVar {
         }
     }
 
-    pub(crate) fn waiting(latch: Arc<WaitLatch>) -> Self {
+    pub(crate) fn waiting(outcome: Arc<WaitOutcome>) -> Self {
         WaitForVar {
-            state: VarWaitState::Waiting(latch),
+            state: VarWaitState::Waiting(outcome),
         }
     }
 }
@@ -90,10 +90,10 @@ impl Future for WaitForVar {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let outcome = match std::mem::replace(&mut self.state, VarWaitState::Done) {
-            VarWaitState::Waiting(latch) => match latch.poll_take(cx) {
+            VarWaitState::Waiting(outcome) => match outcome.poll_take(cx) {
                 Poll::Ready(outcome) => var_outcome(outcome),
                 Poll::Pending => {
-                    self.state = VarWaitState::Waiting(latch);
+                    self.state = VarWaitState::Waiting(outcome);
                     return Poll::Pending;
                 }
             },
@@ -106,11 +106,11 @@ impl Future for WaitForVar {
 
 impl Drop for WaitForVar {
     fn drop(&mut self) {
-        if let VarWaitState::Waiting(latch) = &self.state {
+        if let VarWaitState::Waiting(outcome) = &self.state {
             // As a blocking wait that gives up (`deadlock.rs`): if the wait op was not
-            // released yet, it will take nothing. Otherwise its value is left in the latch: a
+            // released yet, it will take nothing. Otherwise its value is left in the outcome: a
             // failure it holds was never marked reported, so `wait_for_all` returns it.
-            let _ = latch.abandon();
+            let _ = outcome.abandon();
         }
     }
 }
