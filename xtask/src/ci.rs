@@ -5,23 +5,26 @@ use std::path::Path;
 use crate::cmd::{Cmd, Result};
 use crate::{bench, loom, miri, soak};
 
-/// The engine's tests that its `cuda` feature changes, as cargo arguments: its GPU tests, and
-/// those that push GPU ops or name devices. CI runs them without a GPU (the no-driver path);
-/// `gpu-bundle` builds them for a GPU machine.
-pub(crate) const ENGINE_CUDA_TESTS: [&str; 12] = [
-    "-p",
-    "depengine",
-    "--features",
-    "cuda",
-    "--test",
-    "gpu",
-    "--test",
-    "api",
-    "--test",
-    "names",
-    "--test",
-    "device",
-];
+/// The engine's test binary built with its `cuda` feature, as cargo arguments; the tests of it
+/// that the feature changes are [`ENGINE_CUDA_TESTS`]. CI runs them without a GPU (the
+/// no-driver path); `gpu-bundle` builds them for a GPU machine.
+pub(crate) const ENGINE_CUDA_BUILD: [&str; 6] =
+    ["-p", "depengine", "--features", "cuda", "--test", "it"];
+
+/// The modules of the engine's test binary that its `cuda` feature changes, as test name
+/// filters: its GPU tests, and those that push GPU ops or name devices.
+pub(crate) const ENGINE_CUDA_TESTS: [&str; 4] = ["gpu::", "api::", "names::", "device::"];
+
+/// The engine's stress tests, which take their issue's sizes (10^6 ops) in optimized builds
+/// only, as test name filters of its test binary.
+const ENGINE_STRESS_TESTS: [&str; 4] = ["random::", "random_data::", "hazards::", "deadlock::"];
+
+/// The engine's memory test, at its full burst in optimized builds, as a test name filter: run
+/// alone, as nothing else loads the machine then (`tests/it/memory_returned.rs`).
+const ENGINE_MEMORY_TEST: [&str; 1] = ["memory_returned::"];
+
+/// The pool's stress tests at their release sizes, as a test name filter of its test binary.
+const POOL_STRESS_TESTS: [&str; 1] = ["stress::"];
 
 /// Runs the checks, stopping at the first failure. `--no-bench` leaves out the bench smoke run.
 pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
@@ -67,26 +70,21 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
     Cmd::cargo().args(["test", "--workspace"]).run()?;
     // The CUDA backend through the engine: without a GPU, the no-driver path (the GPU tests
     // skip).
-    Cmd::cargo().arg("test").args(ENGINE_CUDA_TESTS).run()?;
+    Cmd::cargo()
+        .arg("test")
+        .args(ENGINE_CUDA_BUILD)
+        .arg("--")
+        .args(ENGINE_CUDA_TESTS)
+        .run()?;
     // The stress tests at the sizes, which only optimized builds use, and the memory
     // test at its full burst.
     Cmd::cargo()
-        .args([
-            "test",
-            "--release",
-            "-p",
-            "depengine",
-            "--test",
-            "random",
-            "--test",
-            "random_data",
-            "--test",
-            "hazards",
-            "--test",
-            "deadlock",
-            "--test",
-            "memory_returned",
-        ])
+        .args(["test", "--release", "-p", "depengine", "--test", "it", "--"])
+        .args(ENGINE_STRESS_TESTS)
+        .run()?;
+    Cmd::cargo()
+        .args(["test", "--release", "-p", "depengine", "--test", "it", "--"])
+        .args(ENGINE_MEMORY_TEST)
         .run()?;
     Cmd::cargo()
         .args([
@@ -95,8 +93,10 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
             "-p",
             "depengine-pool",
             "--test",
-            "stress",
+            "it",
+            "--",
         ])
+        .args(POOL_STRESS_TESTS)
         .run()?;
     // Every engine kind under random ops and injected faults, checked against a model.
     soak::run(["--ops", soak::CI_OPS].map(String::from).into_iter())?;
@@ -154,7 +154,10 @@ fn example_name(path: &Path) -> Option<&str> {
 mod tests {
     use std::path::Path;
 
-    use super::{ENGINE_EXAMPLES, engine_examples};
+    use super::{
+        ENGINE_CUDA_TESTS, ENGINE_EXAMPLES, ENGINE_MEMORY_TEST, ENGINE_STRESS_TESTS,
+        POOL_STRESS_TESTS, engine_examples,
+    };
 
     #[test]
     fn the_engine_examples_are_found_sorted_by_name() {
@@ -170,5 +173,31 @@ mod tests {
         let without_examples = Path::new(env!("CARGO_MANIFEST_DIR"));
         assert!(engine_examples(without_examples).is_err());
         assert!(engine_examples(&without_examples.join("no such folder")).is_err());
+    }
+
+    /// Each filter names a module of its crate's test binary (`tests/it/NAME.rs`, declared in
+    /// its `main.rs`): a filter that matches no test runs none, and passes.
+    #[test]
+    fn the_test_filters_name_modules_of_the_test_binaries() {
+        let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates");
+        let lists = [
+            ("engine", &ENGINE_CUDA_TESTS[..]),
+            ("engine", &ENGINE_STRESS_TESTS[..]),
+            ("engine", &ENGINE_MEMORY_TEST[..]),
+            ("pool", &POOL_STRESS_TESTS[..]),
+        ];
+        for (krate, filters) in lists {
+            let it = crates.join(krate).join("tests/it");
+            let main = std::fs::read_to_string(it.join("main.rs")).unwrap();
+            for filter in filters {
+                let module = filter.strip_suffix("::").expect("a module filter");
+                assert!(
+                    it.join(format!("{module}.rs")).is_file()
+                        && main.contains(&format!("\nmod {module};\n")),
+                    "{krate}: no test module `{module}` in {}",
+                    it.display()
+                );
+            }
+        }
     }
 }

@@ -1,9 +1,10 @@
 //! `cargo xtask gpu-bundle DIR`: the GPU tests and the `gpu` bench group, built here, in a
 //! folder to run on a machine with a GPU but without a Rust toolchain or a registry.
 //!
-//! It builds, in release mode, the tests of `depengine-cuda`, the engine tests built with
-//! `--features cuda` that a GPU changes (`gpu`, `api`, `names`, `device`) and
-//! `depengine-bench`; copies each binary, stripped, into `DIR/bin`; compresses NVRTC (the
+//! It builds, in release mode, the tests of `depengine-cuda`, the engine's test binary built
+//! with `--features cuda` (of which only the modules that a GPU changes run there: `gpu`, `api`,
+//! `names`, `device`) and `depengine-bench`; copies each binary, stripped, into `DIR/bin` (with
+//! `NAME.filters` beside a test binary of which only some tests run); compresses NVRTC (the
 //! library the kernels compile with, from `target/cuda/nvrtc`, where `.ci/run` installs it)
 //! into `DIR/nvrtc`; and writes `DIR/run.sh`. There, `bash DIR/run.sh [LOGS]` unpacks NVRTC,
 //! runs every test binary with `DEPENGINE_REQUIRE_GPU=1` (a skipped GPU test fails) and three
@@ -13,7 +14,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::ci::ENGINE_CUDA_TESTS;
+use crate::ci::{ENGINE_CUDA_BUILD, ENGINE_CUDA_TESTS};
 use crate::cmd::{Cmd, Result};
 
 /// Where `.ci/run` installs `nvidia-cuda-nvrtc-cu12` 12.8 (from `PyPI`).
@@ -22,8 +23,12 @@ const NVRTC_LIB: &str = "target/cuda/nvrtc/nvidia/cuda_nvrtc/lib";
 /// The NVRTC files the kernels need at run time.
 const NVRTC_FILES: [&str; 2] = ["libnvrtc.so.12", "libnvrtc-builtins.so.12.8"];
 
-/// The test builds: cargo arguments after `test --release --no-run`.
-const TEST_BUILDS: [&[&str]; 2] = [&["-p", "depengine-cuda"], &ENGINE_CUDA_TESTS];
+/// The test builds: cargo arguments after `test --release --no-run`, and the test name filters
+/// their binaries run with (none: every test).
+const TEST_BUILDS: [(&[&str], &[&str]); 2] = [
+    (&["-p", "depengine-cuda"], &[]),
+    (&ENGINE_CUDA_BUILD, &ENGINE_CUDA_TESTS),
+];
 
 const RUN_SH: &str = r#"#!/bin/bash
 # Written by `cargo xtask gpu-bundle`: depengine's GPU tests and the `gpu` bench group.
@@ -45,8 +50,14 @@ failed=0
 : > "$logs/tests.txt"
 for test in "$here"/bin/*.test; do
     name=$(basename "$test" .test)
-    echo "=== $name" | tee -a "$logs/tests.txt"
-    if ! timeout 300 "$test" --test-threads=1 --nocapture >> "$logs/tests.txt" 2>&1; then
+    # The tests of the binary to run: those its NAME.filters names, or all of them.
+    filters=()
+    if [ -f "$here/bin/$name.filters" ]; then
+        read -ra filters < "$here/bin/$name.filters"
+    fi
+    echo "=== $name ${filters[*]:-}" | tee -a "$logs/tests.txt"
+    if ! timeout 300 "$test" --test-threads=1 --nocapture ${filters[@]+"${filters[@]}"} \
+        >> "$logs/tests.txt" 2>&1; then
         echo "FAILED: $name" | tee -a "$logs/tests.txt"
         failed=1
     fi
@@ -78,9 +89,14 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
     }
     let bin = dir.join("bin");
     fs::create_dir_all(&bin).map_err(|e| format!("creating {}: {e}", bin.display()))?;
-    for build in TEST_BUILDS {
+    for (build, filters) in TEST_BUILDS {
         for (name, executable) in test_binaries(build)? {
             strip_into(&executable, &bin.join(format!("{name}.test")))?;
+            if !filters.is_empty() {
+                let list = bin.join(format!("{name}.filters"));
+                fs::write(&list, filters.join(" ") + "\n")
+                    .map_err(|e| format!("writing {}: {e}", list.display()))?;
+            }
         }
     }
     Cmd::cargo()

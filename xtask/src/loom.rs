@@ -1,11 +1,12 @@
 //! `cargo xtask loom`: the loom models of the concurrent crates.
 //!
-//! Under `--cfg loom` `depengine-pool`, `depengine-graph` and `depengine` compile only their loom
-//! models as tests, and `depengine-sync`, which all of them (and `depengine-cpu`) take their
-//! primitives from, switches to loom's; it has no models of its own (the tests of its lock
-//! helpers run in the normal build). The models build with the `loom` profile (optimized, but
-//! without the release profile's link-time optimization, and with debug assertions on) into
-//! `target/loom`, so that the changed `RUSTFLAGS` do not invalidate the normal build.
+//! Under `--cfg loom` `depengine-pool`, `depengine-slab`, `depengine-graph` and `depengine`
+//! compile only their loom models as tests, and `depengine-sync`, which all of them (and
+//! `depengine-cpu`) take their primitives from, switches to loom's; it has no models of its own
+//! (the tests of its lock helpers run in the normal build). The models build with the `loom`
+//! profile (optimized, but without the release profile's link-time optimization, and with debug
+//! assertions on) into `target/loom`, so that the changed `RUSTFLAGS` do not invalidate the
+//! normal build.
 //!
 //! After the run, a table lists every model with the interleavings loom explored (loom's
 //! "Completed in N iterations", which `LOOM_LOG=loom::model=info` makes it log, and which the
@@ -40,6 +41,8 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
             .args([
                 "-p",
                 "depengine-pool",
+                "-p",
+                "depengine-slab",
                 "-p",
                 "depengine-graph",
                 "-p",

@@ -29,12 +29,12 @@ const COMMANDS: &[(&str, &str, &str)] = &[
     (
         "loom",
         "[test filter]",
-        "loom models of pool, graph and engine; interleavings per model",
+        "loom models of pool, slab, graph and engine; interleavings per model",
     ),
     (
         "miri",
         "[test filter]",
-        "tests of depengine-pool and depengine-graph, and engine tests, under nightly miri",
+        "tests of depengine-pool, -slab and -graph, and engine tests, under nightly miri",
     ),
     (
         "gpu-bundle",

@@ -26,29 +26,29 @@ pub(crate) fn available() -> bool {
 /// its frame (`thread/frame.rs`). `depengine`'s own `unsafe` code, its typed data
 /// (`data/`), its op functions stored in their records (`op/sync_fn.rs`) and a sync op's
 /// frame, runs under these, [`DATA_TESTS`] and `sync_fn`'s unit test; its whole suite under
-/// Miri would take hours.
+/// Miri would take hours. Full names in the engine's test binary (`tests/it/api.rs`).
 const ENGINE_TESTS: &[&str] = &[
-    "ops_on_one_var_run_in_push_order",
-    "reads_see_the_write_before_them",
-    "async_ops_complete_from_other_threads",
-    "waiting_inside_an_op_on_its_own_vars_is_an_error",
+    "api::ops_on_one_var_run_in_push_order",
+    "api::reads_see_the_write_before_them",
+    "api::async_ops_complete_from_other_threads",
+    "api::waiting_inside_an_op_on_its_own_vars_is_an_error",
 ];
 
-/// The engine's typed-data tests (`tests/data.rs`) that take every role of `data/cell.rs`: ops
+/// The engine's typed-data tests (`tests/it/data.rs`) that take every role of `data/cell.rs`: ops
 /// reading and writing on the workers (finding their cells on their vars, also as the ops of a
 /// bulk segment), an async op's `Held` completed from a thread, guards, a future given up,
 /// `take`, and the release of a value after its last handle (also where the engine is gone, or
-/// the var was deleted by hand). (`tests/random_data.rs` takes the same
+/// the var was deleted by hand). (`tests/it/random_data.rs` takes the same
 /// roles at random; under Miri its smallest run takes over 15 minutes.)
 const DATA_TESTS: &[&str] = &[
-    "ops_read_and_write_typed_values_in_push_order",
-    "typed_accesses_are_matched_to_their_data_beside_plain_vars",
-    "an_async_op_completes_its_held_data_from_another_thread",
-    "guards_hold_the_data_against_ops",
-    "a_read_future_dropped_before_it_resolves_releases_the_data",
-    "take_needs_the_last_handle_and_returns_a_failed_value_with_its_failure",
-    "the_value_is_dropped_once_after_the_last_handle_and_its_ops",
-    "values_outliving_the_engine_or_deleted_by_hand_are_dropped",
+    "data::ops_read_and_write_typed_values_in_push_order",
+    "data::typed_accesses_are_matched_to_their_data_beside_plain_vars",
+    "data::an_async_op_completes_its_held_data_from_another_thread",
+    "data::guards_hold_the_data_against_ops",
+    "data::a_read_future_dropped_before_it_resolves_releases_the_data",
+    "data::take_needs_the_last_handle_and_returns_a_failed_value_with_its_failure",
+    "data::the_value_is_dropped_once_after_the_last_handle_and_its_ops",
+    "data::values_outliving_the_engine_or_deleted_by_hand_are_dropped",
 ];
 
 /// Runs the tests under miri; extra arguments go to `cargo miri test` (e.g. a test name filter).
@@ -60,25 +60,33 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
             .to_owned());
     }
     let extra: Vec<String> = extra.collect();
-    // The crates with `unsafe` code (graph's is its op slot, `op_cell.rs`, its prefetch hint and
-    // its allocation-counting test; the pool's its queues, jobs and latches).
+    // The crates with `unsafe` code (the slab's is its buckets, block store and prefetch hint;
+    // graph's its op slot, `op_cell.rs`, and its allocation-counting test; the pool's its queues,
+    // jobs and latches).
     Cmd::cargo()
         .args([toolchain().as_str(), "miri", "test"])
-        .args(["-p", "depengine-pool", "-p", "depengine-graph"])
+        .args([
+            "-p",
+            "depengine-pool",
+            "-p",
+            "depengine-slab",
+            "-p",
+            "depengine-graph",
+        ])
         .args(&extra)
         .run()?;
     if !extra.is_empty() {
-        // A filter names tests of the two crates above.
+        // A filter names tests of the crates above.
         return Ok(());
     }
     Cmd::cargo()
         .args([toolchain().as_str(), "miri", "test"])
-        .args(["-p", "depengine", "--test", "api", "--"])
+        .args(["-p", "depengine", "--test", "it", "--", "--exact"])
         .args(ENGINE_TESTS)
         .run()?;
     Cmd::cargo()
         .args([toolchain().as_str(), "miri", "test"])
-        .args(["-p", "depengine", "--test", "data", "--"])
+        .args(["-p", "depengine", "--test", "it", "--", "--exact"])
         .args(DATA_TESTS)
         .run()?;
     // The op function stored in its record (`op/sync_fn.rs`), inline, in a block and boxed, called and
@@ -87,4 +95,26 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
         .args([toolchain().as_str(), "miri", "test"])
         .args(["-p", "depengine", "--lib", "--", "op::sync_fn"])
         .run()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{DATA_TESTS, ENGINE_TESTS};
+
+    /// Each name is a test of the engine's test binary (`MODULE::NAME`, a function of
+    /// `tests/it/MODULE.rs`): a name that matches no test runs none, and passes.
+    #[test]
+    fn the_engine_tests_exist() {
+        let it = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/engine/tests/it");
+        for name in ENGINE_TESTS.iter().chain(DATA_TESTS) {
+            let (module, function) = name.split_once("::").expect("MODULE::NAME");
+            let source = std::fs::read_to_string(it.join(format!("{module}.rs"))).unwrap();
+            assert!(
+                source.contains(&format!("#[test]\nfn {function}() {{")),
+                "no test `{function}` in tests/it/{module}.rs"
+            );
+        }
+    }
 }

@@ -58,30 +58,19 @@ impl CudaBackend {
 
     /// A backend that turns cudarc's per-buffer event tracking off on the devices it opens:
     /// the engine alone orders the uses of the buffers made through them. Tracking is a flag
-    /// of a cudarc `CudaContext` object, and each `CudaContext::new` makes a new object (with
-    /// tracking on) for the device's primary context; so it is off only for the buffers made
-    /// through this backend's own contexts (the ones its workers hand out,
-    /// [`CudaRun::context`](crate::CudaRun::context) and their streams), while buffers made
-    /// through another `CudaContext` of the same device keep theirs.
+    /// of a cudarc `CudaContext` object, so buffers made through another `CudaContext` of the
+    /// same device keep theirs.
     ///
     /// # Safety
     ///
-    /// Every use of a buffer made through this backend's contexts (each
-    /// launch, copy and drop) must be ordered by the engine: made by a sync GPU op that names
-    /// the buffer's var (a write for a write, a read at least for a read), on that op's stream
-    /// ([`CudaRun::stream`](crate::CudaRun::stream)), or outside any op only once the ops that
-    /// use it have completed (`wait_for_var`, or a CPU op ordered after them). A GPU op that
-    /// uses a buffer after another starts its work after the other's work (its stream waits for
-    /// the other's event, or the other completed), and a CPU op only once the GPU ops before it
-    /// completed, when their work had finished, so these uses never overlap on the device. Not
-    /// covered, and so not allowed for such buffers (nor for any buffer: see `docs/cuda.md`,
-    /// the functions of GPU ops reach the work of earlier GPU ops through their stream only):
-    ///
+    /// Every use of a buffer made through this backend's contexts (each launch, copy and drop)
+    /// must be ordered by the engine: made by a sync GPU op that names the buffer's var (a
+    /// write for a write), on that op's stream ([`CudaRun::stream`](crate::CudaRun::stream)),
+    /// or outside any op once the ops that use it completed. Not allowed for such buffers:
     /// - work launched on any other stream;
-    /// - an async GPU op (`push_async`), which completes when its `Completion` is completed,
-    ///   whatever its stream still runs;
-    /// - dropping a buffer inside an op whose stream is not the one that made it: cudarc frees
-    ///   a buffer on the stream that allocated it, which does not wait for this op's work.
+    /// - an async GPU op (`push_async`), which completes whatever its stream still runs;
+    /// - dropping a buffer inside an op whose stream did not make it (cudarc frees a buffer on
+    ///   the stream that allocated it).
     pub unsafe fn without_event_tracking() -> Self {
         CudaBackend {
             devices: Mutex::new(HashMap::new()),

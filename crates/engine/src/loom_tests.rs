@@ -6,8 +6,8 @@
 //! between the pushing thread and the runner, and the count of graph entries that tells a
 //! join whether another entry came in between (with the real graph).
 //! Ready ops are queued in the CPU blocks' pools, whose hand-offs (the queues, a kept
-//! successor, a stand-in) are modelled in depengine-pool's `tests/loom_pool.rs` and
-//! `tests/loom_handoff.rs`.
+//! successor, a stand-in) are modelled in depengine-pool's `tests/it/loom/pool.rs` and
+//! `tests/it/loom/handoff.rs`.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p depengine
 //! --lib --tests` (or `cargo xtask loom`).

@@ -94,10 +94,8 @@ impl<T, E> Graph<T, E> {
     /// dispatched (as for [`inspect_op`](Self::inspect_op)): it must not call into this graph.
     /// Vars of another graph or stale handles in `held` are skipped.
     ///
-    /// The walk locks one var at a time, and the answer is exact as long as the holders of
-    /// `held` keep them: every op it reaches stays parked meanwhile, and pushes only append
-    /// behind it. Ops pushed after the walk began may or may not be reached. It takes time
-    /// linear in the requests it reaches (`docs/graph.md`, "What running ops hold back").
+    /// The walk locks one var at a time; it is exact while the holders of `held` keep them
+    /// (`docs/graph.md`, "What running ops hold back").
     ///
     /// # Example
     ///

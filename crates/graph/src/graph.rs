@@ -4,6 +4,7 @@ use std::num::NonZeroU32;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
+use depengine_slab::{Keep, NIL, Slab, Slot};
 use depengine_sync::{AtomicPtr, AtomicU32, AtomicUsize, Mutex, MutexGuard, Ordering, lock};
 
 use crate::busy::{BusyVar, Holder};
@@ -13,7 +14,6 @@ use crate::incoming::Incoming;
 use crate::op::{DepList, Dispatch, LaunchedOp, OpId, Parked, PendingOp, ReadyOp, VarKey};
 use crate::op_cell::OpSlot;
 use crate::read_credits::{Credit, ReadCredits};
-use crate::slab::{Keep, NIL, Slab, Slot};
 use crate::stats::GraphStats;
 use crate::var::{Access, Var, VarStatus, Waits};
 use crate::var_queue::{Grant, KEEP_SPILL, NO_OP, VarQueue, Waiter};
@@ -481,14 +481,10 @@ impl<T, E> Graph<T, E> {
     /// Pushes an op that reads `reads` and writes `writes`, carrying `payload`.
     ///
     /// If nothing holds the op back it is handed to `dispatch` before `push` returns; otherwise a
-    /// later [`complete`](Self::complete) of the op it waits for dispatches it. The input is
-    /// validated before anything changes: on error the graph is untouched (and `payload` is
-    /// dropped).
+    /// later [`complete`](Self::complete) of the op it waits for dispatches it. On error the
+    /// graph is untouched (and `payload` is dropped).
     ///
-    /// Ops listing up to 4 vars push without allocating in steady state; longer lists allocate
-    /// their dependency list (and, beyond 8 vars, the push's sort and lock arrays). An op on one
-    /// var whose FIFO already has a waiting op is appended without taking the var's lock (see
-    /// the `incoming` module).
+    /// Ops listing up to 4 vars push without allocating in steady state.
     ///
     /// # Errors
     ///
@@ -1415,18 +1411,18 @@ impl<T, E> Graph<T, E> {
     }
 
     /// A hint for the thread about to run `op`: starts moving the lines of the op's vars into
-    /// its caches, so that completing the op finds them there (see `prefetch.rs`). Changes
-    /// nothing but timing. As with [`op_failure`](Self::op_failure), the payload may have been
-    /// converted.
+    /// its caches, so that completing the op finds them there (`docs/graph.md`, "Prefetch
+    /// hints"). Changes nothing but timing. As with [`op_failure`](Self::op_failure), the payload
+    /// may have been converted.
     pub fn prefetch_vars<U>(&self, op: &ReadyOp<U>) {
         self.prefetch_var_states(op.deps.all());
     }
 
-    /// Asks for the locked-state line of each of `vars` (see `prefetch.rs`).
+    /// Asks for the locked-state line of each of `vars` (`depengine_slab::prefetch_line`).
     fn prefetch_var_states(&self, vars: &[VarKey]) {
         for key in vars {
             if let Some(slot) = self.vars.get(key.index) {
-                crate::prefetch::prefetch_line(std::ptr::from_ref(&slot.state));
+                depengine_slab::prefetch_line(std::ptr::from_ref(&slot.state));
             }
         }
     }
@@ -1449,11 +1445,11 @@ impl<T, E> Graph<T, E> {
     /// in progress), frees the op slots beyond the first 992 (about 110 KiB with the engine's op
     /// record) and beyond what the bursts before this one used too (a program that repeats a
     /// burst keeps its storage; a burst more than four times the earlier ones gives all of it
-    /// back: `slab.rs`, "Trimming"), then asks the allocator to return free memory to the system
-    /// (on glibc, `malloc_trim(0)`: the memory of the slots, and of the vars' queues, which give
-    /// back a burst's spill as they drain); whether it freed anything. Cheap when there is
-    /// nothing to give back (one load, or a few atomics while storage is kept for repeats); a
-    /// later burst grows the storage again, as the first one did.
+    /// back: depengine-slab's `slab.rs`, "Trimming"), then asks the allocator to return free
+    /// memory to the system (on glibc, `malloc_trim(0)`: the memory of the slots, and of the
+    /// vars' queues, which give back a burst's spill as they drain); whether it freed anything.
+    /// Cheap when there is nothing to give back (one load, or a few atomics while storage is
+    /// kept for repeats); a later burst grows the storage again, as the first one did.
     ///
     /// Pushes wait while the free list is rebuilt over the slots kept, not while the memory goes
     /// back to the system, which takes the calling thread time in proportion to it. Ids of ops
@@ -1491,7 +1487,7 @@ mod layout_tests {
         // The slab's entry: the link, the attachment and the read credits on one line, then the
         // slot.
         assert_eq!(
-            std::mem::size_of::<crate::slab::Entry<VarSlot<Failure>>>(),
+            std::mem::size_of::<depengine_slab::Entry<VarSlot<Failure>>>(),
             192
         );
     }
@@ -1503,7 +1499,7 @@ mod layout_tests {
         type Payload = [u64; 7];
         assert_eq!(std::mem::size_of::<crate::op::DepList>(), 40);
         assert_eq!(
-            std::mem::size_of::<crate::slab::Entry<OpSlot<Payload>>>(),
+            std::mem::size_of::<depengine_slab::Entry<OpSlot<Payload>>>(),
             112
         );
         assert_eq!(std::mem::size_of::<ReadyOp<Payload>>(), 104);

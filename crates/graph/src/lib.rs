@@ -54,36 +54,25 @@
 //! # Ok::<(), depengine_graph::GraphError>(())
 //! ```
 
-// The only `unsafe` code is the parked-op cell in `op_cell`, the slab's buckets (which a trim
-// frees), the graph's and the block store's calls of that trim, the call of glibc's `malloc_trim` in `heap` and
-// the cache hints in `prefetch`, which opt in below.
+// The only `unsafe` code is the parked-op cell in `op_cell`, which opts in below, and the graph's
+// call of the op slab's trim (`depengine-slab`).
 #![deny(unsafe_code)]
 #![allow(
     clippy::doc_markdown,
     reason = "the docs name MXNet and its classes, which are not items of this crate"
 )]
 
-mod block_store;
 mod blocked;
 mod busy;
 mod deletion;
 mod error;
 mod graph;
-// `malloc_trim`, a foreign function; see the module documentation.
-#[allow(unsafe_code)]
-mod heap;
 mod incoming;
 mod op;
 // The lock-free hand-over of parked ops; its module documentation has the ownership protocol.
 #[allow(unsafe_code)]
 mod op_cell;
-// Prefetch hints: an intrinsic that Rust marks unsafe, though it never faults.
-#[allow(unsafe_code)]
-mod prefetch;
 mod read_credits;
-// Buckets behind atomic pointers, freed by a trim; its module documentation has the protocol.
-#[allow(unsafe_code)]
-mod slab;
 mod stats;
 mod var;
 mod var_queue;
@@ -93,7 +82,6 @@ mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-pub use block_store::{BLOCK_ALIGN, BLOCK_BYTES, BlockId, BlockStore};
 pub use blocked::Visit;
 pub use busy::{BusyVar, Holder};
 pub use deletion::{Deletion, OnDeleted};

@@ -39,7 +39,7 @@
 //!    grants after unlocking still names a slot the op occupies. The grant publishes nothing
 //!    of the cell (the owner acquires it in `take`, role 3); its `Release` orders the grant's
 //!    own access to the slot before the owner's `take`, so before the slot is freed, and
-//!    possibly given back by a trim of the op slab (`slab.rs`).
+//!    possibly given back by a trim of the op slab (depengine-slab).
 //! 3. **Owner.** After releasing its var lock, the owner calls [`OpSlot::take`]: it waits until
 //!    `state` is 0 (an inspector may still hold the pin, see below), loaded with `Acquire` (the
 //!    value it reads continues the release sequences of the pusher's `Release` store and of the
@@ -77,10 +77,11 @@ use std::mem::MaybeUninit;
 
 use depengine_sync::{AtomicU32, Ordering, UnsafeCell, yield_now};
 
-use crate::op::Parked;
 #[cfg(not(loom))]
-use crate::slab::Entry;
-use crate::slab::Slot;
+use depengine_slab::Entry;
+use depengine_slab::Slot;
+
+use crate::op::Parked;
 
 /// The wait-count part of `state`, and the most vars an op may list.
 pub(crate) const COUNT: u32 = crate::op::MAX_DEPS;
@@ -124,18 +125,16 @@ impl<T> Slot for OpSlot<T> {
 
     /// The pusher allocates op slots and the workers free them, one of each per op: a batch
     /// keeps the line of the freed stack from crossing between them on every op (see
-    /// "Recycling in batches" in `slab.rs`). One under loom, where the models check the free
-    /// list itself and count the slots it grows by.
+    /// "Recycling in batches" in depengine-slab's `slab.rs`). One under loom, where the models
+    /// count the slots the op slab grows by.
     const RECYCLE_BATCH: u64 = if cfg!(loom) { 1 } else { 32 };
 
     #[cfg(not(loom))]
     fn bucket(len: usize) -> Box<[Entry<Self>]> {
-        let zeroed = Box::<[Entry<Self>]>::new_zeroed_slice(len);
-        // SAFETY: every field of an all-zero `Entry<OpSlot<T>>` holds a valid value, which is a
-        // fresh slot's: the link and `state` and `generation` at 0 (plain atomics of 32 bits:
-        // no wait count, no pin, generation 0; a fresh slot's link is written before it is read,
-        // see `slab.rs`), and the cell, a `MaybeUninit`, empty.
-        unsafe { zeroed.assume_init() }
+        // SAFETY: all-zero bytes are a fresh op slot: `state` and `generation` at 0 (plain
+        // atomics of 32 bits: no wait count, no pin, generation 0) and the cell, a
+        // `MaybeUninit`, empty; and they are the header, `()`.
+        unsafe { Entry::zeroed_bucket(len) }
     }
 }
 
@@ -207,7 +206,7 @@ impl<T> OpSlot<T> {
         // every grant (each later change is a read-modify-write): depengine's model
         // `data_is_handed_over_by_the_graph` fails without it. And the grant's own access to
         // the slot then happens before the owner's `take`, hence before the owner frees the
-        // slot, which a trim of the op slab may give back to the allocator (`slab.rs`). The
+        // slot, which a trim of the op slab may give back to the allocator (depengine-slab). The
         // cell itself is published by the park's Release store and the last unpin, not here.
         let previous = self.state.fetch_sub(1, Ordering::Release);
         debug_assert!(previous & COUNT != 0, "more grants than the op waited for");

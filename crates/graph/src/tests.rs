@@ -536,7 +536,7 @@ fn op_slots_recycle_with_new_generations() {
     let first = graph.pending_ops(v).unwrap()[0].id;
     finish(&graph, &mut ready, 1, Ok(()));
     // Writes that wait behind op 2, until one parks in the slot op 2 left (the slab recycles
-    // op slots in batches: see `slab.rs`).
+    // op slots in batches: see depengine-slab's `slab.rs`).
     let mut last = 2;
     let second = loop {
         last += 1;

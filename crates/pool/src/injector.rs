@@ -44,18 +44,14 @@ use std::fmt;
 /// `Injector`, with a `steal` that retries lost races itself.
 ///
 /// # Guarantees
-///
 /// - Every pushed item is stolen at most once; once a push has returned, `steal` finds
 ///   the item (or a later one) unless another thread took it.
-/// - [`is_empty`](Self::is_empty) and [`len`](Self::len) count a push in flight (its
-///   tail index moved, its item not written yet) as present, so they never report an
-///   empty queue once a push has returned, provided the push is ordered before the
-///   check (by happens-before, or by `SeqCst` fences on both sides: the tail update
-///   is a `SeqCst` read-modify-write and the checks use `SeqCst` loads).
+/// - [`is_empty`](Self::is_empty) and [`len`](Self::len) count a push in flight as
+///   present: once a push ordered before the check returned (by happens-before, or by
+///   `SeqCst` on both sides), they never report the queue empty.
 ///
-/// Under `--cfg loom` this type is a model of crossbeam's synchronization that holds
-/// at most `Injector::MODEL_CAPACITY` pushes in its lifetime (a constant that only the
-/// loom build has, hence no link).
+/// Under `--cfg loom` it is a model of crossbeam's synchronization, holding at most
+/// `Injector::MODEL_CAPACITY` pushes in its lifetime.
 ///
 /// # Examples
 ///

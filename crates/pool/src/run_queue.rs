@@ -321,7 +321,7 @@ impl<T> Slot<T> {
     fn claim_empty(&self) -> bool {
         // Acquire: pairs with the Release of `take` that emptied the slot, so the last
         // taker's read of the old value happens-before our write of the new one
-        // (`owner_push_front_reuses_the_slot_a_thief_pops` in tests/loom_run_queue.rs
+        // (`owner_push_front_reuses_the_slot_a_thief_pops` in tests/it/loom/run_queue.rs
         // fails with Relaxed here).
         self.state.load(Acquire) == EMPTY
     }

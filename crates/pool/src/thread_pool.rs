@@ -483,7 +483,7 @@ mod loom_tests {
     #[test]
     fn a_pool_whose_second_worker_cannot_start_shuts_the_first_down() {
         // A worker runs more atomic steps than loom's default branch budget (as in
-        // `tests/loom_pool.rs`, which explains the settings and the count printed).
+        // `tests/it/loom/pool.rs`, which explains the settings and the count printed).
         let mut builder = loom::model::Builder::new();
         builder.max_branches = 100_000;
         builder.preemption_bound = Some(3);

@@ -484,7 +484,7 @@ impl<T: Item> Shared<T> {
     /// handshake: whether a spinner will see the job just published (then no sleeper need be
     /// woken for it). The job is published before this fence; a spinner decrements `spinners`
     /// before the fence in its `prewait`. So either we see it spinning, or it sees our job.
-    /// Without the fence, two models of `tests/loom_pool.rs` fail: the worker's last look
+    /// Without the fence, two models of `tests/it/loom/pool.rs` fail: the worker's last look
     /// misses the job, the pusher misses the waiter. They are
     /// `install_from_outside_wakes_the_sleeping_worker` (a push from outside, `wake_for_push`:
     /// deadlock) and `a_spawn_from_a_waiting_task_wakes_the_other_worker` (a worker's push,

@@ -22,13 +22,10 @@ use crate::wait::idle::IdleWaiter;
 /// before it was created has completed, with the var's failure (taken and cleared) as
 /// [`EngineError::OpFailed`], or with the error that kept the wait from starting.
 ///
-/// `Send`, `Unpin`, and executor-agnostic. It does not keep the engine alive: the wait op it
-/// waits for is pending work of the engine, which completes it before it shuts down.
-///
-/// Dropped before it resolves, the wait op still completes in turn and releases the var. If
-/// it was not released yet, it takes nothing: the var keeps its failure, for a later wait to
-/// return. If it was (the failure taken from the var and on its way to the future), that
-/// failure, returned by no wait, is returned by the next [`Engine::wait_for_all`].
+/// `Send`, `Unpin`, and executor-agnostic; it does not keep the engine alive (the engine
+/// completes its wait op before it shuts down). Dropped before it resolves, it takes nothing
+/// from the var, unless the failure was already on its way: then the next
+/// [`Engine::wait_for_all`] returns it.
 ///
 /// # Panics
 ///

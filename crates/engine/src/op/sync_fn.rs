@@ -12,7 +12,7 @@
 //! - **Inline**, at most [`INLINE_BYTES`] bytes aligned to at most 8: in the record, which
 //!   crosses between the cores anyway.
 //! - **In a block** of the closure store, at most [`BLOCK_BYTES`] bytes aligned to at most
-//!   [`BLOCK_ALIGN`]: a [`BlockStore`] (`depengine-graph`) recycles the blocks between the
+//!   [`BLOCK_ALIGN`]: a [`BlockStore`] (`depengine-slab`) recycles the blocks between the
 //!   pusher and the workers in batches, as the graph's op slots are recycled, without a lock
 //!   and without growing once the steady state is reached. The record holds the block's id; the
 //!   call moves the closure out and gives the block back before it runs the closure. One store
@@ -40,7 +40,7 @@ use std::marker::PhantomData;
 use std::mem::{ManuallyDrop, MaybeUninit};
 
 #[cfg(not(loom))]
-use depengine_graph::{BLOCK_ALIGN, BLOCK_BYTES, BlockId, BlockStore};
+use depengine_slab::{BLOCK_ALIGN, BLOCK_BYTES, BlockId, BlockStore};
 
 use crate::context::RunContext;
 use crate::failure::BoxError;

@@ -1,0 +1,662 @@
+//! GPU ops on a device executor that completes them later (`Executor::execute_device`): an op
+//! is finished, and releases what depends on it, only when its executor says the device is
+//! done, with the device's outcome. A stand-in device holds each op's completion until the
+//! test releases it, as a CUDA stream's completion thread holds it until the op's event fires.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use depengine::{
+    BackendError, Context, DeviceBackend, DeviceCompletion, DeviceError, DeviceTask, Engine,
+    EngineConfig, EngineKind, Executor, FnProperty, Task,
+};
+
+/// A device whose work is done when the test says so: `execute_device` runs the op's
+/// function at once (on the dispatching thread) and keeps its completion.
+#[derive(Default)]
+struct HeldDevice {
+    held: Mutex<Vec<DeviceCompletion>>,
+    arrived: Condvar,
+}
+
+impl HeldDevice {
+    /// Waits until `count` completions are held, and takes them.
+    fn take(&self, count: usize) -> Vec<DeviceCompletion> {
+        let held = self.held.lock().unwrap();
+        let (mut held, timeout) = self
+            .arrived
+            .wait_timeout_while(held, Duration::from_secs(10), |held| held.len() < count)
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "{} of {count} ops launched",
+            held.len()
+        );
+        held.drain(..).collect()
+    }
+}
+
+impl Executor for HeldDevice {
+    fn execute(&self, _priority: i32, task: Task) {
+        task();
+    }
+
+    fn execute_device(&self, task: DeviceTask) {
+        let completion = task.run();
+        self.held.lock().unwrap().push(completion);
+        self.arrived.notify_all();
+    }
+}
+
+struct Backend(Arc<HeldDevice>);
+
+impl DeviceBackend for Backend {
+    fn name(&self) -> &'static str {
+        "held"
+    }
+    fn compute(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(self.0.clone())
+    }
+    fn copy(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(self.0.clone())
+    }
+}
+
+fn engine() -> (Engine, Arc<HeldDevice>) {
+    let device = Arc::new(HeldDevice::default());
+    let config = EngineConfig::default()
+        .kind(EngineKind::ThreadedPerDevice)
+        .device_backend(Arc::new(Backend(Arc::clone(&device))));
+    (Engine::new(config).unwrap(), device)
+}
+
+/// Pushes a GPU op writing `var` and a CPU op reading it; returns the CPU op's flag.
+fn gpu_then_cpu(engine: &Engine, var: depengine::Var) -> Arc<AtomicBool> {
+    engine
+        .op("gpu-write")
+        .on(Context::gpu(0))
+        .writes([var])
+        .push_sync(|_| Ok(()))
+        .unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    engine
+        .op("cpu-read")
+        .reads([var])
+        .push_sync(move |_| flag.store(true, Ordering::SeqCst))
+        .unwrap();
+    ran
+}
+
+#[test]
+fn a_gpu_op_releases_its_dependents_when_the_device_is_done() {
+    let (engine, device) = engine();
+    let var = engine.new_var().unwrap();
+    let ran = gpu_then_cpu(&engine, var);
+    let mut held = device.take(1);
+    // The function returned long ago; the device is not done: the reader waits.
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "a dependent ran before the device was done"
+    );
+    held.pop().unwrap().complete(Ok(()));
+    engine.wait_for_all().unwrap();
+    assert!(ran.load(Ordering::SeqCst));
+}
+
+#[test]
+fn a_device_failure_fails_the_op_and_passes_to_its_dependents() {
+    let (engine, device) = engine();
+    let var = engine.new_var().unwrap();
+    let ran = gpu_then_cpu(&engine, var);
+    device
+        .take(1)
+        .pop()
+        .unwrap()
+        .complete(Err(DeviceError::Failed {
+            backend: "held".to_owned(),
+            message: "CUDA_ERROR_ILLEGAL_ADDRESS".to_owned(),
+        }));
+    let error = engine.wait_for_var(var).unwrap_err().to_string();
+    assert!(error.contains("gpu-write"), "{error}");
+    assert!(error.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{error}");
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "the reader of a failed var ran"
+    );
+}
+
+#[test]
+fn a_completion_the_device_drops_fails_the_op() {
+    let (engine, device) = engine();
+    let var = engine.new_var().unwrap();
+    let _ran = gpu_then_cpu(&engine, var);
+    drop(device.take(1));
+    let error = engine.wait_for_var(var).unwrap_err().to_string();
+    assert!(error.contains("without completing it"), "{error}");
+}
+
+#[test]
+fn the_functions_own_failure_outlives_a_device_success() {
+    let (engine, device) = engine();
+    let var = engine.new_var().unwrap();
+    engine
+        .op("gpu-fails")
+        .on(Context::gpu(0))
+        .writes([var])
+        .push_sync(|_| Err::<(), depengine::BoxError>("launch refused".into()))
+        .unwrap();
+    // The op stays pending until the device is done with what it might have launched.
+    let mut held = device.take(1);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(engine.stats().pending_ops, 1);
+    held.pop().unwrap().complete(Ok(()));
+    let error = engine.wait_for_var(var).unwrap_err().to_string();
+    assert!(error.contains("launch refused"), "{error}");
+}
+
+/// An executor that drops every device task unrun.
+struct DropsTasks;
+
+impl Executor for DropsTasks {
+    fn execute(&self, _priority: i32, task: Task) {
+        drop(task);
+    }
+    fn execute_device(&self, task: DeviceTask) {
+        drop(task);
+    }
+}
+
+struct DroppingBackend;
+
+impl DeviceBackend for DroppingBackend {
+    fn name(&self) -> &'static str {
+        "drops"
+    }
+    fn compute(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(Arc::new(DropsTasks))
+    }
+    fn copy(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(Arc::new(DropsTasks))
+    }
+}
+
+#[test]
+fn a_task_the_executor_drops_unrun_fails_its_op() {
+    let engine = Engine::new(
+        EngineConfig::default()
+            .kind(EngineKind::ThreadedPerDevice)
+            .device_backend(Arc::new(DroppingBackend)),
+    )
+    .unwrap();
+    let var = engine.new_var().unwrap();
+    let ran = gpu_then_cpu(&engine, var);
+    let error = engine.wait_for_var(var).unwrap_err().to_string();
+    assert!(error.contains("gpu-write"), "{error}");
+    assert!(!ran.load(Ordering::SeqCst));
+}
+
+/// A device that reports launches, as a CUDA backend does: `execute_device` records the fences
+/// a task came with, runs its function at once (on the dispatching thread), reports the op
+/// launched with a fence naming the op (its launch order), and keeps its completion until the
+/// test releases it.
+#[derive(Default)]
+struct LaunchingDevice {
+    state: Mutex<Launches>,
+    arrived: Condvar,
+}
+
+#[derive(Default)]
+struct Launches {
+    /// Per launched op (by launch order): the launch orders of the fences its task came with.
+    fences: Vec<Vec<usize>>,
+    /// The completions of launched ops not released yet, with their launch order.
+    held: Vec<(usize, DeviceCompletion)>,
+    /// The test panicked (`DeviceHandle`): completions are no longer held.
+    closed: bool,
+}
+
+impl LaunchingDevice {
+    /// Waits until op `order` launched (counting from 0), and returns the fences of every op
+    /// launched so far.
+    fn launched(&self, order: usize) -> Vec<Vec<usize>> {
+        let state = self.state.lock().unwrap();
+        let (state, timeout) = self
+            .arrived
+            .wait_timeout_while(state, Duration::from_secs(10), |s| s.fences.len() <= order)
+            .unwrap();
+        assert!(!timeout.timed_out(), "{} ops launched", state.fences.len());
+        state.fences.clone()
+    }
+
+    /// Releases the completion of op `order` with `outcome`.
+    fn complete(&self, order: usize, outcome: Result<(), DeviceError>) {
+        let completion = {
+            let mut state = self.state.lock().unwrap();
+            let at = state
+                .held
+                .iter()
+                .position(|(held, _)| *held == order)
+                .expect("a launched op");
+            state.held.swap_remove(at).1
+        };
+        completion.complete(outcome);
+    }
+}
+
+impl Executor for LaunchingDevice {
+    fn execute(&self, _priority: i32, task: Task) {
+        task();
+    }
+
+    fn execute_device(&self, task: DeviceTask) {
+        let fences = task
+            .fences()
+            .iter()
+            .map(|fence| *fence.downcast_ref::<usize>().expect("a fence of ours"))
+            .collect();
+        let order = {
+            let mut state = self.state.lock().unwrap();
+            state.fences.push(fences);
+            state.fences.len() - 1
+        };
+        let mut completion = task.run();
+        // Unlocked: the launch releases the device ops behind this one, which come back here.
+        completion.launched(depengine::Fence::new(order));
+        let mut state = self.state.lock().unwrap();
+        if state.closed {
+            drop(state);
+            // Unlocked too: the failure of the dropped completion releases ops behind it.
+            drop(completion);
+            return;
+        }
+        state.held.push((order, completion));
+        drop(state);
+        self.arrived.notify_all();
+    }
+}
+
+struct Launching(Arc<LaunchingDevice>);
+
+impl DeviceBackend for Launching {
+    fn name(&self) -> &'static str {
+        "launching"
+    }
+    fn compute(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(self.0.clone())
+    }
+    fn copy(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(self.0.clone())
+    }
+}
+
+/// The test's handle on its launching device. Should the test panic while the device holds
+/// completions, dropping the handle (before the engine: it comes second in the pair) drops
+/// them and every later one, failing their ops (`DeviceError::Dropped`), so that the engine's
+/// drop, which waits for every op, does not turn the failed assertion into a hang.
+struct DeviceHandle(Arc<LaunchingDevice>);
+
+impl std::ops::Deref for DeviceHandle {
+    type Target = LaunchingDevice;
+    fn deref(&self) -> &LaunchingDevice {
+        &self.0
+    }
+}
+
+impl Drop for DeviceHandle {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let held = {
+                let mut state = self
+                    .0
+                    .state
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                state.closed = true;
+                std::mem::take(&mut state.held)
+            };
+            // Unlocked: each dropped completion fails its op, which may release more.
+            drop(held);
+        }
+    }
+}
+
+fn launching_engine() -> (Engine, DeviceHandle) {
+    let device = Arc::new(LaunchingDevice::default());
+    let config = EngineConfig::default()
+        .kind(EngineKind::ThreadedPerDevice)
+        .device_backend(Arc::new(Launching(Arc::clone(&device))));
+    (Engine::new(config).unwrap(), DeviceHandle(device))
+}
+
+/// Pushes a GPU op named `name` that reads `reads` and writes `writes`.
+fn gpu_op(
+    engine: &Engine,
+    name: &'static str,
+    reads: &[depengine::Var],
+    writes: &[depengine::Var],
+) {
+    engine
+        .op(name)
+        .on(Context::gpu(0))
+        .reads(reads.iter().copied())
+        .writes(writes.iter().copied())
+        .push_sync(|_| Ok(()))
+        .unwrap();
+}
+
+/// Pushes a CPU op reading `var`; returns its flag.
+fn cpu_read(engine: &Engine, var: depengine::Var) -> Arc<AtomicBool> {
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    engine
+        .op("cpu-read")
+        .reads([var])
+        .push_sync(move |_| flag.store(true, Ordering::SeqCst))
+        .unwrap();
+    ran
+}
+
+/// Gives a wrongly released CPU op the time to run.
+fn settle() {
+    std::thread::sleep(Duration::from_millis(20));
+}
+
+#[test]
+fn gpu_ops_behind_a_launched_op_start_at_once_after_its_fence_and_cpu_ops_wait_for_all() {
+    let (engine, device) = launching_engine();
+    let [x, y] = [engine.new_var().unwrap(), engine.new_var().unwrap()];
+    gpu_op(&engine, "a", &[], &[x]);
+    gpu_op(&engine, "b", &[x], &[y]);
+    let ran = cpu_read(&engine, y);
+    // `b` launched while `a` is not done, ordered behind `a`'s fence.
+    assert_eq!(device.launched(1), [vec![], vec![0]]);
+    settle();
+    assert!(!ran.load(Ordering::SeqCst));
+    device.complete(0, Ok(()));
+    settle();
+    assert!(!ran.load(Ordering::SeqCst), "b's work is not done");
+    device.complete(1, Ok(()));
+    engine.wait_for_all().unwrap();
+    assert!(ran.load(Ordering::SeqCst));
+}
+
+#[test]
+fn a_write_launches_after_the_reads_before_it_and_waits_for_their_fences() {
+    let (engine, device) = launching_engine();
+    let [x, y] = [engine.new_var().unwrap(), engine.new_var().unwrap()];
+    gpu_op(&engine, "read x", &[x], &[]);
+    gpu_op(&engine, "read x, y", &[x, y], &[]);
+    gpu_op(&engine, "write x", &[], &[x]);
+    gpu_op(&engine, "read y", &[y], &[]);
+    // The reads start with no fence; the write after both of theirs; the last read of `y`,
+    // beside a launched read, with none.
+    let fences = device.launched(3);
+    assert_eq!(fences[..2], [Vec::<usize>::new(), Vec::new()]);
+    let write = fences.iter().position(|f| f.len() == 2).expect("the write");
+    assert_eq!(fences[write], [0, 1]);
+    for order in 0..4 {
+        device.complete(order, Ok(()));
+    }
+    engine.wait_for_all().unwrap();
+}
+
+#[test]
+fn a_device_failure_after_the_launch_reaches_the_cpu_ops_behind() {
+    let (engine, device) = launching_engine();
+    let x = engine.new_var().unwrap();
+    gpu_op(&engine, "kernel", &[], &[x]);
+    gpu_op(&engine, "next kernel", &[x], &[]);
+    let ran = cpu_read(&engine, x);
+    device.launched(1);
+    device.complete(
+        0,
+        Err(DeviceError::Failed {
+            backend: "launching".to_owned(),
+            message: "CUDA_ERROR_ILLEGAL_ADDRESS".to_owned(),
+        }),
+    );
+    device.complete(1, Ok(()));
+    let error = engine.wait_for_var(x).unwrap_err().to_string();
+    assert!(error.contains("kernel"), "{error}");
+    assert!(error.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{error}");
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "the reader of a failed var ran"
+    );
+}
+
+#[test]
+fn waits_and_deletions_wait_for_the_launched_work() {
+    let (engine, device) = launching_engine();
+    let x = engine.new_var().unwrap();
+    gpu_op(&engine, "kernel", &[], &[x]);
+    device.launched(0);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            engine.wait_for_var(x).unwrap();
+            done_tx.send(()).unwrap();
+        });
+        assert!(
+            done_rx.recv_timeout(Duration::from_millis(50)).is_err(),
+            "wait_for_var returned before the launched work was done"
+        );
+        assert_eq!(engine.stats().pending_ops, 1);
+        device.complete(0, Ok(()));
+        done_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    });
+    engine.wait_for_all().unwrap();
+}
+
+#[test]
+fn an_op_whose_function_failed_does_not_launch() {
+    let (engine, device) = launching_engine();
+    let x = engine.new_var().unwrap();
+    engine
+        .op("refused")
+        .on(Context::gpu(0))
+        .writes([x])
+        .push_sync(|_| Err::<(), depengine::BoxError>("launch refused".into()))
+        .unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    engine
+        .op("behind")
+        .on(Context::gpu(0))
+        .reads([x])
+        .push_sync(move |_| flag.store(true, Ordering::SeqCst))
+        .unwrap();
+    device.launched(0);
+    settle();
+    assert_eq!(
+        device.launched(0).len(),
+        1,
+        "released behind a failed function"
+    );
+    device.complete(0, Ok(()));
+    // The op behind is skipped (its var failed): its function never runs.
+    let error = engine.wait_for_var(x).unwrap_err().to_string();
+    assert!(error.contains("launch refused"), "{error}");
+    device.complete(1, Ok(()));
+    assert!(!ran.load(Ordering::SeqCst));
+}
+
+#[test]
+fn an_async_gpu_op_waits_for_the_completion_of_the_launched_ops_before_it() {
+    let (engine, device) = launching_engine();
+    let x = engine.new_var().unwrap();
+    gpu_op(&engine, "kernel", &[], &[x]);
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    engine
+        .op("async reader")
+        .on(Context::gpu(0))
+        .reads([x])
+        .push_async(move |_, done| {
+            flag.store(true, Ordering::SeqCst);
+            done.ok();
+        })
+        .unwrap();
+    device.launched(0);
+    settle();
+    // Its work is not what it launches on a stream: it is not released at the launch.
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "the async GPU op ran at the launch of the op before it"
+    );
+    device.complete(0, Ok(()));
+    device.launched(1);
+    device.complete(1, Ok(()));
+    engine.wait_for_all().unwrap();
+    assert!(ran.load(Ordering::SeqCst));
+}
+
+fn kernel_fault() -> Result<(), DeviceError> {
+    Err(DeviceError::Failed {
+        backend: "launching".to_owned(),
+        message: "CUDA_ERROR_ILLEGAL_ADDRESS".to_owned(),
+    })
+}
+
+/// The failure `var` holds (`wait_for_var`'s error).
+fn failure_of(engine: &Engine, var: depengine::Var) -> depengine::OpFailure {
+    match engine.wait_for_var(var) {
+        Err(depengine::EngineError::OpFailed(failure)) => failure,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Gives the ops behind launched op 0 the time to complete too early, checks that the
+/// `pending` ops still are, then fails op 0's work.
+fn fail_the_first_launch_once(engine: &Engine, device: &LaunchingDevice, pending: usize) {
+    settle();
+    assert_eq!(
+        engine.stats().pending_ops,
+        pending,
+        "an op behind the launched op completed before its outcome was known"
+    );
+    device.complete(0, kernel_fault());
+}
+
+/// The failure `root` holds, which each of `vars` holds too, passed on: the same failure.
+fn passed_on_from(
+    engine: &Engine,
+    root: depengine::Var,
+    vars: &[depengine::Var],
+) -> depengine::OpFailure {
+    let root = failure_of(engine, root);
+    for &var in vars {
+        let passed_on = failure_of(engine, var);
+        assert!(passed_on.same_failure(&root), "{passed_on} is not {root}");
+    }
+    root
+}
+
+/// A launched op's work fails after the GPU ops behind it were released at its launch and
+/// their own work succeeded (as on another device, where CUDA's errors do not follow): they
+/// complete with its failure, as they would have been skipped with it had they waited for its
+/// completion, and so do the ops behind them, whichever of them the device finishes first.
+#[test]
+fn a_device_failure_passes_to_the_gpu_ops_released_at_the_launch_of_the_failed_op() {
+    for failed_first in [true, false] {
+        let (engine, device) = launching_engine();
+        let [x, y, z] = std::array::from_fn(|_| engine.new_var().unwrap());
+        gpu_op(&engine, "kernel", &[], &[x]);
+        gpu_op(&engine, "next kernel", &[x], &[y]);
+        gpu_op(&engine, "last kernel", &[y], &[z]);
+        let ran = cpu_read(&engine, z);
+        assert_eq!(device.launched(2), [vec![], vec![0], vec![1]]);
+        if failed_first {
+            device.complete(0, kernel_fault());
+            device.complete(1, Ok(()));
+            device.complete(2, Ok(()));
+        } else {
+            device.complete(2, Ok(()));
+            device.complete(1, Ok(()));
+            fail_the_first_launch_once(&engine, &device, 4);
+        }
+        let root = passed_on_from(&engine, x, &[y, z]);
+        assert!(
+            root.to_string().contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
+            "{root}"
+        );
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "the reader of a failed var ran"
+        );
+        engine.wait_for_all().unwrap();
+    }
+}
+
+/// A GPU op released behind a launched write completes with the device's own outcome once
+/// that write succeeded, and a failure of its own work stays its own.
+#[test]
+fn an_op_behind_a_successful_launched_write_keeps_its_own_outcome() {
+    let (engine, device) = launching_engine();
+    let [x, y] = std::array::from_fn(|_| engine.new_var().unwrap());
+    gpu_op(&engine, "kernel", &[], &[x]);
+    gpu_op(&engine, "next kernel", &[x], &[y]);
+    device.launched(1);
+    device.complete(1, kernel_fault());
+    device.complete(0, Ok(()));
+    engine.wait_for_var(x).unwrap();
+    let own = failure_of(&engine, y);
+    assert_eq!(own.op_name(), "next kernel");
+    assert!(
+        own.to_string().contains("CUDA_ERROR_ILLEGAL_ADDRESS"),
+        "{own}"
+    );
+}
+
+/// A backend whose compute workers report launches, as a CUDA stream's do, and whose copy
+/// workers do not (they complete their ops as CPU workers do, when the device is done).
+struct LaunchingCompute(Arc<LaunchingDevice>, Arc<HeldDevice>);
+
+impl DeviceBackend for LaunchingCompute {
+    fn name(&self) -> &'static str {
+        "launching compute"
+    }
+    fn compute(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(self.0.clone())
+    }
+    fn copy(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(self.1.clone())
+    }
+}
+
+/// The op released at a failed op's launch runs on an executor that reports no launch: it too
+/// completes only once that op's outcome is known, and with its failure.
+#[test]
+fn a_device_failure_passes_to_an_op_released_at_its_launch_that_does_not_launch() {
+    let launching = Arc::new(LaunchingDevice::default());
+    let copies = Arc::new(HeldDevice::default());
+    let backend = LaunchingCompute(Arc::clone(&launching), Arc::clone(&copies));
+    let engine = Engine::new(
+        EngineConfig::default()
+            .kind(EngineKind::ThreadedPerDevice)
+            .device_backend(Arc::new(backend)),
+    )
+    .unwrap();
+    let device = DeviceHandle(launching);
+    let [x, y] = std::array::from_fn(|_| engine.new_var().unwrap());
+    gpu_op(&engine, "kernel", &[], &[x]);
+    engine
+        .op("copy")
+        .on(Context::gpu(0))
+        .prop(FnProperty::CopyToGpu)
+        .reads([x])
+        .writes([y])
+        .push_sync(|_| Ok(()))
+        .unwrap();
+    device.launched(0);
+    // Released at the kernel's launch; its own work done first.
+    for copy in copies.take(1) {
+        copy.complete(Ok(()));
+    }
+    fail_the_first_launch_once(&engine, &device, 2);
+    passed_on_from(&engine, x, &[y]);
+    engine.wait_for_all().unwrap();
+}
