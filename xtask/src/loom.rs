@@ -82,10 +82,11 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
         Some(_) => {}
     }
     let explored = interleavings(&captured.stdout);
-    println!("\n{:<72} interleavings", "loom model");
+    let width = explored.iter().map(|(model, _)| model.len()).max().unwrap_or(0);
+    println!("\n{:<width$} interleavings", "loom model");
     for (model, counts) in &explored {
         let counts: Vec<String> = counts.iter().map(u64::to_string).collect();
-        println!("{model:<72} {:>13}", counts.join(" + "));
+        println!("{model:<width$} {:>13}", counts.join(" + "));
     }
     let single: Vec<&str> = explored
         .iter()
