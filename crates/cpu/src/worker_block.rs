@@ -207,7 +207,7 @@ impl<T: Item> WorkerBlock<T> {
 
     /// The item the calling worker keeps to run next, taken for the caller to run (see
     /// [`ThreadPool::take_kept`]).
-    #[inline]
+    #[inline(always)]
     pub fn take_kept(&self) -> Option<T> {
         self.pool.take_kept()
     }

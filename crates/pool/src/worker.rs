@@ -427,7 +427,7 @@ impl<T: Item> Shared<T> {
 
     /// Takes the item in the calling worker's next-task slot, if it is one (a kept closure
     /// stays).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take_kept_item(&self) -> Option<T> {
         let index = self.current_index()?;
         match self.take_next(index)? {
