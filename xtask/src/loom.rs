@@ -82,7 +82,11 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
         Some(_) => {}
     }
     let explored = interleavings(&captured.stdout);
-    let width = explored.iter().map(|(model, _)| model.len()).max().unwrap_or(0);
+    let width = explored
+        .iter()
+        .map(|(model, _)| model.len())
+        .max()
+        .unwrap_or(0);
     println!("\n{:<width$} interleavings", "loom model");
     for (model, counts) in &explored {
         let counts: Vec<String> = counts.iter().map(u64::to_string).collect();

@@ -33,7 +33,7 @@
 //! says which of the three layouts the bytes have, so nothing else is stored.
 //!
 //! Under loom every closure too large to be inline is boxed: the store's atomics are loom's
-//! there, which a process-wide static cannot hold across models, and the graph's models check
+//! there, which a process-wide static cannot hold across models, and depengine-slab's models check
 //! the store itself.
 
 use std::marker::PhantomData;
