@@ -207,6 +207,10 @@ impl<T: Item> WorkerBlock<T> {
 
     /// The item the calling worker keeps to run next, taken for the caller to run (see
     /// [`ThreadPool::take_kept`]).
+    #[expect(
+        clippy::inline_always,
+        reason = "called once per op that a burst runs inline; `docs/decisions.md`, \"The kept successor, taken back by the runner\""
+    )]
     #[inline(always)]
     pub fn take_kept(&self) -> Option<T> {
         self.pool.take_kept()

@@ -266,6 +266,10 @@ impl<T: Item> ThreadPool<T> {
     /// [`Item::run`], which can then run the successors it releases in a loop instead of
     /// returning to the worker's loop for each. `None` from outside the pool, or when the
     /// worker keeps nothing or a closure.
+    #[expect(
+        clippy::inline_always,
+        reason = "called once per op that a burst runs inline; `docs/decisions.md`, \"The kept successor, taken back by the runner\""
+    )]
     #[inline(always)]
     pub fn take_kept(&self) -> Option<T> {
         self.shared.take_kept_item()

@@ -427,6 +427,10 @@ impl<T: Item> Shared<T> {
 
     /// Takes the item in the calling worker's next-task slot, if it is one (a kept closure
     /// stays).
+    #[expect(
+        clippy::inline_always,
+        reason = "called once per op that a burst runs inline; `docs/decisions.md`, \"The kept successor, taken back by the runner\""
+    )]
     #[inline(always)]
     pub(crate) fn take_kept_item(&self) -> Option<T> {
         let index = self.current_index()?;
