@@ -19,9 +19,10 @@ pub(crate) const ENGINE_CUDA_TESTS: [&str; 4] = ["gpu::", "api::", "names::", "d
 /// only, as test name filters of its test binary.
 const ENGINE_STRESS_TESTS: [&str; 4] = ["random::", "random_data::", "hazards::", "deadlock::"];
 
-/// The engine's memory test, at its full burst in optimized builds, as a test name filter: run
-/// alone, as nothing else loads the machine then (`tests/it/memory_returned.rs`).
-const ENGINE_MEMORY_TEST: [&str; 1] = ["memory_returned::"];
+/// The engine's memory test, as test name filters: ignored in a plain `cargo test`, run alone in
+/// debug and optimized builds, as nothing else loads the machine then
+/// (`tests/it/memory_returned.rs`).
+const ENGINE_MEMORY_TEST: [&str; 2] = ["--include-ignored", "memory_returned::"];
 
 /// The pool's stress tests at their release sizes, as a test name filter of its test binary.
 const POOL_STRESS_TESTS: [&str; 1] = ["stress::"];
@@ -68,6 +69,10 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
         ])
         .run()?;
     Cmd::cargo().args(["test", "--workspace"]).run()?;
+    Cmd::cargo()
+        .args(["test", "-p", "depengine", "--test", "it", "--"])
+        .args(ENGINE_MEMORY_TEST)
+        .run()?;
     // The CUDA backend through the engine: without a GPU, the no-driver path (the GPU tests
     // skip).
     Cmd::cargo()
@@ -189,7 +194,7 @@ mod tests {
         for (krate, filters) in lists {
             let it = crates.join(krate).join("tests/it");
             let main = std::fs::read_to_string(it.join("main.rs")).unwrap();
-            for filter in filters {
+            for filter in filters.iter().filter(|filter| !filter.starts_with("--")) {
                 let module = filter.strip_suffix("::").expect("a module filter");
                 assert!(
                     it.join(format!("{module}.rs")).is_file()

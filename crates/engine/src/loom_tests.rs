@@ -1,8 +1,8 @@
 //! Loom models of the facade's own synchronization: the completion counter that
 //! `wait_for_all` and pushers held back by the pending bound sleep on (or a
 //! `wait_for_all_async` future awaits), with the count of values' releases run after their ops
-//! (`wait/releases.rs`), the outcome `wait_for_var` blocks on, or abandons
-//! (`engine/blocking.rs`), or its future polls; and bulk execution's hand-overs: a segment's members
+//! (`wait/releases.rs`), the one-shot `wait_for_var` blocks on, or abandons
+//! (`api/blocking.rs`), or its future polls; and bulk execution's hand-overs: a segment's members
 //! between the pushing thread and the runner, and the count of graph entries that tells a
 //! join whether another entry came in between (with the real graph).
 //! Ready ops are queued in the CPU blocks' pools, whose hand-offs (the queues, a kept
@@ -247,7 +247,7 @@ fn a_held_back_push_waits_for_the_low_water_mark() {
                 thread::spawn(move || complete(&counter, &effects[op]))
             })
             .collect();
-        // `throttle::admit`, without the thread context.
+        // `throttle::admit`, without the thread's state.
         while counter.add() == Admission::OverBound {
             counter.done();
             assert!(counter.wait_below_for(None));
@@ -334,54 +334,54 @@ fn an_allowance_ends_and_the_bound_holds_again() {
     });
 }
 
-/// The outcome hands its value over whether it is set before or after the wait begins.
+/// The one-shot hands its value over whether it is set before or after the wait begins.
 ///
-/// Catches no ordering: the outcome is a mutex and a condvar, with no atomics of its own.
+/// Catches no ordering: the one-shot is a mutex and a condvar, with no atomics of its own.
 #[test]
-fn latch_hands_over_its_value() {
+fn one_shot_hands_over_its_value() {
     loom::model(|| {
-        let outcome = Arc::new(OneShot::new());
+        let one_shot = Arc::new(OneShot::new());
         let setter = {
-            let outcome = Arc::clone(&outcome);
-            thread::spawn(move || outcome.set(7_u32))
+            let one_shot = Arc::clone(&one_shot);
+            thread::spawn(move || one_shot.set(7_u32))
         };
-        assert_eq!(outcome.wait(), 7);
+        assert_eq!(one_shot.wait(), 7);
         setter.join().unwrap();
     });
 }
 
-/// A waiter that abandons the outcome races the setter's claim: either the waiter gave up and
+/// A waiter that abandons the one-shot races the setter's claim: either the waiter gave up and
 /// the setter's side effect (taking the var's failure) never happens, or the setter claimed
 /// first, and the waiter, refused, gets the value.
 ///
-/// Catches no ordering: the outcome is a mutex and a condvar, with no atomics of its own.
+/// Catches no ordering: the one-shot is a mutex and a condvar, with no atomics of its own.
 #[test]
-fn latch_abandon_and_claim_exclude_each_other() {
+fn one_shot_abandon_and_claim_exclude_each_other() {
     loom::model(|| {
-        let outcome = Arc::new(OneShot::new());
+        let one_shot = Arc::new(OneShot::new());
         let taken = Arc::new(AtomicBool::new(false));
         let setter = {
-            let (outcome, taken) = (Arc::clone(&outcome), Arc::clone(&taken));
+            let (one_shot, taken) = (Arc::clone(&one_shot), Arc::clone(&taken));
             thread::spawn(move || {
-                if outcome.claim() {
+                if one_shot.claim() {
                     taken.store(true, Ordering::Relaxed);
                 }
-                outcome.set(7_u32);
+                one_shot.set(7_u32);
             })
         };
-        if outcome.abandon() {
+        if one_shot.abandon() {
             setter.join().unwrap();
             assert!(!taken.load(Ordering::Relaxed));
-            assert!(!outcome.is_set());
+            assert!(!one_shot.is_set());
         } else {
-            assert_eq!(outcome.wait(), 7);
+            assert_eq!(one_shot.wait(), 7);
             setter.join().unwrap();
             assert!(taken.load(Ordering::Relaxed));
         }
     });
 }
 
-/// A future polls the outcome while the setter sets it: a poll from a task that then stops
+/// A future polls the one-shot while the setter sets it: a poll from a task that then stops
 /// waiting stores a waker that wakes nobody, then the awaiting task polls; the setter must
 /// wake the latest waker, whether it sets before, between or after the polls.
 ///
@@ -391,18 +391,18 @@ fn latch_abandon_and_claim_exclude_each_other() {
 #[test]
 fn one_shot_poll_never_misses_the_set() {
     loom::model(|| {
-        let outcome = Arc::new(OneShot::new());
+        let one_shot = Arc::new(OneShot::new());
         let setter = {
-            let outcome = Arc::clone(&outcome);
+            let one_shot = Arc::clone(&one_shot);
             thread::spawn(move || {
-                assert!(outcome.claim());
-                outcome.set(7_u32);
+                assert!(one_shot.claim());
+                one_shot.set(7_u32);
             })
         };
-        let stale = outcome.poll_take(&mut Context::from_waker(Waker::noop()));
+        let stale = one_shot.poll_take(&mut Context::from_waker(Waker::noop()));
         let value = match stale {
             Poll::Ready(value) => value,
-            Poll::Pending => loom::future::block_on(poll_fn(|cx| outcome.poll_take(cx))),
+            Poll::Pending => loom::future::block_on(poll_fn(|cx| one_shot.poll_take(cx))),
         };
         assert_eq!(value, 7);
         setter.join().unwrap();

@@ -289,7 +289,7 @@ impl<T: Item> Shared<T> {
         worker_local::worker_index(self.address())
     }
 
-    /// This pool's identity in the workers' contexts.
+    /// This pool's identity in the workers' local state.
     fn address(&self) -> usize {
         std::ptr::from_ref(self) as usize
     }
@@ -468,7 +468,7 @@ impl<T: Item> Shared<T> {
     /// scheduler gives the pusher its slice, and moves the spinner to an idle core only at
     /// a later balancing tick), and the jobs wait while the other cores sleep. So every
     /// `STARVATION_CHECK` pushes that skipped their wake-up, the pushing thread looks at the
-    /// injector (its context counts them); if `STARVED_BACKLOG` jobs wait there, the spinners
+    /// injector (its worker-local state counts them); if `STARVED_BACKLOG` jobs wait there, the spinners
     /// it saw are not taking them, and it wakes a sleeper anyway, which the scheduler places
     /// on an idle core. A wake-up more than `wake_one` would make is never wrong (a woken
     /// worker that finds nothing goes back to sleep), so the check needs no ordering of its

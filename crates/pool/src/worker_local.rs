@@ -1,7 +1,7 @@
 //! [`WorkerLocal`]: what a thread remembers about itself as a pool worker, and as a thread
 //! that pushes into pools, in the one thread-local of the crate.
 //!
-//! Only the thread itself touches its context, so the fields are plain `Cell`s:
+//! Only the thread itself touches its worker-local state, so the fields are plain `Cell`s:
 //!
 //! | field | set by | what it says |
 //! |---|---|---|
@@ -58,17 +58,17 @@ impl WorkerLocal {
 #[cfg(not(loom))]
 std::thread_local! {
     // `const`: no lazy initialization to check on each access (every spawn reads it).
-    static CONTEXT: WorkerLocal = const { WorkerLocal::new() };
+    static LOCAL: WorkerLocal = const { WorkerLocal::new() };
 }
 
 #[cfg(loom)]
 thread_local! {
-    static CONTEXT: WorkerLocal = WorkerLocal::new();
+    static LOCAL: WorkerLocal = WorkerLocal::new();
 }
 
 /// Makes the current thread worker `index` of the pool whose `Shared` is at `pool` (0: no pool).
 pub(crate) fn set_worker(pool: usize, index: usize) {
-    CONTEXT.with(|cx| {
+    LOCAL.with(|cx| {
         cx.pool.set(pool);
         cx.index.set(index);
     });
@@ -78,23 +78,23 @@ pub(crate) fn set_worker(pool: usize, index: usize) {
 /// workers.
 #[inline]
 pub(crate) fn worker_index(pool: usize) -> Option<usize> {
-    CONTEXT.with(|cx| (cx.pool.get() == pool).then(|| cx.index.get()))
+    LOCAL.with(|cx| (cx.pool.get() == pool).then(|| cx.index.get()))
 }
 
 /// Whether the current thread runs a task inline because its queue was full.
 #[inline]
 pub(crate) fn overflowing() -> bool {
-    CONTEXT.with(|cx| cx.overflowing.get())
+    LOCAL.with(|cx| cx.overflowing.get())
 }
 
 /// Marks the current thread as running a task inline because its queue was full, or not.
 pub(crate) fn set_overflowing(overflowing: bool) {
-    CONTEXT.with(|cx| cx.overflowing.set(overflowing));
+    LOCAL.with(|cx| cx.overflowing.set(overflowing));
 }
 
 /// The next number of the current thread's pseudo-random sequence (see `rng.rs`).
 pub(crate) fn next_random() -> u64 {
-    CONTEXT.with(|cx| crate::rng::next_u64(&cx.random))
+    LOCAL.with(|cx| crate::rng::next_u64(&cx.random))
 }
 
 /// Counts a push of the current thread that skipped its wake-up because a worker spun;
@@ -102,7 +102,7 @@ pub(crate) fn next_random() -> u64 {
 /// the spinners take the jobs, `Shared::wake_for_push`).
 #[inline]
 pub(crate) fn check_due_after_skipped_wake(every: u32) -> bool {
-    CONTEXT.with(|cx| {
+    LOCAL.with(|cx| {
         let skipped = cx.skipped_wakes.get() + 1;
         let due = skipped >= every;
         cx.skipped_wakes.set(if due { 0 } else { skipped });

@@ -26,6 +26,8 @@
 
 use std::fmt;
 use std::mem::MaybeUninit;
+// Not the loom facade's: a counter that only makes each store's tag unique synchronizes nothing.
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use depengine_sync::UnsafeCell;
 
@@ -89,13 +91,20 @@ impl Slot for Block {
 /// assert_eq!(store.in_use(), 0);
 /// ```
 #[must_use = "a block that is not given back stays taken"]
-pub struct BlockId(u32);
+pub struct BlockId {
+    index: u32,
+    /// The tag of the store it was taken from: an id given to another store is refused.
+    store: u32,
+}
 
 impl fmt::Debug for BlockId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "BlockId({})", self.0)
+        write!(f, "BlockId({} of store {})", self.index, self.store)
     }
 }
+
+/// The tags of the stores made so far.
+static STORES: AtomicU32 = AtomicU32::new(0);
 
 /// Blocks of [`BLOCK_BYTES`] bytes (aligned to [`BLOCK_ALIGN`]) for storage that one thread
 /// takes and another gives back; see the module documentation.
@@ -124,19 +133,28 @@ impl fmt::Debug for BlockId {
 /// ```
 pub struct BlockStore {
     slab: Slab<Block>,
+    /// This store's tag, in each id it hands out.
+    tag: u32,
 }
 
 impl BlockStore {
     /// An empty store: it allocates storage as blocks are taken.
     pub fn new() -> Self {
-        BlockStore { slab: Slab::new() }
+        BlockStore {
+            slab: Slab::new(),
+            tag: STORES.fetch_add(1, Relaxed),
+        }
     }
 
     /// Takes a block, recycling a given-back one when possible. `None` when the store holds
     /// its most blocks (2^30 - 1), all taken.
     #[inline]
     pub fn take(&self) -> Option<BlockId> {
-        self.slab.alloc().map(BlockId)
+        let index = self.slab.alloc()?;
+        Some(BlockId {
+            index,
+            store: self.tag,
+        })
     }
 
     /// Calls `f` with a pointer to the block's first word: its [`BLOCK_BYTES`] bytes start
@@ -146,12 +164,10 @@ impl BlockStore {
     ///
     /// # Panics
     ///
-    /// If `block` was taken from another store, beyond the storage this one holds.
+    /// If `block` was taken from another store.
     #[inline]
     pub fn with_bytes<R>(&self, block: &BlockId, f: impl FnOnce(*mut u64) -> R) -> R {
-        let Some(slot) = self.slab.get(block.0) else {
-            panic!("{block:?} was taken from another block store");
-        };
+        let slot = self.check(block);
         slot.0.with_mut(|words| f(words.cast()))
     }
 
@@ -161,8 +177,22 @@ impl BlockStore {
         clippy::needless_pass_by_value,
         reason = "the id is consumed on purpose: a block given back is no longer held"
     )]
+    ///
+    /// # Panics
+    ///
+    /// If `block` was taken from another store (which may still hand out that index).
     pub fn give_back(&self, block: BlockId) {
-        self.slab.free(block.0);
+        self.check(&block);
+        self.slab.free(block.index);
+    }
+
+    /// The block `block` names, which must be this store's.
+    #[inline]
+    fn check(&self, block: &BlockId) -> &Block {
+        match self.slab.get(block.index) {
+            Some(slot) if block.store == self.tag => slot,
+            _ => panic!("{block:?} was taken from another block store"),
+        }
     }
 
     /// Blocks taken and not given back. Exact only while no other thread uses the store.
@@ -215,6 +245,20 @@ mod tests {
     fn a_block_entry_is_two_cache_lines() {
         assert_eq!(size_of::<crate::slab::Entry<Block>>(), 128);
         assert_eq!(align_of::<Block>(), BLOCK_ALIGN);
+    }
+
+    #[test]
+    fn an_id_of_another_store_is_refused() {
+        let (mine, other) = (BlockStore::new(), BlockStore::new());
+        let (block, theirs) = (mine.take().unwrap(), other.take().unwrap());
+        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            other.give_back(block);
+        }));
+        assert!(refused.is_err());
+        // The other store's own block is still taken, and still its holder's.
+        assert_eq!(other.in_use(), 1);
+        other.give_back(theirs);
+        assert_eq!(other.in_use(), 0);
     }
 
     #[test]

@@ -19,9 +19,9 @@
 //! - [`prefetch_line`]: the cache hint an allocation gives for the slot it hands out next, which
 //!   the graph gives for its own lines too.
 //!
-//! The protocols and their orderings are in the module documentation of `slab.rs` ("Free list:
-//! two stacks", "Recycling in batches", "Trimming"); the loom models (`loom_tests.rs`,
-//! `docs/loom.md`) check them.
+//! The protocols and their orderings are in the source, the module documentation of
+//! `src/slab.rs` ("Free list: two stacks", "Recycling in batches", "Trimming"); the loom models
+//! (`loom_tests.rs`, `docs/loom.md`) check them.
 //!
 //! # Example
 //!
@@ -85,4 +85,4 @@ mod loom_tests;
 
 pub use block_store::{BLOCK_ALIGN, BLOCK_BYTES, BlockId, BlockStore};
 pub use prefetch::prefetch_line;
-pub use slab::{Entry, Keep, NIL, Pin, Slab, Slot};
+pub use slab::{Entry, Keep, NIL, Slab, Slot, TrimGuard};

@@ -280,8 +280,10 @@ pub trait Slot: Default {
 /// gives its memory back after a burst ([`trim_to_system`](Self::trim_to_system)). Slots are
 /// named by `u32` indices; a slot is its holder's from [`alloc`](Self::alloc) to
 /// [`free`](Self::free), and another thread may look at it only under a [`pin`](Self::pin).
-/// The protocols (the free list in two stacks, recycling in batches, trimming) are in the
-/// module documentation of `slab.rs`.
+/// `free` and [`link`](Self::link) are for the slot's holder: freeing a slot one does not
+/// hold, or twice, corrupts the free list (a slot handed out twice, or a list that never
+/// ends), never the slab's memory. The protocols (the free list in two stacks, recycling in
+/// batches, trimming) are in the source of `slab.rs`, its module documentation.
 ///
 /// # Example
 ///
@@ -402,6 +404,7 @@ fn bucket_len(bucket: usize) -> usize {
 
 /// Slots in the first `buckets` buckets.
 fn capacity(buckets: usize) -> u32 {
+    let buckets = buckets.min(BUCKETS);
     ((1_u64 << (buckets as u32 + FIRST_SHIFT)) - (1 << FIRST_SHIFT)).min(u64::from(MAX_SLOTS))
         as u32
 }
@@ -684,9 +687,9 @@ impl<S: Slot> Slab<S> {
 
     /// Keeps trims away while alive: for a thread that looks at slots it does not hold (the
     /// graph's `inspect_op`).
-    pub fn pin(&self) -> Pin<'_, S> {
+    pub fn pin(&self) -> TrimGuard<'_, S> {
         self.enter();
-        Pin(self)
+        TrimGuard(self)
     }
 
     /// Slots handed out so far (in use or free).
@@ -937,9 +940,9 @@ impl<S: Slot> Drop for Detached<S> {
 /// assert!(unsafe { slab.trim_to_system(keep) });
 /// ```
 #[must_use = "a pin keeps trims away only while it is held"]
-pub struct Pin<'a, S: Slot>(&'a Slab<S>);
+pub struct TrimGuard<'a, S: Slot>(&'a Slab<S>);
 
-impl<S: Slot> Drop for Pin<'_, S> {
+impl<S: Slot> Drop for TrimGuard<'_, S> {
     fn drop(&mut self) {
         // Release: as in `Slab::leave`.
         self.0.returned.fetch_add(LEFT, Ordering::Release);

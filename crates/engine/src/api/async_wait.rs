@@ -2,7 +2,7 @@
 //! blocking waits' twins for async code, which wait without blocking a thread.
 //!
 //! Each is a plain state machine over the engine's own wake-ups, so it works with any
-//! executor: a [`WaitForVar`] polls the outcome its wait op sets (`wait/one_shot.rs`), a
+//! executor: a [`WaitForVar`] polls the one-shot its wait op sets (`wait/one_shot.rs`), a
 //! [`WaitForAll`] registers with the pending-op counter (`wait/idle.rs`, "Async waiters"); each
 //! stores the waker of its latest poll in the same critical section as it checks, which is why
 //! no wake-up is lost (argued in those files, checked by the loom models).
@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 
 use crate::api::{Engine, after_idle, blocking, var_outcome};
 use crate::error::{EngineError, Result};
-use crate::wait::deadlock::WaitOutcome;
+use crate::wait::deadlock::WaitOneShot;
 use crate::wait::idle::IdleWaiter;
 
 /// The future of [`Engine::wait_for_var_async`]: resolves once every op pushed on the var
@@ -62,8 +62,8 @@ pub struct WaitForVar {
 enum VarWaitState {
     /// The wait could not start: returned by the first poll.
     Refused(EngineError),
-    /// The wait op is pushed; its release sets the outcome.
-    Waiting(Arc<WaitOutcome>),
+    /// The wait op is pushed; its release sets the one-shot.
+    Waiting(Arc<WaitOneShot>),
     /// The future resolved.
     Done,
 }
@@ -75,9 +75,9 @@ impl WaitForVar {
         }
     }
 
-    pub(crate) fn waiting(outcome: Arc<WaitOutcome>) -> Self {
+    pub(crate) fn waiting(one_shot: Arc<WaitOneShot>) -> Self {
         WaitForVar {
-            state: VarWaitState::Waiting(outcome),
+            state: VarWaitState::Waiting(one_shot),
         }
     }
 }
@@ -87,10 +87,10 @@ impl Future for WaitForVar {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let outcome = match std::mem::replace(&mut self.state, VarWaitState::Done) {
-            VarWaitState::Waiting(outcome) => match outcome.poll_take(cx) {
+            VarWaitState::Waiting(one_shot) => match one_shot.poll_take(cx) {
                 Poll::Ready(outcome) => var_outcome(outcome),
                 Poll::Pending => {
-                    self.state = VarWaitState::Waiting(outcome);
+                    self.state = VarWaitState::Waiting(one_shot);
                     return Poll::Pending;
                 }
             },
@@ -103,11 +103,11 @@ impl Future for WaitForVar {
 
 impl Drop for WaitForVar {
     fn drop(&mut self) {
-        if let VarWaitState::Waiting(outcome) = &self.state {
+        if let VarWaitState::Waiting(one_shot) = &self.state {
             // As a blocking wait that gives up (`deadlock.rs`): if the wait op was not
-            // released yet, it will take nothing. Otherwise its value is left in the outcome: a
+            // released yet, it will take nothing. Otherwise its value is left in the one-shot: a
             // failure it holds was never marked reported, so `wait_for_all` returns it.
-            let _ = outcome.abandon();
+            let _ = one_shot.abandon();
         }
     }
 }
@@ -170,7 +170,7 @@ enum AllWaitState {
     Refused(EngineError),
     /// Registered with the engine's pending-op counter from its first `Pending` on; also
     /// waiting for the values' releases unless created by a thread running the engine's work
-    /// (see `engine/blocking.rs`, `wait_idle`).
+    /// (see `api/blocking.rs`, `wait_idle`).
     Waiting {
         engine: Engine,
         waiter: IdleWaiter,

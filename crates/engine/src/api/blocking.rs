@@ -25,16 +25,16 @@ use crate::warn::{DUMP_HINT, Topic, warn};
 /// Ops waiting on a var that a warning names, at most.
 const NAMED_OPS: usize = 8;
 
-/// `outcome.wait()` for `wait_for_var(var)` (or a data hold on `var`: `data/hold.rs`), warning
+/// `one_shot.wait()` for `wait_for_var(var)` (or a data hold on `var`: `data/hold.rs`), warning
 /// while it blocks.
-pub(crate) fn wait_watched<T>(state: &Arc<EngineState>, outcome: &OneShot<T>, var: Var) -> T {
+pub(crate) fn wait_watched<T>(state: &Arc<EngineState>, one_shot: &OneShot<T>, var: Var) -> T {
     block_until(
         state,
         |timeout| match timeout {
-            None => Some(outcome.wait()),
-            Some(timeout) => outcome.wait_timeout(timeout),
+            None => Some(one_shot.wait()),
+            Some(timeout) => one_shot.wait_timeout(timeout),
         },
-        |waited| warn_stalled_var(state, own_op(outcome), var, waited),
+        |waited| warn_stalled_var(state, own_op(one_shot), var, waited),
     )
 }
 
@@ -164,12 +164,12 @@ fn block_until<T>(
     value
 }
 
-/// The outcome of a waiting op, as `warn_stalled_var` compares it with a wait op's.
-fn own_op<T>(outcome: &OneShot<T>) -> *const () {
-    std::ptr::from_ref(outcome).cast()
+/// The one-shot of a waiting op, as `warn_stalled_var` compares it with a wait op's.
+fn own_op<T>(one_shot: &OneShot<T>) -> *const () {
+    std::ptr::from_ref(one_shot).cast()
 }
 
-/// The warning for a `wait_for_var(var)` (or a data hold) whose outcome is `own`, blocked for
+/// The warning for a `wait_for_var(var)` (or a data hold) whose one-shot is `own`, blocked for
 /// `waited`: what holds the var,
 /// and the ops queued on it ahead of the wait, by name.
 ///
@@ -220,7 +220,7 @@ fn warn_stalled_var(state: &EngineState, own: *const (), var: Var, waited: Durat
         // since is left out).
         let mut ahead: Vec<String> = Vec::new();
         for op in &pending {
-            let seen = graph.inspect_op(op.id, |payload| match payload.wait_outcome() {
+            let seen = graph.inspect_op(op.id, |payload| match payload.wait_one_shot() {
                 Some(waiting) if Arc::as_ptr(waiting).cast::<()>() == own => None,
                 _ => Some(format!("`{}` ({})", payload.name(), access(op.access))),
             });

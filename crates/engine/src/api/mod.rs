@@ -425,34 +425,34 @@ impl Engine {
         if running_op_uses(state.id(), var) {
             return Err(state.named(EngineError::wait_on_own_var(var), None));
         }
-        let outcome = Arc::new(OneShot::new());
+        let one_shot = Arc::new(OneShot::new());
         // Inside an op of this engine, the wait may close a cycle: register it before pushing
         // (see `deadlock.rs`). A thread outside every op holds no var, so it cannot.
         let held = sync_ops_hold(state.id());
-        let mut registration =
-            (!held.is_empty()).then(|| state.blocked_waits().register(&outcome, held.clone(), var));
+        let mut registration = (!held.is_empty())
+            .then(|| state.blocked_waits().register(&one_shot, held.clone(), var));
         state
-            .push_wait(var, &outcome)
+            .push_wait(var, &one_shot)
             .map_err(|error| state.named(error, None))?;
         if registration.is_some()
-            && !outcome.is_set()
+            && !one_shot.is_set()
             && closes_cycle(
                 state.graph(),
                 state.blocked_waits(),
-                &outcome,
+                &one_shot,
                 &held,
-                Payload::wait_outcome,
+                Payload::wait_one_shot,
             )
         {
             // Unregistered first: our vars are about to be released, so other walks must not
             // go on through them.
             drop(registration.take());
-            if outcome.abandon() {
+            if one_shot.abandon() {
                 return Err(state.named(EngineError::wait_deadlock(var), None));
             }
             // Claimed meanwhile: the wait op is being released after all.
         }
-        let outcome = blocking::wait_watched(state, &outcome, var);
+        let outcome = blocking::wait_watched(state, &one_shot, var);
         drop(registration);
         var_outcome(outcome)
     }
@@ -500,9 +500,9 @@ impl Engine {
         if running_op_uses(state.id(), var) {
             return WaitForVar::refused(state.named(EngineError::wait_on_own_var(var), None));
         }
-        let outcome = Arc::new(OneShot::new());
-        match state.push_wait(var, &outcome) {
-            Ok(()) => WaitForVar::waiting(outcome),
+        let one_shot = Arc::new(OneShot::new());
+        match state.push_wait(var, &one_shot) {
+            Ok(()) => WaitForVar::waiting(one_shot),
             Err(error) => WaitForVar::refused(state.named(error, None)),
         }
     }
@@ -676,7 +676,7 @@ impl Engine {
     }
 }
 
-/// The outcome of a `wait_for_var`, blocking or async, from the value its outcome carried: the
+/// The outcome of a `wait_for_var`, blocking or async, from the value its one-shot carried: the
 /// failure taken from the var, now returned (so `wait_for_all` does not return it again).
 pub(crate) fn var_outcome(taken: Option<OpFailure>) -> Result<()> {
     match taken {

@@ -11,7 +11,7 @@
 //! and the hand-over's drop tells the waiter so ([`Handed::Skipped`]). The waiter then takes
 //! the failure with `wait_for_var`, as a failure is returned (and cleared) everywhere else.
 //!
-//! A waiter that gives up (a dropped future) abandons the outcome; a grant that finds it
+//! A waiter that gives up (a dropped future) abandons the one-shot; a grant that finds it
 //! abandoned completes its op itself, so a hold nobody waits for any more releases the var at
 //! once and fails nothing.
 
@@ -35,8 +35,8 @@ pub(crate) enum Handed {
     Skipped,
 }
 
-/// The outcome a hold's waiter waits on.
-pub(crate) type HoldOutcome = OneShot<Handed>;
+/// The one-shot a hold's waiter waits on.
+pub(crate) type HoldOneShot = OneShot<Handed>;
 
 /// How a hold uses the var.
 #[derive(Clone, Copy)]
@@ -59,17 +59,17 @@ impl HoldKind {
     }
 }
 
-/// The hold op's side of the outcome: hands over the completion, or, dropped unrun (the op was
+/// The hold op's side of the one-shot: hands over the completion, or, dropped unrun (the op was
 /// skipped), says so.
 struct HandOver {
     /// Taken by the grant.
-    outcome: Option<Arc<HoldOutcome>>,
+    one_shot: Option<Arc<HoldOneShot>>,
 }
 
 impl HandOver {
     fn grant(mut self, completion: Completion) {
-        if let Some(outcome) = self.outcome.take()
-            && let Err(Handed::Granted(completion)) = outcome.offer(Handed::Granted(completion))
+        if let Some(one_shot) = self.one_shot.take()
+            && let Err(Handed::Granted(completion)) = one_shot.offer(Handed::Granted(completion))
         {
             // The waiter gave up: nobody holds the var; release it.
             completion.ok();
@@ -79,19 +79,19 @@ impl HandOver {
 
 impl Drop for HandOver {
     fn drop(&mut self) {
-        if let Some(outcome) = self.outcome.take() {
-            // An abandoned outcome takes nothing: nothing to release.
-            let _ = outcome.offer(Handed::Skipped);
+        if let Some(one_shot) = self.one_shot.take() {
+            // An abandoned one-shot takes nothing: nothing to release.
+            let _ = one_shot.offer(Handed::Skipped);
         }
     }
 }
 
-/// Pushes a hold of `var` whose op hands its completion over `outcome`.
+/// Pushes a hold of `var` whose op hands its completion over `one_shot`.
 pub(crate) fn push_hold(
     state: &Arc<EngineState>,
     var: Var,
     kind: HoldKind,
-    outcome: &Arc<HoldOutcome>,
+    one_shot: &Arc<HoldOneShot>,
 ) -> Result<()> {
     let name = kind.op_name();
     let context = Context::cpu(0);
@@ -100,7 +100,7 @@ pub(crate) fn push_hold(
         .route(context, property)
         .map_err(|error| state.named(error, Some(name)))?;
     let hand_over = HandOver {
-        outcome: Some(Arc::clone(outcome)),
+        one_shot: Some(Arc::clone(one_shot)),
     };
     let record = OpRecord {
         name: OpName::Static(name),
@@ -123,10 +123,10 @@ pub(crate) fn push_hold(
         .map_err(|error| state.named(error, Some(name)))
 }
 
-/// Gives up waiting on `outcome` (a dropped future): a grant already handed over is released.
-pub(crate) fn abandon(outcome: &HoldOutcome) {
-    if !outcome.abandon()
-        && let Some(Handed::Granted(completion)) = outcome.try_take()
+/// Gives up waiting on `one_shot` (a dropped future): a grant already handed over is released.
+pub(crate) fn abandon(one_shot: &HoldOneShot) {
+    if !one_shot.abandon()
+        && let Some(Handed::Granted(completion)) = one_shot.try_take()
     {
         completion.ok();
     }

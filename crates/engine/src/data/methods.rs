@@ -7,7 +7,7 @@ use crate::api::{Engine, blocking};
 use crate::data::cell::CellPtr;
 use crate::data::guard::{ReadGuard, WriteGuard};
 use crate::data::handle::Data;
-use crate::data::hold::{self, Handed, HoldKind, HoldOutcome};
+use crate::data::hold::{self, Handed, HoldKind, HoldOneShot};
 use crate::data::read_future::ReadData;
 use crate::data::take;
 use crate::data::{DataRefused, TakeError};
@@ -152,8 +152,8 @@ impl Engine {
         let first = if let Some(error) = self.hold_refusal(data) {
             Err(error)
         } else {
-            let outcome = Arc::new(HoldOutcome::new());
-            hold::push_hold(self.state(), data.var(), HoldKind::Read, &outcome).map(|()| outcome)
+            let one_shot = Arc::new(HoldOneShot::new());
+            hold::push_hold(self.state(), data.var(), HoldKind::Read, &one_shot).map(|()| one_shot)
         };
         ReadData::new(self, data.cell(), data.var(), first)
     }
@@ -214,9 +214,9 @@ impl Engine {
         }
         let state = self.state();
         loop {
-            let outcome = Arc::new(HoldOutcome::new());
-            hold::push_hold(state, data.var(), kind, &outcome)?;
-            match blocking::wait_watched(state, &outcome, data.var()) {
+            let one_shot = Arc::new(HoldOneShot::new());
+            hold::push_hold(state, data.var(), kind, &one_shot)?;
+            match blocking::wait_watched(state, &one_shot, data.var()) {
                 Handed::Granted(completion) => return Ok(completion),
                 Handed::Skipped => self.wait_for_var(data.var())?,
             }

@@ -12,7 +12,7 @@ use crate::api::Engine;
 use crate::api::async_wait::WaitForVar;
 use crate::data::cell::{CellPtr, SharedCell};
 use crate::data::guard::ReadGuard;
-use crate::data::hold::{self, Handed, HoldKind, HoldOutcome};
+use crate::data::hold::{self, Handed, HoldKind, HoldOneShot};
 use crate::error::{EngineError, Result};
 
 /// The future of [`Engine::read_async`](crate::Engine::read_async): resolves to a
@@ -65,8 +65,8 @@ pub struct ReadData<'a, T> {
 enum ReadState {
     /// The read could not start: returned by the next poll.
     Refused(EngineError),
-    /// The hold is pushed; its op hands its completion over the outcome.
-    Holding(Arc<HoldOutcome>),
+    /// The hold is pushed; its op hands its completion over the one-shot.
+    Holding(Arc<HoldOneShot>),
     /// The hold was skipped (the data failed): taking the failure.
     Failing(WaitForVar),
     /// The future resolved.
@@ -78,10 +78,10 @@ impl<'a, T> ReadData<'a, T> {
         engine: &'a Engine,
         cell: CellPtr<T>,
         var: Var,
-        first: Result<Arc<HoldOutcome>>,
+        first: Result<Arc<HoldOneShot>>,
     ) -> Self {
         let state = match first {
-            Ok(outcome) => ReadState::Holding(outcome),
+            Ok(one_shot) => ReadState::Holding(one_shot),
             Err(error) => ReadState::Refused(error),
         };
         ReadData {
@@ -101,7 +101,7 @@ impl<'a, T> Future for ReadData<'a, T> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         loop {
             match std::mem::replace(&mut self.state, ReadState::Done) {
-                ReadState::Holding(outcome) => match outcome.poll_take(cx) {
+                ReadState::Holding(one_shot) => match one_shot.poll_take(cx) {
                     Poll::Ready(Handed::Granted(completion)) => {
                         return Poll::Ready(Ok(ReadGuard::new(self.cell.0, completion)));
                     }
@@ -109,7 +109,7 @@ impl<'a, T> Future for ReadData<'a, T> {
                         self.state = ReadState::Failing(self.engine.wait_for_var_async(self.var));
                     }
                     Poll::Pending => {
-                        self.state = ReadState::Holding(outcome);
+                        self.state = ReadState::Holding(one_shot);
                         return Poll::Pending;
                     }
                 },
@@ -117,14 +117,14 @@ impl<'a, T> Future for ReadData<'a, T> {
                     Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
                     // Cleared by another wait meanwhile: hold again.
                     Poll::Ready(Ok(())) => {
-                        let outcome = Arc::new(HoldOutcome::new());
+                        let one_shot = Arc::new(HoldOneShot::new());
                         self.state = match hold::push_hold(
                             self.engine.state(),
                             self.var,
                             HoldKind::Read,
-                            &outcome,
+                            &one_shot,
                         ) {
-                            Ok(()) => ReadState::Holding(outcome),
+                            Ok(()) => ReadState::Holding(one_shot),
                             Err(error) => ReadState::Refused(error),
                         };
                     }
@@ -142,8 +142,8 @@ impl<'a, T> Future for ReadData<'a, T> {
 
 impl<T> Drop for ReadData<'_, T> {
     fn drop(&mut self) {
-        if let ReadState::Holding(outcome) = &self.state {
-            hold::abandon(outcome);
+        if let ReadState::Holding(one_shot) = &self.state {
+            hold::abandon(one_shot);
         }
     }
 }

@@ -8,7 +8,7 @@ use depengine_graph::GraphError;
 use crate::api::{Engine, blocking, var_outcome};
 use crate::data::TakeError;
 use crate::data::handle::LastHandle;
-use crate::data::hold::{self, Handed, HoldKind, HoldOutcome};
+use crate::data::hold::{self, Handed, HoldKind, HoldOneShot};
 use crate::error::{EngineError, Result};
 
 /// Takes the value of `last` out of `engine` (which it belongs to; checked by the caller).
@@ -18,13 +18,13 @@ pub(crate) fn take<T: Send + 'static>(
 ) -> Result<T, TakeError<T>> {
     let state = engine.state();
     let var = last.var();
-    let handover = Arc::new(HoldOutcome::new());
-    match hold::push_hold(state, var, HoldKind::Take, &handover) {
+    let one_shot = Arc::new(HoldOneShot::new());
+    match hold::push_hold(state, var, HoldKind::Take, &one_shot) {
         Ok(()) => {}
         Err(EngineError::ShutDown) => return take_after_shutdown(engine, last),
         Err(error) => return Err(refused(error, last)),
     }
-    let handed = blocking::wait_watched(state, &handover, var);
+    let handed = blocking::wait_watched(state, &one_shot, var);
     let (granted, failure) = match handed {
         Handed::Granted(completion) => (Some(completion), Ok(())),
         // `Failed` is for the data's failure alone: the wait's own errors leave the value in.

@@ -1,5 +1,5 @@
 //! What the engine stores with each op in the dependency graph: a [`Payload`], the record of an
-//! op to run ([`OpRecord`]) or the outcome of a `wait_for_var` (released at dispatch, never run).
+//! op to run ([`OpRecord`]) or the one-shot of a `wait_for_var` (released at dispatch, never run).
 //! The dispatcher sorts a ready op by its payload (`ReadyOp::try_map`), so that what executes
 //! an op takes a `ReadyOp<OpRecord>`, which cannot be a wait.
 //!
@@ -19,7 +19,7 @@ use crate::name::OpName;
 use crate::op::segment::Segment;
 pub(crate) use crate::op::sync_fn::SyncFn;
 use crate::profile::recorder::{ProfiledOp, Started};
-use crate::wait::deadlock::WaitOutcome;
+use crate::wait::deadlock::WaitOneShot;
 
 /// A one-shot async op function.
 pub(crate) type AsyncFn = Box<dyn FnOnce(RunContext, Completion) + Send>;
@@ -159,30 +159,30 @@ pub(crate) enum BlockKey {
     Priority,
 }
 
-/// What the graph stores with one op: 56 bytes (the wait's outcome fits beside the record's
+/// What the graph stores with one op: 56 bytes (the wait's one-shot fits beside the record's
 /// fields, in a value the record's own fields never take), so that with the graph's dependency
 /// list a parked op's slot is 112 bytes (see `docs/graph.md`).
 pub(crate) enum Payload {
     /// An op to run.
     Op(OpRecord),
     /// `wait_for_var`'s write of the var: released when it becomes ready, never run.
-    Wait(Arc<WaitOutcome>),
+    Wait(Arc<WaitOneShot>),
 }
 
 impl Payload {
-    /// The record of an op to run, or the outcome of a wait (for `ReadyOp::try_map`).
+    /// The record of an op to run, or the one-shot of a wait (for `ReadyOp::try_map`).
     #[inline]
-    pub(crate) fn into_op(self) -> Result<OpRecord, Arc<WaitOutcome>> {
+    pub(crate) fn into_op(self) -> Result<OpRecord, Arc<WaitOneShot>> {
         match self {
             Payload::Op(record) => Ok(record),
-            Payload::Wait(outcome) => Err(outcome),
+            Payload::Wait(one_shot) => Err(one_shot),
         }
     }
 
-    /// The outcome of a `wait_for_var` op.
-    pub(crate) fn wait_outcome(&self) -> Option<&Arc<WaitOutcome>> {
+    /// The one-shot of a `wait_for_var` op.
+    pub(crate) fn wait_one_shot(&self) -> Option<&Arc<WaitOneShot>> {
         match self {
-            Payload::Wait(outcome) => Some(outcome),
+            Payload::Wait(one_shot) => Some(one_shot),
             Payload::Op(_) => None,
         }
     }
@@ -264,7 +264,7 @@ mod tests {
     /// The record crosses between cores with every op and, as the payload, is stored in every
     /// parked op's slot: 56 bytes (with the graph's 40-byte dependency list, a ready op is 104
     /// bytes and a parked op's slot 112, link included: depengine-graph's
-    /// `op_slot_of_a_56_byte_payload_is_112_bytes`). A wait's outcome takes no room of its own.
+    /// `op_slot_of_a_56_byte_payload_is_112_bytes`). A wait's one-shot takes no room of its own.
     #[test]
     fn op_record_is_56_bytes() {
         assert_eq!(size_of::<Route>(), 1);

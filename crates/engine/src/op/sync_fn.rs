@@ -49,6 +49,11 @@ use crate::op::vars::OpVars;
 /// Bytes of a closure stored in the record.
 pub(crate) const INLINE_BYTES: usize = 8;
 
+// A block id is stored where an inline closure would be.
+#[cfg(not(loom))]
+const _: () =
+    assert!(size_of::<BlockId>() <= INLINE_BYTES && align_of::<BlockId>() <= align_of::<usize>());
+
 /// The blocks of the closures stored in one (see the module documentation).
 #[cfg(not(loom))]
 static CLOSURE_BLOCKS: std::sync::LazyLock<BlockStore> = std::sync::LazyLock::new(BlockStore::new);
@@ -224,7 +229,7 @@ impl SyncFn {
             // SAFETY: we hold the block, and `F` fits at the start of its bytes, aligned
             // (checked above).
             CLOSURE_BLOCKS.with_bytes(&block, |bytes| unsafe { bytes.cast::<F>().write(func) });
-            // SAFETY: a block id (a `u32`) fits in the storage, aligned.
+            // SAFETY: a block id fits in the storage, aligned (asserted beside `INLINE_BYTES`).
             unsafe { storage.as_mut_ptr().cast::<BlockId>().write(block) };
             return SyncFn {
                 table: &<InBlock<F> as Place>::TABLE,

@@ -4,7 +4,7 @@
 //! inline), so it runs before `push` returns, in push order: the debugging engine. An op
 //! released by another thread (an async completion, a second pusher) runs on that thread. Ops
 //! that become ready while the thread is already running one (a push from inside an op, a
-//! successor released by a completion) are queued on the thread's context and run after it, so
+//! successor released by a completion) are queued in the thread's state and run after it, so
 //! the stack never grows with the length of a dependency chain. The exception: an op that waits
 //! for a var (`wait_for_var`) runs the queued ops while it waits, since the ops it waits for
 //! may be queued behind it.

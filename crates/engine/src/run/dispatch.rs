@@ -15,7 +15,7 @@ use crate::run::EngineState;
 use crate::thread;
 use crate::thread::serving::{Served, Serving};
 use crate::thread::task::TaskMarker;
-use crate::wait::deadlock::WaitOutcome;
+use crate::wait::deadlock::WaitOneShot;
 
 /// The graph's dispatcher: routes each ready op.
 pub(super) struct Dispatcher<'a> {
@@ -75,7 +75,7 @@ impl<'a> Dispatcher<'a> {
 /// - after every op this thread is completing: a completion that runs released ops inline
 ///   (naive ops, `submit_or_run_with`) collects their callbacks, and calls them with its own;
 /// - with the op kept for this worker handed back to its block, where a stand-in reaches it
-///   if the callback waits (`engine/blocking.rs`);
+///   if the callback waits (`api/blocking.rs`);
 /// - marked as a task of the engine: a last handle dropped here shuts the engine down on a
 ///   thread of its own (`Handle::close`) rather than wait for this thread's reference.
 impl Drop for Dispatcher<'_> {
@@ -272,12 +272,12 @@ impl EngineState {
     /// Takes (clears) the var's failure while the write still holds the var alone, so every op
     /// pushed before the wait saw the failure and every op pushed after sees the var cleared.
     /// A wait its waiter abandoned (`deadlock.rs`) takes nothing: the var keeps its failure.
-    fn release_wait(self: &Arc<Self>, op: ReadyOp<Arc<WaitOutcome>>) {
+    fn release_wait(self: &Arc<Self>, op: ReadyOp<Arc<WaitOneShot>>) {
         // The payload goes back to the graph with the op; waits are rare enough that a count
-        // update is the simplest way to keep the outcome.
-        let outcome = Arc::clone(op.payload());
+        // update is the simplest way to keep the one-shot.
+        let one_shot = Arc::clone(op.payload());
         let var = op.writes().next();
-        let (failure, result) = if outcome.claim() {
+        let (failure, outcome) = if one_shot.claim() {
             // Completing the write with `Ok` leaves the var clear.
             let failure = var.and_then(|var| self.graph.clear_failure(var).ok().flatten());
             (failure, Ok(()))
@@ -290,8 +290,8 @@ impl EngineState {
         // Our own op, so `complete` cannot fail.
         let _ = self
             .graph
-            .complete(op.map(Payload::Wait), result, &mut dispatcher);
-        outcome.set(failure);
+            .complete(op.map(Payload::Wait), outcome, &mut dispatcher);
+        one_shot.set(failure);
         // The reclaimed vars' callbacks, the waiter released first.
         drop(dispatcher);
     }

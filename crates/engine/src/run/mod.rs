@@ -2,7 +2,7 @@
 //! through them.
 //!
 //! ```text
-//! push ──► Graph::push ──► (ready) dispatch ─┬─► a wait: released, its outcome set
+//! push ──► Graph::push ──► (ready) dispatch ─┬─► a wait: released, its one-shot set
 //!                                            └─► route: inline | worker block | priority | device
 //!                                                         │
 //!                                   execute: skip if a var failed, else run the function
@@ -72,7 +72,7 @@ use crate::route::workers::Workers;
 use crate::thread;
 use crate::thread::open_segment;
 use crate::thread::serving::{BlockRunner, Served};
-use crate::wait::deadlock::{BlockedWaits, WaitOutcome};
+use crate::wait::deadlock::{BlockedWaits, WaitOneShot};
 use crate::wait::idle::PendingBound;
 use crate::wait::pending::PendingOps;
 use crate::wait::releases::Releases;
@@ -282,16 +282,16 @@ impl EngineState {
         Ok(())
     }
 
-    /// Pushes `wait_for_var(var)`'s wait op, a write of `var` that sets `outcome` once every op
+    /// Pushes `wait_for_var(var)`'s wait op, a write of `var` that sets `one_shot` once every op
     /// pushed on `var` before it completed (not counted pending: nobody waits for it but its
     /// waiter). A write: it waits for every op pushed on `var` before it (reads included) and
     /// runs alone, so taking the var's failure there races with nothing.
-    pub(crate) fn push_wait(self: &Arc<Self>, var: Var, outcome: &Arc<WaitOutcome>) -> Result<()> {
+    pub(crate) fn push_wait(self: &Arc<Self>, var: Var, one_shot: &Arc<WaitOneShot>) -> Result<()> {
         let mut dispatcher = Dispatcher::new(self, false, None);
         self.graph.push(
             &[],
             &[var],
-            Payload::Wait(Arc::clone(outcome)),
+            Payload::Wait(Arc::clone(one_shot)),
             &mut dispatcher,
         )?;
         self.entered_graph();

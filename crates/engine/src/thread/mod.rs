@@ -1,9 +1,9 @@
-//! The engine's per-thread context: everything the engine remembers about the current thread,
+//! The engine's per-thread state: everything the engine remembers about the current thread,
 //! in one thread-local ([`ThreadState`], as rayon's `WorkerThread` and tokio's `Context`).
 //!
 //! Any thread can run engine code: a pusher, a worker of a block, a stand-in, a device
 //! executor's thread, a thread that completes an async op. Only the thread itself touches its
-//! context, so every field is a plain `Cell`/`RefCell`; each field belongs to one mechanism,
+//! state, so every field is a plain `Cell`/`RefCell`; each field belongs to one mechanism,
 //! which alone changes it:
 //!
 //! | field | owner | what it says |
@@ -17,7 +17,7 @@
 //! | `open_segment` | [`open_segment`] | the bulk segment this thread pushed last, which its next ops may join |
 //! | `reclaims` | `run/dispatch.rs` | the callbacks of the vars this thread's completions reclaimed, and whether an outer completion collects them |
 //!
-//! Under loom the context is a loom thread-local (one per model thread, fresh for each
+//! Under loom the state is a loom thread-local (one per model thread, fresh for each
 //! execution), as the models' threads are loom's.
 
 pub(crate) mod frame;
@@ -36,7 +36,7 @@ use crate::op::record::OpRecord;
 use crate::profile::report::ProfiledThread;
 
 /// An engine that runs an op queued on a thread for it (a naive op made ready while the thread
-/// ran another one). A trait object, so that the thread's context does not depend on how the
+/// ran another one). A trait object, so that the thread's state does not depend on how the
 /// engine runs ops.
 pub(crate) trait RunQueuedOp: Send + Sync {
     /// Runs (or skips) `op` and completes it, on this thread.
@@ -89,24 +89,24 @@ impl ThreadState {
 #[cfg(not(loom))]
 std::thread_local! {
     // `const`: no lazy initialization to check on each access (every op enters a frame).
-    static CONTEXT: ThreadState = const { ThreadState::new() };
+    static STATE: ThreadState = const { ThreadState::new() };
 }
 
 #[cfg(loom)]
 depengine_sync::thread_local! {
-    static CONTEXT: ThreadState = ThreadState::new();
+    static STATE: ThreadState = ThreadState::new();
 }
 
-/// Calls `f` with the current thread's context.
+/// Calls `f` with the current thread's state.
 #[inline]
 pub(crate) fn with<R>(f: impl FnOnce(&ThreadState) -> R) -> R {
-    CONTEXT.with(f)
+    STATE.with(f)
 }
 
 /// As [`with`], or `None` while the thread's thread-locals are being destroyed (an op completed
 /// from another thread-local's destructor).
 pub(crate) fn try_with<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
-    CONTEXT.try_with(f).ok()
+    STATE.try_with(f).ok()
 }
 
 /// Whether this thread runs engine work now: an op's function (of any engine), a task of a

@@ -194,7 +194,7 @@ pub(crate) fn try_join(request: &JoinRequest<'_>, op: Joining) -> Result<(), Joi
         let full = segment.try_join(request, op)?;
         Ok(if full { open.take() } else { None })
     })?;
-    // Outside the context: the thread's last reference to a segment that already ran.
+    // Outside the thread's state: the thread's last reference to a segment that already ran.
     drop(full);
     Ok(())
 }

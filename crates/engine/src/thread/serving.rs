@@ -3,13 +3,13 @@
 //! on a CPU block's threads, the engine that runs the block's ops ([`BlockRunner`]).
 //!
 //! A CPU block's ops are queued in the block's pool as items holding only the op, whose record
-//! names its block (no reference to the engine: that would cost a reference count update per
-//! op on a line every worker writes). The thread that runs one finds the engine in its
-//! context: each worker of the block gets a [`BlockRunner`] when it starts and drops it when
-//! it exits ([`enter_block`], [`leave_block`], called by the block's start and exit hooks), and
-//! a stand-in holds one while it helps ([`StandingIn`]). Those runners hold the
-//! engine's state alive while the threads run; the engine ends them by shutting its blocks
-//! down (see `Handle`'s drop in `engine/mod.rs`).
+//! names its block (no reference to the engine: that would cost a reference count update per op on
+//! a line every worker writes). The thread that runs one finds the engine in the thread's state:
+//! each worker of the block gets a [`BlockRunner`] when it starts and drops it when it exits
+//! ([`enter_block`], [`leave_block`], called by the block's start and exit hooks), and a stand-in
+//! holds one while it helps ([`StandingIn`]). Those runners hold the engine's state alive while the
+//! threads run; the engine ends them by shutting its blocks down (see `Handle`'s drop in
+//! `api/mod.rs`).
 
 use std::sync::Arc;
 
@@ -82,7 +82,7 @@ pub(crate) fn leave_block() {
         cx.serving.set(None);
         cx.runner.borrow_mut().take()
     });
-    // Outside the context: the engine's state may drop with it.
+    // Outside the thread's state: the engine's state may drop with it.
     drop(runner);
 }
 

@@ -11,21 +11,21 @@
 //!
 //! A wait from inside an op of this engine:
 //!
-//! 1. **registers** in [`BlockedWaits`]: its outcome and the vars of every sync op running on
+//! 1. **registers** in [`BlockedWaits`]: its one-shot and the vars of every sync op running on
 //!    this thread (`frame::sync_ops_hold`: a sync op completes only after its function
 //!    returns, so all of them block until the wait returns; an async op is left out, since
 //!    whoever holds its `Completion` may complete it meanwhile);
 //! 2. pushes its wait op;
 //! 3. unless the wait is already over, **walks** the ops held back by those vars
 //!    ([`Graph::holds_back`]). Reaching its own wait op means a cycle. Reaching the wait op of
-//!    another registered wait whose outcome is still open means the ops of that thread block
+//!    another registered wait whose one-shot is still open means the ops of that thread block
 //!    too, so the walk goes on from their vars: cycles through several threads are found as
 //!    well;
 //! 4. **validates** the path the walk returns: every other wait it went on from must still
 //!    be open once the walk is over (one that returned, or is about to, releases its vars);
 //!    otherwise it walks again (at most `MAX_WALKS` times, then it waits);
 //! 5. on a cycle, **unregisters** (its vars are about to be released, so later walks must not
-//!    go on through them), then **abandons** its outcome and returns `WaitDeadlock`, unless the
+//!    go on through them), then **abandons** its one-shot and returns `WaitDeadlock`, unless the
 //!    wait op was claimed meanwhile (then it was released after all, and the thread waits);
 //! 6. otherwise unregisters once the wait returned.
 //!
@@ -36,7 +36,7 @@
 //! registration). Both may report it; either report breaks the cycle.
 //!
 //! An abandoned wait op stays queued and completes, doing nothing, once the ops ahead of it
-//! have: `EngineState::release_wait` finds the outcome abandoned and leaves the var's failure in
+//! have: `EngineState::release_wait` finds the one-shot abandoned and leaves the var's failure in
 //! place.
 //!
 //! Not detected: a cycle through a thread that waits outside any op of this engine (a plain
@@ -54,8 +54,8 @@ use depengine_graph::{Graph, OpId, Var, Visit};
 use crate::failure::OpFailure;
 use crate::wait::one_shot::OneShot;
 
-/// The outcome a `wait_for_var` blocks on.
-pub(crate) type WaitOutcome = OneShot<Option<OpFailure>>;
+/// The one-shot a `wait_for_var` blocks on.
+pub(crate) type WaitOneShot = OneShot<Option<OpFailure>>;
 
 /// The waits inside ops of one engine that are blocked now, with the vars they keep held.
 ///
@@ -70,7 +70,7 @@ pub(crate) struct BlockedWaits {
 
 #[derive(Clone)]
 struct BlockedWait {
-    outcome: Arc<WaitOutcome>,
+    one_shot: Arc<WaitOneShot>,
     /// The vars of the waiting thread's sync ops (`frame::sync_ops_hold`).
     held: Vec<Var>,
     /// The var it waits for (for stall warnings).
@@ -83,22 +83,22 @@ impl BlockedWaits {
         lock(&self.waits)
     }
 
-    /// Registers a wait for `waits_for` on `outcome` by ops that hold `held`, until the guard is
+    /// Registers a wait for `waits_for` on `one_shot` by ops that hold `held`, until the guard is
     /// dropped.
     pub(crate) fn register(
         &self,
-        outcome: &Arc<WaitOutcome>,
+        one_shot: &Arc<WaitOneShot>,
         held: Vec<Var>,
         waits_for: Var,
     ) -> Registration<'_> {
         self.lock().push(BlockedWait {
-            outcome: Arc::clone(outcome),
+            one_shot: Arc::clone(one_shot),
             held,
             waits_for,
         });
         Registration {
             waits: self,
-            outcome: Arc::clone(outcome),
+            one_shot: Arc::clone(one_shot),
         }
     }
 
@@ -119,7 +119,7 @@ impl BlockedWaits {
 /// Keeps a wait registered in [`BlockedWaits`] while alive.
 pub(crate) struct Registration<'a> {
     waits: &'a BlockedWaits,
-    outcome: Arc<WaitOutcome>,
+    one_shot: Arc<WaitOneShot>,
 }
 
 impl Drop for Registration<'_> {
@@ -127,7 +127,7 @@ impl Drop for Registration<'_> {
         let mut waits = self.waits.lock();
         if let Some(at) = waits
             .iter()
-            .position(|wait| Arc::ptr_eq(&wait.outcome, &self.outcome))
+            .position(|wait| Arc::ptr_eq(&wait.one_shot, &self.one_shot))
         {
             waits.swap_remove(at);
         }
@@ -137,32 +137,32 @@ impl Drop for Registration<'_> {
 /// Walks after which `closes_cycle` gives up and lets the wait block (see there).
 const MAX_WALKS: usize = 8;
 
-/// Whether the wait op of `outcome` waits, directly or through other blocked waits, for the sync
+/// Whether the wait op of `one_shot` waits, directly or through other blocked waits, for the sync
 /// ops that hold `held` on this thread (see the module documentation).
 ///
 /// The walk returns the path to the wait op. The cycle is real if every other wait the path
-/// goes on from still blocks once the walk is over (its outcome is still open): this thread's
+/// goes on from still blocks once the walk is over (its one-shot is still open): this thread's
 /// sync ops hold their vars until the wait returns, and an op on the path cannot complete
 /// while those hold. Otherwise the walk is repeated, at most `MAX_WALKS` times.
 ///
-/// `wait_outcome` tells the wait ops apart in the graph: the outcome of a wait op's payload.
+/// `wait_one_shot` tells the wait ops apart in the graph: the one-shot of a wait op's payload.
 pub(crate) fn closes_cycle<P>(
     graph: &Graph<P, OpFailure>,
     waits: &BlockedWaits,
-    outcome: &Arc<WaitOutcome>,
+    one_shot: &Arc<WaitOneShot>,
     held: &[Var],
-    wait_outcome: impl Fn(&P) -> Option<&Arc<WaitOutcome>>,
+    wait_one_shot: impl Fn(&P) -> Option<&Arc<WaitOneShot>>,
 ) -> bool {
     for _ in 0..MAX_WALKS {
         let others = waits.snapshot();
         let mut went_on: HashMap<OpId, usize> = HashMap::new();
-        let path = graph.holds_back(held, |id, payload| match wait_outcome(payload) {
-            Some(reached) if Arc::ptr_eq(reached, outcome) => Visit::Found,
+        let path = graph.holds_back(held, |id, payload| match wait_one_shot(payload) {
+            Some(reached) if Arc::ptr_eq(reached, one_shot) => Visit::Found,
             Some(reached) => match others
                 .iter()
-                .position(|wait| Arc::ptr_eq(&wait.outcome, reached))
+                .position(|wait| Arc::ptr_eq(&wait.one_shot, reached))
             {
-                Some(at) if others[at].outcome.is_open() => {
+                Some(at) if others[at].one_shot.is_open() => {
                     went_on.insert(id, at);
                     Visit::AlsoHolds(others[at].held.clone())
                 }
@@ -176,7 +176,7 @@ pub(crate) fn closes_cycle<P>(
         let still_blocks = path
             .iter()
             .filter_map(|id| went_on.get(id))
-            .all(|&at| others[at].outcome.is_open());
+            .all(|&at| others[at].one_shot.is_open());
         if still_blocks {
             return true;
         }

@@ -1,6 +1,6 @@
 //! Counting pending ops ([`IdleCounter`]) for `wait_for_all` (blocking, or as a future) and for
 //! the pending bound that holds back a pusher running too far ahead. (The one-shot
-//! `wait_for_var` waits on is in `one_shot.rs`.)
+//! `wait_for_var` waits on is `one_shot.rs`.)
 //!
 //! # `IdleCounter` protocol
 //!

@@ -1,4 +1,4 @@
-//! Waits: counting pending ops, the outcome a `wait_for_var` blocks on, deadlock checks of waits
+//! Waits: counting pending ops, the one-shot a `wait_for_var` blocks on, deadlock checks of waits
 //! inside ops, stand-ins for blocked workers, pushers held back by the pending bound, and
 //! warnings for waits that stay blocked. [`pending::PendingOps`] is the engine's part that
 //! holds the pending count, the bound and the shut-down flag; [`releases::Releases`] counts the

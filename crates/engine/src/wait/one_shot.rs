@@ -5,7 +5,7 @@
 //!
 //! Everything lives under one mutex: the state (open, claimed, set, taken, abandoned) and the
 //! waker of a waiting future. The setter (`release_wait`, on whatever thread releases the
-//! wait op) first `claim`s the outcome, unless the waiter `abandon`ed it (then it takes nothing
+//! wait op) first `claim`s the one-shot, unless the waiter `abandon`ed it (then it takes nothing
 //! that belongs to the waiter), then `set`s it: it stores the value and takes the waker under
 //! the mutex, and after dropping it notifies the condvar and wakes the waker.
 //!
@@ -17,7 +17,7 @@
 //! (value in, waker out) is ordered with it by the mutex: if it comes first, the poll finds
 //! the value; if it comes second, it finds the waker the poll stored (the newest one: each
 //! poll replaces a waker that would not wake the same task) and wakes it once the mutex is
-//! dropped (so a waker that polls inline cannot deadlock on the outcome). A poll between the
+//! dropped (so a waker that polls inline cannot deadlock on the one-shot). A poll between the
 //! two (a spurious one, or a re-poll by another task) stores its waker before the setter
 //! takes it, so the waker woken is always that of the latest poll, as `Future` requires. The
 //! model `one_shot_poll_never_misses_the_set` in `loom_tests.rs` checks it; splitting the poll's
@@ -27,10 +27,10 @@ use std::task::{Context, Poll, Waker};
 
 use depengine_sync::{Condvar, Mutex, lock, wait, wait_timeout};
 
-/// A one-shot outcome carrying a value from the thread that sets it to the one thread (or
+/// A one-shot carrying a value from the thread that sets it to the one thread (or
 /// future) waiting.
 ///
-/// The waiter may give up (`abandon`) as long as the setter has not `claim`ed the outcome: the
+/// The waiter may give up (`abandon`) as long as the setter has not `claim`ed the one-shot: the
 /// setter claims it before the side effects that belong to the waiter (`wait_for_var` taking
 /// the var's failure), so a waiter that gave up takes nothing, and one that cannot give up any
 /// more waits for a value that is on its way.
@@ -44,7 +44,7 @@ pub(crate) struct OneShot<T> {
 
 struct Inner<T> {
     state: OneShotState<T>,
-    /// The waker of the last poll that found the outcome not set; taken by `set`.
+    /// The waker of the last poll that found the one-shot not set; taken by `set`.
     waker: Option<Waker>,
 }
 
@@ -71,7 +71,7 @@ impl<T> OneShot<T> {
         }
     }
 
-    /// Commits to setting the outcome: `false` if the waiter abandoned it.
+    /// Commits to setting the one-shot: `false` if the waiter abandoned it.
     pub(crate) fn claim(&self) -> bool {
         let mut inner = lock(&self.inner);
         match inner.state {
@@ -84,14 +84,14 @@ impl<T> OneShot<T> {
         }
     }
 
-    /// Sets the outcome (the first value wins) and wakes the waiter; does nothing if the waiter
+    /// Sets the one-shot (the first value wins) and wakes the waiter; does nothing if the waiter
     /// abandoned it.
     pub(crate) fn set(&self, value: T) {
         // A value refused (abandoned, or set already) is dropped.
         let _ = self.offer(value);
     }
 
-    /// Sets the outcome and wakes the waiter, unless the waiter abandoned it (or a value was set
+    /// Sets the one-shot and wakes the waiter, unless the waiter abandoned it (or a value was set
     /// first): then `value` comes back, for the caller to dispose of (a hold's grant must
     /// still complete its op: `data/hold.rs`).
     pub(crate) fn offer(&self, value: T) -> Result<(), T> {
@@ -110,22 +110,22 @@ impl<T> OneShot<T> {
         Ok(())
     }
 
-    /// Takes the value if the outcome is set, without waiting (after a failed `abandon`).
+    /// Takes the value if the one-shot is set, without waiting (after a failed `abandon`).
     pub(crate) fn try_take(&self) -> Option<T> {
         Self::take(&mut lock(&self.inner))
     }
 
-    /// Whether nothing happened to the outcome yet: not claimed, set or abandoned.
+    /// Whether nothing happened to the one-shot yet: not claimed, set or abandoned.
     pub(crate) fn is_open(&self) -> bool {
         matches!(lock(&self.inner).state, OneShotState::Open)
     }
 
-    /// Whether the outcome is set (its value not yet taken).
+    /// Whether the one-shot is set (its value not yet taken).
     pub(crate) fn is_set(&self) -> bool {
         matches!(lock(&self.inner).state, OneShotState::Set(_))
     }
 
-    /// Gives up waiting: `true` unless the setter claimed (or set) the outcome already, in which
+    /// Gives up waiting: `true` unless the setter claimed (or set) the one-shot already, in which
     /// case the caller must `wait` for the value (or, a future dropped, leave it).
     pub(crate) fn abandon(&self) -> bool {
         let mut inner = lock(&self.inner);
@@ -139,7 +139,7 @@ impl<T> OneShot<T> {
         }
     }
 
-    /// Takes the value if the outcome is set.
+    /// Takes the value if the one-shot is set.
     fn take(inner: &mut Inner<T>) -> Option<T> {
         match std::mem::replace(&mut inner.state, OneShotState::Taken) {
             OneShotState::Set(value) => Some(value),
@@ -150,14 +150,14 @@ impl<T> OneShot<T> {
         }
     }
 
-    /// The future's side of [`wait`](Self::wait): the value (once) if the outcome is set, else
+    /// The future's side of [`wait`](Self::wait): the value (once) if the one-shot is set, else
     /// `Pending`, with `cx`'s waker stored for `set` to wake, in the same critical section as
     /// the check (see the module docs). Not after `abandon` returned `true`.
     pub(crate) fn poll_take(&self, cx: &mut Context<'_>) -> Poll<T> {
         let mut inner = lock(&self.inner);
         debug_assert!(
             !matches!(inner.state, OneShotState::Abandoned),
-            "polling an abandoned outcome"
+            "polling an abandoned one_shot"
         );
         if let Some(value) = Self::take(&mut inner) {
             inner.waker = None;
@@ -173,7 +173,7 @@ impl<T> OneShot<T> {
     }
 
     /// As [`wait`](Self::wait), giving up after about `timeout` (or earlier, on a spurious
-    /// wake-up): `None` if the outcome is not set by then.
+    /// wake-up): `None` if the one-shot is not set by then.
     pub(crate) fn wait_timeout(&self, timeout: std::time::Duration) -> Option<T> {
         let mut inner = lock(&self.inner);
         if !matches!(inner.state, OneShotState::Set(_)) {
@@ -182,13 +182,13 @@ impl<T> OneShot<T> {
         Self::take(&mut inner)
     }
 
-    /// Blocks until the outcome is set; returns its value (once). Not after `abandon` returned
+    /// Blocks until the one-shot is set; returns its value (once). Not after `abandon` returned
     /// `true` (nothing would set it).
     pub(crate) fn wait(&self) -> T {
         let mut inner = lock(&self.inner);
         debug_assert!(
             !matches!(inner.state, OneShotState::Abandoned),
-            "waiting on an abandoned outcome"
+            "waiting on an abandoned one_shot"
         );
         loop {
             if let Some(value) = Self::take(&mut inner) {

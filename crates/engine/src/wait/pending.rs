@@ -20,7 +20,7 @@ use crate::warn::{DUMP_HINT, Topic, warn};
 /// the thread that completes an op (a worker, a device executor's thread, the thread that
 /// completes an async op, a pusher running an op inline) counts it out ([`done`](Self::done),
 /// the completers' line); `wait_for_all`'s caller and the last handle's teardown wait on it
-/// ([`wait_idle_for`](Self::wait_idle_for), from `engine/blocking.rs`), and whoever polls a
+/// ([`wait_idle_for`](Self::wait_idle_for), from `api/blocking.rs`), and whoever polls a
 /// `wait_for_all_async` future ([`poll_idle`](Self::poll_idle)); `Engine::shutdown` and the
 /// last handle's drop set the flag.
 pub(crate) struct PendingOps {

@@ -6,9 +6,9 @@
 //! [`EngineConfig::stall_warning`](crate::EngineConfig::stall_warning) warns, and again after
 //! each further period (`warn.rs`: a `WARN` event, target `depengine::stall`, when a `tracing`
 //! subscriber wants it, else a line on stderr), naming what it waits for: for `wait_for_var`,
-//! the var, what holds it and the ops queued ahead of the wait (`engine/blocking.rs`); for
+//! the var, what holds it and the ops queued ahead of the wait (`api/blocking.rs`); for
 //! `wait_for_all` and the last clone's shutdown, the number of pending ops. Each ends by
-//! pointing to `Engine::dump_pending`, the whole picture (`engine/dump.rs`).
+//! pointing to `Engine::dump_pending`, the whole picture (`api/dump.rs`).
 //!
 //! A blocked wait wakes once per period to check; nothing else changes for it.
 

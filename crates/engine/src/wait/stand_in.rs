@@ -2,12 +2,13 @@
 //! after one (`run/dispatch.rs`).
 //!
 //! A `wait_for_var` inside an op keeps a worker of the op's block busy until the ops it waits
-//! for complete (so does any blocking wait on a worker, `engine/blocking.rs`). If they are queued on the same block and every other worker of the block is
-//! busy too (one worker, or as many nested waits as workers), nothing would ever run them. So a
-//! worker that waits (`block_until` in `engine/blocking.rs`) does not just sleep: it sleeps in slices of
-//! [`WAIT_SLICE`], and after each, if ops are queued on its block and it has no stand-in
-//! running, it starts a *stand-in*: a thread that runs the block's queued ops as a worker would
-//! (`Workers::stand_in`, through the pool's `help`) until none is queued, then exits. The engine
+//! for complete (so does any blocking wait on a worker, `api/blocking.rs`). If they are queued
+//! on the same block and every other worker of the block is busy too (one worker, or as many
+//! nested waits as workers), nothing would ever run them. So a worker that waits (`block_until`
+//! in `api/blocking.rs`) does not just sleep: it sleeps in slices of [`WAIT_SLICE`], and after
+//! each, if ops are queued on its block and it has no stand-in running, it starts a
+//! *stand-in*: a thread that runs the block's queued ops as a worker would (`Workers::stand_in`,
+//! through the pool's `help`) until none is queued, then exits. The engine
 //! cannot tell whether the queued ops are the ones the wait needs, so it assumes they may be.
 //!
 //! - **Not a second way in.** A stand-in takes ops from the block's pool like a thief (the

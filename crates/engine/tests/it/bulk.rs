@@ -1105,6 +1105,7 @@ fn a_bulk_size_too_large_is_a_config_error() {
 
 /// The environment is process-wide: each value is read in a child process (`common::isolated`).
 #[test]
+#[cfg_attr(miri, ignore = "spawns a child process")]
 fn the_environment_variable_sets_the_bulk_size() {
     let test = test_name!(the_environment_variable_sets_the_bulk_size);
     if let Some(expected) = scenario(test) {

@@ -5,6 +5,7 @@ use crate::common::isolated::{run_child, scenario, test_name};
 use depengine::{Engine, EngineKind};
 
 #[test]
+#[cfg_attr(miri, ignore = "spawns a child process")]
 fn from_env_reads_the_process_environment() {
     let test = test_name!(from_env_reads_the_process_environment);
     match scenario(test).as_deref() {
@@ -23,7 +24,8 @@ fn from_env_reads_the_process_environment() {
             );
             return;
         }
-        _ => {}
+        Some(other) => panic!("no scenario `{other}`"),
+        None => {}
     }
     let run = |mode: &str, engine_type: &str| {
         run_child(

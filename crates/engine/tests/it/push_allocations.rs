@@ -58,6 +58,7 @@ fn allocations() -> usize {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "spawns a child process")]
 fn pushing_on_up_to_four_vars_allocates_nothing() {
     if !alone(test_name!(pushing_on_up_to_four_vars_allocates_nothing)) {
         return;

@@ -45,6 +45,7 @@ const THREAD_COUNTS: [(Setter, &str, &str); 4] = [
 /// `common::isolated`: the environment is process-wide), and each thread-count variable through
 /// `from_lookup`.
 #[test]
+#[cfg_attr(miri, ignore = "spawns a child process")]
 fn an_absurd_thread_count_in_the_environment_names_the_variable() {
     let test = test_name!(an_absurd_thread_count_in_the_environment_names_the_variable);
     if scenario(test).as_deref() == Some("absurd") {

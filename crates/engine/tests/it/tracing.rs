@@ -6,6 +6,7 @@ use crate::common::isolated::{alone, test_name};
 use crate::common::{Buffer, KINDS, engine};
 
 #[test]
+#[cfg_attr(miri, ignore = "spawns a child process")]
 fn a_global_subscriber_sees_the_spans_of_every_kind() {
     if !alone(test_name!(a_global_subscriber_sees_the_spans_of_every_kind)) {
         return;

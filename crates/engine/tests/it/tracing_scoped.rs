@@ -9,6 +9,7 @@ use crate::common::{Buffer, engine};
 use depengine::EngineKind;
 
 #[test]
+#[cfg_attr(miri, ignore = "spawns a child process")]
 fn ops_run_in_tracing_spans_and_failures_are_logged() {
     if !alone(test_name!(ops_run_in_tracing_spans_and_failures_are_logged)) {
         return;

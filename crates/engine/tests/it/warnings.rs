@@ -16,6 +16,7 @@ fn stderr_of(test: &str, scenario: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "spawns a child process")]
 fn a_stalled_wait_warns_on_stderr_without_a_subscriber() {
     let test = test_name!(a_stalled_wait_warns_on_stderr_without_a_subscriber);
     if scenario(test).as_deref() == Some("stall") {
@@ -48,6 +49,7 @@ fn a_stalled_wait_warns_on_stderr_without_a_subscriber() {
 
 #[cfg(target_os = "linux")]
 #[test]
+#[cfg_attr(miri, ignore = "spawns a child process")]
 fn a_profile_the_last_drop_cannot_write_is_reported_on_stderr() {
     let test = test_name!(a_profile_the_last_drop_cannot_write_is_reported_on_stderr);
     if scenario(test).as_deref() == Some("profile") {

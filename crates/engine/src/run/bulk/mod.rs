@@ -78,7 +78,7 @@
 //!
 //! With `bulk_size` below 2 the engine holds no [`Bulk`]: a push pays one branch on that
 //! `Option` (`EngineState::push_record`). With bulk execution, every entry into the graph
-//! counts itself (one read-modify-write), a join costs a look at the thread's context, a read
+//! counts itself (one read-modify-write), a join costs a look at the thread's state, a read
 //! of the count and a short lock of the segment, and the runner takes the members a batch at a
 //! time.
 
