@@ -57,16 +57,16 @@ impl CudaBackend {
     }
 
     /// A backend that turns cudarc's per-buffer event tracking off on the devices it opens:
-    /// the engine alone orders the uses of the buffers made through them. Tracking is a flag
-    /// of a cudarc `CudaContext` object, so buffers made through another `CudaContext` of the
-    /// same device keep theirs.
+    /// the engine alone orders the uses of the buffers made through them (buffers made through
+    /// another `CudaContext` of the same device keep their tracking).
     ///
     /// # Safety
-    ///
     /// Every use of a buffer made through this backend's contexts (each launch, copy and drop)
     /// must be ordered by the engine: made by a sync GPU op that names the buffer's var (a
     /// write for a write), on that op's stream ([`CudaRun::stream`](crate::CudaRun::stream)),
-    /// or outside any op once the ops that use it completed. Not allowed for such buffers:
+    /// or outside any op once the ops that use it completed: a GPU op starts its work after the
+    /// work of the ops before it (its stream waits for their events), a CPU op after that work
+    /// finished, so these uses never overlap on the device. Not allowed for such buffers:
     /// - work launched on any other stream;
     /// - an async GPU op (`push_async`), which completes whatever its stream still runs;
     /// - dropping a buffer inside an op whose stream did not make it (cudarc frees a buffer on

@@ -92,10 +92,9 @@ impl<T, E> Graph<T, E> {
     /// before it (or, after an op that returned `AlsoHolds`, by the holders of those vars);
     /// `None` if the walk ends without finding anything. `visit` runs while the op cannot be
     /// dispatched (as for [`inspect_op`](Self::inspect_op)): it must not call into this graph.
-    /// Vars of another graph or stale handles in `held` are skipped.
-    ///
-    /// The walk locks one var at a time; it is exact while the holders of `held` keep them
-    /// (`docs/graph.md`, "What running ops hold back").
+    /// Vars of another graph or stale handles in `held` are skipped. The walk locks one var at a time; it is exact while the holders of `held` keep them, and
+    /// ops pushed after it began may or may not be reached (`docs/graph.md`, "What running ops
+    /// hold back").
     ///
     /// # Example
     ///

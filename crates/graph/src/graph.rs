@@ -481,10 +481,9 @@ impl<T, E> Graph<T, E> {
     /// Pushes an op that reads `reads` and writes `writes`, carrying `payload`.
     ///
     /// If nothing holds the op back it is handed to `dispatch` before `push` returns; otherwise a
-    /// later [`complete`](Self::complete) of the op it waits for dispatches it. On error the
-    /// graph is untouched (and `payload` is dropped).
-    ///
-    /// Ops listing up to 4 vars push without allocating in steady state.
+    /// later [`complete`](Self::complete) of the op it waits for dispatches it. The input is
+    /// validated before anything changes: on error the graph is untouched (and `payload` is
+    /// dropped). Ops listing up to 4 vars push without allocating in steady state.
     ///
     /// # Errors
     ///
@@ -1014,7 +1013,7 @@ impl<T, E> Graph<T, E> {
         // our unlock keeps that order, and the op cannot leave its slot before this grant (it
         // waits for it), so the index stays valid.
         // No hint for those in `more`: a run's slots come in order, which the hardware
-        // prefetcher follows (a hint some ops ahead measured no gain).
+        // prefetcher follows.
         for &op in granted[..buffered].iter().chain(&more) {
             self.grant_and_dispatch(op, dispatch);
         }

@@ -34,8 +34,7 @@
 //! `CREDITED_RUN` is the ring's length, 8 (`docs/decisions.md`, "Read credits, for runs of 8
 //! reads or more"). Counted in an atomic word too, the reads granted at their push would cost
 //! every push of a read an atomic add, and the pusher the readers' atomic subtracts on the line
-//! it locks: measurably slower pushes of reads (`docs/decisions.md`, "No count of running reads
-//! outside the lock").
+//! it locks (`docs/decisions.md`, "No count of running reads outside the lock").
 //!
 //! # The write pushed behind a run
 //!

@@ -6,8 +6,7 @@
 //! (op-slab buckets below the mmap threshold, which glibc raises as large blocks are freed, and
 //! the vars' queue spills, many medium blocks). `malloc_trim(0)` (glibc 2.8 and later) releases
 //! the free pages of every arena, wherever they lie: it changes nothing but residency, takes
-//! the arenas' locks itself, and costs a walk of their free lists (about a millisecond after a
-//! burst of hundreds of megabytes). [`Slab::trim_to_system`](crate::Slab::trim_to_system) (the
+//! the arenas' locks itself, and costs a walk of their free lists. [`Slab::trim_to_system`](crate::Slab::trim_to_system) (the
 //! graph's and the [`BlockStore`](crate::BlockStore)'s trims) calls it only when it freed
 //! something, that is once per burst. Elsewhere (or with another global allocator, which
 //! glibc's trim does not concern) the allocator keeps its own policy.

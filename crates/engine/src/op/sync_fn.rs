@@ -4,9 +4,9 @@
 //! Most op functions capture a pointer or two (an `Arc`, a reference) or nothing. A
 //! `Box<dyn FnOnce>` allocates for every closure that captures anything: a `malloc` on the
 //! pusher, a `free` on the worker (an allocator's per-thread caches do not help when one
-//! thread allocates and another frees) and one more cache line to carry between the cores,
-//! about as much as the rest of an empty op costs (`docs/decisions.md`, "One word of closure
-//! inline in the op record", "Larger closures in recycled 120-byte blocks"). So a closure has
+//! thread allocates and another frees) and one more cache line to carry between the cores
+//! (`docs/decisions.md`, "One word of closure inline in the op record", "Larger closures in
+//! recycled 120-byte blocks"). So a closure has
 //! one of three places:
 //!
 //! - **Inline**, at most [`INLINE_BYTES`] bytes aligned to at most 8: in the record, which

@@ -76,8 +76,7 @@
 //! children clause: no `Engine` clone is left, so only running ops can still push, and a
 //! running op is pending, so at the idle moment nothing runs and nothing can be pushed any
 //! more (a push that finds the engine shut down adds and completes at once). The loom
-//! models in `loom_tests.rs` check this (an earlier version with two atomics and a `SeqCst`
-//! handshake failed them: loom does not model `SeqCst` as a total order).
+//! models in `loom_tests.rs` check this.
 //!
 //! # The pending bound (backpressure)
 //!

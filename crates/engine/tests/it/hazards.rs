@@ -22,7 +22,7 @@ fn spin(micros: u64) {
 }
 
 /// A pusher far ahead of a single worker: every sync op still runs on a worker, never on the
-/// pushing thread (a full ready queue used to hand ops back to the pusher).
+/// pushing thread, however full the worker's queue.
 #[test]
 fn sync_ops_never_run_on_the_pushing_thread() {
     for kind in THREADED {

@@ -1,8 +1,7 @@
 //! An op's `tracing` span and its failure log, seen by a subscriber scoped to the pushing
 //! thread. In a process of its own (`common::isolated`): tracing-core keeps one interest per
-//! callsite for all of a process's dispatchers, and in a process whose other tests ran engines
-//! meanwhile, the `op` span's callsite, registered by their threads, sometimes stayed disabled
-//! for this test's scoped subscriber (about one run in fifteen).
+//! callsite for all of a process's dispatchers, so the `op` span's callsite, registered by other
+//! tests' threads, may stay disabled for this test's scoped subscriber.
 
 use crate::common::isolated::{alone, test_name};
 use crate::common::{Buffer, engine};
