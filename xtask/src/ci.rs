@@ -19,13 +19,31 @@ pub(crate) const ENGINE_CUDA_TESTS: [&str; 4] = ["gpu::", "api::", "names::", "d
 /// only, as test name filters of its test binary.
 const ENGINE_STRESS_TESTS: [&str; 4] = ["random::", "random_data::", "hazards::", "deadlock::"];
 
-/// The engine's memory test, as test name filters: ignored in a plain `cargo test`, run alone in
-/// debug and optimized builds, as nothing else loads the machine then
+/// The engine's memory test, as a test name filter: ignored in a plain `cargo test`, run alone
+/// (`--include-ignored`) in debug and optimized builds, as nothing else loads the machine then
 /// (`tests/it/memory_returned.rs`).
-const ENGINE_MEMORY_TEST: [&str; 2] = ["--include-ignored", "memory_returned::"];
+const ENGINE_MEMORY_TEST: [&str; 1] = ["memory_returned::"];
 
 /// The pool's stress tests at their release sizes, as a test name filter of its test binary.
 const POOL_STRESS_TESTS: [&str; 1] = ["stress::"];
+
+/// How [`test_binary`] builds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Build {
+    Debug,
+    Release,
+}
+
+/// Runs the tests of `krate`'s test binary that `filters` name, ignored ones included (the
+/// memory test is ignored in a plain `cargo test`).
+fn test_binary(build: Build, krate: &str, filters: &[&str]) -> Result {
+    Cmd::cargo()
+        .arg("test")
+        .args((build == Build::Release).then_some("--release"))
+        .args(["-p", krate, "--test", "it", "--", "--include-ignored"])
+        .args(filters)
+        .run()
+}
 
 /// Runs the checks, stopping at the first failure. `--no-bench` leaves out the bench smoke run.
 pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
@@ -69,10 +87,7 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
         ])
         .run()?;
     Cmd::cargo().args(["test", "--workspace"]).run()?;
-    Cmd::cargo()
-        .args(["test", "-p", "depengine", "--test", "it", "--"])
-        .args(ENGINE_MEMORY_TEST)
-        .run()?;
+    test_binary(Build::Debug, "depengine", &ENGINE_MEMORY_TEST)?;
     // The CUDA backend through the engine: without a GPU, the no-driver path (the GPU tests
     // skip).
     Cmd::cargo()
@@ -83,26 +98,9 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
         .run()?;
     // The stress tests at the issue's sizes, which only optimized builds use, and the memory
     // test at its full burst.
-    Cmd::cargo()
-        .args(["test", "--release", "-p", "depengine", "--test", "it", "--"])
-        .args(ENGINE_STRESS_TESTS)
-        .run()?;
-    Cmd::cargo()
-        .args(["test", "--release", "-p", "depengine", "--test", "it", "--"])
-        .args(ENGINE_MEMORY_TEST)
-        .run()?;
-    Cmd::cargo()
-        .args([
-            "test",
-            "--release",
-            "-p",
-            "depengine-pool",
-            "--test",
-            "it",
-            "--",
-        ])
-        .args(POOL_STRESS_TESTS)
-        .run()?;
+    test_binary(Build::Release, "depengine", &ENGINE_STRESS_TESTS)?;
+    test_binary(Build::Release, "depengine", &ENGINE_MEMORY_TEST)?;
+    test_binary(Build::Release, "depengine-pool", &POOL_STRESS_TESTS)?;
     // Every engine kind under random ops and injected faults, checked against a model.
     soak::run(["--ops", soak::CI_OPS].map(String::from).into_iter())?;
     // The engine's examples, each of which checks its own result: every file in the examples
@@ -194,7 +192,7 @@ mod tests {
         for (krate, filters) in lists {
             let it = crates.join(krate).join("tests/it");
             let main = std::fs::read_to_string(it.join("main.rs")).unwrap();
-            for filter in filters.iter().filter(|filter| !filter.starts_with("--")) {
+            for filter in filters {
                 let module = filter.strip_suffix("::").expect("a module filter");
                 assert!(
                     it.join(format!("{module}.rs")).is_file()

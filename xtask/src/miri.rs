@@ -79,14 +79,11 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
         // A filter names tests of the crates above.
         return Ok(());
     }
+    // One run of the engine's test binary for both lists.
     Cmd::cargo()
         .args([toolchain().as_str(), "miri", "test"])
         .args(["-p", "depengine", "--test", "it", "--", "--exact"])
         .args(ENGINE_TESTS)
-        .run()?;
-    Cmd::cargo()
-        .args([toolchain().as_str(), "miri", "test"])
-        .args(["-p", "depengine", "--test", "it", "--", "--exact"])
         .args(DATA_TESTS)
         .run()?;
     // The op function stored in its record (`op/sync_fn.rs`), inline, in a block and boxed, called and
