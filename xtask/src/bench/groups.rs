@@ -73,6 +73,11 @@ impl Harness {
     pub(crate) fn failure_is_fatal(&self) -> bool {
         matches!(self, Harness::Rust)
     }
+
+    /// Whether this system calls `OpenBLAS`, whose kernels the bench may choose (`openblas.rs`).
+    pub(crate) fn links_openblas(&self) -> bool {
+        matches!(self, Harness::Cpp(harness) if harness.libs.contains(&"-lopenblas"))
+    }
 }
 
 /// Every group, in the order `all` runs them.

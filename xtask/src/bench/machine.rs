@@ -39,6 +39,8 @@ pub(crate) struct Machine {
     pub(crate) compilers: Vec<(String, String)>,
     /// Libraries and their versions: crates from `Cargo.lock`, Debian and Python packages.
     pub(crate) libraries: Vec<(String, String)>,
+    /// The kernels the `OpenBLAS` peers ran with (`openblas.rs`), where one ran.
+    pub(crate) openblas: Option<String>,
 }
 
 impl Machine {
@@ -72,6 +74,7 @@ impl Machine {
             rustc,
             compilers,
             libraries,
+            openblas: None,
         }
     }
 
@@ -89,6 +92,7 @@ impl Machine {
             "rustc": self.rustc,
             "compilers": pairs(&self.compilers),
             "libraries": pairs(&self.libraries),
+            "openblas": self.openblas,
         })
     }
 
@@ -113,6 +117,9 @@ impl Machine {
         }
         if !self.libraries.is_empty() {
             let _ = writeln!(out, "- Libraries: {}", list(&self.libraries, " "));
+        }
+        if let Some(openblas) = &self.openblas {
+            let _ = writeln!(out, "- OpenBLAS: {openblas}");
         }
         out
     }
@@ -225,6 +232,7 @@ mod tests {
             rustc: None,
             compilers: vec![("g++".to_owned(), "g++ 12".to_owned())],
             libraries: vec![("rayon".to_owned(), "1.12.0".to_owned())],
+            openblas: Some("SkylakeX kernels".to_owned()),
         };
         let json = machine.to_json();
         assert_eq!(json["cpu"], "Xeon");
@@ -232,6 +240,12 @@ mod tests {
         assert!(json["rustc"].is_null());
         assert_eq!(json["compilers"]["g++"], "g++ 12");
         assert_eq!(json["libraries"]["rayon"], "1.12.0");
+        assert_eq!(json["openblas"], "SkylakeX kernels");
         assert!(machine.markdown().contains("- C++: g++: g++ 12\n"));
+        assert!(
+            machine
+                .markdown()
+                .contains("- OpenBLAS: SkylakeX kernels\n")
+        );
     }
 }

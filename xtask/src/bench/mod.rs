@@ -16,6 +16,7 @@ mod cpp;
 mod groups;
 mod instructions;
 mod machine;
+mod openblas;
 mod progress;
 mod protocol;
 mod report;
@@ -275,7 +276,13 @@ pub(crate) fn run(options: &Options) -> Result {
     drop(progress);
 
     let compilers = compilers_used(&all_results);
-    let machine = Machine::detect(&compilers);
+    let mut machine = Machine::detect(&compilers);
+    machine.openblas = all_results
+        .iter()
+        .flat_map(|results| results.group.systems)
+        .any(|system| system.harness.links_openblas())
+        .then(|| openblas::settled(&bench_dir.join("bin")).map(openblas::OpenBlas::describe))
+        .flatten();
     let report = RunReport {
         options,
         results: &all_results,
@@ -482,10 +489,15 @@ fn prepare(
             binaries
                 .iter()
                 .map(|(system, binary)| {
-                    let command = match binary {
+                    let mut command = match binary {
                         None => Cmd::new(rust_binary).args([group.name, "--system", system.name]),
                         Some(binary) => Cmd::new(binary),
                     };
+                    if system.harness.links_openblas()
+                        && let Some(core) = openblas::settled(&bin_dir).and_then(|o| o.coretype())
+                    {
+                        command = command.env(openblas::CORETYPE, core);
+                    }
                     let mut command = command.args(["--threads", &threads]).args(&sizes);
                     if let Some(workloads) = &options.workloads {
                         command = command.args(["--workloads", workloads]);
