@@ -23,15 +23,17 @@ pub(crate) fn available() -> bool {
 /// their small Miri sizes: a chain on one var (pushes through the `Incoming` ring, drainers,
 /// `wait_for_var`'s write through the ring), reads and writes interleaved on the workers, async
 /// ops completed from foreign threads, and waits inside an op, which read the op's vars through
-/// its frame (`thread/frame.rs`). `depengine`'s own `unsafe` code, its typed data
-/// (`data/`), its op functions stored in their records (`op/sync_fn.rs`) and a sync op's
-/// frame, runs under these, [`DATA_TESTS`] and `sync_fn`'s unit test, chosen so that the
-/// Miri run fits CI. Full names in the engine's test binary (`tests/it/api.rs`).
+/// its frame (`thread/frame.rs`), a replayed op's included. `depengine`'s own `unsafe` code,
+/// its typed data (`data/`), its op functions stored in their records (`op/sync_fn.rs`) and the
+/// frames, runs under these, [`DATA_TESTS`] and `sync_fn`'s unit test, chosen so that the Miri
+/// run fits CI. Full names in the engine's test binary (`tests/it/api.rs`, `tests/it/replay.rs`).
 const ENGINE_TESTS: &[&str] = &[
     "api::ops_on_one_var_run_in_push_order",
     "api::reads_see_the_write_before_them",
     "api::async_ops_complete_from_other_threads",
     "api::waiting_inside_an_op_on_its_own_vars_is_an_error",
+    "replay::a_failed_op_skips_its_dependents_and_fails_only_what_it_writes",
+    "replay::a_wait_inside_a_replayed_op_on_the_plans_vars_is_refused",
 ];
 
 /// The engine's typed-data tests (`tests/it/data.rs`) that take every role of `data/cell.rs`: ops

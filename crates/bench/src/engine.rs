@@ -35,6 +35,10 @@
 //!   ops' spinning) / (N/100), in µs, the cost of handing a priority op to the next;
 //! - `random_1us`: the same graph, each op spinning 1 µs; `random_1us_overhead` is
 //!   (measured − ideal) / N, ideal = max(total work / workers, critical path).
+//! - `replay_chain`, `replay_random_empty`, `replay_random_1us`: the first `PLAN_OPS` ops of
+//!   `chain` and of the random graph captured once as a plan (`Engine::capture`), replayed
+//!   back to back until N ops ran (`Engine::replay`): the cost of a static graph beside its
+//!   dynamic twin.
 //! - `latency`: push-to-start of one op on an idle engine, one op every 2 ms (past the
 //!   workers' shortest spin window, so the first ops find them asleep; from the third on, a
 //!   worker that learned the period searches through it, see `crates/pool/src/spin_window.rs`),
@@ -62,7 +66,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use depengine::{Completion, Data, Engine, EngineConfig, EngineKind, FnProperty, Var};
+use depengine::{Completion, Data, Engine, EngineConfig, EngineKind, FnProperty, Plan, Var};
 
 use crate::args::{Args, ns_per, report};
 
@@ -112,6 +116,8 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         "random_1us",
         "random_empty_typed",
         "random_empty_shared",
+        "replay_random_empty",
+        "replay_random_1us",
     ]
     .iter()
     .any(|workload| args.wants(workload))
@@ -148,10 +154,79 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         let ideal = graph.ideal_ns(workers) / n.max(1) as f64;
         report("random_1us_overhead", measured - ideal, "ns/op");
     }
+    if args.wants("replay_chain") {
+        report("replay_chain", replay_chain(&engine, n)?, "ns/op");
+    }
+    if args.wants("replay_random_empty") {
+        report(
+            "replay_random_empty",
+            replay_random(&engine, &graph, false)?,
+            "ns/op",
+        );
+    }
+    if args.wants("replay_random_1us") {
+        report(
+            "replay_random_1us",
+            replay_random(&engine, &graph, true)?,
+            "ns/op",
+        );
+    }
     if args.wants("latency") {
         report("latency", latency(&engine)?, "us");
     }
     Ok(())
+}
+
+/// Ops of the plan the `replay_*` workloads capture.
+const PLAN_OPS: usize = 1000;
+
+/// Replays `plan` until `n` ops ran (at least once): ns per op.
+fn replay_until(engine: &Engine, plan: &Plan, n: usize) -> Result<f64, String> {
+    let replays = (n / plan.len().max(1)).max(1);
+    let start = Instant::now();
+    for _ in 0..replays {
+        engine.replay(plan).map_err(err)?;
+    }
+    engine.wait_for_all().map_err(err)?;
+    Ok(ns_per(start.elapsed(), (replays * plan.len()) as u64))
+}
+
+fn replay_chain(engine: &Engine, n: usize) -> Result<f64, String> {
+    let var = engine.new_var().map_err(err)?;
+    let plan = engine
+        .capture("chain", |plan| {
+            for _ in 0..PLAN_OPS.min(n.max(1)) {
+                plan.op("chain").writes([var]).push_sync(|_| {})?;
+            }
+            Ok(())
+        })
+        .map_err(err)?;
+    let ns = replay_until(engine, &plan, n)?;
+    release(engine, vec![var])?;
+    Ok(ns)
+}
+
+fn replay_random(engine: &Engine, graph: &RandomGraph, spin: bool) -> Result<f64, String> {
+    let pool = vars(engine, RANDOM_VARS)?;
+    let plan = engine
+        .capture("random", |plan| {
+            for ([r0, r1], w) in graph.iter().take(PLAN_OPS) {
+                let op = plan
+                    .op("random")
+                    .reads([pool[r0], pool[r1]])
+                    .writes([pool[w]]);
+                if spin {
+                    op.push_sync(|_| spin_1us())?;
+                } else {
+                    op.push_sync(|_| {})?;
+                }
+            }
+            Ok(())
+        })
+        .map_err(err)?;
+    let ns = replay_until(engine, &plan, graph.ops.len())?;
+    release(engine, pool)?;
+    Ok(ns)
 }
 
 /// The engines a system runs the workloads on.

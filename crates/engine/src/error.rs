@@ -155,8 +155,9 @@ pub enum EngineError {
     /// The engine was shut down: it takes no new ops, and creates no new vars.
     #[error("the engine was shut down")]
     ShutDown,
-    /// `wait_for_var` from inside an op on a var that op reads or writes: it would wait for the
-    /// op itself (or for a write queued behind it), a deadlock.
+    /// `wait_for_var` from inside an op on a var that op reads or writes (a replayed op: on a
+    /// var of its plan, which its replay holds): it would wait for the op itself (or for a
+    /// write queued behind it), a deadlock.
     #[error(
         "waiting for {} from inside an op that uses it would deadlock",
         VarLabel(*.var, .var_name)
@@ -241,6 +242,33 @@ pub enum EngineError {
     ForeignOperator {
         /// The operator's name.
         name: String,
+    },
+    /// The closure of [`Engine::capture`](crate::Engine::capture) returned this error (one
+    /// other than an [`EngineError`], which is returned as it is): there is no plan.
+    #[error("the capture of plan `{plan}` failed: {source}")]
+    #[non_exhaustive]
+    CaptureFailed {
+        /// The plan's name.
+        plan: String,
+        /// What the closure returned.
+        #[source]
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    },
+    /// A captured op on a GPU context: a plan holds CPU ops.
+    #[error("op `{op}` is on {context}: a plan holds CPU ops")]
+    #[non_exhaustive]
+    GpuOpInPlan {
+        /// The op's name.
+        op: String,
+        /// Its context.
+        context: Context,
+    },
+    /// The plan was captured by another engine.
+    #[error("plan `{plan}` belongs to another engine")]
+    #[non_exhaustive]
+    ForeignPlan {
+        /// The plan's name.
+        plan: String,
     },
     /// The configuration is invalid.
     #[error(transparent)]

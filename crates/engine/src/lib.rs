@@ -148,6 +148,13 @@
 //! # Ok::<(), depengine::EngineError>(())
 //! ```
 //!
+//! # Plans: capture once, replay many
+//!
+//! [`Engine::capture`] records ops without running them (their functions `Fn`) and computes
+//! their dependencies once; each [`Engine::replay`] of the [`Plan`] runs them as if they were
+//! pushed at that point, failure rules included, released by counters instead of the var
+//! queues. Plans hold CPU ops on plain vars.
+//!
 //! # Profiling
 //!
 //! [`Engine::profiler`] records where and when each op ran (MXNet's profiler): a per-name
@@ -182,6 +189,7 @@ mod error;
 mod failure;
 mod name;
 mod op;
+mod plan;
 mod profile;
 mod route;
 mod run;
@@ -219,6 +227,7 @@ pub mod cuda {
     pub use depengine_cuda::{CudaBackend, CudaError, CudaRun, Driver, cudarc, kernels, memory};
 }
 pub use api::async_wait::{WaitForAll, WaitForVar};
+pub use api::capture::{Capture, CaptureOp};
 pub use api::op_builder::OpBuilder;
 pub use api::operator::{Operator, OperatorBuilder};
 pub use api::profiler_handle::Profiler;
@@ -229,6 +238,7 @@ pub use depengine_graph::Var;
 pub use depengine_pool::MAX_THREADS;
 pub use error::{EngineError, Result};
 pub use failure::{BoxError, FailureCause, OpFailure};
+pub use op::plan::Plan;
 pub use op::record::Completion;
 pub use op::result::IntoOpResult;
 pub use profile::recorder::ProfileMode;

@@ -4,7 +4,8 @@
 //! (`wait/releases.rs`), the one-shot `wait_for_var` blocks on, or abandons
 //! (`api/blocking.rs`), or its future polls; and bulk execution's hand-overs: a segment's members
 //! between the pushing thread and the runner, and the count of graph entries that tells a
-//! join whether another entry came in between (with the real graph).
+//! join whether another entry came in between (with the real graph); and the counters that
+//! release a replay's ops (`plan/release_counts.rs`).
 //! Ready ops are queued in the CPU blocks' pools, whose hand-offs (the queues, a kept
 //! successor, a stand-in) are modelled in depengine-pool's `tests/it/loom/pool.rs` and
 //! `tests/it/loom/handoff.rs`.
@@ -692,5 +693,41 @@ fn wait_for_all_sees_a_release_counted_before_its_op() {
         assert!(releases.wait_none_for(None));
         assert!(dropped.load(Ordering::Relaxed), "returned before the drop");
         completer.join().unwrap();
+    });
+}
+
+/// A replay's op with two dependencies (`plan/release_counts.rs`): each writes its effect
+/// (`Relaxed`), then counts down; the one that takes the counter to zero runs the dependent,
+/// which must see both effects, whichever finished last. Two replays of one plan have counters
+/// of their own, so no reset is modelled.
+///
+/// Catches: the count-down weakened to `Release` (the last one does not take in the other's
+/// effect) or to `Acquire` (the other's effect is not published).
+#[test]
+fn replay_dependent_sees_every_dependency() {
+    use crate::plan::release_counts::ReleaseCounts;
+
+    loom::model(|| {
+        let counts = Arc::new(ReleaseCounts::new(&[2]));
+        let effects = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let finish = |index: usize| {
+            let (counts, effects) = (Arc::clone(&counts), Arc::clone(&effects));
+            thread::spawn(move || {
+                effects[index].store(true, Ordering::Relaxed);
+                if counts.release(0) {
+                    // This thread runs the dependent.
+                    assert!(
+                        effects.iter().all(|effect| effect.load(Ordering::Relaxed)),
+                        "the dependent ran before a dependency's effect"
+                    );
+                    true
+                } else {
+                    false
+                }
+            })
+        };
+        let (a, b) = (finish(0), finish(1));
+        let released = u8::from(a.join().unwrap()) + u8::from(b.join().unwrap());
+        assert_eq!(released, 1, "the dependent is released exactly once");
     });
 }

@@ -164,6 +164,7 @@ const ENGINE: Group = Group {
         cpp("libomp", &ENGINE_LIBOMP),
         cpp("starpu", &ENGINE_STARPU),
         cpp("mxnet", &ENGINE_MXNET),
+        cpp("tbb-flow", &ENGINE_TBB_FLOW),
     ],
     workloads: &[
         "push_deps0",
@@ -185,6 +186,9 @@ const ENGINE: Group = Group {
         "random_empty_shared",
         "random_1us",
         "random_1us_overhead",
+        "replay_chain",
+        "replay_random_empty",
+        "replay_random_1us",
         "latency",
     ],
     full_sizes: &["--ops", "200000"],
@@ -320,6 +324,17 @@ const LIBOMP: CppHarness = CppHarness {
 const TBB: CppHarness = CppHarness {
     binary: "pool_tbb",
     source: "pool_tbb.cpp",
+    compiler: "g++",
+    flags: &["-O2", "-std=c++17", "-pthread"],
+    libs: &["-ltbb"],
+    library: Library::System,
+};
+
+/// The replay workloads on oneTBB's flow graph (`libtbb-dev`): a graph built once, run again
+/// each round.
+const ENGINE_TBB_FLOW: CppHarness = CppHarness {
+    binary: "engine_tbb_flow",
+    source: "engine_tbb_flow.cpp",
     compiler: "g++",
     flags: &["-O2", "-std=c++17", "-pthread"],
     libs: &["-ltbb"],

@@ -2,6 +2,7 @@
 
 pub(crate) mod async_wait;
 pub(crate) mod blocking;
+pub(crate) mod capture;
 mod dump;
 pub(crate) mod op_builder;
 pub(crate) mod operator;

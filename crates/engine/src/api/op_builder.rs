@@ -123,9 +123,15 @@ pub struct OpBuilder<'e> {
 impl<'e> OpBuilder<'e> {
     #[inline]
     pub(crate) fn new(engine: &'e Engine, name: Cow<'static, str>) -> Self {
+        Self::named(engine, OpName::from(name))
+    }
+
+    /// A builder of an op named `name`.
+    #[inline]
+    pub(crate) fn named(engine: &'e Engine, name: OpName) -> Self {
         OpBuilder {
             engine,
-            name: OpName::from(name),
+            name,
             vars: VarLists::default(),
             context: Context::cpu(0),
             priority: 0,

@@ -51,6 +51,15 @@ impl Completion {
         }
     }
 
+    /// Completes the op with an outcome per var (see `FinishAsync::finish_async_each`): for an
+    /// op that stands for several (a replay), whose own parts logged their failures.
+    pub(crate) fn complete_each(mut self, failures: Vec<Option<OpFailure>>) {
+        if let Some((engine, op)) = self.state.take() {
+            self.released.store(true, Ordering::Relaxed);
+            engine.finish_async_each(op, failures);
+        }
+    }
+
     /// Completes the op successfully.
     pub fn ok(self) {
         self.complete(Ok::<(), BoxError>(()));

@@ -16,6 +16,8 @@ use depengine_graph::{ReadyOp, Var};
 use crate::context::{Context, FnProperty, RunContext};
 use crate::failure::{BoxError, FailureCause, OpFailure};
 use crate::name::OpName;
+pub(crate) use crate::op::block_key::BlockKey;
+use crate::op::plan::PlanInner;
 use crate::op::segment::Segment;
 pub(crate) use crate::op::sync_fn::SyncFn;
 use crate::profile::recorder::{ProfiledOp, Started};
@@ -65,6 +67,10 @@ pub(crate) trait FinishAsync: Send + Sync {
         started: Option<Started>,
         outcome: Result<(), OpFailure>,
     );
+
+    /// Completes `op` with an outcome per var: `failures[position]` for the var at `position`
+    /// of its reads then writes (`None`: cleared), the failures its parts logged already.
+    fn finish_async_each(self: Arc<Self>, op: ReadyOp<OpRecord>, failures: Vec<Option<OpFailure>>);
 }
 
 /// Completes an async op. Consumed by [`complete`](Self::complete) (or [`ok`](Self::ok),
@@ -111,6 +117,8 @@ pub(crate) enum OpFn {
     Operator(Arc<OperatorDef>),
     /// A bulk segment: sync ops run one after the other (`run/bulk/mod.rs`).
     Segment(Arc<Segment>),
+    /// A replay of a captured plan (`run/replay.rs`).
+    Replay(Arc<PlanInner>),
 }
 
 impl OpFn {
@@ -120,7 +128,7 @@ impl OpFn {
     pub(crate) fn is_sync(&self) -> bool {
         match self {
             OpFn::Sync(_) | OpFn::Segment(_) => true,
-            OpFn::Async(_) => false,
+            OpFn::Async(_) | OpFn::Replay(_) => false,
             OpFn::Operator(operator) => matches!(operator.func, OperatorFn::Sync(_)),
         }
     }
@@ -146,17 +154,17 @@ pub(crate) enum Route {
     Device { copy: bool },
 }
 
-/// A worker block an op runs on, for keeping a released successor on the worker that
-/// released it (see `EngineState::execute`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BlockKey {
-    Pooled,
-    PooledCopy,
-    Cpu(u32),
-    /// The priority block (`CpuPrioritized` ops of `ThreadedPerDevice`), whose workers run
-    /// tokens that pop its heap rather than the ops themselves: a successor is kept as its
-    /// token (`PriorityBlock::push_next`), and no op's `block_key` is this one.
-    Priority,
+impl Route {
+    /// The CPU block an op of this route on `context` runs on, if one.
+    #[inline]
+    pub(crate) fn block_key(self, context: Context) -> Option<BlockKey> {
+        match self {
+            Route::Pooled => Some(BlockKey::Pooled),
+            Route::PooledCopy => Some(BlockKey::PooledCopy),
+            Route::Cpu => Some(BlockKey::Cpu(context.device_id())),
+            _ => None,
+        }
+    }
 }
 
 /// What the graph stores with one op: 56 bytes (the wait's one-shot fits beside the record's
@@ -213,12 +221,7 @@ impl OpRecord {
     /// (not the priority block, not a device executor, not inline).
     #[inline]
     pub(crate) fn block_key(&self) -> Option<BlockKey> {
-        match self.route {
-            Route::Pooled => Some(BlockKey::Pooled),
-            Route::PooledCopy => Some(BlockKey::PooledCopy),
-            Route::Cpu => Some(BlockKey::Cpu(self.context.device_id())),
-            _ => None,
-        }
+        self.route.block_key(self.context)
     }
 
     /// The failure of this op with `cause`.
@@ -241,6 +244,17 @@ impl OpRecord {
     pub(crate) fn take_segment(&mut self) -> Option<Arc<Segment>> {
         match self.func.take() {
             Some(OpFn::Segment(segment)) => Some(segment),
+            other => {
+                self.func = other;
+                None
+            }
+        }
+    }
+
+    /// The plan of a replay's op, taken out of the record.
+    pub(crate) fn take_replay(&mut self) -> Option<Arc<PlanInner>> {
+        match self.func.take() {
+            Some(OpFn::Replay(plan)) => Some(plan),
             other => {
                 self.func = other;
                 None

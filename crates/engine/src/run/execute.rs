@@ -28,7 +28,7 @@ use crate::thread::{self, RunQueuedOp};
 /// The `tracing` span an op's function runs in: `Span::none()` (a level check) unless a
 /// subscriber wants `TRACE` from `depengine::op`.
 #[inline]
-fn op_span(name: &str) -> tracing::Span {
+pub(super) fn op_span(name: &str) -> tracing::Span {
     tracing::trace_span!(target: "depengine::op", "op", name)
 }
 
@@ -92,6 +92,10 @@ impl EngineState {
             if let Some(segment) = op.payload_mut().take_segment() {
                 return self.run_segment(op, &segment, true, keep_for);
             }
+            // A replay's ops check their own vars.
+            if let Some(plan) = op.payload_mut().take_replay() {
+                return self.start_replay(plan, op, true);
+            }
             // Rule 2: a dependent of a failed var does not run; it passes the failure on.
             drop_unrun(&mut op);
             if profiled {
@@ -136,6 +140,7 @@ impl EngineState {
             },
             // Its members are recorded (and their spans made) one by one.
             OpFn::Segment(segment) => self.run_segment(op, &segment, false, keep_for),
+            OpFn::Replay(plan) => self.start_replay(plan, op, false),
         }
     }
 
@@ -207,7 +212,7 @@ impl EngineState {
     /// Turns what the function of the op named `name` returned (or its panic) into an
     /// outcome: inlined into every sync op's call, the failures in a cold function.
     #[inline]
-    fn outcome(
+    pub(super) fn outcome(
         name: &OpName,
         result: std::thread::Result<Result<(), BoxError>>,
     ) -> Result<(), OpFailure> {
@@ -323,6 +328,26 @@ impl FinishAsync for EngineState {
     ) {
         self.profile(|| op.payload().profiled_op(), started, &outcome);
         self.finish(op, outcome, true, None);
+    }
+
+    fn finish_async_each(self: Arc<Self>, op: ReadyOp<OpRecord>, failures: Vec<Option<OpFailure>>) {
+        let reads = op.reads().count();
+        let failed: Vec<Var> = op
+            .writes()
+            .enumerate()
+            .filter(|&(k, _)| failures.get(reads + k).is_some_and(Option::is_some))
+            .map(|(_, var)| var)
+            .collect();
+        let mut dispatcher = Dispatcher::new(&self, false, None);
+        // The op came from this graph, so `complete_each` cannot fail.
+        let _ = self.graph.complete_each(
+            op.map(Payload::Op),
+            |position| failures.get(position)?.as_ref(),
+            &mut dispatcher,
+        );
+        self.finished((!failed.is_empty()).then_some(failed));
+        // As in `finish`: the reclaimed vars' callbacks once the op is counted done.
+        drop(dispatcher);
     }
 }
 

@@ -53,6 +53,7 @@ mod dispatch;
 mod execute;
 mod fences;
 mod held_vars;
+mod replay;
 mod retired;
 
 use std::sync::Arc;
@@ -235,6 +236,14 @@ impl EngineState {
     /// `error` with the names the user knows: its vars' (this engine's names) and, for a
     /// push's error, the op's (`op`). For error paths only.
     #[cold]
+    /// `Ok` if `var` is a live var of this engine: `DeletedVar` or `ForeignVar` otherwise.
+    pub(crate) fn check_var(&self, var: Var) -> Result<()> {
+        self.graph
+            .var_failure(var)
+            .map(drop)
+            .map_err(EngineError::from)
+    }
+
     pub(crate) fn named(&self, error: EngineError, op: Option<&str>) -> EngineError {
         error.named(|var| self.var_names.get(var), op)
     }

@@ -11,7 +11,9 @@
 //!
 //! Every sync op enters a frame, and few ever look at one (only a wait inside an op does), so
 //! a sync frame copies nothing: it points at the op, which [`within`] borrows for the frame's
-//! whole life, and its vars are read from the op when they are asked for. An async op moves
+//! whole life, and its vars are read from the op when they are asked for. A replayed op's frame
+//! ([`within_replay`]) points the same way at its replay's vars, all of which it holds: its
+//! replay completes only after its function returned. An async op moves
 //! into its `Completion` while its function runs, so its frame ([`OpFrame`]) copies the vars.
 //!
 //! Only the owning thread touches its frames (in its `ThreadState`); the released flag is the one thing other
@@ -54,6 +56,11 @@ struct Frame {
 enum FrameVars {
     /// A sync op's: in the op, which `within` borrows while the frame exists.
     Op(NonNull<ReadyOp<OpRecord>>),
+    /// A replayed op's: the replay's vars (`within_replay`), borrowed while the frame exists.
+    Listed {
+        reads: NonNull<[Var]>,
+        writes: NonNull<[Var]>,
+    },
     /// An async op's: `copied[start..end]`, and the flag its completion sets.
     Copied {
         start: usize,
@@ -79,7 +86,7 @@ impl Frames {
     /// sync op's, and its vars.
     #[allow(
         unsafe_code,
-        reason = "a sync frame points at its op: see the SAFETY comment"
+        reason = "a sync or replayed op's frame points at its vars: see the SAFETY comments"
     )]
     fn for_each_live(&self, engine: u64, mut f: impl FnMut(bool, &mut dyn Iterator<Item = Var>)) {
         for frame in &self.stack {
@@ -95,6 +102,12 @@ impl Frames {
                     // the same thread.
                     let op = unsafe { op.as_ref() };
                     f(true, &mut op.reads().chain(op.writes()));
+                }
+                FrameVars::Listed { reads, writes } => {
+                    // SAFETY: as for `Op`: the frame lives only during the call of
+                    // `within_replay` that pushed it, which borrows both slices shared.
+                    let (reads, writes) = unsafe { (reads.as_ref(), writes.as_ref()) };
+                    f(true, &mut reads.iter().chain(writes).copied());
                 }
                 FrameVars::Copied {
                     start,
@@ -129,7 +142,29 @@ impl Frames {
 /// rests on.
 #[inline]
 pub(crate) fn within<R>(engine: u64, op: &ReadyOp<OpRecord>, f: impl FnOnce() -> R) -> R {
-    /// Pops the frame when `within` returns or unwinds.
+    within_frame(engine, FrameVars::Op(NonNull::from(op)), f)
+}
+
+/// Runs `f` (a replayed op's function: its replay holds `reads` and `writes` until after it
+/// returns) inside a frame of those vars, as `within` does for an op.
+#[inline]
+pub(crate) fn within_replay<R>(
+    engine: u64,
+    reads: &[Var],
+    writes: &[Var],
+    f: impl FnOnce() -> R,
+) -> R {
+    let vars = FrameVars::Listed {
+        reads: NonNull::from(reads),
+        writes: NonNull::from(writes),
+    };
+    within_frame(engine, vars, f)
+}
+
+/// Pushes a frame of borrowed `vars`, runs `f`, and pops the frame, also when `f` unwinds.
+#[inline]
+fn within_frame<R>(engine: u64, vars: FrameVars, f: impl FnOnce() -> R) -> R {
+    /// Pops the frame when `within_frame` returns or unwinds.
     struct Pop;
     impl Drop for Pop {
         #[inline]
@@ -137,12 +172,7 @@ pub(crate) fn within<R>(engine: u64, op: &ReadyOp<OpRecord>, f: impl FnOnce() ->
             thread::with(|cx| cx.frames.borrow_mut().pop());
         }
     }
-    thread::with(|cx| {
-        cx.frames.borrow_mut().stack.push(Frame {
-            engine,
-            vars: FrameVars::Op(NonNull::from(op)),
-        });
-    });
+    thread::with(|cx| cx.frames.borrow_mut().stack.push(Frame { engine, vars }));
     let _pop = Pop;
     f()
 }

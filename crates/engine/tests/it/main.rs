@@ -29,6 +29,7 @@ mod profiler;
 mod push_allocations;
 mod random;
 mod random_data;
+mod replay;
 mod routes;
 mod stall;
 mod thread_limits;

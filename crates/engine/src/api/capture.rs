@@ -1,0 +1,311 @@
+//! [`Capture`] and [`CaptureOp`]: how a plan is recorded, and [`Engine::capture`] and
+//! [`Engine::replay`].
+
+use std::borrow::{Borrow, Cow};
+use std::fmt;
+use std::sync::Arc;
+
+use depengine_graph::Var;
+
+use crate::api::Engine;
+use crate::api::op_builder::OpBuilder;
+use crate::context::{Context, FnProperty, RunContext};
+use crate::error::{EngineError, Result};
+use crate::failure::BoxError;
+use crate::name::OpName;
+use crate::op::block_key::BlockKey;
+use crate::op::plan::{Plan, PlanInner, PlanOp, RootGroup};
+use crate::op::record::{OpFn, Route};
+use crate::op::result::IntoOpResult;
+use crate::plan::deps::PlanDeps;
+use crate::run::EngineState;
+
+/// The most ops one plan holds: ops are numbered by `u32`, with one counter past them
+/// (`run/replay.rs`).
+const MAX_PLAN_OPS: usize = u32::MAX as usize - 1;
+
+/// The ops of a plan being captured, as [`Engine::capture`]'s closure receives it.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let var = engine.new_var()?;
+/// let plan = engine.capture("twice", |plan| {
+///     plan.op("first").writes([var]).push_sync(|_| {})?;
+///     plan.op("second").writes([var]).push_sync(|_| {})?;
+///     Ok(())
+/// })?;
+/// assert_eq!(plan.len(), 2);
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
+pub struct Capture<'e> {
+    engine: &'e Engine,
+    ops: Vec<CapturedOp>,
+}
+
+/// A captured op and its vars, until the plan's dependencies are computed.
+struct CapturedOp {
+    op: PlanOp,
+    reads: Vec<Var>,
+    writes: Vec<Var>,
+}
+
+impl Capture<'_> {
+    /// Describes one op of the plan: as [`Engine::op`], its function run once per replay.
+    pub fn op(&mut self, name: impl Into<Cow<'static, str>>) -> CaptureOp<'_> {
+        CaptureOp {
+            ops: &mut self.ops,
+            engine: self.engine,
+            name: OpName::from(name.into()),
+            reads: Vec::new(),
+            writes: Vec::new(),
+            context: Context::cpu(0),
+            priority: 0,
+            profiled: false,
+        }
+    }
+}
+
+impl fmt::Debug for Capture<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Capture")
+            .field("ops", &self.ops.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One op of a plan being captured; from [`Capture::op`]. Nothing is recorded until
+/// [`push_sync`](Self::push_sync).
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Context, Engine, EngineConfig};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+/// let (input, output) = (engine.new_var()?, engine.new_var()?);
+/// let plan = engine.capture("copy", |plan| {
+///     plan.op("copy").reads([input]).writes([output]).on(Context::cpu(0)).push_sync(|_| {})?;
+///     Ok(())
+/// })?;
+/// engine.replay(&plan)?;
+/// engine.wait_for_var(output)?;
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
+#[must_use = "a captured op is recorded only by push_sync"]
+pub struct CaptureOp<'c> {
+    ops: &'c mut Vec<CapturedOp>,
+    engine: &'c Engine,
+    name: OpName,
+    reads: Vec<Var>,
+    writes: Vec<Var>,
+    context: Context,
+    priority: i32,
+    profiled: bool,
+}
+
+impl CaptureOp<'_> {
+    /// The vars the op reads, replacing any given before.
+    pub fn reads<I>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Var>,
+    {
+        self.reads = vars.into_iter().map(|var| *var.borrow()).collect();
+        self
+    }
+
+    /// The vars the op writes, replacing any given before.
+    pub fn writes<I>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Var>,
+    {
+        self.writes = vars.into_iter().map(|var| *var.borrow()).collect();
+        self
+    }
+
+    /// Where it runs: a CPU context (default `Context::cpu(0)`).
+    pub fn on(mut self, context: Context) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// The priority its function sees in [`RunContext`] (default 0).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Marks the op for the profiler: recorded in [`ProfileMode::Marked`] too, as
+    /// [`OpBuilder::profiled`](crate::OpBuilder::profiled) marks a pushed op.
+    ///
+    /// [`ProfileMode::Marked`]: crate::ProfileMode::Marked
+    pub fn profiled(mut self) -> Self {
+        self.profiled = true;
+        self
+    }
+
+    /// Records the op in the plan (nothing runs): `func` runs once per replay, when the plan's
+    /// ops before it on its vars are done. `Err` or a panic fails the op as a pushed op's would.
+    ///
+    /// # Errors
+    ///
+    /// As [`OpBuilder::push_sync`](crate::OpBuilder::push_sync) for the same lists and context
+    /// (`DuplicateVar`, `ReadWriteConflict`, `DeletedVar`, `ForeignVar`, a CPU block that
+    /// cannot start); [`EngineError::GpuOpInPlan`] for a GPU context;
+    /// [`EngineError::CapacityExhausted`] past `u32::MAX - 1` ops. Nothing is recorded.
+    pub fn push_sync<F, R>(self, func: F) -> Result<()>
+    where
+        F: Fn(RunContext) -> R + Send + Sync + 'static,
+        R: IntoOpResult,
+    {
+        let state = self.engine.state();
+        let named = |error| state.named(error, Some(self.name.as_str()));
+        if self.ops.len() >= MAX_PLAN_OPS {
+            return Err(EngineError::CapacityExhausted { what: "op" });
+        }
+        if self.context.is_gpu() {
+            return Err(EngineError::GpuOpInPlan {
+                op: self.name.as_str().to_owned(),
+                context: self.context,
+            });
+        }
+        check_lists(state, &self.reads, &self.writes).map_err(named)?;
+        let block = match state
+            .route(self.context, FnProperty::Normal)
+            .map_err(named)?
+        {
+            Route::Inline => None,
+            route => route.block_key(self.context),
+        };
+        self.ops.push(CapturedOp {
+            op: PlanOp {
+                name: self.name,
+                func: Box::new(move |run| func(run).into_op_result()),
+                run: RunContext {
+                    context: self.context,
+                    priority: self.priority,
+                    property: FnProperty::Normal,
+                },
+                block,
+                profiled: self.profiled,
+            },
+            reads: self.reads,
+            writes: self.writes,
+        });
+        Ok(())
+    }
+}
+
+/// The errors a push of an op on `reads` and `writes` would return for its lists.
+fn check_lists(state: &EngineState, reads: &[Var], writes: &[Var]) -> Result<()> {
+    let twice = |list: &[Var]| {
+        (1..list.len()).find_map(|i| list[..i].contains(&list[i]).then_some(list[i]))
+    };
+    if let Some(var) = twice(reads).or_else(|| twice(writes)) {
+        return Err(EngineError::duplicate_var(var));
+    }
+    if let Some(&var) = reads.iter().find(|var| writes.contains(var)) {
+        return Err(EngineError::read_write_conflict(var));
+    }
+    reads
+        .iter()
+        .chain(writes)
+        .try_for_each(|&var| state.check_var(var))
+}
+
+impl fmt::Debug for CaptureOp<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CaptureOp")
+            .field("name", &self.name)
+            .field("reads", &self.reads)
+            .field("writes", &self.writes)
+            .field("context", &self.context)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Captures a plan: `build` describes its ops with [`Capture::op`], as it would push them
+    /// with [`Engine::op`]; nothing runs. Replay it with [`replay`](Self::replay). `build`'s
+    /// error ends the capture: an [`EngineError`] it passes on is returned as it is.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::CaptureFailed`] when `build` returns an error other than an
+    /// [`EngineError`] (there is no plan); an `EngineError` it returns (those of
+    /// [`CaptureOp::push_sync`] it passes on), as it is.
+    pub fn capture<F>(&self, name: impl Into<Cow<'static, str>>, build: F) -> Result<Plan>
+    where
+        F: FnOnce(&mut Capture<'_>) -> std::result::Result<(), BoxError>,
+    {
+        let name: Arc<str> = Arc::from(name.into().as_ref());
+        let mut capture = Capture {
+            engine: self,
+            ops: Vec::new(),
+        };
+        if let Err(error) = build(&mut capture) {
+            return Err(match error.downcast::<EngineError>() {
+                Ok(error) => *error,
+                Err(error) => EngineError::CaptureFailed {
+                    plan: name.to_string(),
+                    source: Arc::from(error),
+                },
+            });
+        }
+        let deps = PlanDeps::of(capture.ops.iter().map(|op| (&op.reads[..], &op.writes[..])));
+        let ops: Box<[PlanOp]> = capture.ops.into_iter().map(|op| op.op).collect();
+        let mut roots: Vec<(Option<BlockKey>, Vec<u32>)> = Vec::new();
+        for &root in &*deps.roots {
+            let block = ops[root as usize].block;
+            match roots.iter_mut().find(|(key, _)| *key == block) {
+                Some((_, group)) => group.push(root),
+                None => roots.push((block, vec![root])),
+            }
+        }
+        Ok(Plan {
+            inner: Arc::new(PlanInner {
+                replay_name: OpName::from(Cow::Owned(format!("replay {name}"))),
+                context: ops.first().map_or(Context::cpu(0), |op| op.run.context),
+                name,
+                engine: self.state().id(),
+                roots: roots
+                    .into_iter()
+                    .map(|(block, ops)| RootGroup {
+                        block,
+                        ops: ops.into(),
+                    })
+                    .collect(),
+                ops,
+                deps,
+            }),
+        })
+    }
+
+    /// Replays `plan`: its ops run as if pushed here, in capture order, as one op on the
+    /// plan's vars (the ops pushed before it on those vars run first; those pushed after wait
+    /// for it). Each var the plan writes ends with the outcome of the plan's last op that
+    /// wrote it. Replays may be queued back to back.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::ForeignPlan`] for a plan of another engine; a push's errors, such as
+    /// [`EngineError::DeletedVar`] for a var of the plan deleted since the capture.
+    pub fn replay(&self, plan: &Plan) -> Result<()> {
+        let inner = &plan.inner;
+        if inner.engine != self.state().id() {
+            return Err(EngineError::ForeignPlan {
+                plan: inner.name.to_string(),
+            });
+        }
+        OpBuilder::named(self, inner.replay_name.clone())
+            .on(inner.context)
+            .reads(&inner.deps.reads)
+            .writes(&inner.deps.writes)
+            .push(OpFn::Replay(Arc::clone(inner)))
+    }
+}

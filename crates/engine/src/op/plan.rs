@@ -1,0 +1,118 @@
+//! [`Plan`]: ops captured once ([`Engine::capture`](crate::Engine::capture)) and replayed
+//! many times ([`Engine::replay`](crate::Engine::replay)) at the cost of a static graph.
+//!
+//! A capture (`api/capture.rs`) records each op with its vars and its function (`Fn`: it runs
+//! once per replay) and computes the plan's dependencies once (`plan/deps.rs`). A replay is one
+//! op of the engine on the plan's vars (those it only reads as reads, the others as writes),
+//! whose payload is the plan: it waits for the ops pushed before it on those vars, and the ops
+//! pushed after wait for it. When it runs, the plan's ops are released by counters straight
+//! onto the CPU workers (`run/replay.rs`), and it completes each var it writes with the
+//! outcome of the plan's last writer of that var.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::context::{Context, RunContext};
+use crate::failure::BoxError;
+use crate::name::OpName;
+use crate::op::block_key::BlockKey;
+use crate::plan::deps::PlanDeps;
+
+/// The function of a captured op: called once per replay.
+pub(crate) type PlanFn = Box<dyn Fn(RunContext) -> Result<(), BoxError> + Send + Sync>;
+
+/// A plan of ops captured by [`Engine::capture`](crate::Engine::capture), replayed by
+/// [`Engine::replay`](crate::Engine::replay) on the engine that captured it. Cloning it is
+/// cheap (a reference count); a replay keeps it alive until it completes.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineConfig};
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+///
+/// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+/// let (a, b) = (engine.new_var()?, engine.new_var()?);
+/// let runs = Arc::new(AtomicU32::new(0));
+/// let counted = Arc::clone(&runs);
+/// let plan = engine.capture("step", |plan| {
+///     plan.op("produce").writes([a]).push_sync(|_| {})?;
+///     plan.op("consume").reads([a]).writes([b]).push_sync(move |_| {
+///         counted.fetch_add(1, Ordering::Relaxed);
+///     })?;
+///     Ok(())
+/// })?;
+/// for _ in 0..3 {
+///     engine.replay(&plan)?;
+/// }
+/// engine.wait_for_var(b)?;
+/// assert_eq!(runs.load(Ordering::Relaxed), 3);
+/// assert_eq!(plan.len(), 2);
+/// # Ok::<(), depengine::EngineError>(())
+/// ```
+#[derive(Clone)]
+pub struct Plan {
+    pub(crate) inner: Arc<PlanInner>,
+}
+
+/// What a plan holds.
+pub(crate) struct PlanInner {
+    pub(crate) name: Arc<str>,
+    /// The name of its replays' op: `replay <name>`.
+    pub(crate) replay_name: OpName,
+    /// Where its replays' op runs: its first op's context.
+    pub(crate) context: Context,
+    /// The engine that captured it (`EngineState::id`).
+    pub(crate) engine: u64,
+    pub(crate) ops: Box<[PlanOp]>,
+    pub(crate) deps: PlanDeps,
+    /// The roots (`PlanDeps::roots`), by the block they run on.
+    pub(crate) roots: Box<[RootGroup]>,
+}
+
+/// The roots of a plan that run on one block.
+pub(crate) struct RootGroup {
+    /// `None`: on the thread that makes the replay ready (the naive engine).
+    pub(crate) block: Option<BlockKey>,
+    pub(crate) ops: Box<[u32]>,
+}
+
+/// One captured op.
+pub(crate) struct PlanOp {
+    pub(crate) name: OpName,
+    pub(crate) func: PlanFn,
+    pub(crate) run: RunContext,
+    /// The CPU block it runs on; `None`: on the thread that releases it (the naive engine).
+    pub(crate) block: Option<BlockKey>,
+    /// Marked for the profiler (`ProfileMode::Marked`).
+    pub(crate) profiled: bool,
+}
+
+impl Plan {
+    /// The name it was captured with.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// How many ops it holds.
+    pub fn len(&self) -> usize {
+        self.inner.ops.len()
+    }
+
+    /// Whether it holds no op.
+    pub fn is_empty(&self) -> bool {
+        self.inner.ops.is_empty()
+    }
+}
+
+impl fmt::Debug for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Plan")
+            .field("name", &self.inner.name)
+            .field("ops", &self.inner.ops.len())
+            .field("reads", &self.inner.deps.reads)
+            .field("writes", &self.inner.deps.writes)
+            .finish()
+    }
+}

@@ -1,0 +1,510 @@
+//! Captured plans replayed: random plans (with injected failures) replayed many times,
+//! interleaved with dynamic ops on the same data from several threads, equal a sequential run
+//! in push order on every engine kind; failures, panics and misuse.
+#![allow(
+    clippy::doc_markdown,
+    clippy::unreadable_literal,
+    reason = "tests: seeds"
+)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::common::{KINDS, RandomOp as Op, engine, mix, random_workload as workload};
+use depengine::{BoxError, Context, EngineError, EngineKind, Var};
+
+fn output(op: &Op, inputs: u64, k: usize) -> u64 {
+    mix(inputs, op.id.wrapping_mul(31).wrapping_add(k as u64))
+}
+
+/// The sequential model of one op (rules 1 and 2).
+fn model(op: &Op, values: &mut [u64], failed: &mut [bool]) {
+    if op.reads.iter().chain(&op.writes).any(|&v| failed[v]) || op.fails {
+        for &w in &op.writes {
+            failed[w] = true;
+        }
+        return;
+    }
+    let inputs = op.reads.iter().fold(op.id, |acc, &r| mix(acc, values[r]));
+    for (k, &w) in op.writes.iter().enumerate() {
+        values[w] = output(op, inputs, k);
+    }
+}
+
+/// What an op does to the shared values: the model's function, with `try_` locks so that any
+/// overlap the engine allowed by mistake fails the op.
+fn apply(op: &Op, values: &[RwLock<u64>]) -> Result<(), BoxError> {
+    if op.fails {
+        return Err(format!("injected failure of op {}", op.id).into());
+    }
+    let mut inputs = op.id;
+    for &r in &op.reads {
+        let value = values[r].try_read().map_err(|_| "read raced a write")?;
+        inputs = mix(inputs, *value);
+    }
+    for (k, &w) in op.writes.iter().enumerate() {
+        let mut value = values[w].try_write().map_err(|_| "write raced")?;
+        *value = output(op, inputs, k);
+    }
+    Ok(())
+}
+
+fn lists(op: &Op, vars: &[Var]) -> (Vec<Var>, Vec<Var>) {
+    (
+        op.reads.iter().map(|&i| vars[i]).collect(),
+        op.writes.iter().map(|&i| vars[i]).collect(),
+    )
+}
+
+/// Replays a random plan `replays` times on `kind` with `workers` workers, a random dynamic op
+/// pushed between replays; with `pushers` more threads pushing dynamic ops on vars of their
+/// own. Checks every var against the sequential model.
+fn check(kind: EngineKind, workers: usize, seed: u64, fail_rate: u64) {
+    const VARS: usize = 12;
+    const OWN_VARS: usize = 6;
+    const PUSHERS: usize = 2;
+    let engine = engine(kind, workers);
+    let n_vars = VARS + PUSHERS * OWN_VARS;
+    let vars: Vec<Var> = (0..n_vars).map(|_| engine.new_var().unwrap()).collect();
+    let values: Arc<Vec<RwLock<u64>>> =
+        Arc::new((0..n_vars).map(|i| RwLock::new(i as u64)).collect());
+    let plan_ops = workload(seed, 20, VARS, 1_000_000, fail_rate);
+    let dynamic = workload(seed ^ 0x5555, 8, VARS, 2_000_000, fail_rate);
+    let plan = engine
+        .capture("random", |plan| {
+            for op in &plan_ops {
+                let (reads, writes) = lists(op, &vars);
+                let (op, values) = (op.clone(), Arc::clone(&values));
+                plan.op("planned")
+                    .reads(reads)
+                    .writes(writes)
+                    .push_sync(move |_| apply(&op, &values))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(plan.len(), plan_ops.len());
+    let others: Vec<Vec<Op>> = (0..PUSHERS)
+        .map(|p| {
+            let mut ops = workload(seed + 1 + p as u64, 200, OWN_VARS, 3_000_000, 0);
+            for op in &mut ops {
+                for v in op.reads.iter_mut().chain(op.writes.iter_mut()) {
+                    *v += VARS + p * OWN_VARS;
+                }
+            }
+            ops
+        })
+        .collect();
+    let mut expected: Vec<u64> = (0..n_vars as u64).collect();
+    let mut failed = vec![false; n_vars];
+    std::thread::scope(|s| {
+        for ops in &others {
+            let (engine, vars, values) = (&engine, &vars, &values);
+            s.spawn(move || {
+                for op in ops {
+                    let (reads, writes) = lists(op, vars);
+                    let (op, values) = (op.clone(), Arc::clone(values));
+                    engine
+                        .op("other")
+                        .reads(reads)
+                        .writes(writes)
+                        .push_sync(move |_| apply(&op, &values))
+                        .unwrap();
+                }
+            });
+        }
+        for round in 0..6 {
+            engine.replay(&plan).unwrap();
+            for op in &plan_ops {
+                model(op, &mut expected, &mut failed);
+            }
+            let op = &dynamic[round % dynamic.len()];
+            let (reads, writes) = lists(op, &vars);
+            let (op2, values) = (op.clone(), Arc::clone(&values));
+            engine
+                .op("between")
+                .reads(reads)
+                .writes(writes)
+                .push_sync(move |_| apply(&op2, &values))
+                .unwrap();
+            model(op, &mut expected, &mut failed);
+        }
+    });
+    for ops in &others {
+        for op in ops {
+            model(op, &mut expected, &mut failed);
+        }
+    }
+    for (i, &var) in vars.iter().enumerate() {
+        let got = engine.wait_for_var(var);
+        assert_eq!(
+            got.is_err(),
+            failed[i],
+            "{kind}/{workers}/{seed}: var {i}: {got:?}"
+        );
+        if got.is_ok() {
+            assert_eq!(
+                *values[i].read().unwrap(),
+                expected[i],
+                "{kind}/{workers}/{seed}: var {i}"
+            );
+        }
+    }
+    let _ = engine.wait_for_all();
+    engine.wait_for_all().unwrap();
+}
+
+#[test]
+fn replays_equal_a_sequential_run_on_every_engine_kind() {
+    for kind in KINDS {
+        for workers in [1, 2, 4] {
+            for seed in 0..6 {
+                check(kind, workers, 0xABCD + seed, 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn failures_inside_replays_follow_the_rules_on_every_engine_kind() {
+    for kind in KINDS {
+        for seed in 0..8 {
+            check(kind, 2, 0xFA11 + seed, 8);
+        }
+    }
+}
+
+#[test]
+fn a_failed_op_skips_its_dependents_and_fails_only_what_it_writes() {
+    for kind in KINDS {
+        let engine = engine(kind, 2);
+        let [a, b, c, d] = [(); 4].map(|()| engine.new_var().unwrap());
+        let ran = Arc::new(AtomicU32::new(0));
+        let (ran1, ran2) = (Arc::clone(&ran), Arc::clone(&ran));
+        let plan = engine
+            .capture("fails", |plan| {
+                plan.op("bad")
+                    .reads([a])
+                    .writes([b])
+                    .push_sync(|_| Err::<(), _>("broken".into()))?;
+                plan.op("after bad")
+                    .reads([b])
+                    .writes([c])
+                    .push_sync(move |_| {
+                        ran1.fetch_add(1, Ordering::Relaxed);
+                    })?;
+                plan.op("independent").writes([d]).push_sync(move |_| {
+                    ran2.fetch_add(10, Ordering::Relaxed);
+                })?;
+                plan.op("panics")
+                    .writes([a])
+                    .push_sync(|_| panic!("in a plan"))?;
+                Ok(())
+            })
+            .unwrap();
+        engine.replay(&plan).unwrap();
+        let failure = |var| match engine.wait_for_var(var) {
+            Err(EngineError::OpFailed(failure)) => failure.op_name().to_owned(),
+            other => panic!("{kind}: expected a failure, got {other:?}"),
+        };
+        assert_eq!(failure(b), "bad");
+        assert_eq!(
+            failure(c),
+            "bad",
+            "{kind}: the skipped op passes the failure on"
+        );
+        assert_eq!(failure(a), "panics");
+        engine.wait_for_var(d).unwrap();
+        assert_eq!(ran.load(Ordering::Relaxed), 10, "{kind}");
+        // Each var's failure was taken by its wait: the next replay runs everything again but
+        // the failing ops, and an op on a var failed before the replay skips.
+        engine
+            .op("fail d")
+            .writes([d])
+            .push_sync(|_| Err::<(), _>("d broken".into()))
+            .unwrap();
+        engine.replay(&plan).unwrap();
+        assert_eq!(failure(d), "fail d", "{kind}: skipped, d keeps its failure");
+        assert_eq!(failure(c), "bad");
+        assert_eq!(ran.load(Ordering::Relaxed), 10, "{kind}");
+        let _ = engine.wait_for_all();
+    }
+}
+
+#[test]
+fn misuse_is_a_typed_error() {
+    let engine = engine(EngineKind::ThreadedPerDevice, 1);
+    let other = crate::common::engine(EngineKind::ThreadedPerDevice, 1);
+    let var = engine.new_var().unwrap();
+    let plan = engine
+        .capture("one", |plan| {
+            plan.op("op").writes([var]).push_sync(|_| {})?;
+            Ok(())
+        })
+        .unwrap();
+    let foreign = other.replay(&plan);
+    assert!(
+        matches!(&foreign, Err(EngineError::ForeignPlan { plan, .. }) if plan == "one"),
+        "{foreign:?}"
+    );
+    // A capture closure's own error: no plan, the error as its source.
+    let refused = engine.capture("bad", |_| Err("no".into()));
+    match refused {
+        Err(error @ EngineError::CaptureFailed { .. }) => {
+            let source = std::error::Error::source(&error).map(ToString::to_string);
+            assert_eq!(source.as_deref(), Some("no"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // The lists a push refuses, refused at capture, naming the op; a foreign var too.
+    let lists = |reads: Vec<Var>, writes: Vec<Var>| {
+        engine.capture("lists", move |plan| {
+            plan.op("bad lists")
+                .reads(reads)
+                .writes(writes)
+                .push_sync(|_| {})?;
+            Ok(())
+        })
+    };
+    let twice = lists(vec![], vec![var, var]);
+    assert!(
+        matches!(&twice, Err(EngineError::DuplicateVar { op: Some(op), .. }) if op == "bad lists"),
+        "{twice:?}"
+    );
+    let both = lists(vec![var], vec![var]);
+    assert!(
+        matches!(both, Err(EngineError::ReadWriteConflict { .. })),
+        "{both:?}"
+    );
+    let stranger = other.new_var().unwrap();
+    let foreign_var = lists(vec![stranger], vec![]);
+    assert!(
+        matches!(foreign_var, Err(EngineError::ForeignVar { .. })),
+        "{foreign_var:?}"
+    );
+    // A GPU op in a plan.
+    let gpu = engine.capture("gpu", |plan| {
+        plan.op("kernel")
+            .on(Context::gpu(0))
+            .writes([var])
+            .push_sync(|_| {})?;
+        Ok(())
+    });
+    assert!(
+        matches!(gpu, Err(EngineError::GpuOpInPlan { .. })),
+        "{gpu:?}"
+    );
+    // A var of the plan deleted since the capture, and at capture.
+    engine.delete_var(var, || ()).unwrap();
+    assert!(matches!(
+        engine.replay(&plan),
+        Err(EngineError::DeletedVar { .. })
+    ));
+    let deleted = lists(vec![], vec![var]);
+    assert!(
+        matches!(deleted, Err(EngineError::DeletedVar { .. })),
+        "{deleted:?}"
+    );
+    engine.wait_for_all().unwrap();
+}
+
+/// Replayed ops run on the blocks of their contexts, and independent ones side by side: two
+/// roots that meet at a barrier finish on two workers.
+#[test]
+fn replayed_ops_run_on_their_devices_and_in_parallel() {
+    let engine = engine(EngineKind::ThreadedPerDevice, 2);
+    let vars: Vec<Var> = (0..4).map(|_| engine.new_var().unwrap()).collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let tx = Arc::new(tx);
+    let plan = engine
+        .capture("devices", |plan| {
+            for (i, &var) in vars.iter().enumerate() {
+                let device = (i % 2) as u32;
+                let (tx, barrier) = (Arc::clone(&tx), Arc::clone(&barrier));
+                plan.op("placed")
+                    .on(Context::cpu(device))
+                    .writes([var])
+                    .push_sync(move |_| {
+                        if i < 2 {
+                            // Ops 0 and 1, on two devices, wait for each other.
+                            barrier.wait();
+                        }
+                        let thread = std::thread::current().name().map(str::to_owned);
+                        tx.lock().unwrap().send((device, thread)).unwrap();
+                    })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    engine.replay(&plan).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let Ok(got) = rx.recv_timeout(std::time::Duration::from_secs(20)) else {
+            std::mem::forget(engine);
+            panic!("replayed roots did not run side by side: {seen:?}");
+        };
+        seen.push(got);
+    }
+    for (device, thread) in &seen {
+        let thread = thread.as_deref().unwrap_or_default();
+        assert!(
+            thread.starts_with(&format!("depengine-cpu{device}")),
+            "an op of cpu({device}) ran on {thread}"
+        );
+    }
+    // Two independent roots on one device's two workers meet at a barrier too.
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let tx = Arc::new(std::sync::Mutex::new(tx));
+    let pair = engine
+        .capture("pair", |plan| {
+            for &var in &vars[..2] {
+                let (tx, barrier) = (Arc::clone(&tx), Arc::clone(&barrier));
+                plan.op("meets").writes([var]).push_sync(move |_| {
+                    barrier.wait();
+                    tx.lock().unwrap().send(()).unwrap();
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    engine.replay(&pair).unwrap();
+    for _ in 0..2 {
+        if rx.recv_timeout(std::time::Duration::from_secs(20)).is_err() {
+            std::mem::forget(engine);
+            panic!("two independent replayed ops did not run side by side");
+        }
+    }
+    engine.wait_for_all().unwrap();
+}
+
+#[test]
+fn a_replay_keeps_its_plan_alive_and_replays_queue_back_to_back() {
+    let engine = engine(EngineKind::ThreadedPerDevice, 2);
+    let var = engine.new_var().unwrap();
+    let count = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&count);
+    let plan = engine
+        .capture("count", |plan| {
+            plan.op("add").writes([var]).push_sync(move |_| {
+                counted.fetch_add(1, Ordering::Relaxed);
+            })?;
+            Ok(())
+        })
+        .unwrap();
+    for _ in 0..100 {
+        engine.replay(&plan).unwrap();
+    }
+    drop(plan);
+    engine.wait_for_var(var).unwrap();
+    assert_eq!(count.load(Ordering::Relaxed), 100);
+    // An empty plan replays as an op on no var.
+    let empty = engine.capture("empty", |_| Ok(())).unwrap();
+    assert!(empty.is_empty());
+    engine.replay(&empty).unwrap();
+    engine.wait_for_all().unwrap();
+}
+
+#[test]
+fn the_profiler_sees_each_replayed_op_by_name() {
+    for kind in KINDS {
+        let engine = engine(kind, 2);
+        let (x, y) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+        let plan = engine
+            .capture("step", |plan| {
+                plan.op("forward").writes([x]).push_sync(|_| {})?;
+                plan.op("backward")
+                    .reads([x])
+                    .writes([y])
+                    .push_sync(|_| {})?;
+                Ok(())
+            })
+            .unwrap();
+        engine.profiler().start();
+        for _ in 0..3 {
+            engine.replay(&plan).unwrap();
+        }
+        engine.wait_for_all().unwrap();
+        let profile = engine.profiler().take();
+        let summary = profile.summary();
+        let runs: Vec<(&str, usize)> = summary.iter().map(|s| (s.name.as_str(), s.runs)).collect();
+        assert!(
+            runs.contains(&("forward", 3)) && runs.contains(&("backward", 3)),
+            "{kind:?}: {runs:?}"
+        );
+        // In `Marked` mode, only the ops captured `profiled`.
+        let marked = engine
+            .capture("marked", |plan| {
+                plan.op("marked").writes([x]).profiled().push_sync(|_| {})?;
+                plan.op("unmarked").writes([y]).push_sync(|_| {})?;
+                Ok(())
+            })
+            .unwrap();
+        engine.profiler().set_mode(depengine::ProfileMode::Marked);
+        engine.replay(&marked).unwrap();
+        engine.wait_for_all().unwrap();
+        let profile = engine.profiler().take();
+        let names: Vec<&str> = profile.ops().iter().map(|op| op.name()).collect();
+        assert_eq!(names, ["marked"], "{kind:?}");
+    }
+}
+
+#[test]
+fn a_wait_inside_a_replayed_op_on_the_plans_vars_is_refused() {
+    for kind in KINDS {
+        let engine = engine(kind, 2);
+        let (x, y) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+        let waiter = engine.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tx = std::sync::Mutex::new(tx);
+        let plan = engine
+            .capture("waits", |plan| {
+                plan.op("first").writes([x]).push_sync(|_| {})?;
+                plan.op("waits on y").reads([x]).push_sync(move |_| {
+                    let outcome = waiter.wait_for_var(y);
+                    tx.lock().unwrap().send(format!("{outcome:?}")).unwrap();
+                })?;
+                plan.op("writes y").writes([y]).push_sync(|_| {})?;
+                Ok(())
+            })
+            .unwrap();
+        engine.replay(&plan).unwrap();
+        let Ok(outcome) = rx.recv_timeout(std::time::Duration::from_secs(20)) else {
+            // Deadlocked: leave the engine (whose shutdown would wait forever) and fail.
+            std::mem::forget(engine);
+            panic!("{kind:?}: the wait inside the replayed op never returned");
+        };
+        assert!(outcome.contains("WaitOnOwnVar"), "{kind:?}: {outcome}");
+        engine.wait_for_all().unwrap();
+    }
+}
+
+#[test]
+fn a_pending_replay_is_one_entry_named_after_its_plan() {
+    let engine = engine(EngineKind::ThreadedPerDevice, 2);
+    let x = engine.new_var().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    engine
+        .op("holder")
+        .writes([x])
+        .push_async(move |_, done| tx.send(done).unwrap())
+        .unwrap();
+    let held = rx.recv().unwrap();
+    let plan = engine
+        .capture("training step", |plan| {
+            plan.op("forward").reads([x]).push_sync(|_| {})?;
+            plan.op("update").writes([x]).push_sync(|_| {})?;
+            Ok(())
+        })
+        .unwrap();
+    engine.replay(&plan).unwrap();
+    let mut out = Vec::new();
+    engine.dump_pending(&mut out).unwrap();
+    let dot = String::from_utf8(out).unwrap();
+    assert_eq!(dot.matches("replay training step").count(), 1, "{dot}");
+    assert!(!dot.contains("forward") && !dot.contains("update"), "{dot}");
+    held.ok();
+    engine.wait_for_all().unwrap();
+}
