@@ -51,6 +51,7 @@ const DATA_TESTS: &[&str] = &[
     "data::take_needs_the_last_handle_and_returns_a_failed_value_with_its_failure",
     "data::the_value_is_dropped_once_after_the_last_handle_and_its_ops",
     "data::values_outliving_the_engine_or_deleted_by_hand_are_dropped",
+    "replay::typed_plans_equal_a_plain_loop_on_every_engine_kind",
 ];
 
 /// Runs the tests under miri; extra arguments go to `cargo miri test` (e.g. a test name filter).

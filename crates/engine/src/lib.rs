@@ -153,7 +153,7 @@
 //! [`Engine::capture`] records ops without running them (their functions `Fn`) and computes
 //! their dependencies once; each [`Engine::replay`] of the [`Plan`] runs them as if they were
 //! pushed at that point, failure rules included, released by counters instead of the var
-//! queues. Plans hold CPU ops on plain vars.
+//! queues. Plans hold CPU ops, on plain vars and typed data ([`TypedCaptureOp`]).
 //!
 //! # Profiling
 //!
@@ -213,6 +213,7 @@ pub use data::guard::{ReadGuard, WriteGuard};
 pub use data::handle::Data;
 pub use data::held::Held;
 pub use data::read_future::ReadData;
+pub use data::typed_capture::TypedCaptureOp;
 pub use data::typed_op::TypedOp;
 pub use data::{DataRefused, TakeError};
 pub use depengine_device::{

@@ -14,7 +14,7 @@ use crate::error::{EngineError, Result};
 use crate::failure::BoxError;
 use crate::name::OpName;
 use crate::op::block_key::BlockKey;
-use crate::op::plan::{Plan, PlanInner, PlanOp, RootGroup};
+use crate::op::plan::{Plan, PlanFn, PlanInner, PlanOp, RootGroup};
 use crate::op::record::{OpFn, Route};
 use crate::op::result::IntoOpResult;
 use crate::plan::deps::PlanDeps;
@@ -43,14 +43,7 @@ const MAX_PLAN_OPS: usize = u32::MAX as usize - 1;
 /// ```
 pub struct Capture<'e> {
     engine: &'e Engine,
-    ops: Vec<CapturedOp>,
-}
-
-/// A captured op and its vars, until the plan's dependencies are computed.
-struct CapturedOp {
-    op: PlanOp,
-    reads: Vec<Var>,
-    writes: Vec<Var>,
+    ops: Vec<PlanOp>,
 }
 
 impl Capture<'_> {
@@ -65,6 +58,7 @@ impl Capture<'_> {
             context: Context::cpu(0),
             priority: 0,
             profiled: false,
+            refused: None,
         }
     }
 }
@@ -97,7 +91,7 @@ impl fmt::Debug for Capture<'_> {
 /// ```
 #[must_use = "a captured op is recorded only by push_sync"]
 pub struct CaptureOp<'c> {
-    ops: &'c mut Vec<CapturedOp>,
+    ops: &'c mut Vec<PlanOp>,
     engine: &'c Engine,
     name: OpName,
     reads: Vec<Var>,
@@ -105,9 +99,11 @@ pub struct CaptureOp<'c> {
     context: Context,
     priority: i32,
     profiled: bool,
+    /// Why `record` refuses the op (data of another engine).
+    refused: Option<EngineError>,
 }
 
-impl CaptureOp<'_> {
+impl<'c> CaptureOp<'c> {
     /// The vars the op reads, replacing any given before.
     pub fn reads<I>(mut self, vars: I) -> Self
     where
@@ -163,8 +159,17 @@ impl CaptureOp<'_> {
         F: Fn(RunContext) -> R + Send + Sync + 'static,
         R: IntoOpResult,
     {
+        self.record(Box::new(move |run, _| func(run).into_op_result()))
+    }
+
+    /// Records the op with `func` (see [`push_sync`](Self::push_sync)), or refuses it with
+    /// `refused` (data of another engine, `data/typed_capture.rs`).
+    pub(crate) fn record(self, func: PlanFn) -> Result<()> {
         let state = self.engine.state();
         let named = |error| state.named(error, Some(self.name.as_str()));
+        if let Some(error) = self.refused {
+            return Err(named(error));
+        }
         if self.ops.len() >= MAX_PLAN_OPS {
             return Err(EngineError::CapacityExhausted { what: "op" });
         }
@@ -182,22 +187,57 @@ impl CaptureOp<'_> {
             Route::Inline => None,
             route => route.block_key(self.context),
         };
-        self.ops.push(CapturedOp {
-            op: PlanOp {
-                name: self.name,
-                func: Box::new(move |run| func(run).into_op_result()),
-                run: RunContext {
-                    context: self.context,
-                    priority: self.priority,
-                    property: FnProperty::Normal,
-                },
-                block,
-                profiled: self.profiled,
+        self.ops.push(PlanOp {
+            name: self.name,
+            func,
+            run: RunContext {
+                context: self.context,
+                priority: self.priority,
+                property: FnProperty::Normal,
             },
-            reads: self.reads,
-            writes: self.writes,
+            block,
+            profiled: self.profiled,
+            reads: self.reads.into(),
+            writes: self.writes.into(),
         });
         Ok(())
+    }
+
+    /// Appends `var` to the writes (`writes`) or the reads: a typed op's data, last.
+    pub(crate) fn add_var(&mut self, var: Var, writes: bool) {
+        if writes {
+            self.writes.push(var);
+        } else {
+            self.reads.push(var);
+        }
+    }
+
+    /// Replaces the reads (`writes`: the writes) but the last `keep` with `vars`: a typed op's
+    /// plain vars, before its data's.
+    pub(crate) fn replace_before<I>(&mut self, writes: bool, keep: usize, vars: I)
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Var>,
+    {
+        let list = if writes {
+            &mut self.writes
+        } else {
+            &mut self.reads
+        };
+        let kept = list.split_off(list.len().saturating_sub(keep));
+        list.clear();
+        list.extend(vars.into_iter().map(|var| *var.borrow()));
+        list.extend(kept);
+    }
+
+    /// Refuses the op at `record` with `error`, unless an error came first.
+    pub(crate) fn refuse(&mut self, error: EngineError) {
+        self.refused.get_or_insert(error);
+    }
+
+    /// The engine capturing.
+    pub(crate) fn engine(&self) -> &'c Engine {
+        self.engine
     }
 }
 
@@ -258,7 +298,7 @@ impl Engine {
             });
         }
         let deps = PlanDeps::of(capture.ops.iter().map(|op| (&op.reads[..], &op.writes[..])));
-        let ops: Box<[PlanOp]> = capture.ops.into_iter().map(|op| op.op).collect();
+        let ops: Box<[PlanOp]> = capture.ops.into();
         let mut roots: Vec<(Option<BlockKey>, Vec<u32>)> = Vec::new();
         for &root in &*deps.roots {
             let block = ops[root as usize].block;

@@ -19,6 +19,7 @@ use depengine_graph::Access as VarAccess;
 
 use crate::context::RunContext;
 use crate::data::cell::{CellPtr, ExclusiveCell, SharedCell};
+use crate::op::plan::PlanFn;
 use crate::op::record::SyncFn;
 use crate::op::result::IntoOpResult;
 use crate::op::vars::OpVars;
@@ -493,6 +494,29 @@ impl<'a> Cells<'a> {
 #[derive(Debug, thiserror::Error)]
 #[error("internal error in depengine: a var of this typed op's data carries no cell")]
 struct CellNotFound;
+
+/// The function of a captured typed op (`typed_capture.rs`): as [`sync_op`]'s, run once per
+/// replay with the vars of the op its replay runs (`run/replay.rs`, `PlanOpVars`).
+pub(crate) fn plan_op<L, F, R>(func: F) -> PlanFn
+where
+    L: AccessList,
+    F: for<'a> Fn(RunContext, L::Refs<'a>) -> R + Send + Sync + 'static,
+    R: IntoOpResult,
+{
+    Box::new(move |run, vars| {
+        let mut cells = Cells::new(vars, L::READS, L::WRITES);
+        // SAFETY: `vars` are those of the captured op, named as `typed_capture.rs` appended
+        // them (its data's last, in order), and each data var was made with its data's cell; the
+        // replay holds every var of its plan while this runs (role 4 of `cell.rs`).
+        let Some(mut accesses) = (unsafe { L::from_cells(&mut cells) }) else {
+            return Err(CellNotFound.into());
+        };
+        // SAFETY: the replay runs this op only when the plan's ops before it on its vars are
+        // done and none after it on them has started: a write alone, reads side by side (roles
+        // 1 and 2 of `cell.rs`), as the graph orders pushed ops.
+        unsafe { accesses.with_refs(|refs| func(run, refs)) }.into_op_result()
+    })
+}
 
 /// The function of a sync typed op: makes its accesses, of list type `L`, from the op's vars
 /// when it runs (`Cells`) and calls `func` with their references. It captures `func` alone.

@@ -29,6 +29,7 @@ pub(crate) mod hold;
 mod methods;
 pub(crate) mod read_future;
 pub(crate) mod take;
+pub(crate) mod typed_capture;
 pub(crate) mod typed_op;
 
 use std::error::Error;

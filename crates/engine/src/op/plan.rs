@@ -12,14 +12,18 @@
 use std::fmt;
 use std::sync::Arc;
 
+use depengine_graph::Var;
+
 use crate::context::{Context, RunContext};
 use crate::failure::BoxError;
 use crate::name::OpName;
 use crate::op::block_key::BlockKey;
+use crate::op::vars::OpVars;
 use crate::plan::deps::PlanDeps;
 
-/// The function of a captured op: called once per replay.
-pub(crate) type PlanFn = Box<dyn Fn(RunContext) -> Result<(), BoxError> + Send + Sync>;
+/// The function of a captured op: called once per replay, with the op's vars (where a typed
+/// op finds its data's cells, `data/access.rs`).
+pub(crate) type PlanFn = Box<dyn Fn(RunContext, &dyn OpVars) -> Result<(), BoxError> + Send + Sync>;
 
 /// A plan of ops captured by [`Engine::capture`](crate::Engine::capture), replayed by
 /// [`Engine::replay`](crate::Engine::replay) on the engine that captured it. Cloning it is
@@ -87,6 +91,9 @@ pub(crate) struct PlanOp {
     pub(crate) block: Option<BlockKey>,
     /// Marked for the profiler (`ProfileMode::Marked`).
     pub(crate) profiled: bool,
+    /// Its reads and writes, as named (a typed op's data last, `data/typed_capture.rs`).
+    pub(crate) reads: Box<[Var]>,
+    pub(crate) writes: Box<[Var]>,
 }
 
 impl Plan {

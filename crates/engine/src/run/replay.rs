@@ -17,15 +17,17 @@
 //! writes.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool as StdAtomicBool;
 
-use depengine_graph::ReadyOp;
+use depengine_graph::{Access, ReadyOp};
 use depengine_sync::{AtomicBool, Mutex, OnceLock, Ordering, lock};
 
 use crate::failure::OpFailure;
-use crate::op::plan::PlanInner;
+use crate::op::plan::{PlanInner, PlanOp};
 use crate::op::record::{Completion, FinishAsync, OpRecord};
+use crate::op::vars::OpVars;
 use crate::plan::release_counts::ReleaseCounts;
 use crate::profile::recorder::ProfiledOp;
 use crate::route::block::CpuBlock;
@@ -218,9 +220,13 @@ impl Replay {
         // A wait inside the function sees the replay's vars as held (`thread/frame.rs`); the
         // span is made inside the `catch_unwind`, as a pushed op's (`run/execute.rs`).
         let name = plan_op.name.as_str();
+        let vars = PlanOpVars {
+            state: &self.state,
+            op: plan_op,
+        };
         let result = frame::within_replay(self.state.id(), &deps.reads, &deps.writes, || {
             catch_unwind(AssertUnwindSafe(|| {
-                op_span(name).in_scope(|| (plan_op.func)(plan_op.run))
+                op_span(name).in_scope(|| (plan_op.func)(plan_op.run, &vars))
             }))
         });
         let outcome = EngineState::outcome(&plan_op.name, result);
@@ -244,5 +250,23 @@ impl Replay {
         if let Some(done) = done {
             done.complete_each(failures);
         }
+    }
+}
+
+/// The vars of a replayed op, which its replay holds while the function runs: where a typed
+/// op finds its data's cells (`data/access.rs`).
+struct PlanOpVars<'a> {
+    state: &'a EngineState,
+    op: &'a PlanOp,
+}
+
+impl OpVars for PlanOpVars<'_> {
+    fn attachment(&self, access: Access, from_end: usize) -> Option<NonNull<()>> {
+        let list = match access {
+            Access::Read => &self.op.reads,
+            Access::Write => &self.op.writes,
+        };
+        let at = list.len().checked_sub(from_end + 1)?;
+        self.state.graph.attachment(list[at])
     }
 }

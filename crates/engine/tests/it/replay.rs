@@ -446,7 +446,11 @@ fn the_profiler_sees_each_replayed_op_by_name() {
         engine.replay(&marked).unwrap();
         engine.wait_for_all().unwrap();
         let profile = engine.profiler().take();
-        let names: Vec<&str> = profile.ops().iter().map(|op| op.name()).collect();
+        let names: Vec<&str> = profile
+            .ops()
+            .iter()
+            .map(depengine::OpProfile::name)
+            .collect();
         assert_eq!(names, ["marked"], "{kind:?}");
     }
 }
@@ -507,4 +511,76 @@ fn a_pending_replay_is_one_entry_named_after_its_plan() {
     assert!(!dot.contains("forward") && !dot.contains("update"), "{dot}");
     held.ok();
     engine.wait_for_all().unwrap();
+}
+
+/// Typed data in a plan: each replayed op reaches its values as `&T` / `&mut T`, replays
+/// interleave with typed ops pushed between them, and the values equal a plain loop's.
+#[test]
+fn typed_plans_equal_a_plain_loop_on_every_engine_kind() {
+    for kind in KINDS {
+        let engine = engine(kind, 2);
+        let input = engine.data(0_u64).unwrap();
+        let (a, b, sum) = (
+            engine.data(1_u64).unwrap(),
+            engine.data(2_u64).unwrap(),
+            engine.data(0_u64).unwrap(),
+        );
+        let done = engine.new_var().unwrap();
+        let plan = engine
+            .capture("typed", |plan| {
+                plan.op("a").read(&input).write(&a).push_sync(|_, (x, a)| {
+                    *a = a.wrapping_mul(3).wrapping_add(*x);
+                })?;
+                plan.op("b").read(&input).write(&b).push_sync(|_, (x, b)| {
+                    *b = b.wrapping_mul(5).wrapping_add(*x);
+                })?;
+                plan.op("sum")
+                    .read(&a)
+                    .read(&b)
+                    .write(&sum)
+                    .writes([done])
+                    .push_sync(|_, (a, b, sum)| *sum = sum.wrapping_add(a ^ b))?;
+                Ok(())
+            })
+            .unwrap();
+        let (mut ea, mut eb, mut esum) = (1_u64, 2_u64, 0_u64);
+        let steps = if cfg!(miri) { 4 } else { 50 };
+        for step in 0..steps {
+            engine
+                .op("input")
+                .write(&input)
+                .push_sync(move |_, x| *x = step)
+                .unwrap();
+            engine.replay(&plan).unwrap();
+            ea = ea.wrapping_mul(3).wrapping_add(step);
+            eb = eb.wrapping_mul(5).wrapping_add(step);
+            esum = esum.wrapping_add(ea ^ eb);
+        }
+        engine.wait_for_var(done).unwrap();
+        assert_eq!(*engine.read(&sum).unwrap(), esum, "{kind:?}");
+        assert_eq!(
+            (*engine.read(&a).unwrap(), *engine.read(&b).unwrap()),
+            (ea, eb)
+        );
+        // Data of another engine is refused at capture; data dropped since, at replay.
+        let other = crate::common::engine(kind, 1);
+        let stranger = other.data(0_u64).unwrap();
+        let foreign = engine.capture("foreign", |plan| {
+            plan.op("reads a stranger")
+                .read(&stranger)
+                .push_sync(|_, _| {})?;
+            Ok(())
+        });
+        assert!(
+            matches!(foreign, Err(EngineError::ForeignData { .. })),
+            "{foreign:?}"
+        );
+        drop(a);
+        engine.wait_for_all().unwrap();
+        assert!(matches!(
+            engine.replay(&plan),
+            Err(EngineError::DeletedVar { .. })
+        ));
+        engine.wait_for_all().unwrap();
+    }
 }
