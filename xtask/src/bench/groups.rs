@@ -263,6 +263,7 @@ const CHOLESKY: Group = Group {
     systems: &[
         rust("depengine-perdevice"),
         rust("depengine-1worker"),
+        rust("depengine-replay"),
         rust("faer"),
         cpp("lapack", &CHOLESKY_LAPACK),
         cpp("omp-tiles", &CHOLESKY_OMP_TILES),

@@ -55,11 +55,12 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     let mut system: Box<dyn System> = match args.system.as_str() {
         "depengine-perdevice" => Box::new(depengine::Depengine::new(args.threads)?),
         "depengine-1worker" => Box::new(depengine::Depengine::new(1)?),
+        "depengine-replay" => Box::new(depengine::DepengineReplay::new(args.threads)?),
         "faer" => Box::new(faer::Faer::new(args.threads)?),
         other => {
             return Err(format!(
-                "unknown system `{other}` (expected depengine-perdevice, depengine-1worker or \
-                 faer)"
+                "unknown system `{other}` (expected depengine-perdevice, depengine-1worker, \
+                 depengine-replay or faer)"
             ));
         }
     };

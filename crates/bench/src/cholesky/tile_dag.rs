@@ -16,11 +16,37 @@
 //! records the factorization's kernels and none of the other ops the harness pushes (the
 //! `take`s of the tiles), which is how `--timeline` (`timeline.rs`) profiles them.
 
-use depengine::{BoxError, Data, Engine, EngineError, FnProperty};
+use depengine::{BoxError, Capture, Data, Engine, EngineError, FnProperty, Plan};
 use faer::Mat;
 
 use super::kernels::{gemm, potrf, syrk, trsm};
 use super::matrix::{LowerTiles, TileLayout};
+
+/// One kernel of the factorization, on tiles by coordinates (`potrf(k)` writes `(k, k)`;
+/// `trsm(i, k)` reads `(k, k)`, writes `(i, k)`; `syrk(i, k)` reads `(i, k)`, writes `(i, i)`;
+/// `gemm(i, j, k)` reads `(i, k)` and `(j, k)`, writes `(i, j)`).
+#[derive(Clone, Copy)]
+enum Kernel {
+    Potrf { k: usize },
+    Trsm { i: usize, k: usize },
+    Syrk { i: usize, k: usize },
+    Gemm { i: usize, j: usize, k: usize },
+}
+
+/// The kernels of a right-looking factorization of `count × count` tiles, in its sequential
+/// order, each with its priority (`2 · count − i − j` for the tile `(i, j)` it writes).
+fn kernels(count: usize) -> impl Iterator<Item = (Kernel, i32)> {
+    let priority = move |i: usize, j: usize| i32::try_from(2 * count - i - j).unwrap_or(i32::MAX);
+    (0..count).flat_map(move |k| {
+        let potrf = std::iter::once((Kernel::Potrf { k }, priority(k, k)));
+        let trsms = (k + 1..count).map(move |i| (Kernel::Trsm { i, k }, priority(i, k)));
+        let updates = (k + 1..count).flat_map(move |i| {
+            std::iter::once((Kernel::Syrk { i, k }, priority(i, i)))
+                .chain((k + 1..i).map(move |j| (Kernel::Gemm { i, j, k }, priority(i, j))))
+        });
+        potrf.chain(trsms).chain(updates)
+    })
+}
 
 /// Pushes the factorization of the matrix whose lower tiles are `tiles`, in place: each tile
 /// `(i, j)` ends as tile `(i, j)` of `L`. Returns once every op is pushed; a tile's value is
@@ -36,40 +62,83 @@ pub(crate) fn push_cholesky(
     layout: TileLayout,
     tiles: &LowerTiles<Data<Mat<f64>>>,
 ) -> Result<(), EngineError> {
-    let count = layout.count();
-    let priority = |i: usize, j: usize| i32::try_from(2 * count - i - j).unwrap_or(i32::MAX);
-    let op = |name: &'static str, i: usize, j: usize| {
-        engine
-            .op(name)
-            .prop(FnProperty::CpuPrioritized)
-            .priority(priority(i, j))
-            .profiled()
-    };
-    for k in 0..count {
-        op("potrf", k, k)
-            .write(tiles.get(k, k))
-            .push_sync(|_, a| potrf(a).map_err(BoxError::from))?;
-        for i in k + 1..count {
-            op("trsm", i, k)
+    for (kernel, priority) in kernels(layout.count()) {
+        let op = |name: &'static str| {
+            engine
+                .op(name)
+                .prop(FnProperty::CpuPrioritized)
+                .priority(priority)
+                .profiled()
+        };
+        match kernel {
+            Kernel::Potrf { k } => op("potrf")
+                .write(tiles.get(k, k))
+                .push_sync(|_, a| potrf(a).map_err(BoxError::from))?,
+            Kernel::Trsm { i, k } => op("trsm")
                 .read(tiles.get(k, k))
                 .write(tiles.get(i, k))
-                .push_sync(|_, (l, a)| trsm(l, a))?;
-        }
-        for i in k + 1..count {
-            op("syrk", i, i)
+                .push_sync(|_, (l, a)| trsm(l, a))?,
+            Kernel::Syrk { i, k } => op("syrk")
                 .read(tiles.get(i, k))
                 .write(tiles.get(i, i))
-                .push_sync(|_, (a, c)| syrk(a, c))?;
-            for j in k + 1..i {
-                op("gemm", i, j)
-                    .read(tiles.get(i, k))
-                    .read(tiles.get(j, k))
-                    .write(tiles.get(i, j))
-                    .push_sync(|_, (a, b, c)| gemm(a, b, c))?;
-            }
+                .push_sync(|_, (a, c)| syrk(a, c))?,
+            Kernel::Gemm { i, j, k } => op("gemm")
+                .read(tiles.get(i, k))
+                .read(tiles.get(j, k))
+                .write(tiles.get(i, j))
+                .push_sync(|_, (a, b, c)| gemm(a, b, c))?,
         }
     }
     Ok(())
+}
+
+/// The same factorization captured once as a plan (`Engine::capture`): each replay factors
+/// whatever `tiles` hold then. A plan's ops run on the CPU workers, which take no priority
+/// order: the priorities reach the functions only.
+///
+/// # Errors
+///
+/// When the engine refuses the capture.
+pub(crate) fn capture_cholesky(
+    engine: &Engine,
+    layout: TileLayout,
+    tiles: &LowerTiles<Data<Mat<f64>>>,
+) -> Result<Plan, EngineError> {
+    engine.capture("cholesky", |plan: &mut Capture<'_>| {
+        for (kernel, priority) in kernels(layout.count()) {
+            match kernel {
+                Kernel::Potrf { k } => plan
+                    .op("potrf")
+                    .priority(priority)
+                    .profiled()
+                    .write(tiles.get(k, k))
+                    .push_sync(|_, a| potrf(a).map_err(BoxError::from))?,
+                Kernel::Trsm { i, k } => plan
+                    .op("trsm")
+                    .priority(priority)
+                    .profiled()
+                    .read(tiles.get(k, k))
+                    .write(tiles.get(i, k))
+                    .push_sync(|_, (l, a)| trsm(l, a))?,
+                Kernel::Syrk { i, k } => plan
+                    .op("syrk")
+                    .priority(priority)
+                    .profiled()
+                    .read(tiles.get(i, k))
+                    .write(tiles.get(i, i))
+                    .push_sync(|_, (a, c)| syrk(a, c))?,
+                Kernel::Gemm { i, j, k } => plan
+                    .op("gemm")
+                    .priority(priority)
+                    .profiled()
+                    .read(tiles.get(i, k))
+                    .read(tiles.get(j, k))
+                    .write(tiles.get(i, j))
+                    .push_sync(|_, (a, b, c)| gemm(a, b, c))?,
+            }
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]
