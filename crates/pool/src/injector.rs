@@ -68,42 +68,25 @@ use std::fmt;
 /// assert_eq!(queue.steal(), None);
 /// ```
 #[cfg(not(loom))]
-pub struct Injector<T> {
-    ring: crossbeam_queue::ArrayQueue<T>,
-    overflow: crossbeam_deque::Injector<T>,
-}
+pub struct Injector<T>(crossbeam_deque::Injector<T>);
 
 #[cfg(not(loom))]
 impl<T> Injector<T> {
     /// Creates an empty queue.
     pub fn new() -> Self {
-        Self {
-            ring: crossbeam_queue::ArrayQueue::new(RING),
-            overflow: crossbeam_deque::Injector::new(),
-        }
+        Self(crossbeam_deque::Injector::new())
     }
 
     /// Appends `item` at the tail.
     pub fn push(&self, item: T) {
-        let item = if self.overflow.is_empty() {
-            match self.ring.push(item) {
-                Ok(()) => return,
-                Err(item) => item,
-            }
-        } else {
-            item
-        };
-        self.overflow.push(item);
+        self.0.push(item);
     }
 
     /// Takes the oldest item, if any. Retries when it loses a race with another
     /// consumer, so `None` means the queue was seen empty.
     pub fn steal(&self) -> Option<T> {
-        if let Some(item) = self.ring.pop() {
-            return Some(item);
-        }
         loop {
-            match self.overflow.steal() {
+            match self.0.steal() {
                 crossbeam_deque::Steal::Success(item) => return Some(item),
                 crossbeam_deque::Steal::Empty => return None,
                 // Lost a race with another consumer: try again.
@@ -115,17 +98,16 @@ impl<T> Injector<T> {
     /// The number of queued items, pushes in flight included (racy, like any length
     /// of a concurrent queue).
     pub fn len(&self) -> usize {
-        self.ring.len() + self.overflow.len()
+        self.0.len()
     }
 
-    /// Whether the queue holds no item.
+    /// Whether the queue holds no item. Never reports empty once a push has returned
+    /// (see the type's guarantees): the tail index moves before the item is written,
+    /// so an in-flight push counts.
     pub fn is_empty(&self) -> bool {
-        self.ring.is_empty() && self.overflow.is_empty()
+        self.0.is_empty()
     }
 }
-
-#[cfg(not(loom))]
-const RING: usize = 1024;
 
 /// Under loom: a model of the synchronization of crossbeam-deque 0.8.8's `Injector` (the
 /// module documentation gives the correspondence, access by access).
