@@ -99,8 +99,8 @@ impl EngineState {
         }
         for (group, roots) in (0..).zip(&*replay.plan.roots) {
             match roots.block.and_then(|key| self.workers.block(key)) {
-                // Jobs of `grain` roots each, at least `JOBS_PER_WORKER` per worker: a job
-                // costs a spawn and a steal, and enough of them keep every worker busy.
+                // Up to `JOBS_PER_WORKER` jobs per worker, of `grain` roots each: a job costs
+                // a spawn and a steal, and enough of them keep every worker busy.
                 Some(block) => {
                     let jobs = block.num_threads() * JOBS_PER_WORKER;
                     let grain = roots.ops.len().div_ceil(jobs).max(1);
