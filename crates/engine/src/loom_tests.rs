@@ -708,7 +708,7 @@ fn replay_dependent_sees_every_dependency() {
     use crate::plan::release_counts::ReleaseCounts;
 
     loom::model(|| {
-        let counts = Arc::new(ReleaseCounts::new(&[2]));
+        let counts = Arc::new(ReleaseCounts::new([2]));
         let effects = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
         let finish = |index: usize| {
             let (counts, effects) = (Arc::clone(&counts), Arc::clone(&effects));

@@ -16,8 +16,8 @@ pub(crate) struct ReleaseCounts(Box<[AtomicU32]>);
 
 impl ReleaseCounts {
     /// Counters starting at `counts`.
-    pub(crate) fn new(counts: &[u32]) -> Self {
-        ReleaseCounts(counts.iter().map(|&count| AtomicU32::new(count)).collect())
+    pub(crate) fn new(counts: impl IntoIterator<Item = u32>) -> Self {
+        ReleaseCounts(counts.into_iter().map(AtomicU32::new).collect())
     }
 
     /// One dependency of `op` finished; `true` when it was the last, and the caller releases

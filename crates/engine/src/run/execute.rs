@@ -302,6 +302,28 @@ impl EngineState {
         self.finished(None);
     }
 
+    /// Completes an op that stands for several (a bulk segment, a replay), whose parts logged
+    /// their own failures: each var it writes ends with `failure_of(position)` (`None`:
+    /// cleared; `position` in its reads then writes), what that releases is dispatched as
+    /// `finish` does, and `failed_writes` go to the failure log.
+    pub(super) fn finish_each<'f>(
+        self: &Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        failure_of: impl Fn(usize) -> Option<&'f OpFailure>,
+        failed_writes: Vec<Var>,
+        keep_for: Option<BlockKey>,
+    ) {
+        let mut dispatcher = Dispatcher::new(self, false, keep_for);
+        // The op came from this graph, so `complete_each` cannot fail; its record is dropped
+        // here.
+        let _ = self
+            .graph
+            .complete_each(op.map(Payload::Op), failure_of, &mut dispatcher);
+        self.finished((!failed_writes.is_empty()).then_some(failed_writes));
+        // As in `finish`: the reclaimed vars' callbacks once the op is counted done.
+        drop(dispatcher);
+    }
+
     /// What every completion ends with: a failed op's written vars go to the failure log, and
     /// the op is counted done.
     #[inline]
@@ -338,16 +360,12 @@ impl FinishAsync for EngineState {
             .filter(|&(k, _)| failures.get(reads + k).is_some_and(Option::is_some))
             .map(|(_, var)| var)
             .collect();
-        let mut dispatcher = Dispatcher::new(&self, false, None);
-        // The op came from this graph, so `complete_each` cannot fail.
-        let _ = self.graph.complete_each(
-            op.map(Payload::Op),
+        self.finish_each(
+            op,
             |position| failures.get(position)?.as_ref(),
-            &mut dispatcher,
+            failed,
+            None,
         );
-        self.finished((!failed.is_empty()).then_some(failed));
-        // As in `finish`: the reclaimed vars' callbacks once the op is counted done.
-        drop(dispatcher);
     }
 }
 

@@ -75,11 +75,9 @@ impl EngineState {
         }
         // Capture numbers ops by `u32`, one below the most.
         let end = u32::try_from(ops).unwrap_or(u32::MAX);
-        let mut counts = deps.counts.to_vec();
-        counts.push(end);
         let replay = Arc::new(Replay {
             state: Arc::clone(self),
-            counts: ReleaseCounts::new(&counts),
+            counts: ReleaseCounts::new(deps.counts.iter().copied().chain([end])),
             end,
             failures: (0..ops).map(|_| OnceLock::new()).collect(),
             failed: AtomicBool::new(false),

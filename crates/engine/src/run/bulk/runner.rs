@@ -8,11 +8,11 @@ use std::sync::Arc;
 use depengine_graph::{ReadyOp, Var};
 
 use crate::failure::OpFailure;
-use crate::op::record::{BlockKey, OpRecord, Payload};
+use crate::op::record::{BlockKey, OpRecord};
 use crate::op::segment::{Member, Segment};
 use crate::profile::recorder::ProfiledOp;
+use crate::run::EngineState;
 use crate::run::held_vars::HeldVars;
-use crate::run::{Dispatcher, EngineState};
 use crate::thread;
 
 /// The failures a segment's vars hold while its members run: what each held when the segment
@@ -165,25 +165,10 @@ impl EngineState {
         failures: Option<HeldFailures>,
         keep_for: Option<BlockKey>,
     ) {
-        let mut dispatcher = Dispatcher::new(self, false, keep_for);
-        let held = failures.as_ref().map(|failures| &failures.held[..]);
-        let failure_of = |position: usize| held?.get(position)?.as_ref();
-        // The op came from this graph, so `complete_each` cannot fail; the record (its
-        // segment's last reference but the pusher's) is dropped here.
-        let _ = self
-            .graph
-            .complete_each(op.map(Payload::Op), failure_of, &mut dispatcher);
-        if let Some(failures) = failures
-            && !failures.written.is_empty()
-        {
-            let holds_failure = |var| matches!(self.graph.var_failure(var), Ok(Some(_)));
-            self.failures.add_vars(failures.written, holds_failure);
-        }
-        if self.pending.done() {
-            // As in `finish`.
-            self.trim_storage();
-        }
-        // As in `finish`: the reclaimed vars' callbacks once the segment is counted done.
-        drop(dispatcher);
+        let (held, written) = failures.map_or((None, Vec::new()), |failures| {
+            (Some(failures.held), failures.written)
+        });
+        let failure_of = |position: usize| held.as_ref()?.get(position)?.as_ref();
+        self.finish_each(op, failure_of, written, keep_for);
     }
 }
