@@ -39,9 +39,9 @@ const ENGINE_TESTS: &[&str] = &[
 /// The engine's typed-data tests (`tests/it/data.rs`) that take every role of `data/cell.rs`: ops
 /// reading and writing on the workers (finding their cells on their vars, also as the ops of a
 /// bulk segment), an async op's `Held` completed from a thread, guards, a future given up,
-/// `take`, and the release of a value after its last handle (also where the engine is gone, or
-/// the var was deleted by hand). (`tests/it/random_data.rs` takes the same roles at random,
-/// too slowly for Miri.)
+/// `take`, the release of a value after its last handle (also where the engine is gone, or the
+/// var was deleted by hand), and typed ops of a plan, async ones included.
+/// (`tests/it/random_data.rs` takes the same roles at random, too slowly for Miri.)
 const DATA_TESTS: &[&str] = &[
     "data::ops_read_and_write_typed_values_in_push_order",
     "data::typed_accesses_are_matched_to_their_data_beside_plain_vars",
@@ -52,6 +52,7 @@ const DATA_TESTS: &[&str] = &[
     "data::the_value_is_dropped_once_after_the_last_handle_and_its_ops",
     "data::values_outliving_the_engine_or_deleted_by_hand_are_dropped",
     "replay::typed_plans_equal_a_plain_loop_on_every_engine_kind",
+    "replay::a_long_chain_of_async_ops_completed_inline_runs_on_every_engine_kind",
 ];
 
 /// Runs the tests under miri; extra arguments go to `cargo miri test` (e.g. a test name filter).

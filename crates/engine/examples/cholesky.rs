@@ -19,16 +19,20 @@
 //! so tiles nearer the top-left corner, which earlier diagonal steps need, come first. The ops
 //! are `CpuPrioritized`, which depengine runs on its priority block, highest priority first.
 //!
-//! The run checks itself: the relative residual `‖A − L Lᵀ‖_F / ‖A‖_F` must be below `1e-12`,
-//! else the example exits with an error.
+//! Then the same factorization is captured once as a plan (`Engine::capture`) and replayed over
+//! new matrices, each loaded into the tiles by ops before its replay: the tile graph's
+//! dependencies are computed once, and each replay releases its ops by counters.
 //!
-//! Run: `cargo run --release -p depengine --example cholesky -- [n] [tile]` (default 512 and
-//! 128; a tile that does not divide `n` leaves a narrower last tile).
+//! The run checks itself: each factor's relative residual `‖A − L Lᵀ‖_F / ‖A‖_F` must be below
+//! `1e-12`, else the example exits with an error.
+//!
+//! Run: `cargo run --release -p depengine --example cholesky -- [n] [tile] [replays]` (default
+//! 512, 128 and 3; a tile that does not divide `n` leaves a narrower last tile).
 
 use std::error::Error;
 use std::time::Instant;
 
-use depengine::{BoxError, Engine, EngineConfig, EngineError, FnProperty};
+use depengine::{BoxError, Data, Engine, EngineConfig, EngineError, FnProperty};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{
     LltRegularization, cholesky_in_place, cholesky_in_place_scratch,
@@ -45,69 +49,132 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut args = std::env::args().skip(1);
     let n = parse(args.next(), "n", 512)?;
     let tile = parse(args.next(), "tile", 128)?;
+    let replays = match args.next() {
+        None => 3,
+        arg => parse(arg, "replays", 1)?,
+    };
     let layout = Layout { n, tile };
     let workers = std::thread::available_parallelism().map_or(1, usize::from);
-    let engine = Engine::new(EngineConfig::default().cpu_priority_threads(workers))?;
+    let engine = Engine::new(
+        EngineConfig::default()
+            .cpu_priority_threads(workers)
+            .cpu_worker_threads(workers),
+    )?;
 
     // One engine-owned value per tile of the lower triangle, tile (i, j) at i (i + 1) / 2 + j.
     let tiles = layout
         .lower()
         .map(|(i, j)| {
-            let tile = layout.tile_of_matrix(i, j);
+            let tile = layout.tile_of_matrix(0, i, j);
             engine
                 .data_named(format!("A[{i}][{j}]"), tile)
                 .map_err(EngineError::from)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let tile_at = |i: usize, j: usize| &tiles[i * (i + 1) / 2 + j];
-
-    let start = Instant::now();
     let count = layout.count();
-    let op = |name: &'static str, i: usize, j: usize| {
-        engine
+    let priority = |i: usize, j: usize| i32::try_from(2 * count - i - j).unwrap_or(i32::MAX);
+
+    // Pushed: each op on its tiles, `CpuPrioritized`, as a sequential loop would call it.
+    let start = Instant::now();
+    for kernel in kernels(count) {
+        let (name, i, j) = kernel.written();
+        let op = engine
             .op(name)
             .prop(FnProperty::CpuPrioritized)
-            .priority(i32::try_from(2 * count - i - j).unwrap_or(i32::MAX))
-    };
-    for k in 0..count {
-        op("potrf", k, k)
-            .write(tile_at(k, k))
-            .push_sync(|_, a| potrf(a))?;
-        for i in k + 1..count {
-            op("trsm", i, k)
+            .priority(priority(i, j));
+        match kernel {
+            Kernel::Potrf { k } => op.write(tile_at(k, k)).push_sync(|_, a| potrf(a))?,
+            Kernel::Trsm { i, k } => op
                 .read(tile_at(k, k))
                 .write(tile_at(i, k))
-                .push_sync(|_, (l, a)| trsm(l, a))?;
-        }
-        for i in k + 1..count {
-            op("syrk", i, i)
+                .push_sync(|_, (l, a)| trsm(l, a))?,
+            Kernel::Syrk { i, k } => op
                 .read(tile_at(i, k))
                 .write(tile_at(i, i))
-                .push_sync(|_, (a, c)| syrk(a, c))?;
-            for j in k + 1..i {
-                op("gemm", i, j)
-                    .read(tile_at(i, k))
-                    .read(tile_at(j, k))
-                    .write(tile_at(i, j))
-                    .push_sync(|_, (a, b, c)| gemm(a, b, c))?;
-            }
+                .push_sync(|_, (a, c)| syrk(a, c))?,
+            Kernel::Gemm { i, j, k } => op
+                .read(tile_at(i, k))
+                .read(tile_at(j, k))
+                .write(tile_at(i, j))
+                .push_sync(|_, (a, b, c)| gemm(a, b, c))?,
         }
     }
     // Returns the first op failure: a POTRF that met a tile that is not positive definite.
     engine.wait_for_all()?;
-    let seconds = start.elapsed().as_secs_f64();
+    report(
+        &engine,
+        layout,
+        &tiles,
+        0,
+        "pushed",
+        start.elapsed().as_secs_f64(),
+    )?;
 
-    // The factor, tile by tile, back from the engine.
+    // Replayed: the same ops captured once as a plan, then for each new matrix its tiles are
+    // loaded by ops and the plan replayed over them (plan ops run on the CPU workers, in the
+    // order their tiles allow; their priority is what their functions see).
+    let plan = engine.capture("cholesky", |plan| {
+        for kernel in kernels(count) {
+            let (name, i, j) = kernel.written();
+            let op = plan.op(name).priority(priority(i, j));
+            match kernel {
+                Kernel::Potrf { k } => op.write(tile_at(k, k)).push_sync(|_, a| potrf(a))?,
+                Kernel::Trsm { i, k } => op
+                    .read(tile_at(k, k))
+                    .write(tile_at(i, k))
+                    .push_sync(|_, (l, a)| trsm(l, a))?,
+                Kernel::Syrk { i, k } => op
+                    .read(tile_at(i, k))
+                    .write(tile_at(i, i))
+                    .push_sync(|_, (a, c)| syrk(a, c))?,
+                Kernel::Gemm { i, j, k } => op
+                    .read(tile_at(i, k))
+                    .read(tile_at(j, k))
+                    .write(tile_at(i, j))
+                    .push_sync(|_, (a, b, c)| gemm(a, b, c))?,
+            }
+        }
+        Ok(())
+    })?;
+    for matrix in 1..=replays as u64 {
+        for (tile, (i, j)) in tiles.iter().zip(layout.lower()) {
+            engine
+                .op("load")
+                .write(tile)
+                .push_sync(move |_, a| *a = layout.tile_of_matrix(matrix, i, j))?;
+        }
+        engine.wait_for_all()?;
+        let start = Instant::now();
+        engine.replay(&plan)?;
+        engine.wait_for_all()?;
+        let seconds = start.elapsed().as_secs_f64();
+        report(&engine, layout, &tiles, matrix, "replayed", seconds)?;
+    }
+    Ok(())
+}
+
+/// Prints a factorization of matrix `matrix` that took `seconds`, checking its factor `tiles`.
+fn report(
+    engine: &Engine,
+    layout: Layout,
+    tiles: &[Data<Mat<f64>>],
+    matrix: u64,
+    how: &str,
+    seconds: f64,
+) -> Result<(), Box<dyn Error>> {
     let factor = tiles
-        .into_iter()
-        .map(|tile| engine.take(tile).map_err(EngineError::from))
+        .iter()
+        .map(|tile| engine.read(tile).map(|tile| tile.clone()))
         .collect::<Result<Vec<_>, _>>()?;
-    let residual = relative_residual(layout, &factor);
+    let residual = relative_residual(layout, matrix, &factor);
+    let n = layout.n;
     let size = n as f64;
     let gflops = size * size * size / 3.0 / seconds / 1e9;
     println!(
-        "cholesky: n {n}, tile {tile}, {workers} workers: {:.3} ms, {gflops:.2} GFLOP/s, \
+        "cholesky {how:>8}: matrix {matrix}, n {n}, tile {}: {:.3} ms, {gflops:.2} GFLOP/s, \
          residual {residual:.2e}",
+        layout.tile,
         seconds * 1e3
     );
     // A NaN residual compares false, so it fails too.
@@ -116,6 +183,42 @@ fn main() -> Result<(), Box<dyn Error>> {
     } else {
         Err(format!("relative residual {residual:e} is not below {TOLERANCE:e}").into())
     }
+}
+
+/// One tile kernel of the factorization, by the tiles it names (see the module docs).
+#[derive(Clone, Copy)]
+enum Kernel {
+    Potrf { k: usize },
+    Trsm { i: usize, k: usize },
+    Syrk { i: usize, k: usize },
+    Gemm { i: usize, j: usize, k: usize },
+}
+
+impl Kernel {
+    /// Its name and the tile it writes.
+    fn written(self) -> (&'static str, usize, usize) {
+        match self {
+            Kernel::Potrf { k } => ("potrf", k, k),
+            Kernel::Trsm { i, k } => ("trsm", i, k),
+            Kernel::Syrk { i, .. } => ("syrk", i, i),
+            Kernel::Gemm { i, j, .. } => ("gemm", i, j),
+        }
+    }
+}
+
+/// The kernels of a factorization of `count × count` tiles, in sequential order.
+fn kernels(count: usize) -> impl Iterator<Item = Kernel> {
+    (0..count).flat_map(move |k| {
+        let trsms = (k + 1..count).map(move |i| Kernel::Trsm { i, k });
+        let updates =
+            (k + 1..count).flat_map(move |i| {
+                std::iter::once(Kernel::Syrk { i, k })
+                    .chain((k + 1..i).map(move |j| Kernel::Gemm { i, j, k }))
+            });
+        std::iter::once(Kernel::Potrf { k })
+            .chain(trsms)
+            .chain(updates)
+    })
 }
 
 /// The command-line argument `what`, or `default` when absent.
@@ -188,13 +291,13 @@ fn gemm(a: &Mat<f64>, b: &Mat<f64>, c: &mut Mat<f64>) {
 
 // --- The matrix, its tiles, and the check. ---
 
-/// Entry `(i, j)` of the test matrix: symmetric, a value in `[-0.5, 0.5)` from a hash of the
-/// pair, plus `n` on the diagonal. Each row's other entries add up to less than its diagonal
+/// Entry `(i, j)` of test matrix `matrix`: symmetric, a value in `[-0.5, 0.5)` from a hash of
+/// the pair and the matrix number, plus `n` on the diagonal. Each row's other entries add up to less than its diagonal
 /// one, so the matrix is positive definite (and well conditioned).
-fn entry(n: usize, i: usize, j: usize) -> f64 {
+fn entry(n: usize, matrix: u64, i: usize, j: usize) -> f64 {
     let (low, high) = (i.min(j) as u64, i.max(j) as u64);
-    // splitmix64's finalizer on the pair; its top 53 bits as a value in [0, 1).
-    let mut z = ((high << 32) ^ low).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    // splitmix64's finalizer on the pair and the matrix; its top 53 bits as a value in [0, 1).
+    let mut z = ((high << 32) ^ low ^ matrix.rotate_right(8)).wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
@@ -227,16 +330,18 @@ impl Layout {
         (0..self.count()).flat_map(|i| (0..=i).map(move |j| (i, j)))
     }
 
-    fn tile_of_matrix(self, i: usize, j: usize) -> Mat<f64> {
+    /// Tile `(i, j)` of test matrix `matrix`.
+    fn tile_of_matrix(self, matrix: u64, i: usize, j: usize) -> Mat<f64> {
         let (row, col) = (self.start(i), self.start(j));
         Mat::from_fn(self.len(i), self.len(j), |r, c| {
-            entry(self.n, row + r, col + c)
+            entry(self.n, matrix, row + r, col + c)
         })
     }
 }
 
-/// `‖A − L Lᵀ‖_F / ‖A‖_F`, with `L` given as its lower tiles in [`Layout::lower`] order.
-fn relative_residual(layout: Layout, factor: &[Mat<f64>]) -> f64 {
+/// `‖A − L Lᵀ‖_F / ‖A‖_F` for test matrix `matrix`, with `L` given as its lower tiles in
+/// [`Layout::lower`] order.
+fn relative_residual(layout: Layout, matrix: u64, factor: &[Mat<f64>]) -> f64 {
     let n = layout.n;
     let mut l = Mat::<f64>::zeros(n, n);
     for ((i, j), tile) in layout.lower().zip(factor) {
@@ -267,7 +372,7 @@ fn relative_residual(layout: Layout, factor: &[Mat<f64>]) -> f64 {
     for j in 0..n {
         for i in j..n {
             let weight = if i == j { 1.0 } else { 2.0 };
-            let a = entry(n, i, j);
+            let a = entry(n, matrix, i, j);
             error += weight * (a - product[(i, j)]).powi(2);
             norm += weight * a * a;
         }

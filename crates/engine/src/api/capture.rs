@@ -15,7 +15,7 @@ use crate::failure::BoxError;
 use crate::name::OpName;
 use crate::op::block_key::BlockKey;
 use crate::op::plan::{Plan, PlanFn, PlanInner, PlanOp, RootGroup};
-use crate::op::record::{OpFn, Route};
+use crate::op::record::{Completion, OpFn, Route};
 use crate::op::result::IntoOpResult;
 use crate::plan::deps::PlanDeps;
 use crate::run::EngineState;
@@ -72,7 +72,7 @@ impl fmt::Debug for Capture<'_> {
 }
 
 /// One op of a plan being captured; from [`Capture::op`]. Nothing is recorded until
-/// [`push_sync`](Self::push_sync).
+/// [`push_sync`](Self::push_sync) or [`push_async`](Self::push_async).
 ///
 /// # Examples
 ///
@@ -89,7 +89,7 @@ impl fmt::Debug for Capture<'_> {
 /// engine.wait_for_var(output)?;
 /// # Ok::<(), depengine::EngineError>(())
 /// ```
-#[must_use = "a captured op is recorded only by push_sync"]
+#[must_use = "a captured op is recorded only by push_sync or push_async"]
 pub struct CaptureOp<'c> {
     ops: &'c mut Vec<PlanOp>,
     engine: &'c Engine,
@@ -159,7 +159,43 @@ impl<'c> CaptureOp<'c> {
         F: Fn(RunContext) -> R + Send + Sync + 'static,
         R: IntoOpResult,
     {
-        self.record(Box::new(move |run, _| func(run).into_op_result()))
+        self.record(PlanFn::Sync(Box::new(move |run, _| {
+            func(run).into_op_result()
+        })))
+    }
+
+    /// Records an async op in the plan: on each replay `func` receives a [`Completion`], and
+    /// the op is done when it completes, possibly from another thread after `func` returned
+    /// (as [`OpBuilder::push_async`](crate::OpBuilder::push_async)); the plan's ops after it
+    /// on its vars wait for it, and the replay holds the plan's vars until it is done.
+    ///
+    /// ```
+    /// use depengine::{Engine, EngineConfig};
+    ///
+    /// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+    /// let (fetched, used) = (engine.new_var()?, engine.new_var()?);
+    /// let plan = engine.capture("fetch and use", |plan| {
+    ///     plan.op("fetch").writes([fetched]).push_async(|_, done| {
+    ///         std::thread::spawn(move || done.ok()); // completed elsewhere, later
+    ///     })?;
+    ///     plan.op("use").reads([fetched]).writes([used]).push_sync(|_| {})?;
+    ///     Ok(())
+    /// })?;
+    /// engine.replay(&plan)?;
+    /// engine.wait_for_var(used)?;
+    /// # Ok::<(), depengine::EngineError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`push_sync`](Self::push_sync).
+    pub fn push_async<F>(self, func: F) -> Result<()>
+    where
+        F: Fn(RunContext, Completion) + Send + Sync + 'static,
+    {
+        self.record(PlanFn::Async(Box::new(move |run, _, done| {
+            func(run, Completion::of_plan_op(done));
+        })))
     }
 
     /// Records the op with `func` (see [`push_sync`](Self::push_sync)), or refuses it with

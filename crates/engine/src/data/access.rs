@@ -20,7 +20,7 @@ use depengine_graph::Access as VarAccess;
 use crate::context::RunContext;
 use crate::data::cell::{CellPtr, ExclusiveCell, SharedCell};
 use crate::op::plan::PlanFn;
-use crate::op::record::SyncFn;
+use crate::op::record::{Completion, SyncFn};
 use crate::op::result::IntoOpResult;
 use crate::op::vars::OpVars;
 
@@ -503,7 +503,7 @@ where
     F: for<'a> Fn(RunContext, L::Refs<'a>) -> R + Send + Sync + 'static,
     R: IntoOpResult,
 {
-    Box::new(move |run, vars| {
+    PlanFn::Sync(Box::new(move |run, vars| {
         let mut cells = Cells::new(vars, L::READS, L::WRITES);
         // SAFETY: `vars` are those of the captured op, named as `typed_capture.rs` appended
         // them (its data's last, in order), and each data var was made with its data's cell; the
@@ -515,7 +515,27 @@ where
         // done and none after it on them has started: a write alone, reads side by side (roles
         // 1 and 2 of `cell.rs`), as the graph orders pushed ops.
         unsafe { accesses.with_refs(|refs| func(run, refs)) }.into_op_result()
-    })
+    }))
+}
+
+/// The function of a captured async typed op: makes its accesses as `plan_op` does and gives
+/// them to `func` with the op's completion, which it must keep with them (`Held`): the
+/// references they give stay valid until it completes the op, since the replay releases the
+/// plan's ops after it on its vars, and its vars, only then (roles 1, 2 and 4 of `cell.rs`).
+pub(crate) fn plan_async_op<L, F>(func: F) -> PlanFn
+where
+    L: AccessList,
+    F: Fn(RunContext, L, Completion) + Send + Sync + 'static,
+{
+    PlanFn::Async(Box::new(move |run, vars, done| {
+        let completion = Completion::of_plan_op(done);
+        let mut cells = Cells::new(vars, L::READS, L::WRITES);
+        // SAFETY: as in `plan_op`.
+        match unsafe { L::from_cells(&mut cells) } {
+            Some(accesses) => func(run, accesses, completion),
+            None => completion.fail(CellNotFound),
+        }
+    }))
 }
 
 /// The function of a sync typed op: makes its accesses, of list type `L`, from the op's vars

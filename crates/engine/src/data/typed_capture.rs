@@ -9,8 +9,11 @@ use depengine_graph::Var;
 
 use crate::api::capture::CaptureOp;
 use crate::context::{Context, RunContext};
-use crate::data::access::{Access, AccessList, Append, ReadAccess, WriteAccess, plan_op};
+use crate::data::access::{
+    Access, AccessList, Append, ReadAccess, WriteAccess, plan_async_op, plan_op,
+};
 use crate::data::handle::Data;
+use crate::data::held::Held;
 use crate::error::{EngineError, Result};
 use crate::op::result::IntoOpResult;
 
@@ -52,7 +55,7 @@ use crate::op::result::IntoOpResult;
 /// })?;
 /// # Ok::<(), depengine::EngineError>(())
 /// ```
-#[must_use = "a captured op is recorded only by push_sync"]
+#[must_use = "a captured op is recorded only by push_sync or push_async"]
 pub struct TypedCaptureOp<'c, L> {
     /// The capture, whose lists hold the op's plain vars and then its data's, each appended to
     /// the reads or the writes as named: the function finds its data's cells there on each
@@ -178,6 +181,46 @@ impl<'c, L: AccessList> TypedCaptureOp<'c, L> {
         R: IntoOpResult,
     {
         self.op.record(plan_op::<L, _, _>(func))
+    }
+
+    /// Records an async op: on each replay `func` receives a [`Held`] token, which carries the
+    /// data's references and completes the op (as [`TypedOp::push_async`]'s does), possibly
+    /// from another thread after `func` returned. As [`CaptureOp::push_async`] otherwise.
+    ///
+    /// ```
+    /// use depengine::{Engine, EngineConfig};
+    ///
+    /// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+    /// let total = engine.data(0_u64)?;
+    /// let plan = engine.capture("add elsewhere", |plan| {
+    ///     plan.op("add").write(&total).push_async(|_, mut held| {
+    ///         std::thread::spawn(move || {
+    ///             *held.refs() += 1;
+    ///             held.ok();
+    ///         });
+    ///     })?;
+    ///     Ok(())
+    /// })?;
+    /// for _ in 0..3 {
+    ///     engine.replay(&plan)?;
+    /// }
+    /// assert_eq!(*engine.read(&total)?, 3);
+    /// # Ok::<(), depengine::EngineError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`push_sync`](Self::push_sync).
+    ///
+    /// [`TypedOp::push_async`]: crate::TypedOp::push_async
+    pub fn push_async<F>(self, func: F) -> Result<()>
+    where
+        F: Fn(RunContext, Held<L>) + Send + Sync + 'static,
+    {
+        self.op
+            .record(plan_async_op::<L, _>(move |run, accesses, completion| {
+                func(run, Held::new(accesses, completion));
+            }))
     }
 }
 

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use depengine_graph::ReadyOp;
 
 use crate::failure::{BoxError, FailureCause, OpFailure};
-use crate::op::record::{Completion, FinishAsync, OpRecord};
+use crate::name::OpName;
+use crate::op::plan::PlanOpDone;
+use crate::op::record::{Completes, Completion, FinishAsync, OpRecord};
 use crate::profile::recorder::Started;
 
 impl Completion {
@@ -19,23 +21,50 @@ impl Completion {
         released: Arc<AtomicBool>,
     ) -> Self {
         Completion {
-            state: Some((engine, op)),
+            target: Some(Completes::Op {
+                engine,
+                op,
+                released,
+            }),
             started,
-            released,
         }
     }
 
-    /// Completes the op with `outcome`.
-    fn finish(
-        &mut self,
-        engine: Arc<dyn FinishAsync>,
-        op: ReadyOp<OpRecord>,
-        outcome: Result<(), OpFailure>,
-    ) {
-        // Before the vars are released (see `thread/frame.rs`). Relaxed: the flag publishes no
-        // data (see `thread/frame.rs` for why the checks that read it need no ordering).
-        self.released.store(true, Ordering::Relaxed);
-        engine.finish_async(op, self.started.take(), outcome);
+    /// The completion of an op of a replay.
+    pub(crate) fn of_plan_op(done: PlanOpDone) -> Self {
+        let PlanOpDone {
+            replay,
+            op,
+            started,
+        } = done;
+        Completion {
+            target: Some(Completes::PlanOp { replay, op }),
+            started,
+        }
+    }
+
+    /// Completes the op with `outcome`, or with `cause` as its failure.
+    fn finish(&mut self, outcome: std::result::Result<(), FailureCause>) {
+        let Some(target) = self.target.take() else {
+            return;
+        };
+        let outcome = outcome.map_err(|cause| OpFailure::new(target.name().to_cow(), cause));
+        match target {
+            Completes::Op {
+                engine,
+                op,
+                released,
+            } => {
+                // Before the vars are released (see `thread/frame.rs`). Relaxed: the flag
+                // publishes no data (see `thread/frame.rs` for why the checks that read it need
+                // no ordering).
+                released.store(true, Ordering::Relaxed);
+                engine.finish_async(op, self.started.take(), outcome);
+            }
+            Completes::PlanOp { replay, op } => {
+                replay.finish_plan_op(op, self.started.take(), outcome);
+            }
+        }
     }
 
     /// Completes the op: `Ok` lets its dependents run, `Err` fails it (the failure rules of
@@ -44,20 +73,7 @@ impl Completion {
     where
         E: Into<BoxError>,
     {
-        if let Some((engine, op)) = self.state.take() {
-            let outcome =
-                result.map_err(|error| op.payload().failure(FailureCause::Error(error.into())));
-            self.finish(engine, op, outcome);
-        }
-    }
-
-    /// Completes the op with an outcome per var (see `FinishAsync::finish_async_each`): for an
-    /// op that stands for several (a replay), whose own parts logged their failures.
-    pub(crate) fn complete_each(mut self, failures: Vec<Option<OpFailure>>) {
-        if let Some((engine, op)) = self.state.take() {
-            self.released.store(true, Ordering::Relaxed);
-            engine.finish_async_each(op, failures);
-        }
+        self.finish(result.map_err(|error| FailureCause::Error(error.into())));
     }
 
     /// Completes the op successfully.
@@ -75,22 +91,31 @@ impl Completion {
 
     /// The name of the op this token completes.
     pub fn op_name(&self) -> &str {
-        self.state
+        self.target
             .as_ref()
-            .map_or("", |(_, op)| op.payload().name.as_str())
+            .map_or("", |target| target.name().as_str())
+    }
+}
+
+impl Completes {
+    /// The name of the op.
+    fn name(&self) -> &OpName {
+        match self {
+            Completes::Op { op, .. } => &op.payload().name,
+            Completes::PlanOp { replay, op } => replay.plan_op_name(*op),
+        }
     }
 }
 
 impl Drop for Completion {
     fn drop(&mut self) {
-        if let Some((engine, op)) = self.state.take() {
+        if self.target.is_some() {
             let cause = if std::thread::panicking() {
                 FailureCause::Panic("the op panicked before completing".to_owned())
             } else {
                 FailureCause::CompletionDropped
             };
-            let outcome = Err(op.payload().failure(cause));
-            self.finish(engine, op, outcome);
+            self.finish(Err(cause));
         }
     }
 }

@@ -15,15 +15,53 @@ use std::sync::Arc;
 use depengine_graph::Var;
 
 use crate::context::{Context, RunContext};
-use crate::failure::BoxError;
+use crate::failure::{BoxError, OpFailure};
 use crate::name::OpName;
 use crate::op::block_key::BlockKey;
 use crate::op::vars::OpVars;
 use crate::plan::deps::PlanDeps;
+use crate::profile::recorder::Started;
 
 /// The function of a captured op: called once per replay, with the op's vars (where a typed
 /// op finds its data's cells, `data/access.rs`).
-pub(crate) type PlanFn = Box<dyn Fn(RunContext, &dyn OpVars) -> Result<(), BoxError> + Send + Sync>;
+pub(crate) enum PlanFn {
+    /// Done when it returns.
+    Sync(Box<SyncPlanFn>),
+    /// Done when it completes the `Completion` made of its `PlanOpDone`, possibly after it
+    /// returned.
+    Async(Box<AsyncPlanFn>),
+}
+
+/// A captured sync function.
+pub(crate) type SyncPlanFn = dyn Fn(RunContext, &dyn OpVars) -> Result<(), BoxError> + Send + Sync;
+/// A captured async function.
+pub(crate) type AsyncPlanFn = dyn Fn(RunContext, &dyn OpVars, PlanOpDone) + Send + Sync;
+
+/// What a replayed async op completes: op `op` of a replay. The
+/// [`Completion`](crate::Completion) its function receives is made of it
+/// (`Completion::of_plan_op`).
+pub(crate) struct PlanOpDone {
+    pub(crate) replay: Arc<dyn FinishPlanOp>,
+    pub(crate) op: u32,
+    /// When its function started, if the profiler records it.
+    pub(crate) started: Option<Started>,
+}
+
+/// Where a replayed async op's completion goes: its replay (`run/replay.rs`), a trait object
+/// so that what an op is (this module) does not depend on how a replay runs (`run/`).
+pub(crate) trait FinishPlanOp: Send + Sync {
+    /// Completes the plan's op `op` with `outcome` (recording it for the profiler if it
+    /// `started` a profiled run), releasing its dependents in the plan.
+    fn finish_plan_op(
+        self: Arc<Self>,
+        op: u32,
+        started: Option<Started>,
+        outcome: Result<(), OpFailure>,
+    );
+
+    /// The name of the plan's op `op`.
+    fn plan_op_name(&self, op: u32) -> &OpName;
+}
 
 /// A plan of ops captured by [`Engine::capture`](crate::Engine::capture), replayed by
 /// [`Engine::replay`](crate::Engine::replay) on the engine that captured it. Cloning it is

@@ -17,7 +17,7 @@ use crate::context::{Context, FnProperty, RunContext};
 use crate::failure::{BoxError, FailureCause, OpFailure};
 use crate::name::OpName;
 pub(crate) use crate::op::block_key::BlockKey;
-use crate::op::plan::PlanInner;
+use crate::op::plan::{FinishPlanOp, PlanInner};
 use crate::op::segment::Segment;
 pub(crate) use crate::op::sync_fn::SyncFn;
 use crate::profile::recorder::{ProfiledOp, Started};
@@ -67,10 +67,6 @@ pub(crate) trait FinishAsync: Send + Sync {
         started: Option<Started>,
         outcome: Result<(), OpFailure>,
     );
-
-    /// Completes `op` with an outcome per var: `failures[position]` for the var at `position`
-    /// of its reads then writes (`None`: cleared), the failures its parts logged already.
-    fn finish_async_each(self: Arc<Self>, op: ReadyOp<OpRecord>, failures: Vec<Option<OpFailure>>);
 }
 
 /// Completes an async op. Consumed by [`complete`](Self::complete) (or [`ok`](Self::ok),
@@ -101,12 +97,27 @@ pub(crate) trait FinishAsync: Send + Sync {
 /// ```
 #[must_use = "an async op must complete its token (dropping it fails the op)"]
 pub struct Completion {
-    pub(super) state: Option<(Arc<dyn FinishAsync>, ReadyOp<OpRecord>)>,
+    /// What it completes; `None` once completed.
+    pub(super) target: Option<Completes>,
     /// When the op's function started, if the profiler records it.
     pub(super) started: Option<Started>,
-    /// The op's frame flag (`frame.rs`): set before the op's vars are released, so that its
-    /// function, if still running, no longer counts as holding them.
-    pub(super) released: Arc<AtomicBool>,
+}
+
+/// The op a [`Completion`] completes.
+pub(super) enum Completes {
+    /// A pushed op, run by `engine`; `released` is its frame flag (`thread/frame.rs`), set
+    /// before the op's vars are released, so that its function, if still running, no longer
+    /// counts as holding them.
+    Op {
+        engine: Arc<dyn FinishAsync>,
+        op: ReadyOp<OpRecord>,
+        released: Arc<AtomicBool>,
+    },
+    /// An op of a replay, whose replay holds the plan's vars until all its ops are done.
+    PlanOp {
+        replay: Arc<dyn FinishPlanOp>,
+        op: u32,
+    },
 }
 
 /// What runs when the op is executed.

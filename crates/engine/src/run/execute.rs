@@ -351,8 +351,17 @@ impl FinishAsync for EngineState {
         self.profile(|| op.payload().profiled_op(), started, &outcome);
         self.finish(op, outcome, true, None);
     }
+}
 
-    fn finish_async_each(self: Arc<Self>, op: ReadyOp<OpRecord>, failures: Vec<Option<OpFailure>>) {
+impl EngineState {
+    /// Completes `op`, which stands for several (a replay), with an outcome per var:
+    /// `failures[position]` for the var at `position` of its reads then writes (`None`:
+    /// cleared), the failures its parts logged already.
+    pub(super) fn finish_with_each(
+        self: &Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        failures: &[Option<OpFailure>],
+    ) {
         let reads = op.reads().count();
         let failed: Vec<Var> = op
             .writes()

@@ -5,7 +5,11 @@
 //! The roots go to their blocks in jobs of a few, enough jobs for every worker to steal some.
 //! An op that releases dependents keeps the first one on its block to run next on the same
 //! thread (the data it wrote is in this core's cache); the others are spawned on their blocks.
-//! On the naive engine (no blocks) every op runs on the thread that made the replay ready.
+//! On the naive engine (no blocks) the ops run one at a time on the thread that made the
+//! replay ready, or on the one that completes an async op, from a queue (`Inline`) that keeps
+//! the stack from growing with a chain of async ops completed inside their functions.
+//! An async op is done when its completion is, from any thread: that thread releases its
+//! dependents.
 //! Failures follow the crate's rules within the plan: an op whose var holds a failure (before
 //! the replay, or from a plan op that wrote it) is skipped and passes the failure on; each var
 //! the plan writes ends with the outcome of its last writer.
@@ -19,17 +23,17 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool as StdAtomicBool;
 
 use depengine_graph::{Access, ReadyOp};
 use depengine_sync::{AtomicBool, Mutex, OnceLock, Ordering, lock};
 
 use crate::failure::OpFailure;
-use crate::op::plan::{PlanInner, PlanOp};
-use crate::op::record::{Completion, FinishAsync, OpRecord};
+use crate::name::OpName;
+use crate::op::plan::{FinishPlanOp, PlanFn, PlanInner, PlanOp, PlanOpDone};
+use crate::op::record::OpRecord;
 use crate::op::vars::OpVars;
 use crate::plan::release_counts::ReleaseCounts;
-use crate::profile::recorder::ProfiledOp;
+use crate::profile::recorder::{ProfiledOp, Started};
 use crate::route::block::CpuBlock;
 use crate::run::EngineState;
 use crate::run::execute::op_span;
@@ -49,8 +53,19 @@ struct Replay {
     failures: Box<[OnceLock<OpFailure>]>,
     /// Whether any failure slot was written.
     failed: AtomicBool,
-    /// The replay's op, completed once.
-    done: Mutex<Option<Completion>>,
+    /// The replay's op, completed once (by the thread that takes `end` to zero).
+    done: Mutex<Option<ReadyOp<OpRecord>>>,
+    /// The released ops without a block (the naive engine).
+    inline: Mutex<Inline>,
+}
+
+/// The ops of a replay on the naive engine that are released and not yet run, and whether a
+/// thread is running them: one at a time, so that an op released while one runs (by an async
+/// op completed inside its function) waits in the queue rather than on the stack.
+#[derive(Default)]
+struct Inline {
+    queued: Vec<u32>,
+    running: bool,
 }
 
 impl EngineState {
@@ -62,16 +77,10 @@ impl EngineState {
         op: ReadyOp<OpRecord>,
         failed_before: bool,
     ) {
-        let done = Completion::new(
-            Arc::clone(self) as Arc<dyn FinishAsync>,
-            op,
-            None,
-            Arc::new(StdAtomicBool::new(false)),
-        );
         let deps = &plan.deps;
         let ops = deps.counts.len();
         if ops == 0 {
-            return done.complete_each(vec![None; deps.reads.len() + deps.writes.len()]);
+            return self.finish_with_each(op, &[]);
         }
         // Capture numbers ops by `u32`, one below the most.
         let end = u32::try_from(ops).unwrap_or(u32::MAX);
@@ -81,7 +90,8 @@ impl EngineState {
             end,
             failures: (0..ops).map(|_| OnceLock::new()).collect(),
             failed: AtomicBool::new(false),
-            done: Mutex::new(Some(done)),
+            done: Mutex::new(Some(op)),
+            inline: Mutex::new(Inline::default()),
             plan,
         });
         // Rule 2 on entry: the plan's first ops on a var that holds a failure skip.
@@ -96,21 +106,20 @@ impl EngineState {
             }
         }
         for (group, roots) in (0..).zip(&*replay.plan.roots) {
-            match roots.block.and_then(|key| self.workers.block(key)) {
-                // Up to `JOBS_PER_WORKER` jobs per worker, of `grain` roots each: a job costs
-                // a spawn and a steal, and enough of them keep every worker busy.
-                Some(block) => {
-                    let jobs = block.num_threads() * JOBS_PER_WORKER;
-                    let grain = roots.ops.len().div_ceil(jobs).max(1);
-                    for start in (0..roots.ops.len()).step_by(grain) {
-                        let replay = Arc::clone(&replay);
-                        block.spawn(move || replay.run_roots(group, start, grain));
-                    }
+            // Up to `JOBS_PER_WORKER` jobs per worker, of `grain` roots each: a job costs a
+            // spawn and a steal, and enough of them keep every worker busy.
+            if let Some(block) = roots.block.and_then(|key| self.workers.block(key)) {
+                let jobs = block.num_threads() * JOBS_PER_WORKER;
+                let grain = roots.ops.len().div_ceil(jobs).max(1);
+                for start in (0..roots.ops.len()).step_by(grain) {
+                    let replay = Arc::clone(&replay);
+                    block.spawn(move || replay.run_roots(group, start, grain));
                 }
-                None => replay.run_from(
-                    std::iter::empty(),
-                    roots.ops.iter().rev().copied().collect(),
-                ),
+            } else {
+                let mut inline = lock(&replay.inline);
+                inline.queued.extend(roots.ops.iter().rev().copied());
+                drop(inline);
+                replay.run_inline(0);
             }
         }
     }
@@ -126,15 +135,15 @@ impl Replay {
         self.state.workers.block(self.plan.ops[op as usize].block?)
     }
 
-    /// Sends a released `op` to its block, or to `inline` (run by the caller) without one.
+    /// Sends a released `op` to its block, or to the inline queue without one.
     #[inline]
-    fn release(self: &Arc<Self>, op: u32, inline: &mut Vec<u32>) {
+    fn release(self: &Arc<Self>, op: u32) {
         match self.block(op) {
             Some(block) => {
                 let replay = Arc::clone(self);
-                block.spawn(move || replay.run_from(std::iter::once(op), Vec::new()));
+                block.spawn(move || replay.run_from(std::iter::once(op)));
             }
-            None => inline.push(op),
+            None => lock(&self.inline).queued.push(op),
         }
     }
 
@@ -158,81 +167,147 @@ impl Replay {
     fn run_roots(self: &Arc<Self>, group: usize, start: usize, grain: usize) {
         let ops = &self.plan.roots[group].ops;
         let end = (start + grain).min(ops.len());
-        self.run_from(ops[start..end].iter().copied(), Vec::new());
+        self.run_from(ops[start..end].iter().copied());
     }
 
-    /// Runs each op of `first` and the dependents it keeps, then those in `inline`, until none
-    /// is left; then counts them finished. The ops of `first` share a block.
-    fn run_from(self: &Arc<Self>, mut first: impl Iterator<Item = u32>, mut inline: Vec<u32>) {
+    /// Runs each op of `first` and the dependents it keeps, until none is left; then counts
+    /// them finished. The ops of `first` share a block. An async op is counted by its
+    /// completion instead (`finish_plan_op`).
+    fn run_from(self: &Arc<Self>, mut first: impl Iterator<Item = u32>) {
         let mut next = None;
         let mut finished = 0;
-        while let Some(op) = next
-            .take()
-            .or_else(|| first.next())
-            .or_else(|| inline.pop())
-        {
-            self.run_op(op);
-            let failure = self.failure(op).cloned();
-            let key = self.plan.ops[op as usize].block;
-            for edge in self.plan.deps.successors(op) {
-                if edge.passes_failure
-                    && let Some(failure) = &failure
-                {
-                    self.fail(edge.to, failure);
-                }
-                if !self.counts.release(edge.to) {
-                    continue;
-                }
-                if next.is_none() && self.plan.ops[edge.to as usize].block == key {
-                    next = Some(edge.to);
-                } else {
-                    self.release(edge.to, &mut inline);
-                }
+        while let Some(op) = next.take().or_else(|| first.next()) {
+            if self.run_op(op) == Ran::Done {
+                self.release_dependents(op, Some(&mut next));
+                finished += 1;
             }
-            finished += 1;
         }
+        self.count_finished(finished);
+    }
+
+    /// Runs the inline queue's ops until it is empty, unless another call runs them (on this
+    /// thread, further up the stack, or on another); then counts them finished, with
+    /// `finished` more.
+    fn run_inline(self: &Arc<Self>, mut finished: u32) {
+        let next = |starting: bool| {
+            let mut inline = lock(&self.inline);
+            if starting {
+                if inline.running {
+                    return None;
+                }
+                inline.running = true;
+            }
+            let op = inline.queued.pop();
+            // Set with the queue seen empty, under its lock: an op queued after runs on the
+            // thread that queued it.
+            inline.running = op.is_some();
+            op
+        };
+        let mut op = next(true);
+        while let Some(ran) = op {
+            if self.run_op(ran) == Ran::Done {
+                self.release_dependents(ran, None);
+                finished += 1;
+            }
+            op = next(false);
+        }
+        self.count_finished(finished);
+    }
+
+    /// Counts `finished` ops finished; the thread that counts the last completes the replay.
+    fn count_finished(&self, finished: u32) {
         if self.counts.release_many(self.end, finished) {
             self.complete();
         }
     }
 
-    /// Runs `op`'s function, unless it inherited a failure; a failure of its own is kept.
-    fn run_op(&self, op: u32) {
+    /// Counts `op`, which is done, finished for each of its dependents, passing its failure on:
+    /// the first released on its block goes to `keep` (if given, and empty) to run next on this
+    /// thread; the others are released (`release`).
+    fn release_dependents(self: &Arc<Self>, op: u32, mut keep: Option<&mut Option<u32>>) {
+        let failure = self.failure(op).cloned();
+        let key = self.plan.ops[op as usize].block;
+        for edge in self.plan.deps.successors(op) {
+            if edge.passes_failure
+                && let Some(failure) = &failure
+            {
+                self.fail(edge.to, failure);
+            }
+            if !self.counts.release(edge.to) {
+                continue;
+            }
+            match keep.as_deref_mut() {
+                Some(next @ None) if self.plan.ops[edge.to as usize].block == key => {
+                    *next = Some(edge.to);
+                }
+                _ => self.release(edge.to),
+            }
+        }
+    }
+
+    /// What the profiler records of `op`.
+    fn profiled_op(&self, op: u32) -> ProfiledOp<'_> {
         let plan_op = &self.plan.ops[op as usize];
-        let deps = &self.plan.deps;
-        let profiled_op = || ProfiledOp {
+        ProfiledOp {
             name: &plan_op.name,
             context: plan_op.run.context,
             property: plan_op.run.property,
             priority: plan_op.run.priority,
-        };
+        }
+    }
+
+    /// Runs `op`'s function, unless it inherited a failure; a failure of its own is kept. An
+    /// async op is `Pending` until its completion.
+    fn run_op(self: &Arc<Self>, op: u32) -> Ran {
+        let plan_op = &self.plan.ops[op as usize];
         let profiler = &self.state.profiler;
         let recorded = profiler.wants(plan_op.profiled);
         if self.failure(op).is_some() {
             if recorded {
-                profiler.record_skipped(&profiled_op(), thread::profiled());
+                profiler.record_skipped(&self.profiled_op(op), thread::profiled());
             }
-            return;
+            return Ran::Done;
         }
         let started = recorded.then(|| profiler.start(thread::profiled()));
-        // A wait inside the function sees the replay's vars as held (`thread/frame.rs`); the
-        // span is made inside the `catch_unwind`, as a pushed op's (`run/execute.rs`).
-        let name = plan_op.name.as_str();
         let vars = PlanOpVars {
             state: &self.state,
             op: plan_op,
         };
-        let result = frame::within_replay(self.state.id(), &deps.reads, &deps.writes, || {
-            catch_unwind(AssertUnwindSafe(|| {
-                op_span(name).in_scope(|| (plan_op.func)(plan_op.run, &vars))
-            }))
-        });
-        let outcome = EngineState::outcome(&plan_op.name, result);
-        self.state.profile(profiled_op, started, &outcome);
-        if let Err(failure) = outcome {
-            self.state.log_own_failure(&failure);
-            self.fail(op, &failure);
+        match &plan_op.func {
+            PlanFn::Sync(func) => {
+                let returned = self.call(plan_op, || func(plan_op.run, &vars));
+                let outcome = EngineState::outcome(&plan_op.name, returned);
+                self.state
+                    .profile(|| self.profiled_op(op), started, &outcome);
+                if let Err(failure) = outcome {
+                    self.state.log_own_failure(&failure);
+                    self.fail(op, &failure);
+                }
+                Ran::Done
+            }
+            PlanFn::Async(func) => {
+                let done = PlanOpDone {
+                    replay: Arc::clone(self) as Arc<dyn FinishPlanOp>,
+                    op,
+                    started,
+                };
+                // A panic drops the completion while unwinding, which fails the op.
+                let _ = self.call(plan_op, || func(plan_op.run, &vars, done));
+                Ran::Pending
+            }
         }
+    }
+
+    /// Calls `f`, `plan_op`'s function, catching a panic. A wait inside it sees the replay's
+    /// vars as held (`thread/frame.rs`); the span is made inside the `catch_unwind`, as a
+    /// pushed op's (`run/execute.rs`).
+    fn call<R>(&self, plan_op: &PlanOp, f: impl FnOnce() -> R) -> std::thread::Result<R> {
+        let deps = &self.plan.deps;
+        frame::within_replay(self.state.id(), &deps.reads, &deps.writes, || {
+            catch_unwind(AssertUnwindSafe(|| {
+                op_span(plan_op.name.as_str()).in_scope(f)
+            }))
+        })
     }
 
     /// Completes the replay's op: each written var with its last writer's outcome.
@@ -245,9 +320,48 @@ impl Replay {
                 .map(|&writer| self.failure(writer).cloned()),
         );
         let done = lock(&self.done).take();
-        if let Some(done) = done {
-            done.complete_each(failures);
+        if let Some(op) = done {
+            self.state.finish_with_each(op, &failures);
         }
+    }
+}
+
+/// What running a plan's op did.
+#[derive(PartialEq, Eq)]
+enum Ran {
+    /// It is done (run, failed or skipped).
+    Done,
+    /// Its function took its completion (an async op).
+    Pending,
+}
+
+impl FinishPlanOp for Replay {
+    fn finish_plan_op(
+        self: Arc<Self>,
+        op: u32,
+        started: Option<Started>,
+        outcome: Result<(), OpFailure>,
+    ) {
+        self.state
+            .profile(|| self.profiled_op(op), started, &outcome);
+        if let Err(failure) = outcome {
+            self.state.log_own_failure(&failure);
+            self.fail(op, &failure);
+        }
+        // Its dependents go to their blocks: this thread may be any (one the function handed
+        // its completion to). On the naive engine they run here, as a pushed op's would,
+        // unless a thread runs the replay's ops already (this one, if the function completed
+        // the op before returning).
+        self.release_dependents(op, None);
+        if self.plan.ops[op as usize].block.is_some() {
+            self.count_finished(1);
+        } else {
+            self.run_inline(1);
+        }
+    }
+
+    fn plan_op_name(&self, op: u32) -> &OpName {
+        &self.plan.ops[op as usize].name
     }
 }
 

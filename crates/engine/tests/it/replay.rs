@@ -1,4 +1,4 @@
-//! Captured plans replayed: random plans (with injected failures) replayed many times,
+//! Captured plans replayed: random plans (sync and async ops, with injected failures) replayed many times,
 //! interleaved with dynamic ops on the same data from several threads, equal a sequential run
 //! in push order on every engine kind; failures, panics and misuse.
 #![allow(
@@ -75,10 +75,17 @@ fn check(kind: EngineKind, workers: usize, seed: u64, fail_rate: u64) {
             for op in &plan_ops {
                 let (reads, writes) = lists(op, &vars);
                 let (op, values) = (op.clone(), Arc::clone(&values));
-                plan.op("planned")
-                    .reads(reads)
-                    .writes(writes)
-                    .push_sync(move |_| apply(&op, &values))?;
+                let planned = plan.op("planned").reads(reads).writes(writes);
+                // A third of the ops async: every other one completes on a thread of its own
+                // after its function returned, the others within it.
+                match op.id % 6 {
+                    0 => planned.push_async(move |_, done| {
+                        let (op, values) = (op.clone(), Arc::clone(&values));
+                        std::thread::spawn(move || done.complete(apply(&op, &values)));
+                    })?,
+                    3 => planned.push_async(move |_, done| done.complete(apply(&op, &values)))?,
+                    _ => planned.push_sync(move |_| apply(&op, &values))?,
+                }
             }
             Ok(())
         })
@@ -228,6 +235,104 @@ fn a_failed_op_skips_its_dependents_and_fails_only_what_it_writes() {
         assert_eq!(failure(c), "bad");
         assert_eq!(ran.load(Ordering::Relaxed), 10, "{kind}");
         let _ = engine.wait_for_all();
+    }
+}
+
+/// An async op of a plan is done when its completion is, from whichever thread: its
+/// dependents wait for that, and a completion failed, dropped or panicked on fails it by the
+/// rules; typed async ops reach their data through the token until it completes.
+#[test]
+fn async_ops_in_a_plan_complete_from_any_thread_and_fail_by_the_rules() {
+    for kind in KINDS {
+        let engine = engine(kind, 2);
+        let [failed, dropped, panicked, after] = [(); 4].map(|()| engine.new_var().unwrap());
+        let total = engine.data(0_u64).unwrap();
+        let seen = engine.data(Vec::<u64>::new()).unwrap();
+        let ran_after = Arc::new(AtomicU32::new(0));
+        let counted = Arc::clone(&ran_after);
+        let plan = engine
+            .capture("async", |plan| {
+                // Adds 1 on another thread, well after the function returned.
+                plan.op("add later")
+                    .write(&total)
+                    .push_async(|_, mut held| {
+                        std::thread::spawn(move || {
+                            std::thread::sleep(std::time::Duration::from_millis(2));
+                            *held.refs() += 1;
+                            held.ok();
+                        });
+                    })?;
+                plan.op("record")
+                    .read(&total)
+                    .write(&seen)
+                    .push_sync(|_, (total, seen)| seen.push(*total))?;
+                plan.op("fails").writes([failed]).push_async(|_, done| {
+                    std::thread::spawn(move || done.fail("remote error"));
+                })?;
+                plan.op("after fails")
+                    .reads([failed])
+                    .writes([after])
+                    .push_sync(move |_| {
+                        counted.fetch_add(1, Ordering::Relaxed);
+                    })?;
+                plan.op("drops")
+                    .writes([dropped])
+                    .push_async(|_, done| drop(done))?;
+                plan.op("panics")
+                    .writes([panicked])
+                    .push_async(|_, _done| panic!("in an async plan op"))?;
+                Ok(())
+            })
+            .unwrap();
+        for _ in 0..3 {
+            engine.replay(&plan).unwrap();
+        }
+        assert_eq!(*engine.read(&seen).unwrap(), [1, 2, 3], "{kind}");
+        let failure = |var| match engine.wait_for_var(var) {
+            Err(EngineError::OpFailed(failure)) => {
+                (failure.op_name().to_owned(), failure.to_string())
+            }
+            other => panic!("{kind}: expected a failure, got {other:?}"),
+        };
+        assert_eq!(failure(failed).0, "fails");
+        assert_eq!(failure(after).0, "fails", "{kind}: its dependent skipped");
+        assert_eq!(ran_after.load(Ordering::Relaxed), 0, "{kind}");
+        let (name, message) = failure(dropped);
+        assert_eq!(name, "drops");
+        assert!(message.contains("dropped"), "{kind}: {message}");
+        let (name, message) = failure(panicked);
+        assert_eq!(name, "panics");
+        assert!(message.contains("panicked"), "{kind}: {message}");
+        let _ = engine.wait_for_all();
+    }
+}
+
+/// A long chain of async ops, each completed inside its function, runs on every engine kind:
+/// on the naive engine the dependents a completion releases wait in the replay's queue rather
+/// than on the stack (without it this chain overflows a worker's stack).
+#[test]
+fn a_long_chain_of_async_ops_completed_inline_runs_on_every_engine_kind() {
+    const LINKS: u64 = if cfg!(miri) { 20 } else { 50_000 };
+    for kind in KINDS {
+        let engine = engine(kind, 2);
+        let total = engine.data(0_u64).unwrap();
+        let plan = engine
+            .capture("chain", |plan| {
+                for link in 0..LINKS {
+                    plan.op("link")
+                        .write(&total)
+                        .push_async(move |_, mut held| {
+                            let total = held.refs();
+                            *total = total.wrapping_mul(3).wrapping_add(link);
+                            held.ok();
+                        })?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        engine.replay(&plan).unwrap();
+        let expected = (0..LINKS).fold(0_u64, |t, link| t.wrapping_mul(3).wrapping_add(link));
+        assert_eq!(*engine.read(&total).unwrap(), expected, "{kind}");
     }
 }
 
