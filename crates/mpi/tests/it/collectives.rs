@@ -1,0 +1,125 @@
+//! Every collective and transfer against a direct computation of what MPI gives; errors.
+
+use depengine::{EngineError, FailureCause};
+use depengine_mpi::{Comm, MpiError, Reduce};
+
+use crate::launch::on_ranks;
+
+#[test]
+fn each_op_equals_a_direct_computation() {
+    on_ranks(
+        "collectives::each_op_equals_a_direct_computation",
+        &[2, 3],
+        2,
+        |engine, comm| {
+            let (rank, size) = (comm.rank(), comm.size());
+            let ranks = 0..size;
+            // allreduce: sum of f64, min and max of i64.
+            let sum = engine
+                .data((0..5).map(|i| (rank * 10 + i) as f64).collect::<Vec<_>>())
+                .unwrap();
+            let low = engine.data(vec![rank as i64 - 7; 3]).unwrap();
+            let high = engine.data(vec![rank as i64 * 3; 3]).unwrap();
+            comm.allreduce(&sum, Reduce::Sum).unwrap();
+            comm.allreduce(&low, Reduce::Min).unwrap();
+            comm.allreduce(&high, Reduce::Max).unwrap();
+            // broadcast from the last rank.
+            let spread = engine.data(vec![rank as u32; 4]).unwrap();
+            comm.broadcast(&spread, size - 1).unwrap();
+            // allgather, reduce-scatter.
+            let mine = engine.data(vec![rank as u64, rank as u64 * 2]).unwrap();
+            let gathered = engine.data(Vec::new()).unwrap();
+            comm.allgather(&mine, &gathered).unwrap();
+            let blocks = engine
+                .data((0..2 * size).map(|j| (rank + j) as f64).collect::<Vec<_>>())
+                .unwrap();
+            let block = engine.data(Vec::new()).unwrap();
+            comm.reduce_scatter(&blocks, &block, Reduce::Sum).unwrap();
+            // A ring of sends and receives, then a barrier.
+            let outgoing = engine.data(vec![rank as i32; 6]).unwrap();
+            let incoming = engine.data(vec![-1_i32; 6]).unwrap();
+            let (next, previous) = ((rank + 1) % size, (rank + size - 1) % size);
+            if rank % 2 == 0 {
+                comm.send(&outgoing, next, 7).unwrap();
+                comm.recv(&incoming, previous, 7).unwrap();
+            } else {
+                comm.recv(&incoming, previous, 7).unwrap();
+                comm.send(&outgoing, next, 7).unwrap();
+            }
+            comm.barrier().unwrap();
+            comm.wait().unwrap();
+
+            let expected_sum: Vec<f64> = (0..5)
+                .map(|i| ranks.clone().map(|r| (r * 10 + i) as f64).sum())
+                .collect();
+            assert_eq!(*engine.read(&sum).unwrap(), expected_sum);
+            assert_eq!(*engine.read(&low).unwrap(), vec![-7; 3]);
+            assert_eq!(*engine.read(&high).unwrap(), vec![(size as i64 - 1) * 3; 3]);
+            assert_eq!(*engine.read(&spread).unwrap(), vec![size as u32 - 1; 4]);
+            let expected_gathered: Vec<u64> = ranks
+                .clone()
+                .flat_map(|r| [r as u64, r as u64 * 2])
+                .collect();
+            assert_eq!(*engine.read(&gathered).unwrap(), expected_gathered);
+            let expected_block: Vec<f64> = (2 * rank..2 * rank + 2)
+                .map(|j| ranks.clone().map(|r| (r + j) as f64).sum())
+                .collect();
+            assert_eq!(*engine.read(&block).unwrap(), expected_block);
+            assert_eq!(*engine.read(&incoming).unwrap(), vec![previous as i32; 6]);
+        },
+    );
+}
+
+/// The MPI error of an op's failure, if that is what it is.
+fn mpi_error(error: &EngineError) -> Option<&MpiError> {
+    let EngineError::OpFailed(failure) = error else {
+        return None;
+    };
+    let FailureCause::Error(source) = failure.cause() else {
+        return None;
+    };
+    source.downcast_ref::<MpiError>()
+}
+
+/// A message longer than its receive buffer fails the receive with MPI's error (MPI's handler
+/// returns errors, it does not abort); bad ranks and a second world are typed errors at once.
+#[test]
+fn errors_are_typed_and_fail_their_op() {
+    on_ranks(
+        "collectives::errors_are_typed_and_fail_their_op",
+        &[2],
+        2,
+        |engine, comm| {
+            assert!(matches!(
+                Comm::world(engine),
+                Err(MpiError::AlreadyInitialized)
+            ));
+            let data = engine.data(vec![0_u8; 8]).unwrap();
+            assert!(matches!(
+                comm.broadcast(&data, comm.size()),
+                Err(MpiError::NoSuchRank { rank: 2, size: 2 })
+            ));
+            assert!(matches!(
+                comm.send(&data, 9, 0),
+                Err(MpiError::NoSuchRank { .. })
+            ));
+            if comm.rank() == 0 {
+                comm.send(&data, 1, 3).unwrap();
+                comm.wait().unwrap();
+            } else {
+                let short = engine.data(vec![0_u8; 4]).unwrap();
+                comm.recv(&short, 0, 3).unwrap();
+                let error = engine.wait_for_var(short.var()).unwrap_err();
+                assert!(
+                    matches!(mpi_error(&error), Some(MpiError::Mpi { .. })),
+                    "{error:?}"
+                );
+                // The failure is the communicator's too, until taken.
+                assert!(comm.wait().is_err());
+                comm.wait().unwrap();
+            }
+            comm.barrier().unwrap();
+            comm.wait().unwrap();
+        },
+    );
+}
