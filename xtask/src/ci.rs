@@ -86,7 +86,12 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
             "warnings",
         ])
         .run()?;
-    Cmd::cargo().args(["test", "--workspace"]).run()?;
+    // depengine-mpi's tests start mpirun jobs; with this set they fail, rather than skip,
+    // without it.
+    Cmd::cargo()
+        .args(["test", "--workspace"])
+        .env("DEPENGINE_REQUIRE_MPI", "1")
+        .run()?;
     test_binary(Build::Debug, "depengine", &ENGINE_MEMORY_TEST)?;
     // The CUDA backend through the engine: without a GPU, the no-driver path (the GPU tests
     // skip).
@@ -108,6 +113,23 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
     for name in engine_examples(Path::new(ENGINE_EXAMPLES))? {
         Cmd::cargo()
             .args(["run", "--release", "-p", "depengine", "--example", &name])
+            .run()?;
+    }
+    // The data-parallel example over MPI, on 2 and 3 ranks: each rank checks its weights.
+    Cmd::cargo()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "depengine-mpi",
+            "--example",
+            "data_parallel",
+        ])
+        .run()?;
+    for ranks in ["2", "3"] {
+        Cmd::new("mpirun")
+            .args(["--allow-run-as-root", "--oversubscribe", "-np", ranks])
+            .arg("target/release/examples/data_parallel")
             .run()?;
     }
     loom::run(std::iter::empty())?;

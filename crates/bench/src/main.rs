@@ -9,6 +9,7 @@ mod cholesky;
 mod engine;
 mod gpu;
 mod graph;
+mod mpi;
 mod pool;
 mod taskbench;
 
@@ -20,14 +21,18 @@ fn main() -> ExitCode {
     let mut words = std::env::args().skip(1);
     let Some(group) = words.next() else {
         eprintln!(
-            "usage: depengine-bench <pool|graph|engine|taskbench|cholesky|gpu> --system <name> [flags]\n       depengine-bench gpu --probe"
+            "usage: depengine-bench <pool|graph|engine|taskbench|cholesky|gpu|mpi> --system <name> [flags]\n       depengine-bench <gpu|mpi> --probe"
         );
         return ExitCode::from(2);
     };
     let words: Vec<String> = words.collect();
-    // `gpu --probe`: whether the GPU group can run here (`SKIP <reason>` if not).
-    if group == "gpu" && words.iter().any(|word| word == "--probe") {
-        gpu::probe();
+    // `gpu --probe`, `mpi --probe`: whether the group can run here (`SKIP <reason>` if not).
+    if words.iter().any(|word| word == "--probe") {
+        match group.as_str() {
+            "gpu" => gpu::probe(),
+            "mpi" => mpi::probe(),
+            _ => {}
+        }
         return ExitCode::SUCCESS;
     }
     let args = match Args::parse(words.into_iter()) {
@@ -44,8 +49,9 @@ fn main() -> ExitCode {
         "taskbench" => taskbench::run(&args),
         "cholesky" => cholesky::run(&args),
         "gpu" => gpu::run(&args),
+        "mpi" => mpi::run(&args),
         other => Err(format!(
-            "unknown group `{other}` (expected pool, graph, engine, taskbench, cholesky or gpu)"
+            "unknown group `{other}` (expected pool, graph, engine, taskbench, cholesky, gpu or mpi)"
         )),
     };
     match outcome {

@@ -1,25 +1,33 @@
 //! [`Comm`]: MPI's world communicator on an engine, whose collectives and transfers are ops.
 //!
-//! Order (MPI matches collectives, and messages between two ranks, in the order each rank
-//! issues them): every op of a communicator writes one var of its own (`order`), so the engine
-//! runs them, and so hands them to the communication thread, one after the other in push
-//! order, each once the one before it completed. Ranks that push the same ops in the same order
-//! issue them in the same order, whatever order their data become ready in. The var also
-//! carries failures: an op skipped for a failed input leaves its failure there, and the ops
-//! after it skip too (the communicator stays stopped until [`Comm::wait`] takes the failure),
-//! rather than issuing a call that the other ranks would match with a different one.
+//! Order. MPI matches collectives, and messages between two ranks, in the order each rank
+//! starts them; the engine runs ops as their data allow, in any order. So each op of a
+//! communicator takes a sequence number when it is pushed, and the communication thread starts
+//! the calls in that order (`thread.rs`), holding back one whose predecessors have not arrived:
+//! ranks that push the same ops in the same order start them in the same order, whatever order
+//! their data become ready in. No deadlock: an op waits in the engine only for ops pushed
+//! before it, and its function returns at once, so every op before a held-back one arrives.
+//! Each op holds its data until MPI completes its call, and calls of several ops are in flight
+//! together.
+//!
+//! Skips. An op the engine skips (a failed input) never runs its function: the guard its
+//! function owns (`Issue`) reports the skip when dropped, and the thread then stops the
+//! communicator: the ops after it fail rather than start calls the other ranks would match
+//! with other ones, until [`Comm::wait`] returns the reason and resumes it.
 
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use depengine::{AccessList, Engine, Held, TypedOp, Var};
+use depengine::{AccessList, Data, Engine, FnProperty, Held, OpBuilder, TypedOp, Var};
 use mpi::datatype::Equivalence;
 
 use crate::error::MpiError;
 use crate::reduce::Reduce;
 use crate::thread::{self, Message};
-use crate::transfer::{Buffer, Call, Transfer};
+use crate::transfer::{Buffer, Call, Finish, Transfer};
 
 /// MPI's world communicator on an engine: collectives and point-to-point transfers on typed
 /// data ([`Data<Vec<T>>`](depengine::Data)), each pushed as an op of the engine (a send reads
@@ -51,8 +59,14 @@ pub struct Comm {
     engine: Engine,
     rank: usize,
     size: usize,
-    /// Written by each of its ops: they run in push order (see the module documentation).
-    order: Var,
+    /// Read by each of its ops, so that a wait for it waits for them (nothing writes it, so it
+    /// never holds a failure that would skip them).
+    ops: Var,
+    /// The sequence number of the next op pushed.
+    next: AtomicU64,
+    /// The first op skipped since the last wait, named by its `Issue` as it drops (before the
+    /// op completes): so a wait knows, without asking the thread, whether it must resume it.
+    skipped: Arc<Mutex<Option<String>>>,
     sender: Sender<Message>,
     thread: Option<JoinHandle<()>>,
 }
@@ -68,13 +82,15 @@ impl Comm {
     /// `MPI_THREAD_FUNNELED`; [`MpiError::ThreadStart`]; [`MpiError::Engine`] if the engine
     /// cannot make a var.
     pub fn world(engine: &Engine) -> Result<Comm, MpiError> {
-        let order = engine.new_var_named("mpi order")?;
+        let ops = engine.new_var_named("mpi ops")?;
         let started = thread::start()?;
         Ok(Comm {
             engine: engine.clone(),
             rank: started.rank,
             size: started.size,
-            order,
+            ops,
+            next: AtomicU64::new(0),
+            skipped: Arc::new(Mutex::new(None)),
             sender: started.sender,
             thread: Some(started.thread),
         })
@@ -90,15 +106,27 @@ impl Comm {
         self.size
     }
 
-    /// Waits until every op pushed on the communicator so far is done; returns the first
-    /// failure among them and takes it, so that the ops pushed after run again.
+    /// Waits until every op pushed on the communicator so far is done. If an op was skipped
+    /// (a failed input), which stopped the communicator, returns why and resumes it: the ops
+    /// pushed after run again. Each op's own failure is its data's (for a send, the one
+    /// [`Engine::wait_for_all`] reports).
     ///
     /// # Errors
     ///
-    /// The failure of an op (its source an [`MpiError`] for MPI's own errors), as
-    /// [`Engine::wait_for_var`] returns it.
+    /// [`MpiError::Stopped`]; an error of the wait itself, as [`MpiError::Engine`].
     pub fn wait(&self) -> Result<(), MpiError> {
-        Ok(self.engine.wait_for_var(self.order)?)
+        self.engine.wait_for_var(self.ops)?;
+        let skipped = lock(&self.skipped).take();
+        let Some(reason) = skipped else {
+            return Ok(());
+        };
+        // The thread stops at the skip in its turn, which comes before this message.
+        let (reply, resumed) = std::sync::mpsc::channel();
+        self.sender
+            .send(Message::Resume(reply))
+            .map_err(|_| MpiError::Closed)?;
+        resumed.recv().map_err(|_| MpiError::Closed)?;
+        Err(MpiError::Stopped(reason))
     }
 
     /// Pushes an allreduce of `data` in place: each element becomes the reduction of that
@@ -108,26 +136,18 @@ impl Comm {
     ///
     /// A push's errors, as [`MpiError::Engine`]. The op fails with [`MpiError::TooLong`] past
     /// `i32::MAX` elements, or with MPI's error.
-    pub fn allreduce<T>(
-        &self,
-        data: &depengine::Data<Vec<T>>,
-        reduce: Reduce,
-    ) -> Result<(), MpiError>
+    pub fn allreduce<T>(&self, data: &Data<Vec<T>>, reduce: Reduce) -> Result<(), MpiError>
     where
         T: Equivalence + Copy + Send + Sync + 'static,
     {
-        self.submit(self.engine.op("mpi allreduce").write(data), move |held| {
-            let values = held.refs();
-            // MPI_IN_PLACE is no constant rsmpi exports: the values are sent from a copy, kept
-            // until the call completes.
-            let sent = values.clone();
-            let call = Call::Allreduce {
-                from: Buffer::of(&sent)?,
-                into: Buffer::of_mut(values)?,
-                reduce,
-            };
-            Ok((call, Some(Box::new(sent))))
-        })
+        self.submit(
+            "mpi allreduce",
+            |op| op.write(data),
+            move |held| {
+                let buffer = Buffer::of_mut(held.refs())?;
+                Ok(Call::Allreduce { buffer, reduce })
+            },
+        )
     }
 
     /// Pushes a broadcast of `data` from rank `root` to every rank. Every rank's vector must
@@ -137,15 +157,19 @@ impl Comm {
     ///
     /// [`MpiError::NoSuchRank`] for a `root` outside the communicator; a push's errors. The op
     /// fails as [`allreduce`](Self::allreduce)'s does.
-    pub fn broadcast<T>(&self, data: &depengine::Data<Vec<T>>, root: usize) -> Result<(), MpiError>
+    pub fn broadcast<T>(&self, data: &Data<Vec<T>>, root: usize) -> Result<(), MpiError>
     where
         T: Equivalence + Copy + Send + Sync + 'static,
     {
         let root = self.rank_number(root)?;
-        self.submit(self.engine.op("mpi broadcast").write(data), move |held| {
-            let buffer = Buffer::of_mut(held.refs())?;
-            Ok((Call::Broadcast { buffer, root }, None))
-        })
+        self.submit(
+            "mpi broadcast",
+            |op| op.write(data),
+            move |held| {
+                let buffer = Buffer::of_mut(held.refs())?;
+                Ok(Call::Broadcast { buffer, root })
+            },
+        )
     }
 
     /// Pushes an allgather: `output` becomes every rank's `input`, concatenated in rank order.
@@ -154,22 +178,22 @@ impl Comm {
     /// # Errors
     ///
     /// As [`allreduce`](Self::allreduce).
-    pub fn allgather<T>(
-        &self,
-        input: &depengine::Data<Vec<T>>,
-        output: &depengine::Data<Vec<T>>,
+    pub fn allgather<'a, T>(
+        &'a self,
+        input: &'a Data<Vec<T>>,
+        output: &'a Data<Vec<T>>,
     ) -> Result<(), MpiError>
     where
         T: Equivalence + Copy + Default + Send + Sync + 'static,
     {
         let size = self.size;
-        let op = self.engine.op("mpi allgather").read(input).write(output);
-        self.submit(op, move |held| {
+        let op = |op: OpBuilder<'a>| op.read(input).write(output);
+        self.submit("mpi allgather", op, move |held| {
             let (input, output) = held.refs();
             output.clear();
             output.resize(input.len() * size, T::default());
             let (from, into) = (Buffer::of(input)?, Buffer::of_mut(output)?);
-            Ok((Call::Allgather { from, into }, None))
+            Ok(Call::Allgather { from, into })
         })
     }
 
@@ -181,22 +205,18 @@ impl Comm {
     ///
     /// As [`allreduce`](Self::allreduce); the op fails with [`MpiError::UnevenBlocks`] for an
     /// input that does not split into equal blocks.
-    pub fn reduce_scatter<T>(
-        &self,
-        input: &depengine::Data<Vec<T>>,
-        output: &depengine::Data<Vec<T>>,
+    pub fn reduce_scatter<'a, T>(
+        &'a self,
+        input: &'a Data<Vec<T>>,
+        output: &'a Data<Vec<T>>,
         reduce: Reduce,
     ) -> Result<(), MpiError>
     where
         T: Equivalence + Copy + Default + Send + Sync + 'static,
     {
         let size = self.size;
-        let op = self
-            .engine
-            .op("mpi reduce_scatter")
-            .read(input)
-            .write(output);
-        self.submit(op, move |held| {
+        let op = |op: OpBuilder<'a>| op.read(input).write(output);
+        self.submit("mpi reduce_scatter", op, move |held| {
             let (input, output) = held.refs();
             if input.len() % size != 0 {
                 return Err(MpiError::UnevenBlocks {
@@ -207,7 +227,7 @@ impl Comm {
             output.clear();
             output.resize(input.len() / size, T::default());
             let (from, into) = (Buffer::of(input)?, Buffer::of_mut(output)?);
-            Ok((Call::ReduceScatter { from, into, reduce }, None))
+            Ok(Call::ReduceScatter { from, into, reduce })
         })
     }
 
@@ -217,21 +237,20 @@ impl Comm {
     /// # Errors
     ///
     /// [`MpiError::NoSuchRank`]; as [`allreduce`](Self::allreduce) otherwise.
-    pub fn send<T>(
-        &self,
-        data: &depengine::Data<Vec<T>>,
-        to: usize,
-        tag: u16,
-    ) -> Result<(), MpiError>
+    pub fn send<T>(&self, data: &Data<Vec<T>>, to: usize, tag: u16) -> Result<(), MpiError>
     where
         T: Equivalence + Copy + Send + Sync + 'static,
     {
         let to = self.rank_number(to)?;
-        self.submit(self.engine.op("mpi send").read(data), move |held| {
-            let buffer = Buffer::of(held.refs())?;
-            let tag = c_int::from(tag);
-            Ok((Call::Send { buffer, to, tag }, None))
-        })
+        self.submit(
+            "mpi send",
+            |op| op.read(data),
+            move |held| {
+                let buffer = Buffer::of(held.refs())?;
+                let tag = c_int::from(tag);
+                Ok(Call::Send { buffer, to, tag })
+            },
+        )
     }
 
     /// Pushes a receive into `data` from rank `from`, with `tag`. The vector must be as long
@@ -240,21 +259,20 @@ impl Comm {
     /// # Errors
     ///
     /// [`MpiError::NoSuchRank`]; as [`allreduce`](Self::allreduce) otherwise.
-    pub fn recv<T>(
-        &self,
-        data: &depengine::Data<Vec<T>>,
-        from: usize,
-        tag: u16,
-    ) -> Result<(), MpiError>
+    pub fn recv<T>(&self, data: &Data<Vec<T>>, from: usize, tag: u16) -> Result<(), MpiError>
     where
         T: Equivalence + Copy + Send + Sync + 'static,
     {
         let from = self.rank_number(from)?;
-        self.submit(self.engine.op("mpi recv").write(data), move |held| {
-            let buffer = Buffer::of_mut(held.refs())?;
-            let tag = c_int::from(tag);
-            Ok((Call::Recv { buffer, from, tag }, None))
-        })
+        self.submit(
+            "mpi recv",
+            |op| op.write(data),
+            move |held| {
+                let buffer = Buffer::of_mut(held.refs())?;
+                let tag = c_int::from(tag);
+                Ok(Call::Recv { buffer, from, tag })
+            },
+        )
     }
 
     /// Pushes a barrier: done once every rank has pushed and reached it.
@@ -263,17 +281,15 @@ impl Comm {
     ///
     /// A push's errors.
     pub fn barrier(&self) -> Result<(), MpiError> {
-        let sender = self.sender.clone();
+        let issue = self.issue("mpi barrier");
         self.engine
             .op("mpi barrier")
-            .writes([self.order])
+            .reads([self.ops])
+            .prop(FnProperty::Async)
             .push_async(move |_, done| {
-                hand_over(
-                    &sender,
-                    Transfer {
-                        call: Call::Barrier,
-                        finish: Box::new(move |outcome| done.complete(outcome)),
-                    },
+                issue.hand_over(
+                    Call::Barrier,
+                    Box::new(move |outcome| done.complete(outcome)),
                 );
             })?;
         Ok(())
@@ -291,52 +307,98 @@ impl Comm {
         c_int::try_from(rank).map_err(|_| error)
     }
 
-    /// Pushes `op` (also writing the order var), whose function makes its MPI call with
-    /// `prepare` (the start, and what the call's buffers need kept until it completes) and
-    /// hands it to the communication thread; a `prepare` error fails the op.
-    fn submit<L, F>(&self, op: TypedOp<'_, L>, prepare: F) -> Result<(), MpiError>
+    /// The next op's sequence number, and its guard.
+    fn issue(&self, op: &'static str) -> Issue {
+        Issue {
+            sequence: self.next.fetch_add(1, Ordering::Relaxed),
+            op,
+            sender: Some(self.sender.clone()),
+            skipped: Arc::clone(&self.skipped),
+        }
+    }
+
+    /// Pushes op `name` (`op` names its data; it also reads the `ops` var), whose function makes its MPI call with
+    /// `prepare` and hands it to the communication thread; a `prepare` error fails the op (and,
+    /// as a skip would, stops the communicator: the other ranks start the call).
+    fn submit<'a, L, F>(
+        &'a self,
+        name: &'static str,
+        op: impl FnOnce(OpBuilder<'a>) -> TypedOp<'a, L>,
+        prepare: F,
+    ) -> Result<(), MpiError>
     where
         L: AccessList,
-        F: FnOnce(&mut Held<L>) -> Result<(Call, Option<Box<dyn Send>>), MpiError> + Send + 'static,
+        F: FnOnce(&mut Held<L>) -> Result<Call, MpiError> + Send + 'static,
     {
-        let sender = self.sender.clone();
-        op.writes([self.order])
+        let issue = self.issue(name);
+        op(self.engine.op(name))
+            .reads([self.ops])
+            .prop(FnProperty::Async)
             .push_async(move |_, mut held| match prepare(&mut held) {
-                Ok((call, kept)) => hand_over(
-                    &sender,
-                    Transfer {
-                        call,
-                        finish: Box::new(move |outcome| {
-                            drop(kept);
-                            held.complete(outcome);
-                        }),
-                    },
-                ),
+                Ok(call) => issue.hand_over(call, Box::new(move |outcome| held.complete(outcome))),
                 Err(error) => held.fail(error),
             })?;
         Ok(())
     }
 }
 
-/// Hands `transfer` to the communication thread; if it is gone, fails the op.
-fn hand_over(sender: &Sender<Message>, transfer: Transfer) {
-    if let Err(returned) = sender.send(Message::Transfer(transfer))
-        && let Message::Transfer(transfer) = returned.0
-    {
-        (transfer.finish)(Err(MpiError::Closed));
+/// An op's place in its communicator's order, owned by its function: handing the call over
+/// uses it; dropped unused (the op skipped, or failed before its call), it reports a skip.
+struct Issue {
+    sequence: u64,
+    op: &'static str,
+    /// `None` once used.
+    sender: Option<Sender<Message>>,
+    /// The communicator's record of a skip.
+    skipped: Arc<Mutex<Option<String>>>,
+}
+
+impl Issue {
+    /// Hands `call` to the communication thread, to start in its turn; `finish` completes the
+    /// op. If the thread is gone, the op fails.
+    fn hand_over(mut self, call: Call, finish: Finish) {
+        let Some(sender) = self.sender.take() else {
+            return;
+        };
+        let transfer = Transfer { call, finish };
+        if let Err(returned) = sender.send(Message::Transfer(self.sequence, transfer))
+            && let Message::Transfer(_, transfer) = returned.0
+        {
+            (transfer.finish)(Err(MpiError::Closed));
+        }
     }
+}
+
+impl Drop for Issue {
+    fn drop(&mut self) {
+        if let Some(sender) = self.sender.take() {
+            let reason = skip_reason(self.op, self.sequence);
+            lock(&self.skipped).get_or_insert_with(|| reason.clone());
+            let _ = sender.send(Message::Skip(self.sequence, reason));
+        }
+    }
+}
+
+/// Why a skip of op `op` (number `sequence`) stops the communicator.
+fn skip_reason(op: &str, sequence: u64) -> String {
+    format!("`{op}` (op {sequence} of the communicator) was skipped or failed before its call")
+}
+
+/// Locks `mutex`, whose data a panic cannot leave inconsistent (an `Option` replaced whole).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Drop for Comm {
     /// Waits for the communicator's ops, then stops its thread, which finalizes MPI (a
     /// collective call: it returns once every rank finalizes).
     fn drop(&mut self) {
-        let _ = self.engine.wait_for_var(self.order);
+        let _ = self.engine.wait_for_var(self.ops);
         let _ = self.sender.send(Message::Stop);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
-        let _ = self.engine.delete_var(self.order, || {});
+        let _ = self.engine.delete_var(self.ops, || {});
     }
 }
 

@@ -55,8 +55,14 @@ pub enum MpiError {
         /// The ranks.
         size: usize,
     },
-    /// The communicator was dropped before the op ran.
-    #[error("the communicator was dropped before this op ran")]
+    /// An op of the communicator was skipped (a failed input) or failed before its call, which
+    /// stopped the communicator (`comm.rs`): returned by [`Comm::wait`](crate::Comm::wait), and
+    /// the failure of the ops pushed after it until then.
+    #[error("the communicator is stopped: {0}")]
+    Stopped(String),
+    /// The communicator's thread is gone (the communicator was dropped) before the op's call
+    /// started.
+    #[error("the communicator was dropped before this op's call started")]
     Closed,
     /// MPI returned an error for the op's call or its completion.
     #[error("MPI error {code}: {message}")]

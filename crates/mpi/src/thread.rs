@@ -1,15 +1,19 @@
 //! The communication thread: it initializes MPI (so `MPI_THREAD_FUNNELED` suffices: it makes
-//! every MPI call), starts each op's non-blocking call in the order the ops hand them over,
-//! polls the requests in flight with `MPI_Test` (which also drives MPI's progress), completes
-//! each op whose request is done, and finalizes MPI when its communicator is dropped.
+//! every MPI call), starts the ops' non-blocking calls in their sequence order (`comm.rs`),
+//! holding back those that arrive before a predecessor, polls the requests in flight with
+//! `MPI_Test` (which also drives MPI's progress), completes each op whose request is done, and
+//! finalizes MPI when its communicator is dropped.
 //!
-//! Polling backs off while nothing completes: it spins briefly, then yields, then sleeps a few
-//! microseconds per round; with nothing in flight it blocks on its channel.
+//! While requests are in flight it polls without sleeping (spinning briefly between rounds,
+//! then yielding): a non-blocking collective progresses only inside MPI's calls. With nothing
+//! in flight it looks for the next message for a few tens of microseconds, then blocks on its
+//! channel. An allreduce that comes with nothing in flight is made blocking (`Call::run_alone`).
 
+use std::collections::BTreeMap;
 use std::ffi::{CStr, c_char, c_int};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mpi::Threading;
 use mpi::ffi::{self, MPI_Comm, MPI_Request};
@@ -19,10 +23,17 @@ use mpi::topology::Communicator;
 use crate::error::MpiError;
 use crate::transfer::{Finish, Transfer};
 
-/// What the communicator sends its thread.
+/// What the communicator and its ops send the thread.
 pub(crate) enum Message {
-    /// An op's call, to start now.
-    Transfer(Transfer),
+    /// The call of the op of this sequence number, to start in its turn.
+    Transfer(u64, Transfer),
+    /// The op of this sequence number was skipped or failed before its call (why): in its
+    /// turn, the communicator stops.
+    Skip(u64, String),
+    /// `Comm::wait` after a skip, once every op pushed before it is done: the thread resumes
+    /// the communicator and replies. It comes after the messages of those ops, so their turns
+    /// are taken by then.
+    Resume(Sender<()>),
     /// The communicator is dropped: finish what is in flight, then finalize MPI.
     Stop,
 }
@@ -93,7 +104,11 @@ fn run(report: &Sender<Result<(usize, usize), MpiError>>, receiver: &Receiver<Me
     }
     Serving {
         comm,
+        next: 0,
+        early: BTreeMap::new(),
+        stopped: None,
         in_flight: Vec::new(),
+        spare: Vec::new(),
     }
     .serve(receiver);
     // Finalizes MPI, on the thread that initialized it.
@@ -103,15 +118,31 @@ fn run(report: &Sender<Result<(usize, usize), MpiError>>, receiver: &Receiver<Me
 /// The thread's state while it serves ops.
 struct Serving {
     comm: MPI_Comm,
-    /// The requests started and not yet complete, each with its op's completion.
-    in_flight: Vec<(MPI_Request, Finish)>,
+    /// The sequence number of the next op to start.
+    next: u64,
+    /// Ops that arrived before a predecessor, by sequence number.
+    early: BTreeMap<u64, Turn>,
+    /// Why the communicator is stopped, if it is (see `comm.rs`).
+    stopped: Option<String>,
+    /// The requests started and not yet complete, each with its op's completion and the
+    /// scratch memory its call uses.
+    in_flight: Vec<(MPI_Request, Finish, Vec<u8>)>,
+    /// Scratch memory to reuse, at most `SPARE` buffers.
+    spare: Vec<Vec<u8>>,
 }
 
-/// Rounds without progress spent spinning, then yielding, before polling sleeps.
+/// What an op's turn brings: its call, or its skip (why).
+enum Turn {
+    Transfer(Transfer),
+    Skip(String),
+}
+
+/// Rounds without progress spent spinning before polling yields the core between rounds.
 const SPINS: u32 = 64;
-const YIELDS: u32 = 256;
-/// How long a poll sleeps once it has spun and yielded.
-const NAP: Duration = Duration::from_micros(20);
+/// How long the idle thread looks for a message before it sleeps.
+const LINGER: Duration = Duration::from_micros(50);
+/// Scratch buffers kept for reuse.
+const SPARE: usize = 2;
 
 impl Serving {
     /// Serves until the communicator stops it (or is gone) and nothing is in flight.
@@ -119,22 +150,23 @@ impl Serving {
         let mut stopping = false;
         let mut idle = 0_u32;
         loop {
-            // Take every op handed over, in order; block only with nothing in flight.
+            // Take every message; block only with nothing in flight.
             loop {
                 let message = if self.in_flight.is_empty() && !stopping {
-                    receiver.recv().map_err(|_| TryRecvError::Disconnected)
-                } else if idle >= YIELDS && !stopping {
-                    receiver.recv_timeout(NAP).map_err(|error| match error {
-                        RecvTimeoutError::Timeout => TryRecvError::Empty,
-                        RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
-                    })
+                    wait_for_message(receiver)
                 } else {
                     receiver.try_recv()
                 };
                 match message {
-                    Ok(Message::Transfer(transfer)) => {
-                        self.start(transfer);
-                        idle = 0;
+                    Ok(Message::Transfer(sequence, transfer)) => {
+                        self.early.insert(sequence, Turn::Transfer(transfer));
+                    }
+                    Ok(Message::Skip(sequence, reason)) => {
+                        self.early.insert(sequence, Turn::Skip(reason));
+                    }
+                    Ok(Message::Resume(reply)) => {
+                        self.stopped = None;
+                        let _ = reply.send(());
                     }
                     Ok(Message::Stop) | Err(TryRecvError::Disconnected) => {
                         stopping = true;
@@ -142,6 +174,8 @@ impl Serving {
                     }
                     Err(TryRecvError::Empty) => break,
                 }
+                self.take_turns();
+                idle = 0;
             }
             if self.poll() {
                 idle = 0;
@@ -149,12 +183,36 @@ impl Serving {
                 idle = idle.saturating_add(1);
                 if idle < SPINS {
                     std::hint::spin_loop();
-                } else if idle < YIELDS || stopping {
+                } else {
                     std::thread::yield_now();
                 }
             }
             if stopping && self.in_flight.is_empty() {
+                // Ops still held back wait for a predecessor that will never come (the
+                // communicator is gone): they fail.
+                for (_, turn) in std::mem::take(&mut self.early) {
+                    if let Turn::Transfer(transfer) = turn {
+                        (transfer.finish)(Err(MpiError::Closed));
+                    }
+                }
                 return;
+            }
+        }
+    }
+
+    /// Takes the turns that have come: starts each call in sequence order, or stops the
+    /// communicator at a skip; while it is stopped, the calls fail instead.
+    fn take_turns(&mut self) {
+        while let Some(turn) = self.early.remove(&self.next) {
+            self.next += 1;
+            match turn {
+                Turn::Skip(reason) => {
+                    self.stopped.get_or_insert(reason);
+                }
+                Turn::Transfer(transfer) => match &self.stopped {
+                    Some(reason) => (transfer.finish)(Err(MpiError::Stopped(reason.clone()))),
+                    None => self.start(transfer),
+                },
             }
         }
     }
@@ -162,13 +220,31 @@ impl Serving {
     /// Starts `transfer`'s call; a call MPI refuses completes its op with MPI's error.
     fn start(&mut self, transfer: Transfer) {
         let Transfer { call, finish } = transfer;
+        if self.in_flight.is_empty()
+            && let Some(code) = call.run_alone(self.comm)
+        {
+            return finish(if code == 0 {
+                Ok(())
+            } else {
+                Err(mpi_error(code))
+            });
+        }
+        let mut scratch = self.spare.pop().unwrap_or_default();
         // SAFETY: MPI_REQUEST_NULL, a constant of the MPI library (rsmpi's shim).
         let mut request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        let code = call.start(self.comm, &mut request);
+        let code = call.start(self.comm, &mut request, &mut scratch);
         if code == 0 {
-            self.in_flight.push((request, finish));
+            self.in_flight.push((request, finish, scratch));
         } else {
+            self.keep_spare(scratch);
             finish(Err(mpi_error(code)));
+        }
+    }
+
+    /// Keeps `scratch` for reuse, unless `SPARE` buffers are kept.
+    fn keep_spare(&mut self, scratch: Vec<u8>) {
+        if self.spare.len() < SPARE {
+            self.spare.push(scratch);
         }
     }
 
@@ -181,11 +257,12 @@ impl Serving {
             let mut flag: c_int = 0;
             let request = &raw mut self.in_flight[at].0;
             // SAFETY: the request is one MPI started and has not completed (a completed one
-            // leaves this list at once); its buffers are held by its op's completion (the
-            // ownership rule of `transfer.rs`).
+            // leaves this list at once); its buffers are held by its op (the ownership rule of
+            // `transfer.rs`) and its scratch memory is kept beside it.
             let code = unsafe { ffi::MPI_Test(request, &raw mut flag, ffi::RSMPI_STATUS_IGNORE) };
             if code != 0 || flag != 0 {
-                let (_, finish) = self.in_flight.swap_remove(at);
+                let (_, finish, scratch) = self.in_flight.swap_remove(at);
+                self.keep_spare(scratch);
                 finish(if code == 0 {
                     Ok(())
                 } else {
@@ -196,6 +273,22 @@ impl Serving {
             }
         }
         self.in_flight.len() < before
+    }
+}
+
+/// The next message, with nothing in flight: looked for (yielding the core between looks) for
+/// up to `LINGER`, since an op often follows the completion of the one before it, and then
+/// waited for, asleep.
+fn wait_for_message(receiver: &Receiver<Message>) -> Result<Message, TryRecvError> {
+    let since = Instant::now();
+    loop {
+        match receiver.try_recv() {
+            Err(TryRecvError::Empty) if since.elapsed() < LINGER => std::thread::yield_now(),
+            Err(TryRecvError::Empty) => {
+                return receiver.recv().map_err(|_| TryRecvError::Disconnected);
+            }
+            other => return other,
+        }
     }
 }
 

@@ -81,7 +81,7 @@ impl Harness {
 }
 
 /// Every group, in the order `all` runs them.
-pub(crate) const GROUPS: &[Group] = &[POOL, GRAPH, ENGINE, TASKBENCH, CHOLESKY, GPU];
+pub(crate) const GROUPS: &[Group] = &[POOL, GRAPH, ENGINE, TASKBENCH, CHOLESKY, GPU, MPI];
 
 /// The group called `name`.
 pub(crate) fn find(name: &str) -> Option<&'static Group> {
@@ -288,6 +288,27 @@ const GPU: Group = Group {
     workloads: &["kernel_chain", "kernel_chain_streams", "overlap"],
     full_sizes: &["--ops", "20000"],
     quick_sizes: &["--ops", "2000"],
+    one_thread_workloads: &[],
+    curve_points: &[],
+    timeline: None,
+    probed: true,
+};
+
+/// An allreduce through the engine against a direct blocking `MPI_Allreduce`, on 2 ranks
+/// (`crates/bench/src/mpi.rs`).
+const MPI: Group = Group {
+    name: "mpi",
+    ours: "depengine-mpi",
+    systems: &[rust("depengine-mpi"), rust("mpi-blocking")],
+    workloads: &[
+        "allreduce_4KiB",
+        "allreduce_64KiB",
+        "allreduce_1MiB",
+        "allreduce_16MiB",
+        "allreduce_64MiB",
+    ],
+    full_sizes: &["--rounds", "2000"],
+    quick_sizes: &["--rounds", "16"],
     one_thread_workloads: &[],
     curve_points: &[],
     timeline: None,

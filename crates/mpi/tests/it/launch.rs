@@ -45,7 +45,9 @@ pub(crate) fn on_ranks(
         return;
     }
     let exe = std::env::current_exe().unwrap();
-    let _one_job = ONE_JOB.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one_job = ONE_JOB
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for &ranks in counts {
         let mut job = Command::new("mpirun")
             .args(["--allow-run-as-root", "--oversubscribe", "-np"])

@@ -5,7 +5,8 @@
     clippy::cast_possible_wrap,
     clippy::cast_possible_truncation,
     clippy::cast_precision_loss,
-    reason = "tests: rank numbers and small counts as values"
+    clippy::float_cmp,
+    reason = "tests: rank numbers and small counts as values, which sums of them equal exactly"
 )]
 
 mod collectives;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use depengine_mpi::Reduce;
+use depengine_mpi::{MpiError, Reduce};
 
 use crate::launch::on_ranks;
 
@@ -93,9 +93,9 @@ fn ops_on_other_data_run_while_a_collective_is_pending() {
     );
 }
 
-/// An op skipped for a failed input leaves its failure on the communicator: the ops after it
-/// skip too (no rank issues a call the others would match with another), until `wait` takes
-/// the failure; then the communicator runs again.
+/// An op skipped for a failed input stops the communicator: the ops after it fail (no rank
+/// starts a call the others would match with another) until `wait` returns why; then the
+/// communicator runs again.
 #[test]
 fn a_failure_stops_the_communicator_until_it_is_taken() {
     on_ranks(
@@ -115,12 +115,17 @@ fn a_failure_stops_the_communicator_until_it_is_taken() {
             comm.allreduce(&broken, Reduce::Sum).unwrap();
             comm.allreduce(&fine, Reduce::Sum).unwrap();
             let error = comm.wait().unwrap_err();
-            assert!(error.to_string().contains("injected"), "{error}");
-            // `fine` was skipped: it holds the failure, its value untouched.
+            assert!(
+                matches!(&error, MpiError::Stopped(reason) if reason.contains("mpi allreduce")),
+                "{error}"
+            );
+            // `fine`'s allreduce failed (the communicator was stopped): its data holds that.
             assert!(engine.wait_for_var(fine.var()).is_err());
             comm.allreduce(&fine, Reduce::Sum).unwrap();
             comm.wait().unwrap();
             assert_eq!(*engine.read(&fine).unwrap(), vec![2; 2]);
+            // The injected failure, once, from the engine's failure log.
+            assert!(engine.wait_for_all().is_err());
         },
     );
 }
