@@ -2,18 +2,26 @@
 //!
 //! Order. MPI matches collectives, and messages between two ranks, in the order each rank
 //! starts them; the engine runs ops as their data allow, in any order. So each op of a
-//! communicator takes a sequence number when it is pushed, and the communication thread starts
-//! the calls in that order (`thread.rs`), holding back one whose predecessors have not arrived:
-//! ranks that push the same ops in the same order start them in the same order, whatever order
-//! their data become ready in. No deadlock: an op waits in the engine only for ops pushed
-//! before it, and its function returns at once, so every op before a held-back one arrives.
+//! communicator takes a sequence number as it is pushed (under a lock, so the numbers follow
+//! the push order), and the communication thread starts the calls in that order (`thread.rs`),
+//! holding back one whose predecessors have not arrived: ranks that push the same ops in the
+//! same order start them in the same order, whatever order their data become ready in. No
+//! deadlock: an op waits in the engine only for ops pushed before it, which have lower
+//! numbers, and its function returns at once, so every op before a held-back one arrives.
 //! Each op holds its data until MPI completes its call, and calls of several ops are in flight
 //! together.
 //!
 //! Skips. An op the engine skips (a failed input) never runs its function: the guard its
-//! function owns (`Issue`) reports the skip when dropped, and the thread then stops the
-//! communicator: the ops after it fail rather than start calls the other ranks would match
-//! with other ones, until [`Comm::wait`] returns the reason and resumes it.
+//! function owns (`Issue`) reports the skip when dropped, before the op completes, and the
+//! thread then stops the communicator: this rank's later ops fail rather than start calls that
+//! the other ranks would match with other ones, until [`Comm::wait`] returns the reason and
+//! resumes it. The other ranks' call matching the skipped one stays pending (MPI 3.1 has no
+//! way to fail it): a skip is recoverable only when every rank skips the same op, as when a
+//! failure comes from data every rank computes alike.
+//!
+//! Preconditions MPI does not check, and this crate cannot without a call of its own: every
+//! rank's buffers of one op have the lengths MPI expects (equal, or the root's); Open MPI
+//! reports a longer message as truncation.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,8 +30,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use depengine::{AccessList, Data, Engine, FnProperty, Held, OpBuilder, TypedOp, Var};
-use mpi::datatype::Equivalence;
 
+use crate::element::Element;
 use crate::error::MpiError;
 use crate::reduce::Reduce;
 use crate::thread::{self, Message};
@@ -62,8 +70,12 @@ pub struct Comm {
     /// Read by each of its ops, so that a wait for it waits for them (nothing writes it, so it
     /// never holds a failure that would skip them).
     ops: Var,
-    /// The sequence number of the next op pushed.
+    /// The sequence number of the next op pushed, taken with the push under `pushing`.
     next: AtomicU64,
+    /// Held while an op takes its number and is pushed, so that the numbers follow the push
+    /// order even with several pushing threads (whose interleaving, though, differs between
+    /// ranks: push from one thread).
+    pushing: Mutex<()>,
     /// The first op skipped since the last wait, named by its `Issue` as it drops (before the
     /// op completes): so a wait knows, without asking the thread, whether it must resume it.
     skipped: Arc<Mutex<Option<String>>>,
@@ -83,13 +95,16 @@ impl Comm {
     /// cannot make a var.
     pub fn world(engine: &Engine) -> Result<Comm, MpiError> {
         let ops = engine.new_var_named("mpi ops")?;
-        let started = thread::start()?;
+        let started = thread::start().inspect_err(|_| {
+            let _ = engine.delete_var(ops, || {});
+        })?;
         Ok(Comm {
             engine: engine.clone(),
             rank: started.rank,
             size: started.size,
             ops,
             next: AtomicU64::new(0),
+            pushing: Mutex::new(()),
             skipped: Arc::new(Mutex::new(None)),
             sender: started.sender,
             thread: Some(started.thread),
@@ -138,7 +153,7 @@ impl Comm {
     /// `i32::MAX` elements, or with MPI's error.
     pub fn allreduce<T>(&self, data: &Data<Vec<T>>, reduce: Reduce) -> Result<(), MpiError>
     where
-        T: Equivalence + Copy + Send + Sync + 'static,
+        T: Element,
     {
         self.submit(
             "mpi allreduce",
@@ -159,7 +174,7 @@ impl Comm {
     /// fails as [`allreduce`](Self::allreduce)'s does.
     pub fn broadcast<T>(&self, data: &Data<Vec<T>>, root: usize) -> Result<(), MpiError>
     where
-        T: Equivalence + Copy + Send + Sync + 'static,
+        T: Element,
     {
         let root = self.rank_number(root)?;
         self.submit(
@@ -184,7 +199,7 @@ impl Comm {
         output: &'a Data<Vec<T>>,
     ) -> Result<(), MpiError>
     where
-        T: Equivalence + Copy + Default + Send + Sync + 'static,
+        T: Element,
     {
         let size = self.size;
         let op = |op: OpBuilder<'a>| op.read(input).write(output);
@@ -212,7 +227,7 @@ impl Comm {
         reduce: Reduce,
     ) -> Result<(), MpiError>
     where
-        T: Equivalence + Copy + Default + Send + Sync + 'static,
+        T: Element,
     {
         let size = self.size;
         let op = |op: OpBuilder<'a>| op.read(input).write(output);
@@ -239,7 +254,7 @@ impl Comm {
     /// [`MpiError::NoSuchRank`]; as [`allreduce`](Self::allreduce) otherwise.
     pub fn send<T>(&self, data: &Data<Vec<T>>, to: usize, tag: u16) -> Result<(), MpiError>
     where
-        T: Equivalence + Copy + Send + Sync + 'static,
+        T: Element,
     {
         let to = self.rank_number(to)?;
         self.submit(
@@ -261,7 +276,7 @@ impl Comm {
     /// [`MpiError::NoSuchRank`]; as [`allreduce`](Self::allreduce) otherwise.
     pub fn recv<T>(&self, data: &Data<Vec<T>>, from: usize, tag: u16) -> Result<(), MpiError>
     where
-        T: Equivalence + Copy + Send + Sync + 'static,
+        T: Element,
     {
         let from = self.rank_number(from)?;
         self.submit(
@@ -281,6 +296,7 @@ impl Comm {
     ///
     /// A push's errors.
     pub fn barrier(&self) -> Result<(), MpiError> {
+        let _pushing = lock(&self.pushing);
         let issue = self.issue("mpi barrier");
         self.engine
             .op("mpi barrier")
@@ -330,13 +346,18 @@ impl Comm {
         L: AccessList,
         F: FnOnce(&mut Held<L>) -> Result<Call, MpiError> + Send + 'static,
     {
+        let _pushing = lock(&self.pushing);
         let issue = self.issue(name);
         op(self.engine.op(name))
             .reads([self.ops])
             .prop(FnProperty::Async)
             .push_async(move |_, mut held| match prepare(&mut held) {
                 Ok(call) => issue.hand_over(call, Box::new(move |outcome| held.complete(outcome))),
-                Err(error) => held.fail(error),
+                Err(error) => {
+                    // The skip is recorded before the op completes (see `Issue`).
+                    drop(issue);
+                    held.fail(error);
+                }
             })?;
         Ok(())
     }

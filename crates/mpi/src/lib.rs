@@ -6,7 +6,9 @@
 //! crate does that over MPI (rsmpi, over the system's MPI library): a [`Comm`] pushes
 //! `allreduce`, `broadcast`, `allgather`, `reduce_scatter`, `send`, `recv` and `barrier` on an
 //! engine's typed data as async ops, which one communication thread starts as MPI's
-//! non-blocking calls and completes when MPI does. No compute worker blocks on MPI.
+//! non-blocking calls (an allreduce, as MPI's tuned blocking call) and completes when MPI does.
+//! No compute worker blocks on MPI (on the naive engine, which runs every op on the thread that
+//! releases it, the ops a completion releases run on the communication thread).
 //!
 //! ```
 //! use depengine::{Engine, EngineConfig};
@@ -23,11 +25,12 @@
 //!
 //! Layout: `comm.rs` (the ops, and how their order is kept), `thread.rs` (the communication
 //! thread), `transfer.rs` (an op's call, and the rule that keeps its buffers valid),
-//! `reduce.rs`, `error.rs`. Design and use on a cluster: `docs/distributed.md`.
+//! `element.rs`, `reduce.rs`, `error.rs`. Design and use on a cluster: `docs/distributed.md`.
 
 #![deny(unsafe_code)]
 
 mod comm;
+mod element;
 mod error;
 mod reduce;
 #[allow(
@@ -42,5 +45,6 @@ mod thread;
 mod transfer;
 
 pub use comm::Comm;
+pub use element::Element;
 pub use error::MpiError;
 pub use reduce::Reduce;

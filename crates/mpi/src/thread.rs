@@ -7,7 +7,7 @@
 //! While requests are in flight it polls without sleeping (spinning briefly between rounds,
 //! then yielding): a non-blocking collective progresses only inside MPI's calls. With nothing
 //! in flight it looks for the next message for a few tens of microseconds, then blocks on its
-//! channel. An allreduce that comes with nothing in flight is made blocking (`Call::run_alone`).
+//! channel. An allreduce is made blocking (`Call::make` says why).
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, c_char, c_int};
@@ -21,7 +21,7 @@ use mpi::raw::AsRaw;
 use mpi::topology::Communicator;
 
 use crate::error::MpiError;
-use crate::transfer::{Finish, Transfer};
+use crate::transfer::{Finish, Made, Transfer};
 
 /// What the communicator and its ops send the thread.
 pub(crate) enum Message {
@@ -102,17 +102,31 @@ fn run(report: &Sender<Result<(usize, usize), MpiError>>, receiver: &Receiver<Me
     if report.send(Ok((rank, size))).is_err() {
         return;
     }
+    // A panic here would drop the ops' completions while MPI may still use their buffers, and
+    // finalize MPI with requests active: the process aborts instead.
+    let _abort = AbortOnUnwind;
     Serving {
         comm,
         next: 0,
         early: BTreeMap::new(),
         stopped: None,
         in_flight: Vec::new(),
-        spare: Vec::new(),
     }
     .serve(receiver);
     // Finalizes MPI, on the thread that initialized it.
     drop(universe);
+}
+
+/// Aborts the process if dropped by a panic (see `run`).
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("depengine-mpi: the communication thread panicked with MPI calls in flight");
+            std::process::abort();
+        }
+    }
 }
 
 /// The thread's state while it serves ops.
@@ -124,11 +138,8 @@ struct Serving {
     early: BTreeMap<u64, Turn>,
     /// Why the communicator is stopped, if it is (see `comm.rs`).
     stopped: Option<String>,
-    /// The requests started and not yet complete, each with its op's completion and the
-    /// scratch memory its call uses.
-    in_flight: Vec<(MPI_Request, Finish, Vec<u8>)>,
-    /// Scratch memory to reuse, at most `SPARE` buffers.
-    spare: Vec<Vec<u8>>,
+    /// The requests started and not yet complete, each with its op's completion.
+    in_flight: Vec<(MPI_Request, Finish)>,
 }
 
 /// What an op's turn brings: its call, or its skip (why).
@@ -141,8 +152,6 @@ enum Turn {
 const SPINS: u32 = 64;
 /// How long the idle thread looks for a message before it sleeps.
 const LINGER: Duration = Duration::from_micros(50);
-/// Scratch buffers kept for reuse.
-const SPARE: usize = 2;
 
 impl Serving {
     /// Serves until the communicator stops it (or is gone) and nothing is in flight.
@@ -217,34 +226,14 @@ impl Serving {
         }
     }
 
-    /// Starts `transfer`'s call; a call MPI refuses completes its op with MPI's error.
+    /// Makes `transfer`'s call; a call MPI refuses, or a blocking one made, completes its op.
     fn start(&mut self, transfer: Transfer) {
         let Transfer { call, finish } = transfer;
-        if self.in_flight.is_empty()
-            && let Some(code) = call.run_alone(self.comm)
-        {
-            return finish(if code == 0 {
-                Ok(())
-            } else {
-                Err(mpi_error(code))
-            });
-        }
-        let mut scratch = self.spare.pop().unwrap_or_default();
         // SAFETY: MPI_REQUEST_NULL, a constant of the MPI library (rsmpi's shim).
         let mut request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        let code = call.start(self.comm, &mut request, &mut scratch);
-        if code == 0 {
-            self.in_flight.push((request, finish, scratch));
-        } else {
-            self.keep_spare(scratch);
-            finish(Err(mpi_error(code)));
-        }
-    }
-
-    /// Keeps `scratch` for reuse, unless `SPARE` buffers are kept.
-    fn keep_spare(&mut self, scratch: Vec<u8>) {
-        if self.spare.len() < SPARE {
-            self.spare.push(scratch);
+        match call.make(self.comm, &mut request) {
+            Made::Started(0) => self.in_flight.push((request, finish)),
+            Made::Started(code) | Made::Done(code) => finish(outcome(code)),
         }
     }
 
@@ -258,16 +247,12 @@ impl Serving {
             let request = &raw mut self.in_flight[at].0;
             // SAFETY: the request is one MPI started and has not completed (a completed one
             // leaves this list at once); its buffers are held by its op (the ownership rule of
-            // `transfer.rs`) and its scratch memory is kept beside it.
+            // `transfer.rs`).
             let code = unsafe { ffi::MPI_Test(request, &raw mut flag, ffi::RSMPI_STATUS_IGNORE) };
+            // An error is the failed operation's, returned as it completes (MPI 3.1, 3.7.3).
             if code != 0 || flag != 0 {
-                let (_, finish, scratch) = self.in_flight.swap_remove(at);
-                self.keep_spare(scratch);
-                finish(if code == 0 {
-                    Ok(())
-                } else {
-                    Err(mpi_error(code))
-                });
+                let (_, finish) = self.in_flight.swap_remove(at);
+                finish(outcome(code));
             } else {
                 at += 1;
             }
@@ -289,6 +274,15 @@ fn wait_for_message(receiver: &Receiver<Message>) -> Result<Message, TryRecvErro
             }
             other => return other,
         }
+    }
+}
+
+/// The outcome of a call that returned `code`.
+fn outcome(code: c_int) -> Result<(), MpiError> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(mpi_error(code))
     }
 }
 

@@ -356,6 +356,7 @@ impl Engine {
                         ops: ops.into(),
                     })
                     .collect(),
+                inline: ops.iter().all(|op| op.block.is_none()),
                 ops,
                 deps,
             }),

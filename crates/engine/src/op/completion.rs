@@ -31,15 +31,14 @@ impl Completion {
     }
 
     /// The completion of an op of a replay.
-    pub(crate) fn of_plan_op(done: PlanOpDone) -> Self {
-        let PlanOpDone {
-            replay,
-            op,
-            started,
-        } = done;
+    pub(crate) fn of_plan_op(mut done: PlanOpDone) -> Self {
+        let op = done.op;
         Completion {
-            target: Some(Completes::PlanOp { replay, op }),
-            started,
+            started: done.started.take(),
+            target: done
+                .replay
+                .take()
+                .map(|replay| Completes::PlanOp { replay, op }),
         }
     }
 

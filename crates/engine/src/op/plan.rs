@@ -15,7 +15,7 @@ use std::sync::Arc;
 use depengine_graph::Var;
 
 use crate::context::{Context, RunContext};
-use crate::failure::{BoxError, OpFailure};
+use crate::failure::{BoxError, FailureCause, OpFailure};
 use crate::name::OpName;
 use crate::op::block_key::BlockKey;
 use crate::op::vars::OpVars;
@@ -39,12 +39,28 @@ pub(crate) type AsyncPlanFn = dyn Fn(RunContext, &dyn OpVars, PlanOpDone) + Send
 
 /// What a replayed async op completes: op `op` of a replay. The
 /// [`Completion`](crate::Completion) its function receives is made of it
-/// (`Completion::of_plan_op`).
+/// (`Completion::of_plan_op`); dropped before that (a panic on the way), it fails the op, as
+/// a dropped `Completion` does, so that the replay still ends.
 pub(crate) struct PlanOpDone {
-    pub(crate) replay: Arc<dyn FinishPlanOp>,
+    /// `None` once taken into a `Completion`.
+    pub(crate) replay: Option<Arc<dyn FinishPlanOp>>,
     pub(crate) op: u32,
     /// When its function started, if the profiler records it.
     pub(crate) started: Option<Started>,
+}
+
+impl Drop for PlanOpDone {
+    fn drop(&mut self) {
+        if let Some(replay) = self.replay.take() {
+            let cause = if std::thread::panicking() {
+                FailureCause::Panic("the op panicked before completing".to_owned())
+            } else {
+                FailureCause::CompletionDropped
+            };
+            let failure = OpFailure::new(replay.plan_op_name(self.op).to_cow(), cause);
+            replay.finish_plan_op(self.op, self.started.take(), Err(failure));
+        }
+    }
 }
 
 /// Where a replayed async op's completion goes: its replay (`run/replay.rs`), a trait object
@@ -111,6 +127,10 @@ pub(crate) struct PlanInner {
     pub(crate) deps: PlanDeps,
     /// The roots (`PlanDeps::roots`), by the block they run on.
     pub(crate) roots: Box<[RootGroup]>,
+    /// Its ops run on the threads that release them (the naive engine), from its replays'
+    /// inline queue (`run/replay.rs`); else every op runs on a block. Capture routes all of a
+    /// plan's ops alike: an engine's CPU contexts are all inline or all on blocks.
+    pub(crate) inline: bool,
 }
 
 /// The roots of a plan that run on one block.

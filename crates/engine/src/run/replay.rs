@@ -216,7 +216,9 @@ impl Replay {
 
     /// Counts `finished` ops finished; the thread that counts the last completes the replay.
     fn count_finished(&self, finished: u32) {
-        if self.counts.release_many(self.end, finished) {
+        // None counted: the counter may have reached zero already (async ops completed
+        // elsewhere), and the replay is completed once.
+        if finished > 0 && self.counts.release_many(self.end, finished) {
             self.complete();
         }
     }
@@ -287,11 +289,12 @@ impl Replay {
             }
             PlanFn::Async(func) => {
                 let done = PlanOpDone {
-                    replay: Arc::clone(self) as Arc<dyn FinishPlanOp>,
+                    replay: Some(Arc::clone(self) as Arc<dyn FinishPlanOp>),
                     op,
                     started,
                 };
-                // A panic drops the completion while unwinding, which fails the op.
+                // A panic drops the completion (or `done`, before it became one) while
+                // unwinding, which fails the op.
                 let _ = self.call(plan_op, || func(plan_op.run, &vars, done));
                 Ran::Pending
             }
@@ -353,10 +356,10 @@ impl FinishPlanOp for Replay {
         // unless a thread runs the replay's ops already (this one, if the function completed
         // the op before returning).
         self.release_dependents(op, None);
-        if self.plan.ops[op as usize].block.is_some() {
-            self.count_finished(1);
-        } else {
+        if self.plan.inline {
             self.run_inline(1);
+        } else {
+            self.count_finished(1);
         }
     }
 
