@@ -226,6 +226,7 @@ impl Replay {
     /// Counts `op`, which is done, finished for each of its dependents, passing its failure on:
     /// the first released on its block goes to `keep` (if given, and empty) to run next on this
     /// thread; the others are released (`release`).
+    #[inline]
     fn release_dependents(self: &Arc<Self>, op: u32, mut keep: Option<&mut Option<u32>>) {
         let failure = self.failure(op).cloned();
         let key = self.plan.ops[op as usize].block;
@@ -260,6 +261,7 @@ impl Replay {
 
     /// Runs `op`'s function, unless it inherited a failure; a failure of its own is kept. An
     /// async op is `Pending` until its completion.
+    #[inline]
     fn run_op(self: &Arc<Self>, op: u32) -> Ran {
         let plan_op = &self.plan.ops[op as usize];
         let profiler = &self.state.profiler;
@@ -304,6 +306,7 @@ impl Replay {
     /// Calls `f`, `plan_op`'s function, catching a panic. A wait inside it sees the replay's
     /// vars as held (`thread/frame.rs`); the span is made inside the `catch_unwind`, as a
     /// pushed op's (`run/execute.rs`).
+    #[inline]
     fn call<R>(&self, plan_op: &PlanOp, f: impl FnOnce() -> R) -> std::thread::Result<R> {
         let deps = &self.plan.deps;
         frame::within_replay(self.state.id(), &deps.reads, &deps.writes, || {

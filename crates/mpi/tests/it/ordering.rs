@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use depengine_mpi::{MpiError, Reduce};
 
-use crate::launch::on_ranks;
+use crate::launch::{failing_job, on_ranks};
 
 /// On rank 0 the first allreduce's data is written late: if ops reached MPI as their data
 /// became ready, rank 0 would start the second before the first, MPI would match it with
@@ -128,4 +128,31 @@ fn a_failure_stops_the_communicator_until_it_is_taken() {
             assert!(engine.wait_for_all().is_err());
         },
     );
+}
+
+/// A rank that exits without finalizing MPI, while the others wait in an allreduce it never
+/// joins: Open MPI's `mpirun` ends the whole job, with an error, within seconds, rather than
+/// leaving the others hanging (MPI 3.1 gives no portable way to fail their pending calls).
+#[test]
+fn a_rank_that_exits_early_ends_the_job_rather_than_hanging() {
+    let took = failing_job(
+        "ordering::a_rank_that_exits_early_ends_the_job_rather_than_hanging",
+        2,
+        1,
+        |engine, comm| {
+            if comm.rank() == 1 {
+                std::process::exit(0);
+            }
+            let data = engine.data(vec![1.0_f64; 16]).unwrap();
+            comm.allreduce(&data, Reduce::Sum).unwrap();
+            // Never returns: mpirun ends this rank.
+            let _ = comm.wait();
+        },
+    );
+    if let Some(took) = took {
+        assert!(
+            took < Duration::from_secs(30),
+            "the job ended after {took:?}"
+        );
+    }
 }
