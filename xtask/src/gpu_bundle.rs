@@ -3,7 +3,8 @@
 //!
 //! It builds, in release mode, the tests of `depengine-cuda`, the engine's test binary built
 //! with `--features cuda` (of which only the modules that a GPU changes run there: `gpu`, `api`,
-//! `names`, `device`) and `depengine-bench`; copies each binary, stripped, into `DIR/bin` (with
+//! `names`, `device`) and `depengine-bench` (without its `mpi` group, so that no MPI library need
+//! be there); copies each binary, stripped, into `DIR/bin` (with
 //! `NAME.filters` beside a test binary of which only some tests run); compresses NVRTC (the
 //! library the kernels compile with, from `target/cuda/nvrtc`, where `.ci/run` installs it)
 //! into `DIR/nvrtc`; and writes `DIR/run.sh`. There, `bash DIR/run.sh [LOGS]` unpacks NVRTC,
@@ -99,8 +100,15 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
             }
         }
     }
+    // Without the `mpi` group, so that the binary loads on a machine without an MPI library.
     Cmd::cargo()
-        .args(["build", "--release", "-p", "depengine-bench"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "depengine-bench",
+            "--no-default-features",
+        ])
         .run()?;
     strip_into(
         Path::new("target/release/depengine-bench"),

@@ -9,6 +9,7 @@ mod cholesky;
 mod engine;
 mod gpu;
 mod graph;
+#[cfg(feature = "mpi")]
 mod mpi;
 mod pool;
 mod taskbench;
@@ -30,7 +31,10 @@ fn main() -> ExitCode {
     if words.iter().any(|word| word == "--probe") {
         match group.as_str() {
             "gpu" => gpu::probe(),
+            #[cfg(feature = "mpi")]
             "mpi" => mpi::probe(),
+            #[cfg(not(feature = "mpi"))]
+            "mpi" => println!("SKIP depengine-bench was built without its `mpi` feature"),
             _ => {}
         }
         return ExitCode::SUCCESS;
@@ -49,7 +53,10 @@ fn main() -> ExitCode {
         "taskbench" => taskbench::run(&args),
         "cholesky" => cholesky::run(&args),
         "gpu" => gpu::run(&args),
+        #[cfg(feature = "mpi")]
         "mpi" => mpi::run(&args),
+        #[cfg(not(feature = "mpi"))]
+        "mpi" => Err("built without the `mpi` feature".to_owned()),
         other => Err(format!(
             "unknown group `{other}` (expected pool, graph, engine, taskbench, cholesky, gpu or mpi)"
         )),
