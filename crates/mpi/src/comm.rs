@@ -24,7 +24,6 @@
 //! reports a longer message as truncation.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -70,12 +69,10 @@ pub struct Comm {
     /// Read by each of its ops, so that a wait for it waits for them (nothing writes it, so it
     /// never holds a failure that would skip them).
     ops: Var,
-    /// The sequence number of the next op pushed, taken with the push under `pushing`.
-    next: AtomicU64,
-    /// Held while an op takes its number and is pushed, so that the numbers follow the push
-    /// order even with several pushing threads (whose interleaving, though, differs between
-    /// ranks: push from one thread).
-    pushing: Mutex<()>,
+    /// The sequence number of the next op pushed, locked while an op takes its number and is
+    /// pushed, so that the numbers follow the push order even with several pushing threads
+    /// (whose interleaving, though, differs between ranks: push from one thread).
+    next: Mutex<u64>,
     /// The first op skipped since the last wait, named by its `Issue` as it drops (before the
     /// op completes): so a wait knows, without asking the thread, whether it must resume it.
     skipped: Arc<Mutex<Option<String>>>,
@@ -103,8 +100,7 @@ impl Comm {
             rank: started.rank,
             size: started.size,
             ops,
-            next: AtomicU64::new(0),
-            pushing: Mutex::new(()),
+            next: Mutex::new(0),
             skipped: Arc::new(Mutex::new(None)),
             sender: started.sender,
             thread: Some(started.thread),
@@ -296,8 +292,8 @@ impl Comm {
     ///
     /// A push's errors.
     pub fn barrier(&self) -> Result<(), MpiError> {
-        let _pushing = lock(&self.pushing);
-        let issue = self.issue("mpi barrier");
+        let mut next = lock(&self.next);
+        let issue = self.issue(&mut next, "mpi barrier");
         self.engine
             .op("mpi barrier")
             .reads([self.ops])
@@ -323,19 +319,23 @@ impl Comm {
         c_int::try_from(rank).map_err(|_| error)
     }
 
-    /// The next op's sequence number, and its guard.
-    fn issue(&self, op: &'static str) -> Issue {
+    /// The guard of op `op`, numbered `next` (which it advances; the caller holds the lock
+    /// until the op is pushed).
+    fn issue(&self, next: &mut u64, op: &'static str) -> Issue {
+        let sequence = *next;
+        *next += 1;
         Issue {
-            sequence: self.next.fetch_add(1, Ordering::Relaxed),
+            sequence,
             op,
             sender: Some(self.sender.clone()),
             skipped: Arc::clone(&self.skipped),
         }
     }
 
-    /// Pushes op `name` (`op` names its data; it also reads the `ops` var), whose function makes its MPI call with
-    /// `prepare` and hands it to the communication thread; a `prepare` error fails the op (and,
-    /// as a skip would, stops the communicator: the other ranks start the call).
+    /// Pushes op `name` (`op` names its data; it also reads the `ops` var), whose function makes
+    /// its MPI call with `prepare` and hands it to the communication thread; a `prepare` error
+    /// fails the op (and, as a skip would, stops the communicator: the other ranks start the
+    /// call).
     fn submit<'a, L, F>(
         &'a self,
         name: &'static str,
@@ -346,8 +346,8 @@ impl Comm {
         L: AccessList,
         F: FnOnce(&mut Held<L>) -> Result<Call, MpiError> + Send + 'static,
     {
-        let _pushing = lock(&self.pushing);
-        let issue = self.issue(name);
+        let mut next = lock(&self.next);
+        let issue = self.issue(&mut next, name);
         op(self.engine.op(name))
             .reads([self.ops])
             .prop(FnProperty::Async)
