@@ -5,7 +5,9 @@ use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
 use depengine_slab::{Keep, NIL, Slab, Slot};
-use depengine_sync::{AtomicPtr, AtomicU32, AtomicUsize, Mutex, MutexGuard, Ordering, lock};
+use depengine_sync::{
+    AtomicPtr, AtomicU32, AtomicUsize, CachePadded, Mutex, MutexGuard, Ordering, lock,
+};
 
 use crate::busy::{BusyVar, Holder};
 use crate::deletion::{Deletion, OnDeleted};
@@ -47,8 +49,9 @@ pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
 /// Op slab buckets `trim` keeps: 32 + 64 + ... + 512 = 992 slots.
 const KEEP_OP_BUCKETS: usize = 5;
 
-/// Vars a push sorts and locks with arrays on the stack (more than this: two small allocations).
-const SORT_INLINE: usize = 8;
+/// Vars a push on several vars keeps its requests for on the stack (more than this: one
+/// allocation), and checks for duplicates pair by pair (more: sorted).
+const REQUESTS_INLINE: usize = 8;
 
 /// Ops a completion asks the slots of while it holds the var's lock (see `release`).
 const GRANT_PREFETCHED: usize = 8;
@@ -225,8 +228,21 @@ struct Reclaimed {
 
 type Guard<'a, E> = MutexGuard<'a, VarState<E>>;
 
-/// A var a push holds locked: its read credits (in the slot's head) and the guard of its state.
-type Locked<'a, E> = (&'a ReadCredits, Guard<'a, E>);
+/// One var of an op pushed on several vars (`push_each`): its slot, the handle's key and how
+/// the op uses it.
+struct Request<'g, E> {
+    slot: &'g VarSlot<E>,
+    key: VarKey,
+    access: Access,
+}
+
+/// Where an op pushed on several vars is while its pusher appends it (`push_each`).
+enum Appending<T> {
+    /// No var has held it back yet: the pusher still has it.
+    Held(Parked<T>),
+    /// Parked in its slot, at the first var that held it back.
+    Parked,
+}
 
 /// Hands out graph ids; 0 is never used (placeholder vars carry it). A plain std atomic even
 /// under loom: ids only need to differ, no model observes this counter.
@@ -276,6 +292,12 @@ pub struct Graph<T, E = Failure> {
     ops: Slab<OpSlot<T>>,
     live_vars: AtomicUsize,
     failed_vars: AtomicUsize,
+    /// The push lock: held by each push of an op on several vars while it appends, and by
+    /// `delete_var`, for one order of such ops on every var and their vars live throughout (see
+    /// `push_each`). It guards the spare op slot (`NIL`: none), one that such a push took and
+    /// did not need, kept for the next: an op that no var holds back then touches neither of the
+    /// slab's free stacks, which the threads that free parked ops' slots write.
+    push_lock: CachePadded<Mutex<u32>>,
 }
 
 impl<T, E> Default for Graph<T, E> {
@@ -293,6 +315,7 @@ impl<T, E> Graph<T, E> {
             ops: Slab::new(),
             live_vars: AtomicUsize::new(0),
             failed_vars: AtomicUsize::new(0),
+            push_lock: CachePadded::new(Mutex::new(NIL)),
         }
     }
 
@@ -554,52 +577,13 @@ impl<T, E> Graph<T, E> {
             },
             None => (payload, deps),
         };
-        let vars = deps.all();
-        // The locks below are taken one after the other, each on a line that a completion on
-        // another core likely wrote last: ask for all of them first, so that the misses overlap.
-        self.prefetch_var_states(vars);
-        let n = vars.len();
         let mut merged_ready = NIL;
-        let pushed = if n <= SORT_INLINE {
-            let mut order = [0usize; SORT_INLINE];
-            let order = &mut order[..n];
-            for (i, slot) in order.iter_mut().enumerate() {
-                *slot = i;
-            }
-            // Insertion sort: stable and fastest for a handful of entries.
-            for i in 1..n {
-                let mut j = i;
-                while j > 0 && vars[order[j - 1]].index > vars[order[j]].index {
-                    order.swap(j - 1, j);
-                    j -= 1;
-                }
-            }
-            let mut guards: [Option<Locked<'_, E>>; SORT_INLINE] = Default::default();
-            self.push_sorted(
-                waits,
-                deps,
-                order,
-                &mut guards[..n],
-                payload,
-                &mut merged_ready,
-                dispatch,
-            )
-        } else {
-            let mut order: Vec<usize> = (0..n).collect();
-            order.sort_by_key(|&i| vars[i].index);
-            let mut guards: Vec<Option<Locked<'_, E>>> = (0..n).map(|_| None).collect();
-            self.push_sorted(
-                waits,
-                deps,
-                &order,
-                &mut guards,
-                payload,
-                &mut merged_ready,
-                dispatch,
-            )
+        let pushed = match deps.all() {
+            [_] => self.push_one(waits, deps, payload, &mut merged_ready, dispatch),
+            _ => self.push_each(waits, deps, payload, &mut merged_ready, dispatch),
         };
-        // The guards are gone: dispatch what merging the vars' rings made ready (nothing, by the
-        // invariant of `incoming.rs`; handled all the same).
+        // Every lock is released: dispatch what merging the vars' rings made ready (nothing, by
+        // the invariant of `incoming.rs`; handled all the same).
         self.dispatch_ready_list(merged_ready, dispatch);
         pushed
     }
@@ -660,22 +644,13 @@ impl<T, E> Graph<T, E> {
         }
     }
 
-    /// `push` once `order` lists the positions of `deps` by ascending var index.
-    ///
-    /// Locks every var in that order (a global order, so pushes cannot deadlock each other;
-    /// completions hold one var lock at a time) and keeps them all until the op is appended
-    /// everywhere. That makes the push atomic: no concurrent `delete_var` can slip between
-    /// validating a var and appending to it, and either every var gets the request or none does.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the push's own state, split out of `push_with` for its two array sizes"
-    )]
-    fn push_sorted<'g, D>(
-        &'g self,
+    /// `push` of an op on one var, under that var's lock: validates the handle, appends the
+    /// request, and dispatches the op or parks it. An op that waits opens the var's ring for the
+    /// pushes of single-var ops behind it (`incoming.rs`).
+    fn push_one<D>(
+        &self,
         waits: Waits,
         deps: DepList,
-        order: &[usize],
-        guards: &mut [Option<Locked<'g, E>>],
         payload: T,
         ready: &mut u32,
         dispatch: &mut D,
@@ -683,62 +658,29 @@ impl<T, E> Graph<T, E> {
     where
         D: Dispatch<T> + ?Sized,
     {
-        let vars = deps.all();
-        for pair in order.windows(2) {
-            let (first, second) = (pair[0], pair[1]);
-            if vars[first].index == vars[second].index {
-                let var = vars[second].var(self.id);
-                if vars[first].generation != vars[second].generation {
-                    // Two generations of one slot: at most one is current, and the stale one
-                    // is the error.
-                    for key in [vars[first], vars[second]] {
-                        drop(self.lock_current(key.var(self.id))?);
-                    }
-                }
-                return Err(if deps.access(first) == deps.access(second) {
-                    GraphError::DuplicateVar { var }
-                } else {
-                    GraphError::ReadWriteConflict { var }
-                });
-            }
+        let key = deps.all()[0];
+        let access = deps.access(0);
+        let var = key.var(self.id);
+        let (head, slot) = self.var_slot(var)?;
+        let mut state = lock(&slot.state);
+        if state.generation != var.generation || state.life != Life::Live {
+            return Err(GraphError::DeletedVar { var });
         }
+        // Requests that came in through the ring were pushed before this op: they go first.
+        let ops = &self.ops;
         let mut last = NIL;
-        for &pos in order {
-            let var = vars[pos].var(self.id);
-            let (head, slot) = self.var_slot(var)?;
-            let mut state = lock(&slot.state);
-            if state.generation != var.generation || state.life != Life::Live {
-                return Err(GraphError::DeletedVar { var });
+        Self::merge(slot, &mut state, &mut |op| {
+            if ops.get(op).is_some_and(OpSlot::grant) {
+                Self::thread_ready(ops, op, ready, &mut last);
             }
-            // Requests that came in through the ring were pushed before this op: they go first.
-            let ops = &self.ops;
-            Self::merge(slot, &mut state, &mut |op| {
-                if ops.get(op).is_some_and(OpSlot::grant) {
-                    Self::thread_ready(ops, op, ready, &mut last);
-                }
+        });
+        if !state.queue.would_wait(&head.credits, access, waits) {
+            state.queue.append(Waiter {
+                op: NO_OP,
+                access,
+                waits,
             });
-            guards[pos] = Some((&head.credits, state));
-        }
-        let mut holding_back = 0u32;
-        for (pos, guard) in guards.iter_mut().enumerate() {
-            if let Some((credits, state)) = guard.as_mut()
-                && state.queue.would_wait(credits, deps.access(pos), waits)
-            {
-                holding_back += 1;
-            }
-        }
-
-        if holding_back == 0 {
-            for (pos, guard) in guards.iter_mut().enumerate() {
-                if let Some((_, state)) = guard.as_mut() {
-                    state.queue.append(Waiter {
-                        op: NO_OP,
-                        access: deps.access(pos),
-                        waits,
-                    });
-                }
-                *guard = None;
-            }
+            drop(state);
             dispatch.dispatch(ReadyOp {
                 graph: self.id,
                 payload,
@@ -746,36 +688,191 @@ impl<T, E> Graph<T, E> {
             });
             return Ok(());
         }
-
         let exhausted = GraphError::CapacityExhausted { what: "op" };
         let index = self.ops.alloc().ok_or(exhausted)?;
-        let Some(slot) = self.ops.get(index) else {
+        let Some(op_slot) = self.ops.get(index) else {
             return Err(exhausted);
         };
-        for (pos, guard) in guards.iter_mut().enumerate() {
-            if let Some((_, state)) = guard.as_mut() {
-                state.queue.append(Waiter {
-                    op: index,
-                    access: deps.access(pos),
-                    waits,
-                });
-            }
-        }
-        // An op on one var that waits there opens the var's ring, so that the ops pushed on it
-        // alone after this one skip its lock (see `incoming.rs`).
-        if let [only] = vars
-            && let Some(Some((_, state))) = guards.first_mut()
-            && !state.open
-            && let Some(var_slot) = self.vars.get(only.index)
-        {
-            var_slot.incoming.open();
+        state.queue.append(Waiter {
+            op: index,
+            access,
+            waits,
+        });
+        if !state.open {
+            slot.incoming.open();
             state.open = true;
         }
-        // The releasing threads decrement the wait count only after locking one of the vars we
-        // hold: our unlock (Release) and their lock (Acquire) order the parking before them.
-        slot.park(Parked { payload, deps }, holding_back);
-        // Dropping the guards (when the caller's array goes out of scope) publishes the op.
+        // The releasing thread decrements the wait count only after locking the var we hold:
+        // our unlock (Release) and its lock (Acquire) order the parking before it.
+        op_slot.park(Parked { payload, deps }, 1);
         Ok(())
+    }
+
+    /// `push` of an op on several vars, MXNet's way: appends the op's request to one var at a
+    /// time, each under that var's lock alone, so that a completion on one of them never waits
+    /// for the pusher to lock the others.
+    ///
+    /// Two things that holding every lock at once would give are kept by the graph's push lock,
+    /// held for the appends (and by `delete_var`):
+    /// - **One order on every var.** Two ops that share two vars are appended to both in the
+    ///   order they took the lock, so neither waits for the other on a second var (a cycle, a
+    ///   deadlock, needs two ops that share two vars in opposite orders). Ops on one var need
+    ///   not take it: they cannot close a cycle.
+    /// - **All or nothing.** Every handle is checked before the first append (the `Incoming`
+    ///   word's generation and deletion mark), and no var can be deleted until the last append:
+    ///   a push either appends everywhere or changes nothing.
+    ///
+    /// The op's slot (the spare one, else one from the slab) is taken before the first append,
+    /// so that running out of slots changes nothing, and the op parks at the first var that
+    /// holds it back, with a count that includes the pusher's hold (`op_cell.rs`, role 1). An op
+    /// that no var holds back is dispatched without touching the slot, which stays the spare.
+    fn push_each<D>(
+        &self,
+        waits: Waits,
+        deps: DepList,
+        payload: T,
+        ready: &mut u32,
+        dispatch: &mut D,
+    ) -> Result<(), GraphError>
+    where
+        D: Dispatch<T> + ?Sized,
+    {
+        self.check_distinct(&deps)?;
+        // The vars' slots and the requests, looked up once and kept: the dependency list moves
+        // into the op's slot when the op parks.
+        let n = deps.all().len();
+        let request = |position: usize| {
+            let key = deps.all()[position];
+            let (_, slot) = self.var_slot(key.var(self.id))?;
+            Ok(Request {
+                slot,
+                key,
+                access: deps.access(position),
+            })
+        };
+        let mut inline: [Option<Request<'_, E>>; REQUESTS_INLINE] = Default::default();
+        let spilled: Vec<Option<Request<'_, E>>>;
+        let requests = if n <= REQUESTS_INLINE {
+            for (position, entry) in inline[..n].iter_mut().enumerate() {
+                *entry = Some(request(position)?);
+            }
+            &inline[..n]
+        } else {
+            spilled = (0..n)
+                .map(|position| request(position).map(Some))
+                .collect::<Result<_, GraphError>>()?;
+            &spilled[..]
+        };
+        // The locks below are taken one after the other, each on a line that a completion on
+        // another core likely wrote last: ask for all of them first, so that the misses overlap.
+        for request in requests.iter().flatten() {
+            depengine_slab::prefetch_line(std::ptr::from_ref(&request.slot.state));
+        }
+        let mut spare = lock(&self.push_lock);
+        if let Some(stale) = requests
+            .iter()
+            .flatten()
+            .find(|request| !request.slot.incoming.is_current(request.key.generation))
+        {
+            return Err(GraphError::DeletedVar {
+                var: stale.key.var(self.id),
+            });
+        }
+        let exhausted = GraphError::CapacityExhausted { what: "op" };
+        let index = match std::mem::replace(&mut *spare, NIL) {
+            NIL => self.ops.alloc().ok_or(exhausted)?,
+            index => index,
+        };
+        let Some(op_slot) = self.ops.get(index) else {
+            return Err(exhausted);
+        };
+        let mut op = Appending::Held(Parked { payload, deps });
+        let mut granted_at_append = 0;
+        let mut last = NIL;
+        let ops = &self.ops;
+        for (position, request) in requests.iter().flatten().enumerate() {
+            let mut state = lock(&request.slot.state);
+            debug_assert!(state.generation == request.key.generation && state.life == Life::Live);
+            // Requests that came in through the ring were pushed before this op: they go first.
+            Self::merge(request.slot, &mut state, &mut |op| {
+                if ops.get(op).is_some_and(OpSlot::grant) {
+                    Self::thread_ready(ops, op, ready, &mut last);
+                }
+            });
+            let waiter = Waiter {
+                op: index,
+                access: request.access,
+                waits,
+            };
+            op = match (state.queue.append(waiter), op) {
+                (Grant::Granted, Appending::Parked) => {
+                    granted_at_append += 1;
+                    Appending::Parked
+                }
+                // The first var that holds the op back: park it before this var's unlock
+                // publishes the request, counting this var, the ones after it and the hold.
+                (Grant::Queued, Appending::Held(held)) => {
+                    op_slot.park(held, (n - position) as u32 + 1);
+                    Appending::Parked
+                }
+                (_, op) => op,
+            };
+        }
+        if let Appending::Held(_) = op {
+            // No var held the op back: it never needed its slot.
+            *spare = index;
+        }
+        drop(spare);
+        match op {
+            Appending::Held(Parked { payload, deps }) => {
+                dispatch.dispatch(ReadyOp {
+                    graph: self.id,
+                    payload,
+                    deps,
+                });
+            }
+            Appending::Parked => {
+                if op_slot.release_hold(granted_at_append) {
+                    self.dispatch_parked(index, op_slot, dispatch);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Rejects an op that names a var twice (`DuplicateVar`) or both reads and writes it
+    /// (`ReadWriteConflict`), before anything changes. Two handles of one slot with different
+    /// generations are not a duplicate: the stale one is a `DeletedVar`.
+    fn check_distinct(&self, deps: &DepList) -> Result<(), GraphError> {
+        let vars = deps.all();
+        let same_slot = |(first, second): (usize, usize)| vars[first].index == vars[second].index;
+        let pair = if vars.len() <= REQUESTS_INLINE {
+            (1..vars.len())
+                .flat_map(|second| (0..second).map(move |first| (first, second)))
+                .find(|&pair| same_slot(pair))
+        } else {
+            let mut order: Vec<usize> = (0..vars.len()).collect();
+            order.sort_unstable_by_key(|&position| vars[position].index);
+            order
+                .windows(2)
+                .map(|pair| (pair[0], pair[1]))
+                .find(|&pair| same_slot(pair))
+        };
+        let Some((first, second)) = pair else {
+            return Ok(());
+        };
+        if vars[first].generation != vars[second].generation {
+            // At most one of them is current: the stale one is the error.
+            for key in [vars[first], vars[second]] {
+                drop(self.lock_current(key.var(self.id))?);
+            }
+        }
+        let var = vars[second].var(self.id);
+        Err(if deps.access(first) == deps.access(second) {
+            GraphError::DuplicateVar { var }
+        } else {
+            GraphError::ReadWriteConflict { var }
+        })
     }
 
     /// Completes a ready op: releases its vars (dispatching the ops that become ready) and
@@ -1089,6 +1186,7 @@ impl<T, E> Graph<T, E> {
     pub(crate) fn age_out(&self, var: Var) -> Var {
         if let Some(slot) = self.vars.get(var.index) {
             lock(&slot.state).generation = u32::MAX;
+            slot.incoming.reset(u32::MAX);
         }
         Var {
             generation: u32::MAX,
@@ -1153,6 +1251,8 @@ impl<T, E> Graph<T, E> {
         F: FnOnce() + Send + 'static,
     {
         let reclaimed = {
+            // Not while a push on several vars appends: it checked its vars live first.
+            let _push_lock = lock(&self.push_lock);
             let (head, slot, mut state) = self.lock_slot(var)?;
             if state.life != Life::Live {
                 return Err(GraphError::DeletedVar { var });
@@ -1161,6 +1261,7 @@ impl<T, E> Graph<T, E> {
             // No push may come in through the ring any more (a push that got in first was
             // pushed before the deletion, and is merged here).
             Self::close(slot, &mut state);
+            slot.incoming.mark_deleted();
             if !state.queue.is_idle(&head.credits) {
                 state.queue.extra_or_default().on_deleted = Some(Box::new(on_deleted));
                 return Ok(Deletion::Pending);
@@ -1429,7 +1530,8 @@ impl<T, E> Graph<T, E> {
     /// Counters for leak checks (exact while no other thread uses the graph).
     pub fn stats(&self) -> GraphStats {
         let op_slots = self.ops.slots();
-        let live = self.ops.in_use().min(op_slots);
+        let spare = usize::from(*lock(&self.push_lock) != NIL);
+        let live = self.ops.in_use().saturating_sub(spare).min(op_slots);
         GraphStats {
             live_vars: self.live_vars.load(Ordering::Relaxed),
             var_slots: self.vars.slots(),
@@ -1455,6 +1557,12 @@ impl<T, E> Graph<T, E> {
     /// that waited before (see [`OpId`]) may name other ops once the storage grew back.
     #[allow(unsafe_code, reason = "the slab's trim: see the SAFETY comment")]
     pub fn trim(&self) -> bool {
+        // The spare slot goes back to the slab, so that it neither counts as an op waiting nor
+        // keeps its bucket.
+        let spare = std::mem::replace(&mut *lock(&self.push_lock), NIL);
+        if spare != NIL {
+            self.ops.free(spare);
+        }
         // SAFETY: the graph touches an op slot only while the slot is allocated (from the push
         // that parks an op in it to the `free` after the op is taken out: the pusher, the
         // releasers, which grant before the owner takes, `pending_ops` under the lock of a var

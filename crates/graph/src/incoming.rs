@@ -16,17 +16,21 @@
 //! pusher running ahead of a chain does not fill it and fall back on the lock (`settle` in
 //! `graph.rs`).
 //!
-//! Ops on several vars never come in this way: their pushes lock all their vars at once, which
-//! is what keeps the FIFOs of different vars in one consistent order (a cycle needs two ops
-//! that share two vars).
+//! Ops on several vars never come in this way: they append to each var under its lock, in the
+//! order the graph's push lock gives them (`Graph::push_each`), which is what keeps the FIFOs
+//! of different vars in one consistent order (a cycle needs two ops that share two vars).
+//!
+//! The word also tells, without the lock, whether a handle still names a var that takes
+//! pushes: its generation, and `DELETED` from `delete_var` on. A push on several vars checks
+//! every handle there before it appends anywhere.
 //!
 //! # State word
 //!
 //! ```text
-//!  63            32 31      17  16   15    8 7     0
-//! ┌────────────────┬──────────┬────┬───────┬───────┐
-//! │   generation   │  unused  │OPEN│ head  │ tail  │
-//! └────────────────┴──────────┴────┴───────┴───────┘
+//!  63            32 31  30  17  16   15    8 7     0
+//! ┌────────────────┬───┬──────┬────┬───────┬───────┐
+//! │   generation   │DEL│unused│OPEN│ head  │ tail  │
+//! └────────────────┴───┴──────┴────┴───────┴───────┘
 //! ```
 //!
 //! - `tail`: entries reserved so far, `head`: entries merged so far (both modulo 256; at most
@@ -36,6 +40,10 @@
 //!   `OPEN` is set, the var's FIFO holds a waiting op, so an op pushed on the var waits, and a
 //!   completion on the var is still to come, which merges the ring before the FIFO runs dry.
 //! - `generation`: the var's generation; a push through a stale handle finds it changed.
+//! - `DELETED` (`DEL`): set by `delete_var` (var lock held), cleared when the slot is re-armed
+//!   for its next generation. [`is_current`](Incoming::is_current) reads it `Relaxed`: the only
+//!   reader that acts on it, a push on several vars, holds the graph's push lock, which
+//!   `delete_var` holds too, so the lock orders the mark and the read.
 //!
 //! # Who does what
 //!
@@ -95,6 +103,7 @@ const TAIL_MASK: u64 = 0xFF;
 const COUNTERS: u64 = 0xFFFF;
 const HEAD_SHIFT: u32 = 8;
 const OPEN: u64 = 1 << 16;
+const DELETED: u64 = 1 << 31;
 const GENERATION_SHIFT: u32 = 32;
 
 /// An entry not (yet, or no longer) holding a request. Never a packed request of a parked op:
@@ -128,6 +137,14 @@ impl Incoming {
     #[inline]
     pub(crate) fn accepts(&self, generation: u32) -> bool {
         Self::room(self.word.load(Ordering::Relaxed), generation) && self.entries.get().is_some()
+    }
+
+    /// Whether a handle of `generation` names the var, and the var takes pushes. Exact while
+    /// no `delete_var` can run (the caller holds the graph's push lock).
+    #[inline]
+    pub(crate) fn is_current(&self, generation: u32) -> bool {
+        let word = self.word.load(Ordering::Relaxed);
+        word & DELETED == 0 && self::generation(word) == generation
     }
 
     #[inline]
@@ -227,7 +244,17 @@ impl Incoming {
             .is_ok()
     }
 
-    /// Re-arms a closed, empty ring for the var's next `generation` (var lock held, at reclaim).
+    /// Marks the var deleted (var lock held, the ring closed): [`is_current`](Self::is_current)
+    /// is `false` from now on, for every handle.
+    pub(crate) fn mark_deleted(&self) {
+        debug_assert!(self.word.load(Ordering::Relaxed) & OPEN == 0);
+        // Relaxed: a read-modify-write, which keeps hand-over 2's release sequence going; the
+        // readers that act on the mark are ordered by the push lock (see the module docs).
+        self.word.fetch_or(DELETED, Ordering::Relaxed);
+    }
+
+    /// Re-arms a closed, empty ring for the var's next `generation` (var lock held, at reclaim),
+    /// which clears the deletion mark.
     pub(crate) fn reset(&self, generation: u32) {
         let word = self.word.load(Ordering::Relaxed);
         debug_assert!(word & OPEN == 0 && tail(word) == head(word));
@@ -284,7 +311,14 @@ mod tests {
         assert_eq!(ring.drain(|_| ()), 1);
         assert!(ring.try_close());
         assert!(!ring.try_append(0, 8));
+        assert!(ring.is_current(0) && !ring.is_current(1));
+        ring.mark_deleted();
+        assert!(!ring.is_current(0), "deleted");
         ring.reset(1);
+        assert!(
+            ring.is_current(1) && !ring.is_current(0),
+            "the next generation"
+        );
         assert!(!ring.accepts(1), "reset leaves the ring closed");
         ring.open();
         assert!(ring.accepts(1));

@@ -713,3 +713,152 @@ fn a_stale_handle_never_finds_its_slot_s_next_word() {
         assert_eq!(graph.attachment(second), Some(word(1)));
     });
 }
+
+/// Two threads push a write of `a` and `b` each (in opposite list orders) while nothing runs:
+/// whichever op comes first on one var must come first on the other, or each waits for the
+/// other there, a deadlock.
+///
+/// Catches: pushes on several vars that do not hold the push lock while they append
+/// (`push_each`): neither op is ever released.
+#[test]
+fn two_pushes_on_two_shared_vars_are_ordered_alike_on_both() {
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let b = graph.new_var().unwrap();
+        let first = push_on_thread(&graph, &[], &[a, b], 1);
+        let second = push_on_thread(&graph, &[], &[b, a], 2);
+        let mut released = pushed(first);
+        released.extend(pushed(second));
+        assert_eq!(
+            released.len(),
+            1,
+            "one write runs, the other waits for it on both vars"
+        );
+        assert_each_once(drain(&graph, released), &[1, 2]);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}
+
+/// A push of a write of `a` and `b` races `delete_var(b)` while both are idle: the push is
+/// either whole and before the deletion (which then waits for the op) or refused with
+/// `DeletedVar`, and then `a` holds nothing of it.
+///
+/// Catches: `delete_var` without the push lock: the push finds `b` live, the deletion reclaims
+/// it at once, and the push appends to the reclaimed slot (the debug assertion there fails; and
+/// the push succeeds with `b` reclaimed).
+#[test]
+fn a_push_on_two_vars_races_delete_var_on_the_second() {
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let b = graph.new_var().unwrap();
+        let reclaimed = Arc::new(AtomicUsize::new(0));
+        let pusher = push_on_thread(&graph, &[], &[a, b], 1);
+        let deleter = {
+            let (graph, reclaimed) = (graph.clone(), reclaimed.clone());
+            thread::spawn(move || {
+                graph
+                    .delete_var(b, move || {
+                        reclaimed.fetch_add(1, Ordering::SeqCst);
+                    })
+                    .unwrap()
+                    .call_if_reclaimed();
+            })
+        };
+        let (push_result, released) = pusher.join().unwrap();
+        deleter.join().unwrap();
+        match push_result {
+            Ok(()) => {
+                assert_eq!(reclaimed.load(Ordering::SeqCst), 0, "the op holds `b`");
+                assert_each_once(drain(&graph, released), &[1]);
+            }
+            Err(error) => {
+                assert_eq!(error, GraphError::DeletedVar { var: b });
+                assert!(released.is_empty());
+                assert_eq!(
+                    graph.var_status(a).unwrap().pending(),
+                    0,
+                    "`a` holds nothing"
+                );
+            }
+        }
+        assert_eq!(reclaimed.load(Ordering::SeqCst), 1);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}
+
+/// Op 3 reads `b` and writes `a`: pushed while writes of both run (ops 1 and 2), it parks at
+/// `b`; if op 1 completed meanwhile, `a` grants it at append, and the thread that completes op 2
+/// may then take it. Each op that runs touches its vars' data.
+///
+/// Catches: the pusher's `release_hold` weakened to `Relaxed`: the thread that takes op 3 after
+/// the hold is given back does not see op 1's write of `a`'s data (a data race).
+#[test]
+fn a_var_granted_at_append_hands_its_data_to_the_op() {
+    loom::model(|| {
+        let (graph, [a, b], (write_a, write_b)) = two_running_writes();
+        let data = Arc::new([Data::default(), Data::default()]);
+        // Runs op 3 if `released` holds it: reads `b`'s data, writes `a`'s.
+        let run = |data: &[Data; 2], released: Vec<ReadyOp<u32>>| {
+            if released.iter().any(|op| *op.payload() == 3) {
+                data[1].read();
+                data[0].write();
+            }
+            released
+        };
+        let completer = |op: ReadyOp<u32>, writes: usize| {
+            let (graph, data) = (graph.clone(), data.clone());
+            thread::spawn(move || {
+                data[writes].write();
+                let mut released = Vec::new();
+                graph.complete(op, Ok(()), &mut released).unwrap();
+                run(&data, released)
+            })
+        };
+        let on_a = completer(write_a, 0);
+        let on_b = completer(write_b, 1);
+        let pusher = {
+            let (graph, data) = (graph.clone(), data.clone());
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                graph.push(&[b], &[a], 3, &mut released).unwrap();
+                run(&data, released)
+            })
+        };
+        let mut released = on_a.join().unwrap();
+        released.extend(on_b.join().unwrap());
+        released.extend(pusher.join().unwrap());
+        let ids: Vec<u32> = released.iter().map(|op| *op.payload()).collect();
+        assert_eq!(ids, [3], "op 3 is released once");
+        assert_each_once(drain(&graph, released), &[3]);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}
+
+/// An op slot passes from the thread that takes a parked op out of it, through a push whose op
+/// no var holds back (it keeps the slot as the spare, under the push lock), to a push that parks
+/// its op there: the parking push's writes must follow the take's reads (loom reports a data
+/// race otherwise), and every op runs once.
+#[test]
+fn a_spare_op_slot_passes_from_push_to_push() {
+    loom::model(|| {
+        let (graph, [a, b], (write_a, write_b)) = two_running_writes();
+        let [c, d, e, f] = [(); 4].map(|()| graph.new_var().unwrap());
+        // Op 3 parks behind op 1; its slot is freed when op 1's completion takes it out.
+        graph.push(&[a], &[c], 3, &mut Vec::new()).unwrap();
+        let completer = complete_on_thread(&graph, write_a);
+        // Op 4 is ready at push, so it leaves the slot it took as the spare.
+        let ready_pusher = push_on_thread(&graph, &[], &[d, e], 4);
+        // Op 5 waits behind op 2, so it parks, in the spare slot if op 4 left it.
+        let parking_pusher = push_on_thread(&graph, &[], &[b, f], 5);
+        let mut released = completer.join().unwrap();
+        released.extend(pushed(ready_pusher));
+        released.extend(pushed(parking_pusher));
+        released.push(write_b);
+        assert_each_once(drain(&graph, released), &[2, 3, 4, 5]);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}

@@ -3,16 +3,18 @@
 //!
 //! # Op lifecycle
 //!
-//! 1. `push` validates the op's vars and, holding their locks, appends one request per var.
+//! 1. `push` validates the op's vars and appends one request per var, under that var's lock (an
+//!    op on several vars holds the graph's push lock meanwhile, `Graph::push_each`).
 //! 2. If every var grants the op at once (the common case when nothing conflicts), the op never
 //!    touches shared memory: it goes straight to the dispatcher as a [`ReadyOp`].
-//! 3. Otherwise the op is *parked* in an op slot (`OpSlot`, module `op_cell`): its payload and dependency list go
-//!    into the slot and its wait counter is set to the number of vars still holding it back
-//!    (MXNet starts at `reads + writes + 1` and counts down from the pusher; since the pusher holds
-//!    every var's lock while appending it knows the exact count instead, which saves two atomic
-//!    operations). Each var that later grants the op decrements the counter; the one that brings
-//!    it to zero takes the op out of the slot, frees the slot and dispatches the op. Exactly one
-//!    decrement reaches zero, so the op is ready exactly once.
+//! 3. Otherwise the op is *parked* in an op slot (`OpSlot`, module `op_cell`) at the first var
+//!    that holds it back: its payload and dependency list go into the slot and its wait counter
+//!    is set. An op on one var counts 1; an op on several counts that var, the vars after it and
+//!    its pusher's hold (MXNet's `reads + writes + 1`), which the pusher gives back, with the
+//!    grants of the later vars that did not hold it back, once it has appended everywhere. Each
+//!    var that later grants the op decrements the counter; the one that brings it to zero takes
+//!    the op out of the slot, frees the slot and dispatches the op. Exactly one decrement
+//!    reaches zero, so the op is ready exactly once.
 //! 4. The engine runs the op and hands the [`ReadyOp`] back to `complete`, which releases the
 //!    op's vars and returns the payload.
 
@@ -27,9 +29,9 @@ use crate::var::{Access, Var};
 /// op, a cache line at a time.
 pub(crate) const INLINE_DEPS: usize = 4;
 
-/// The most vars one op may name: `2^31 - 1`, what an op slot's wait count holds
-/// (`op_cell::COUNT`).
-pub(crate) const MAX_DEPS: u32 = 0x7FFF_FFFF;
+/// The most vars one op may name: `2^31 - 2`, so that an op slot's wait count (`op_cell::COUNT`,
+/// 31 bits) holds them and the hold of the op's pusher.
+pub(crate) const MAX_DEPS: u32 = 0x7FFF_FFFE;
 
 /// A var of this graph without the graph id (which the graph checked at push): 8 bytes, so the
 /// inline dependency list stays small and cheap to move.
@@ -76,8 +78,7 @@ pub(crate) enum DepList {
 }
 
 impl DepList {
-    /// Whether `reads` and `writes` fit in one list: at most `2^31 - 1` vars (the most an op
-    /// slot's wait count can hold).
+    /// Whether `reads` and `writes` fit in one list: at most [`MAX_DEPS`] vars.
     pub(crate) fn fits(reads: &[Var], writes: &[Var]) -> bool {
         reads.len() + writes.len() <= MAX_DEPS as usize
     }

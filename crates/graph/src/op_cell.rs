@@ -8,7 +8,7 @@
 //! # State
 //!
 //! `state` packs two fields: the low 31 bits count the vars still holding the op back (the
-//! *wait count*; an op lists fewer than 2^31 vars), bit 31 (`PINNED`) is set while
+//! *wait count*; an op lists fewer than 2^31 - 1 vars), bit 31 (`PINNED`) is set while
 //! [`Graph::inspect_op`](crate::Graph::inspect_op) reads the payload. `generation` is bumped
 //! each time the op leaves the slot and is part of [`OpId`](crate::OpId). Both are 32 bits, so
 //! that with the engine's op record a slot (link included) is 112 bytes: see `docs/graph.md`.
@@ -19,21 +19,29 @@
 //! non-zero, is read-only:
 //!
 //! 1. **Pusher.** A slot fresh from the op slab's free list is owned by the thread that popped it
-//!    (the free list hands each slot to one thread). While still holding the locks of all the op's
-//!    vars, the pusher appends the slot index to their queues and calls [`OpSlot::park`]: it
-//!    writes the payload into the cell, then stores the wait count (`n > 0`, the number of vars
-//!    holding the op back) with `Release`. From then on the cell is read-only until the count
-//!    returns to zero. An op on a single var whose `Incoming` ring is open (`incoming.rs`) is
+//!    (the free list hands each slot to one thread). Holding the lock of the first var that
+//!    holds the op back, the pusher appends the slot index to its queue and calls
+//!    [`OpSlot::park`]: it writes the payload into the cell, then stores the wait count with
+//!    `Release`. From then on the cell is read-only until the count returns to zero. An op on
+//!    one var is parked with count 1. An op on several vars appends to its vars one at a time,
+//!    each under that var's lock alone, so it counts, besides every var from that first one on
+//!    (each grants it once, at append or later), one *hold* of its own: the count cannot reach
+//!    zero while the pusher still appends. Once it has appended everywhere, the pusher gives
+//!    back its hold and the grants of the later vars that did not hold the op back, in one
+//!    [`OpSlot::release_hold`] (`Release`, as a grant: a var granted at append passes on what
+//!    its last writer did, which the pusher acquired with that var's lock). Whoever brings the
+//!    count to zero, the pusher included, is the owner. An op on a single var whose `Incoming` ring is open (`incoming.rs`) is
 //!    parked (count 1) *before* it is published, without the var's lock: the ring entry's
 //!    `Release` store publishes it, and the lock holder that merges the entry loads it with
 //!    `Acquire` before it can grant the op. If the ring refuses the entry, nothing ever named the
 //!    slot, and the pusher grants the op itself and takes it back.
 //! 2. **Releasers.** Each var that grants the op (a decision taken under that var's lock, when
 //!    the request leaves its queue) then calls [`OpSlot::grant`], under the lock or right after
-//!    releasing it: a `fetch_sub(1, Release)`. Exactly `n` grants happen (each var grants a
-//!    request once), so exactly one of them sees the count go from 1 to 0; that thread becomes
-//!    the owner. It cannot have run before the pusher's stores: it locked a var the pusher held
-//!    while parking, so the pusher's unlock (`Release`) happens-before its lock (`Acquire`),
+//!    releasing it: a `fetch_sub(1, Release)`. The count is decremented exactly as often as it
+//!    was set to (each var grants a request once, and a hold is given back once), so exactly
+//!    one decrement brings it to 0; that thread becomes the owner. A releaser cannot have run
+//!    before the pusher's stores: it locked a var after the pusher appended there, at or after
+//!    parking, so the pusher's unlock (`Release`) happens-before its lock (`Acquire`),
 //!    which is sequenced before its grant (or, through the `Incoming` ring, the entry's
 //!    `Release`/`Acquire` pair). Until that last grant the op stays parked, so a releaser that
 //!    grants after unlocking still names a slot the op occupies. The grant publishes nothing
@@ -84,7 +92,7 @@ use depengine_slab::Slot;
 use crate::op::Parked;
 
 /// The wait-count part of `state`, and the most vars an op may list.
-pub(crate) const COUNT: u32 = crate::op::MAX_DEPS;
+pub(crate) const COUNT: u32 = !PINNED;
 /// Set while an inspector reads the parked payload.
 const PINNED: u32 = 1 << 31;
 
@@ -172,7 +180,7 @@ impl Drop for Pin<'_> {
 }
 
 impl<T> OpSlot<T> {
-    /// Parks `parked` in this slot, held back by `waits` vars (> 0).
+    /// Parks `parked` in this slot, held back by `waits` vars and holds (> 0).
     ///
     /// Protocol: the caller got this slot from the op slab's `alloc` and has not parked anything
     /// in it since, and either holds the locks of the vars whose queues name it or has not
@@ -180,7 +188,7 @@ impl<T> OpSlot<T> {
     pub(crate) fn park(&self, parked: Parked<T>, waits: u32) {
         debug_assert!(
             waits > 0 && waits <= COUNT,
-            "a parked op waits for 1 to COUNT vars"
+            "a parked op waits for 1 to COUNT vars and holds"
         );
         self.parked.with_mut(|cell| {
             // SAFETY: we own the slot (fresh from the free list): its wait count is 0, so no
@@ -211,6 +219,23 @@ impl<T> OpSlot<T> {
         let previous = self.state.fetch_sub(1, Ordering::Release);
         debug_assert!(previous & COUNT != 0, "more grants than the op waited for");
         previous & COUNT == 1
+    }
+
+    /// The pusher of an op on several vars gives back its hold and the `granted_at_append`
+    /// grants of the vars it appended to after parking that did not hold the op back (role 1).
+    /// `true` if that brought the count to zero: the pusher owns the slot and must
+    /// [`take`](Self::take) it.
+    pub(crate) fn release_hold(&self, granted_at_append: u32) -> bool {
+        let grants = granted_at_append + 1;
+        // Release, as `grant`: whoever takes the op runs it after the writers of the vars that
+        // granted it at append, whose completions the pusher acquired with those vars' locks
+        // (the model `a_var_granted_at_append_hands_its_data_to_the_op` fails without it).
+        let previous = self.state.fetch_sub(grants, Ordering::Release);
+        debug_assert!(
+            previous & COUNT >= grants,
+            "more grants than the op waited for"
+        );
+        previous & COUNT == grants
     }
 
     /// Takes the op out of the slot and bumps its generation. Only for the thread whose

@@ -2,6 +2,7 @@
 //! runtime check that no op runs while a conflicting one does.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use depengine_graph::{Graph, ReadyOp, Var};
 
@@ -37,9 +38,14 @@ fn leave(op: &ReadyOp<u64>, usage: &[AtomicU32]) {
 /// the vars and payload of its next push, or `None` to complete a ready op first.
 type Plan<'a> = Box<dyn FnMut(u64, usize) -> Option<(Vec<Var>, Vec<Var>, u64)> + 'a>;
 
+/// How long the threads of `push_and_complete` may all find nothing to do before the test calls
+/// it a deadlock.
+const STALL: Duration = Duration::from_secs(20);
+
 /// Runs `threads` threads on `graph`; thread `t` pushes `per_thread` ops as `plan(t)` says and
 /// completes whatever is ready (its own ops and those its completions release), running `run`
-/// on each op inside the exclusivity check, until every op of every thread completed.
+/// on each op inside the exclusivity check, until every op of every thread completed. Fails if
+/// no op completes for `STALL` while a thread has nothing to do: ops wait for each other.
 fn push_and_complete<'a>(
     graph: &Graph<u64>,
     usage: &[AtomicU32],
@@ -57,6 +63,8 @@ fn push_and_complete<'a>(
                 let mut next_push = plan(t);
                 let mut ready: Vec<ReadyOp<u64>> = Vec::new();
                 let mut pushed = 0;
+                // The completion count when this thread last found nothing to do, and since when.
+                let mut stalled: Option<(u64, Instant)> = None;
                 while completed.load(Ordering::Acquire) < total {
                     let push = (pushed < per_thread)
                         .then(|| next_push(pushed, ready.len()))
@@ -71,6 +79,14 @@ fn push_and_complete<'a>(
                         graph.complete(op, Ok(()), &mut ready).unwrap();
                         completed.fetch_add(1, Ordering::AcqRel);
                     } else {
+                        let now = completed.load(Ordering::Acquire);
+                        match stalled {
+                            Some((at, since)) if at == now => assert!(
+                                since.elapsed() < STALL,
+                                "no op completed for {STALL:?}: {now} of {total} done"
+                            ),
+                            _ => stalled = Some((now, Instant::now())),
+                        }
                         std::thread::yield_now();
                     }
                 }
@@ -112,6 +128,46 @@ fn concurrent_pushes_and_completions_keep_ops_exclusive() {
                 vec![vars[w]]
             };
             Some((reads, writes, pushed))
+        })
+    };
+    push_and_complete(&graph, &usage, 3, per_thread, plan, |_| {
+        std::thread::yield_now();
+    });
+    for &var in &vars {
+        assert_eq!(graph.var_status(var).unwrap().pending(), 0);
+    }
+}
+
+/// Three threads push ops that write two or three of four shared vars, each op naming them in an
+/// order of its own, and complete whatever is ready: every op runs, one writer of a var at a
+/// time. Two ops appended to two shared vars in opposite orders would each wait for the other
+/// (the stall check of `push_and_complete` reports it).
+#[test]
+fn ops_writing_several_shared_vars_from_several_threads_all_run() {
+    let per_thread: u64 = if cfg!(miri) { 30 } else { 20_000 };
+    let graph: Graph<u64> = Graph::new();
+    let vars: Vec<Var> = (0..4).map(|_| graph.new_var().unwrap()).collect();
+    let usage: Vec<AtomicU32> = (0..4).map(|_| AtomicU32::new(0)).collect();
+    let plan = |t: u64| -> Plan<'_> {
+        let mut rng = 0x2545_F491_4F6C_DD1D_u64 ^ (t + 1);
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let vars = &vars;
+        Box::new(move |pushed, ready| {
+            if ready > 2 {
+                return None;
+            }
+            // From a random var, forwards or backwards around the four.
+            let r = next();
+            let start = (r % 4) as usize;
+            let step = if (r >> 2) & 1 == 1 { 1 } else { 3 };
+            let count = 2 + ((r >> 3) & 1) as usize;
+            let writes = (0..count).map(|i| vars[(start + i * step) % 4]).collect();
+            Some((Vec::new(), writes, pushed))
         })
     };
     push_and_complete(&graph, &usage, 3, per_thread, plan, |_| {
