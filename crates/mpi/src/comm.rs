@@ -30,9 +30,10 @@ use std::thread::JoinHandle;
 
 use depengine::{AccessList, Data, Engine, FnProperty, Held, OpBuilder, TypedOp, Var};
 
+use crate::combine::Combine;
 use crate::element::Element;
 use crate::error::MpiError;
-use crate::reduce::Reduce;
+use crate::reduce::{Reduce, UserReduce};
 use crate::thread::{self, Message};
 use crate::transfer::{Buffer, Call, Finish, Transfer};
 
@@ -157,6 +158,33 @@ impl Comm {
             move |held| {
                 let buffer = Buffer::of_mut(held.refs())?;
                 Ok(Call::Allreduce { buffer, reduce })
+            },
+        )
+    }
+
+    /// Pushes an allreduce of `data` in place by the caller's function (see [`UserReduce`]):
+    /// each element becomes the combination of that element on every rank. Every rank's vector
+    /// must have the same length, and every rank must reduce by the same function.
+    ///
+    /// # Errors
+    ///
+    /// As [`allreduce`](Self::allreduce); the op also fails with [`MpiError::ReduceFailed`] if
+    /// the function panicked.
+    pub fn allreduce_by<T>(
+        &self,
+        data: &Data<Vec<T>>,
+        reduce: &UserReduce<T>,
+    ) -> Result<(), MpiError>
+    where
+        T: Element,
+    {
+        let combine = Combine::of(reduce);
+        self.submit(
+            "mpi allreduce",
+            |op| op.write(data),
+            move |held| {
+                let buffer = Buffer::of_mut(held.refs())?;
+                Ok(Call::AllreduceBy { buffer, combine })
             },
         )
     }

@@ -72,6 +72,10 @@ pub enum MpiError {
         /// `MPI_Error_string`'s text for it.
         message: String,
     },
+    /// The function of a [`UserReduce`](crate::UserReduce) panicked during the op's call (its
+    /// message), or MPI called it where it could not be found.
+    #[error("the reduction's function failed: {0}")]
+    ReduceFailed(String),
     /// The engine refused the push.
     #[error(transparent)]
     Engine(#[from] EngineError),

@@ -25,10 +25,15 @@
 //!
 //! Layout: `comm.rs` (the ops, and how their order is kept), `thread.rs` (the communication
 //! thread), `transfer.rs` (an op's call, and the rule that keeps its buffers valid),
-//! `element.rs`, `reduce.rs`, `error.rs`. Design and use on a cluster: `docs/distributed.md`.
+//! `combine.rs` (a reduction by the caller's function), `element.rs`, `reduce.rs`, `error.rs`. Design and use on a cluster: `docs/distributed.md`.
 
 #![deny(unsafe_code)]
 
+#[allow(
+    unsafe_code,
+    reason = "a user-defined MPI operation: its C callback and the function it calls"
+)]
+mod combine;
 mod comm;
 mod element;
 mod error;
@@ -47,4 +52,4 @@ mod transfer;
 pub use comm::Comm;
 pub use element::Element;
 pub use error::MpiError;
-pub use reduce::Reduce;
+pub use reduce::{Reduce, UserReduce};

@@ -234,6 +234,7 @@ impl Serving {
         match call.make(self.comm, &mut request) {
             Made::Started(0) => self.in_flight.push((request, finish)),
             Made::Started(code) | Made::Done(code) => finish(outcome(code)),
+            Made::Failed(error) => finish(Err(error)),
         }
     }
 

@@ -12,6 +12,7 @@ use std::ffi::{c_int, c_void};
 use mpi::ffi::{self, MPI_Comm, MPI_Datatype, MPI_Request};
 use mpi::raw::AsRaw;
 
+use crate::combine::Combine;
 use crate::element::Element;
 use crate::error::MpiError;
 use crate::reduce::Reduce;
@@ -35,6 +36,8 @@ pub(crate) struct Transfer {
 pub(crate) enum Call {
     /// A blocking `MPI_Allreduce` of `buffer` in place (see `Call::make`).
     Allreduce { buffer: Buffer, reduce: Reduce },
+    /// The same, by the caller's function (`combine.rs`).
+    AllreduceBy { buffer: Buffer, combine: Combine },
     /// `MPI_Ibcast` of `buffer` from `root`.
     Broadcast { buffer: Buffer, root: c_int },
     /// `MPI_Iallgather` of `from` into `into`, which holds the communicator's size times
@@ -68,6 +71,8 @@ pub(crate) enum Made {
     Started(c_int),
     /// A blocking call, made to completion: MPI's error code.
     Done(c_int),
+    /// A call that returned, but whose op fails with this error.
+    Failed(MpiError),
 }
 
 impl Call {
@@ -94,6 +99,22 @@ impl Call {
                         reduce.operation().as_raw(),
                         comm,
                     ));
+                }
+                Call::AllreduceBy { buffer, combine } => {
+                    let call = combine.with_operation(|operation| {
+                        ffi::MPI_Allreduce(
+                            depengine_mpi_in_place,
+                            buffer.ptr,
+                            buffer.count,
+                            buffer.datatype,
+                            operation,
+                            comm,
+                        )
+                    });
+                    return match call {
+                        Ok(code) => Made::Done(code),
+                        Err(error) => Made::Failed(error),
+                    };
                 }
                 Call::Broadcast { buffer, root } => ffi::MPI_Ibcast(
                     buffer.ptr,

@@ -1,7 +1,7 @@
 //! Every collective and transfer against a direct computation of what MPI gives; errors.
 
 use depengine::{EngineError, FailureCause};
-use depengine_mpi::{Comm, MpiError, Reduce};
+use depengine_mpi::{Comm, MpiError, Reduce, UserReduce};
 
 use crate::launch::on_ranks;
 
@@ -117,6 +117,75 @@ fn errors_are_typed_and_fail_their_op() {
                 );
                 // The op's failure is its data's; the communicator goes on.
                 comm.wait().unwrap();
+            }
+            comm.barrier().unwrap();
+            comm.wait().unwrap();
+        },
+    );
+}
+
+/// An allreduce by the caller's function: a commutative one (the element of largest
+/// magnitude, sign kept) and an associative one that is not commutative (the left operand: the
+/// result is rank 0's values, which only holds if MPI combines in rank order), against a direct
+/// computation; a function that panics on one rank fails that rank's op with `ReduceFailed`,
+/// and the communicator goes on.
+#[test]
+fn allreduce_by_the_callers_function() {
+    on_ranks(
+        "collectives::allreduce_by_the_callers_function",
+        &[2, 3],
+        2,
+        |engine, comm| {
+            let (rank, size) = (comm.rank(), comm.size());
+            let largest = UserReduce::commutative(|incoming: &[f64], accumulated: &mut [f64]| {
+                for (a, i) in accumulated.iter_mut().zip(incoming) {
+                    if i.abs() > a.abs() {
+                        *a = *i;
+                    }
+                }
+            });
+            let first = UserReduce::associative(|incoming: &[i32], accumulated: &mut [i32]| {
+                accumulated.copy_from_slice(incoming);
+            });
+            let signed = |r: usize, i: usize| {
+                let magnitude = ((r * 7 + i * 3) % 11) as f64;
+                if (r + i).is_multiple_of(2) {
+                    magnitude
+                } else {
+                    -magnitude
+                }
+            };
+            let values = engine
+                .data((0..6).map(|i| signed(rank, i)).collect::<Vec<_>>())
+                .unwrap();
+            let ranks = engine.data(vec![rank as i32 + 10; 4]).unwrap();
+            comm.allreduce_by(&values, &largest).unwrap();
+            comm.allreduce_by(&ranks, &first).unwrap();
+            comm.wait().unwrap();
+            let expected: Vec<f64> = (0..6)
+                .map(|i| {
+                    (0..size)
+                        .map(|r| signed(r, i))
+                        .fold(0.0_f64, |a, v| if v.abs() > a.abs() { v } else { a })
+                })
+                .collect();
+            assert_eq!(*engine.read(&values).unwrap(), expected);
+            assert_eq!(*engine.read(&ranks).unwrap(), vec![10; 4]);
+
+            let failing = UserReduce::commutative(move |_: &[u8], _: &mut [u8]| {
+                assert!(rank != 1, "no reduction on rank 1");
+            });
+            let data = engine.data(vec![1_u8; 3]).unwrap();
+            comm.allreduce_by(&data, &failing).unwrap();
+            let outcome = engine.wait_for_var(data.var());
+            if rank == 1 {
+                let error = outcome.unwrap_err();
+                assert!(
+                    matches!(mpi_error(&error), Some(MpiError::ReduceFailed(m)) if m.contains("rank 1")),
+                    "{error:?}"
+                );
+            } else {
+                outcome.unwrap();
             }
             comm.barrier().unwrap();
             comm.wait().unwrap();
