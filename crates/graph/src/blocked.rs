@@ -30,9 +30,11 @@
 //! only append behind it. An op pushed after the walk started can be missed, which is
 //! harmless for the caller's question: an op can only wait for ops pushed before it.
 //!
-//! Each var's FIFO is copied when the walk first reaches the var, and the suffix of the copy
-//! already queued for a visit is remembered. An op missing from the copy either holds the var
-//! or was pushed after the copy was taken: the FIFO is copied again, unless the whole copy is
+//! The walk holds the graph's push lock, so no push of an op on several vars is halfway
+//! through its appends (one var at a time, `Graph::push_each`) while it looks: an op it reached
+//! is on every one of its vars. Each var's FIFO is copied when the walk first reaches the var,
+//! and the suffix of the copy already queued for a visit is remembered. An op missing from the
+//! copy either holds the var or was pushed after the copy was taken (on that var alone): the FIFO is copied again, unless the whole copy is
 //! queued already (then nothing the op could hold back matters: it was pushed after the walk
 //! began, or it holds the var, which queues the whole FIFO, done). So each var is copied at
 //! most once per op that reaches it while its copy is partly queued, which for a holder means
@@ -92,7 +94,9 @@ impl<T, E> Graph<T, E> {
     /// before it (or, after an op that returned `AlsoHolds`, by the holders of those vars);
     /// `None` if the walk ends without finding anything. `visit` runs while the op cannot be
     /// dispatched (as for [`inspect_op`](Self::inspect_op)): it must not call into this graph.
-    /// Vars of another graph or stale handles in `held` are skipped. The walk locks one var at a time; it is exact while the holders of `held` keep them, and
+    /// Vars of another graph or stale handles in `held` are skipped. The walk holds off pushes
+    /// on several vars and locks one var at a time; it is exact while the holders of `held`
+    /// keep them, and
     /// ops pushed after it began may or may not be reached (`docs/graph.md`, "What running ops
     /// hold back").
     ///
@@ -125,6 +129,9 @@ impl<T, E> Graph<T, E> {
         held: &[Var],
         mut visit: impl FnMut(OpId, &T) -> Visit,
     ) -> Option<Vec<OpId>> {
+        // No push on several vars halfway through its appends while we walk (see the module
+        // documentation).
+        let _pushes = self.hold_pushes();
         let mut walk = Walk::default();
         for &var in held {
             walk.held_back_on(self, var, None, None);

@@ -8,6 +8,7 @@ use depengine_slab::{Keep, NIL, Slab, Slot};
 use depengine_sync::{
     AtomicPtr, AtomicU32, AtomicUsize, CachePadded, Mutex, MutexGuard, Ordering, lock,
 };
+use smallvec::SmallVec;
 
 use crate::busy::{BusyVar, Holder};
 use crate::deletion::{Deletion, OnDeleted};
@@ -50,8 +51,11 @@ pub type Failure = Arc<dyn std::error::Error + Send + Sync>;
 const KEEP_OP_BUCKETS: usize = 5;
 
 /// Vars a push on several vars keeps its requests for on the stack (more than this: one
-/// allocation), and checks for duplicates pair by pair (more: sorted).
+/// allocation).
 const REQUESTS_INLINE: usize = 8;
+
+/// Vars a push on several vars checks for duplicates pair by pair (more: sorted).
+const DISTINCT_BY_PAIRS: usize = 8;
 
 /// Ops a completion asks the slots of while it holds the var's lock (see `release`).
 const GRANT_PREFETCHED: usize = 8;
@@ -741,37 +745,25 @@ impl<T, E> Graph<T, E> {
         // The vars' slots and the requests, looked up once and kept: the dependency list moves
         // into the op's slot when the op parks.
         let n = deps.all().len();
-        let request = |position: usize| {
-            let key = deps.all()[position];
+        let mut requests: SmallVec<[Request<'_, E>; REQUESTS_INLINE]> = SmallVec::new();
+        for (position, &key) in deps.all().iter().enumerate() {
             let (_, slot) = self.var_slot(key.var(self.id))?;
-            Ok(Request {
+            requests.push(Request {
                 slot,
                 key,
                 access: deps.access(position),
-            })
-        };
-        let mut inline: [Option<Request<'_, E>>; REQUESTS_INLINE] = Default::default();
-        let spilled: Vec<Option<Request<'_, E>>>;
-        let requests = if n <= REQUESTS_INLINE {
-            for (position, entry) in inline[..n].iter_mut().enumerate() {
-                *entry = Some(request(position)?);
-            }
-            &inline[..n]
-        } else {
-            spilled = (0..n)
-                .map(|position| request(position).map(Some))
-                .collect::<Result<_, GraphError>>()?;
-            &spilled[..]
-        };
+            });
+        }
         // The locks below are taken one after the other, each on a line that a completion on
-        // another core likely wrote last: ask for all of them first, so that the misses overlap.
-        for request in requests.iter().flatten() {
+        // another core likely wrote last: ask for all of them first, so that the misses overlap
+        // (and for the handles' check, the line beside).
+        for request in &requests {
             depengine_slab::prefetch_line(std::ptr::from_ref(&request.slot.state));
+            depengine_slab::prefetch_line(std::ptr::from_ref(&request.slot.incoming));
         }
         let mut spare = lock(&self.push_lock);
         if let Some(stale) = requests
             .iter()
-            .flatten()
             .find(|request| !request.slot.incoming.is_current(request.key.generation))
         {
             return Err(GraphError::DeletedVar {
@@ -786,11 +778,11 @@ impl<T, E> Graph<T, E> {
         let Some(op_slot) = self.ops.get(index) else {
             return Err(exhausted);
         };
-        let mut op = Appending::Held(Parked { payload, deps });
+        let mut appending = Appending::Held(Parked { payload, deps });
         let mut granted_at_append = 0;
         let mut last = NIL;
         let ops = &self.ops;
-        for (position, request) in requests.iter().flatten().enumerate() {
+        for (position, request) in requests.iter().enumerate() {
             let mut state = lock(&request.slot.state);
             debug_assert!(state.generation == request.key.generation && state.life == Life::Live);
             // Requests that came in through the ring were pushed before this op: they go first.
@@ -804,7 +796,8 @@ impl<T, E> Graph<T, E> {
                 access: request.access,
                 waits,
             };
-            op = match (state.queue.append(waiter), op) {
+            appending = match (state.queue.append(waiter), appending) {
+                (Grant::Granted, held @ Appending::Held(_)) => held,
                 (Grant::Granted, Appending::Parked) => {
                     granted_at_append += 1;
                     Appending::Parked
@@ -815,15 +808,15 @@ impl<T, E> Graph<T, E> {
                     op_slot.park(held, (n - position) as u32 + 1);
                     Appending::Parked
                 }
-                (_, op) => op,
+                (Grant::Queued, Appending::Parked) => Appending::Parked,
             };
         }
-        if let Appending::Held(_) = op {
+        if let Appending::Held(_) = appending {
             // No var held the op back: it never needed its slot.
             *spare = index;
         }
         drop(spare);
-        match op {
+        match appending {
             Appending::Held(Parked { payload, deps }) => {
                 dispatch.dispatch(ReadyOp {
                     graph: self.id,
@@ -840,13 +833,19 @@ impl<T, E> Graph<T, E> {
         Ok(())
     }
 
+    /// Holds off pushes on several vars, and deletions, until the guard drops: for the walks
+    /// that must not find such a push halfway through its appends (`holds_back`, `busy_vars`).
+    pub(crate) fn hold_pushes(&self) -> MutexGuard<'_, u32> {
+        lock(&self.push_lock)
+    }
+
     /// Rejects an op that names a var twice (`DuplicateVar`) or both reads and writes it
     /// (`ReadWriteConflict`), before anything changes. Two handles of one slot with different
     /// generations are not a duplicate: the stale one is a `DeletedVar`.
     fn check_distinct(&self, deps: &DepList) -> Result<(), GraphError> {
         let vars = deps.all();
         let same_slot = |(first, second): (usize, usize)| vars[first].index == vars[second].index;
-        let pair = if vars.len() <= REQUESTS_INLINE {
+        let pair = if vars.len() <= DISTINCT_BY_PAIRS {
             (1..vars.len())
                 .flat_map(|second| (0..second).map(move |first| (first, second)))
                 .find(|&pair| same_slot(pair))
@@ -1185,7 +1184,8 @@ impl<T, E> Graph<T, E> {
     #[cfg(all(test, loom))]
     pub(crate) fn age_out(&self, var: Var) -> Var {
         if let Some(slot) = self.vars.get(var.index) {
-            lock(&slot.state).generation = u32::MAX;
+            let mut state = lock(&slot.state);
+            state.generation = u32::MAX;
             slot.incoming.reset(u32::MAX);
         }
         Var {
@@ -1357,6 +1357,8 @@ impl<T, E> Graph<T, E> {
     /// when they are inspected. In a stalled graph, which is what it is for, nothing moves and
     /// the picture is exact.
     pub fn busy_vars(&self) -> Vec<BusyVar> {
+        // No push on several vars halfway through its appends: see `parked_writer`.
+        let _pushes = self.hold_pushes();
         let mut busy = Vec::new();
         // Var slots are never freed (only the op slab is trimmed), so every index below
         // `slots()` stays valid; a slot on the free list is idle and skipped.
@@ -1407,8 +1409,11 @@ impl<T, E> Graph<T, E> {
     /// ops waiting on `var` (var lock held).
     ///
     /// Exact: a parked op's request names its slot, and the op stays parked or leaves, but
-    /// while we hold `var`'s lock no op that uses `var` can enter the slot it left unless it
-    /// was appended to `var`'s queue before (then it is in `waiting` under that slot). So the
+    /// while we hold `var`'s lock (and the push lock, so that no push on several vars is
+    /// halfway through: such an op enters its slot before it appends to its later vars) no op
+    /// that uses `var` can enter the slot it left unless it was appended to `var`'s queue
+    /// before (then it is in `waiting` under that slot). A request of an op on several vars
+    /// that never parked names the slot it took, which the op never entered. So the
     /// slot's op is the holder iff it writes `var` and does not wait on `var`. Its generation
     /// was published to us by `var`'s lock (the pusher parked it before unlocking `var`); for
     /// another op in the slot a stale generation only makes `inspect` refuse.

@@ -862,3 +862,52 @@ fn a_spare_op_slot_passes_from_push_to_push() {
         assert_eq!(graph.stats().live_op_blocks, 0);
     });
 }
+
+/// A walk of what running ops hold back (`holds_back`) races a push on two vars: op 2 writes
+/// `a` and `p`, while op 1 runs holding `p`; another thread pushes op 3, a write of `a`, then
+/// walks from `p`. If op 3 waits, it waits behind op 2 on `a`, which waits behind op 1 on `p`:
+/// the walk must find it.
+///
+/// Catches: a walk that does not hold off pushes on several vars: op 2 is on `a` and not yet
+/// on `p` when the walk copies `p`'s queue, and the walk misses it (a deadlock the engine's
+/// check would not see).
+#[test]
+fn a_walk_sees_a_push_on_several_vars_whole() {
+    use crate::Visit;
+
+    loom::model(|| {
+        let graph = Arc::new(G::new());
+        let a = graph.new_var().unwrap();
+        let p = graph.new_var().unwrap();
+        let mut ready = Vec::new();
+        graph.push(&[], &[p], 1, &mut ready).unwrap();
+        let holder = ready.pop().unwrap();
+        let pusher = push_on_thread(&graph, &[], &[a, p], 2);
+        let walker = {
+            let graph = graph.clone();
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                graph.push(&[], &[a], 3, &mut released).unwrap();
+                let found = graph.holds_back(&[p], |_, op| {
+                    if *op == 3 {
+                        Visit::Found
+                    } else {
+                        Visit::Continue
+                    }
+                });
+                (released, found.is_some())
+            })
+        };
+        let mut released = pushed(pusher);
+        let (released_3, found) = walker.join().unwrap();
+        assert_eq!(
+            found,
+            released_3.is_empty(),
+            "op 3 is found if and only if it waits"
+        );
+        released.extend(released_3);
+        released.push(holder);
+        assert_each_once(drain(&graph, released), &[1, 2, 3]);
+        assert_eq!(graph.stats().live_op_blocks, 0);
+    });
+}

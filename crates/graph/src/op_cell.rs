@@ -19,7 +19,9 @@
 //! non-zero, is read-only:
 //!
 //! 1. **Pusher.** A slot fresh from the op slab's free list is owned by the thread that popped it
-//!    (the free list hands each slot to one thread). Holding the lock of the first var that
+//!    (the free list hands each slot to one thread); so is the graph's spare slot, one a push
+//!    on several vars took and did not need, by the next such push (the push lock hands it
+//!    over, with what its earlier owners wrote). Holding the lock of the first var that
 //!    holds the op back, the pusher appends the slot index to its queue and calls
 //!    [`OpSlot::park`]: it writes the payload into the cell, then stores the wait count with
 //!    `Release`. From then on the cell is read-only until the count returns to zero. An op on
@@ -67,7 +69,8 @@
 //!
 //! `pending_ops` reads `generation` (`Relaxed`) under the lock of a var the op still waits on: the
 //! op cannot leave the slot while that lock is held, and the owner's last store to `generation`
-//! happens-before the pusher's append through the free list and the var lock.
+//! happens-before the pusher's append through the free list (or the push lock, for the spare)
+//! and the var lock.
 //!
 //! The cell holds the op only while the wait count is non-zero, and between the grant that
 //! brings it to zero and the owner's `take`: a `MaybeUninit`, which also makes an all-zero slot
@@ -91,7 +94,7 @@ use depengine_slab::Slot;
 
 use crate::op::Parked;
 
-/// The wait-count part of `state`, and the most vars an op may list.
+/// The wait-count part of `state`: the vars an op waits for, and its pusher's hold.
 pub(crate) const COUNT: u32 = !PINNED;
 /// Set while an inspector reads the parked payload.
 const PINNED: u32 = 1 << 31;
@@ -182,8 +185,9 @@ impl Drop for Pin<'_> {
 impl<T> OpSlot<T> {
     /// Parks `parked` in this slot, held back by `waits` vars and holds (> 0).
     ///
-    /// Protocol: the caller got this slot from the op slab's `alloc` and has not parked anything
-    /// in it since, and either holds the locks of the vars whose queues name it or has not
+    /// Protocol: the caller got this slot from the op slab's `alloc` (or as the graph's spare,
+    /// under the push lock) and has not parked anything in it since, and either holds the lock
+    /// of the var whose queue it now waits in, no var having queued it before, or has not
     /// published the slot index yet (the `Incoming` ring, see the module documentation).
     pub(crate) fn park(&self, parked: Parked<T>, waits: u32) {
         debug_assert!(
@@ -191,12 +195,14 @@ impl<T> OpSlot<T> {
             "a parked op waits for 1 to COUNT vars and holds"
         );
         self.parked.with_mut(|cell| {
-            // SAFETY: we own the slot (fresh from the free list): its wait count is 0, so no
-            // inspector can pin it and no releaser can decrement it (none can find this slot in
-            // a var's queue before we unlock the var or publish the ring entry naming it), and
-            // the previous owner's writes were published by the free list's Release push / our
-            // Acquire pop. The cell is empty (the last owner took its op), so nothing is
-            // overwritten without being dropped.
+            // SAFETY: we own the slot (fresh from the free list, or the spare): its wait count
+            // is 0, so no inspector can pin it (a pin needs a non-zero count, even if a var
+            // that granted the op at append names the slot already) and no releaser can
+            // decrement it (none can find this slot waiting in a var's queue before we unlock
+            // the var or publish the ring entry naming it), and the previous owner's writes
+            // were published by the free list's Release push / our Acquire pop (or, for the
+            // spare, by the push lock). The cell is empty (the last owner took its op), so
+            // nothing is overwritten without being dropped.
             unsafe { (*cell).write(parked) };
         });
         // Release: publishes the cell write to inspectors that pin the slot (releasers are

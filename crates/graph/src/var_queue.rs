@@ -617,8 +617,9 @@ impl<C> VarQueue<C> {
         self.head_running
     }
 
-    /// The op recorded for the running write ([`NO_OP`] for one granted at push and never
-    /// parked), if a write runs.
+    /// The op recorded for the running write, if a write runs: the slot of the op, or
+    /// [`NO_OP`] for an op on one var granted at push (an op on several vars names the slot it
+    /// took, where it parked or not).
     pub(crate) fn running_write_op(&self) -> Option<u32> {
         self.front().filter(|_| self.head_running).map(|w| w.op)
     }
