@@ -97,6 +97,16 @@ fn push_and_complete<'a>(
     assert_eq!(graph.stats().live_op_blocks, 0);
 }
 
+/// A xorshift generator from `seed` (not 0): each thread's plan draws from its own.
+fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
 #[test]
 fn concurrent_pushes_and_completions_keep_ops_exclusive() {
     let per_thread: u64 = if cfg!(miri) { 30 } else { 20_000 };
@@ -104,13 +114,7 @@ fn concurrent_pushes_and_completions_keep_ops_exclusive() {
     let vars: Vec<Var> = (0..6).map(|_| graph.new_var().unwrap()).collect();
     let usage: Vec<AtomicU32> = (0..6).map(|_| AtomicU32::new(0)).collect();
     let plan = |t: u64| -> Plan<'_> {
-        let mut rng = 0x9E37_79B9_7F4A_7C15_u64 ^ (t + 1);
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15_u64 ^ (t + 1));
         let vars = &vars;
         Box::new(move |pushed, ready| {
             if ready > 0 && !next().is_multiple_of(2) {
@@ -149,13 +153,7 @@ fn ops_writing_several_shared_vars_from_several_threads_all_run() {
     let vars: Vec<Var> = (0..4).map(|_| graph.new_var().unwrap()).collect();
     let usage: Vec<AtomicU32> = (0..4).map(|_| AtomicU32::new(0)).collect();
     let plan = |t: u64| -> Plan<'_> {
-        let mut rng = 0x2545_F491_4F6C_DD1D_u64 ^ (t + 1);
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D_u64 ^ (t + 1));
         let vars = &vars;
         Box::new(move |pushed, ready| {
             if ready > 2 {
