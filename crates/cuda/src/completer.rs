@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use std::sync::Arc as StdArc;
 use std::thread::JoinHandle;
 
+use cudarc::driver::sys::CUresult;
 use depengine_device::{DeviceCompletion, DeviceError};
 use depengine_sync::{Arc, Condvar, Mutex, lock, wait};
 
@@ -117,10 +118,41 @@ fn complete_launched(shared: &Shared) {
     }
 }
 
-/// A CUDA error as a device op's failure.
+/// A CUDA error as a device op's failure; a sticky one as the loss of the device.
 pub(crate) fn device_error(error: cudarc::driver::DriverError) -> DeviceError {
-    DeviceError::Failed {
-        backend: "cuda".to_owned(),
-        message: error.to_string(),
+    let (backend, message) = ("cuda".to_owned(), error.to_string());
+    if is_sticky(error.0) {
+        DeviceError::Lost { backend, message }
+    } else {
+        DeviceError::Failed { backend, message }
+    }
+}
+
+/// Whether `code` is one of the errors after which, as the CUDA documentation says of each,
+/// the context is in an inconsistent state and every later call returns the same error.
+fn is_sticky(code: CUresult) -> bool {
+    matches!(
+        code,
+        CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUresult::CUDA_ERROR_LAUNCH_FAILED
+            | CUresult::CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUresult::CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUresult::CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUresult::CUDA_ERROR_INVALID_PC
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_that_ruin_the_context_are_sticky_others_are_not() {
+        assert!(is_sticky(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+        assert!(is_sticky(CUresult::CUDA_ERROR_LAUNCH_FAILED));
+        assert!(!is_sticky(CUresult::CUDA_ERROR_OUT_OF_MEMORY));
+        assert!(!is_sticky(CUresult::CUDA_ERROR_INVALID_VALUE));
     }
 }

@@ -407,6 +407,16 @@ pub enum DeviceError {
     /// The executor dropped the op's completion without completing it.
     #[error("the device executor dropped the op without completing it")]
     Dropped,
+    /// The op's work hit a fault that leaves the device unusable for every later op (CUDA's
+    /// sticky errors, such as an illegal address): the engine refuses GPU ops on that device
+    /// from then on, naming this first fault, while its other work goes on.
+    #[error("{backend}: the device is lost: {message}")]
+    Lost {
+        /// The backend's name.
+        backend: String,
+        /// The device's error, named as the device names it.
+        message: String,
+    },
 }
 
 /// Why a backend could not provide an executor.

@@ -10,7 +10,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use depengine_device::BackendError;
+use depengine_device::{BackendError, DeviceError};
 use depengine_graph::{GraphError, Var};
 
 use crate::config::ConfigError;
@@ -214,6 +214,18 @@ pub enum EngineError {
         /// The op being pushed.
         op: Option<String>,
     },
+    /// A GPU op pushed on a device that an earlier op's fault left lost
+    /// ([`DeviceError::Lost`](depengine_device::DeviceError::Lost)): the first such fault.
+    #[error("{}{context}: refused, {fault}", OpPrefix(.op))]
+    #[non_exhaustive]
+    DeviceLost {
+        /// The op's context.
+        context: Context,
+        /// The fault that lost the device.
+        fault: DeviceError,
+        /// The op being pushed.
+        op: Option<String>,
+    },
     /// A device id beyond what the engine supports.
     #[error("{}{context}: device ids must be below {limit}", OpPrefix(.op))]
     #[non_exhaustive]
@@ -349,6 +361,15 @@ impl EngineError {
         }
     }
 
+    /// A GPU op refused on the lost device of `context`, lost by `fault`.
+    pub(crate) fn device_lost(context: Context, fault: DeviceError) -> Self {
+        EngineError::DeviceLost {
+            context,
+            fault,
+            op: None,
+        }
+    }
+
     /// The backend's failure to provide executors for `context`.
     pub(crate) fn backend(context: Context, source: BackendError) -> Self {
         EngineError::Backend {
@@ -398,6 +419,7 @@ impl EngineError {
             | EngineError::ForeignData { op: op_name, .. }
             | EngineError::NoDeviceBackend { op: op_name, .. }
             | EngineError::Backend { op: op_name, .. }
+            | EngineError::DeviceLost { op: op_name, .. }
             | EngineError::DeviceIdOutOfRange { op: op_name, .. } => {
                 *op_name = op.map(str::to_owned);
             }

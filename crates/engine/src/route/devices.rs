@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use depengine_device::{DeviceBackend, Executor};
+use depengine_device::{DeviceBackend, DeviceError, Executor};
+use depengine_sync::OnceLock;
 
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
@@ -22,6 +23,9 @@ pub(crate) struct GpuExecutors {
     backend: Option<Arc<dyn DeviceBackend>>,
     compute: Box<[Lazy<Arc<dyn Executor>>]>,
     copy: Box<[Lazy<Arc<dyn Executor>>]>,
+    /// Per GPU id, the fault that lost the device ([`DeviceError::Lost`]): set once, by the
+    /// thread that completes the faulted op; read by every push of a GPU op.
+    lost: Box<[OnceLock<DeviceError>]>,
     compute_threads: usize,
     copy_threads: usize,
 }
@@ -37,16 +41,25 @@ impl GpuExecutors {
             backend,
             compute: lazies(),
             copy: lazies(),
+            lost: (0..MAX_GPUS).map(|_| OnceLock::new()).collect(),
             compute_threads,
             copy_threads,
         }
     }
 
     /// The route of a GPU op: the copy executor for copies, the compute executor otherwise
-    /// (created here on first use, so that a context the backend cannot serve is a push error).
+    /// (created here on first use, so that a context the backend cannot serve is a push error);
+    /// refused on a lost device.
     pub(crate) fn route(&self, context: Context, property: FnProperty) -> Result<Route> {
         if self.backend.is_none() {
             return Err(EngineError::no_device_backend(context));
+        }
+        if let Some(fault) = self
+            .lost
+            .get(context.device_id() as usize)
+            .and_then(OnceLock::get)
+        {
+            return Err(EngineError::device_lost(context, fault.clone()));
         }
         let copy = property.is_copy();
         self.executor(context, copy)?;
@@ -71,6 +84,21 @@ impl GpuExecutors {
         match cell.get() {
             Some(executor) => Ok(executor),
             None => self.create(cell, context, copy),
+        }
+    }
+
+    /// Notes what the device of `context` reported for an op's work: a
+    /// [`DeviceError::Lost`] loses the device (the first such fault is kept), so that later GPU
+    /// ops on it are refused at push. Ops already pushed run on and fail with the device.
+    pub(crate) fn note_outcome(
+        &self,
+        context: Context,
+        outcome: &std::result::Result<(), DeviceError>,
+    ) {
+        if let Err(fault @ DeviceError::Lost { .. }) = outcome
+            && let Some(lost) = self.lost.get(context.device_id() as usize)
+        {
+            let _ = lost.set(fault.clone());
         }
     }
 

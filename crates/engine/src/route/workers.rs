@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use depengine_cpu::PriorityBlock;
-use depengine_device::Executor;
+use depengine_device::{DeviceError, Executor};
 
 use crate::config::{EngineConfig, EngineKind};
 use crate::context::{Context, FnProperty};
@@ -120,6 +120,16 @@ impl Workers {
                 per_device.route(context, property, self.engine, runner)
             }
         }
+    }
+
+    /// Notes what the device of `context` reported for an op's work (a lost device refuses
+    /// later GPU ops: `GpuExecutors::note_outcome`).
+    pub(crate) fn note_device_outcome(
+        &self,
+        context: Context,
+        outcome: &std::result::Result<(), DeviceError>,
+    ) {
+        self.gpus.note_outcome(context, outcome);
     }
 
     /// Whether ready `Async` ops run on the thread that pushed them (`ThreadedPerDevice`).

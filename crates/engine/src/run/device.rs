@@ -157,6 +157,9 @@ impl DeviceOp for Returned {
             started,
             upstream,
         } = *self;
+        state
+            .workers
+            .note_device_outcome(op.payload().context, &device);
         if let Err(own) = outcome {
             // Its own failure wins over anything passed on: no need to wait.
             return Returned::finish(state, op, started, Err(own), true);
@@ -226,6 +229,11 @@ impl DeviceOp for LaunchedWork {
             started,
             upstream,
         } = *self;
+        if let Some(op) = &op {
+            state
+                .workers
+                .note_device_outcome(op.payload().context, &device);
+        }
         upstream.then(move |passed_on| {
             let marker = TaskMarker::enter(state.id);
             if let Some(op) = op {

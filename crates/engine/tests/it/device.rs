@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use depengine::{
     BackendError, Context, DeviceBackend, DeviceCompletion, DeviceError, DeviceTask, Engine,
-    EngineConfig, EngineKind, Executor, FnProperty, Task,
+    EngineConfig, EngineError, EngineKind, Executor, FnProperty, Task,
 };
 
 /// A device whose work is done when the test says so: `execute_device` runs the op's
@@ -659,4 +659,104 @@ fn a_device_failure_passes_to_an_op_released_at_its_launch_that_does_not_launch(
     fail_the_first_launch_once(&engine, &device, 2);
     passed_on_from(&engine, x, &[y]);
     engine.wait_for_all().unwrap();
+}
+
+/// A fault that loses the device.
+fn lost() -> DeviceError {
+    DeviceError::Lost {
+        backend: "stand-in".to_owned(),
+        message: "CUDA_ERROR_ILLEGAL_ADDRESS".to_owned(),
+    }
+}
+
+/// Pushes a GPU op on device `id` writing `var`: `Ok` with the `DeviceLost` error that refused
+/// it, or `Err` with what happened instead (then the op went to the device: the caller releases
+/// it before failing the test, so that the engine's drop does not wait for it).
+fn refused(engine: &Engine, id: u32, var: depengine::Var) -> Result<EngineError, String> {
+    let pushed = engine
+        .op("after the fault")
+        .on(Context::gpu(id))
+        .writes([var])
+        .push_sync(|_| Ok(()));
+    match pushed {
+        Err(error @ EngineError::DeviceLost { .. }) => Ok(error),
+        other => Err(format!(
+            "a GPU op on a lost device was not refused: {other:?}"
+        )),
+    }
+}
+
+/// Asserts that `error` is a `DeviceLost` of the op "after the fault", naming `fault`.
+fn assert_lost_by(error: &EngineError, fault: &DeviceError) {
+    let text = error.to_string();
+    assert!(
+        text.contains("after the fault") && text.contains("the device is lost"),
+        "{text}"
+    );
+    assert!(matches!(error, EngineError::DeviceLost { fault: found, .. } if found == fault));
+}
+
+/// A launched op whose work loses the device fails (and passes its failure on, as any device
+/// failure); from then on a GPU op on that device is refused at push with `DeviceLost`, naming
+/// the fault, while a GPU op on another device and the CPU ops go on.
+#[test]
+fn a_lost_device_refuses_later_gpu_ops_and_the_rest_goes_on() {
+    let (engine, device) = launching_engine();
+    let [x, y, z] = [(); 3].map(|()| engine.new_var().unwrap());
+    gpu_op(&engine, "faults", &[], &[x]);
+    device.launched(0);
+    device.complete(0, Err(lost()));
+    let error = engine.wait_for_var(x).unwrap_err().to_string();
+    assert!(error.contains("the device is lost"), "{error}");
+
+    match refused(&engine, 0, y) {
+        Ok(error) => assert_lost_by(&error, &lost()),
+        // The launching device's handle releases what it holds if the test panics.
+        Err(message) => panic!("{message}"),
+    }
+    engine
+        .op("another device")
+        .on(Context::gpu(1))
+        .writes([y])
+        .push_sync(|_| Ok(()))
+        .unwrap();
+    device.launched(1);
+    device.complete(1, Ok(()));
+    let ran = cpu_read(&engine, z);
+    engine.wait_for_var(y).unwrap();
+    engine.wait_for_var(z).unwrap();
+    assert!(ran.load(Ordering::SeqCst));
+    // Still lost: the first fault stays.
+    match refused(&engine, 0, z) {
+        Ok(error) => assert_lost_by(&error, &lost()),
+        Err(message) => panic!("{message}"),
+    }
+}
+
+/// The same on a device that reports no launch: its op completes with the fault, and the
+/// device refuses later GPU ops; a plain device failure loses nothing.
+#[test]
+fn a_fault_of_an_op_that_did_not_launch_loses_the_device_too() {
+    let (engine, device) = engine();
+    let [x, y] = [(); 2].map(|()| engine.new_var().unwrap());
+    let _ran = gpu_then_cpu(&engine, x);
+    device
+        .take(1)
+        .pop()
+        .unwrap()
+        .complete(Err(DeviceError::Failed {
+            backend: "held".to_owned(),
+            message: "out of memory".to_owned(),
+        }));
+    assert!(engine.wait_for_var(x).is_err());
+    let _ran = gpu_then_cpu(&engine, y);
+    device.take(1).pop().unwrap().complete(Err(lost()));
+    assert!(engine.wait_for_var(y).is_err());
+    match refused(&engine, 0, x) {
+        Ok(error) => assert_lost_by(&error, &lost()),
+        Err(message) => {
+            device.take(1).pop().unwrap().complete(Ok(()));
+            panic!("{message}");
+        }
+    }
 }
