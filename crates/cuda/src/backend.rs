@@ -70,7 +70,8 @@ impl CudaBackend {
     /// - work launched on any other stream;
     /// - an async GPU op (`push_async`), which completes whatever its stream still runs;
     /// - dropping a buffer inside an op whose stream did not make it (cudarc frees a buffer on
-    ///   the stream that allocated it).
+    ///   the stream that allocated it); hand it to
+    ///   [`CudaRun::drop_after_completion`](crate::CudaRun::drop_after_completion) instead.
     pub unsafe fn without_event_tracking() -> Self {
         CudaBackend {
             devices: Mutex::new(HashMap::new()),

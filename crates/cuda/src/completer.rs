@@ -1,12 +1,35 @@
-//! [`Completer`]: the thread that completes a stream's ops, in stream order, when their
-//! events fire.
+//! [`Completer`]: the thread that completes a stream's ops, in stream order, once the device
+//! has done their work.
 //!
 //! A GPU worker runs an op's function (which launches work on the worker's stream), records an
 //! event on the stream, and hands the event with the op's completion to its stream's
-//! completer; then it takes its next op. The completer waits for the oldest event (a
-//! blocking-sync event: the thread sleeps in the driver rather than spinning) and completes
-//! its op, which releases the op's dependents. A stream runs its work in order, so its events
-//! fire in the order they were recorded: waiting for the oldest first delays no op.
+//! completer; then it takes its next op. A stream runs its work in order, so its events fire in
+//! the order they were recorded: once one has fired, so have all before it.
+//!
+//! # Batched completion
+//!
+//! Each round, the completer asks whether the *newest* event handed to it has fired: if so,
+//! every op handed over up to it completes, with no further driver call. If not, it completes
+//! the oldest ops whose events fired, one query each, up to the first that has not. When
+//! nothing was done, it polls again with backoff (spins, then yields), so that work of a few
+//! microseconds completes without a sleep and a wake-up; once the backoff is spent, it sleeps
+//! in the driver on the oldest event (a blocking-sync event) instead of burning a core.
+//!
+//! A fault (CUDA's errors are sticky: every later query of the context reports it) makes the
+//! newest query fail; the ops are then completed one by one, oldest first, each with its own
+//! event's outcome, so that those whose events fired before the fault complete as they were.
+//!
+//! # Values dropped after an op's work
+//!
+//! A value handed over with an op ([`CudaRun::drop_after_completion`](crate::CudaRun)) is
+//! dropped here once the op completed: a buffer an op replaced is freed only once the work that
+//! used it is done, whatever stream freeing it is queued on.
+//!
+//! # Shutdown
+//!
+//! Dropping the completer completes every op handed to it (waiting for their events), then
+//! joins the thread; dropped on that very thread (by a completion that released the last
+//! `CudaRun` holding it), it lets the thread finish alone.
 //!
 //! The engine never makes a GPU worker wait for the device (a blocking cudarc call inside an
 //! op's function, such as a copy from pageable host memory, still waits), and no CUDA host
@@ -14,42 +37,116 @@
 //! may dispatch a GPU op).
 
 use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc as StdArc;
 use std::thread::JoinHandle;
 
 use cudarc::driver::sys::CUresult;
 use depengine_device::{DeviceCompletion, DeviceError};
-use depengine_sync::{Arc, Condvar, Mutex, lock, wait};
+use depengine_sync::{Arc, Backoff, Condvar, Mutex, lock, wait};
 
 use crate::event::Event;
 use crate::host_wait;
 
-/// Ops whose work is launched, oldest first, and whether the worker side is gone.
+/// A point in a stream's work that a completer waits for: an event recorded after an op's
+/// launches (a stand-in in the tests).
+pub(crate) trait StreamPoint: Send + 'static {
+    /// `Ok(true)` once the work before the point is done, `Ok(false)` while it runs, or the
+    /// device's error.
+    fn passed(&self) -> Result<bool, DeviceError>;
+
+    /// Waits, asleep, until the work before the point is done.
+    fn wait(&self) -> Result<(), DeviceError>;
+}
+
+impl StreamPoint for StdArc<Event> {
+    fn passed(&self) -> Result<bool, DeviceError> {
+        host_wait::query(self).map_err(device_error)
+    }
+
+    fn wait(&self) -> Result<(), DeviceError> {
+        host_wait::event(self).map_err(device_error)
+    }
+}
+
+/// Values to drop once an op's work is done.
 #[derive(Default)]
-struct Launched {
-    ops: VecDeque<(StdArc<Event>, DeviceCompletion)>,
+pub(crate) struct AfterWork(Vec<Box<dyn Send>>);
+
+impl AfterWork {
+    pub(crate) fn push(&mut self, value: Box<dyn Send>) {
+        self.0.push(value);
+    }
+
+    /// Drops the values, each caught: a panic in one `Drop` (reported by the panic hook) must
+    /// not keep the others alive, nor end the thread dropping them.
+    pub(crate) fn drop_all(self) {
+        for value in self.0 {
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(value)));
+        }
+    }
+}
+
+impl std::fmt::Debug for AfterWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AfterWork").field(&self.0.len()).finish()
+    }
+}
+
+/// An op handed to the completer: the point after its work, its completion, and what to drop
+/// once it completed.
+struct Handed<P> {
+    point: P,
+    completion: DeviceCompletion,
+    after: AfterWork,
+}
+
+impl<P> Handed<P> {
+    /// Completes the op with `outcome`, then drops its values. The completion runs engine code
+    /// and users' `Drop`s (a value released with its var): a panic there must not end the
+    /// thread, which later ops of the stream wait on. It was reported by the panic hook.
+    fn complete(self, outcome: Result<(), DeviceError>) {
+        let Handed {
+            point,
+            completion,
+            after,
+        } = self;
+        drop(point);
+        let _ = catch_unwind(AssertUnwindSafe(move || completion.complete(outcome)));
+        after.drop_all();
+    }
+}
+
+/// Ops handed over and not yet taken by the completer thread, oldest first, and whether the
+/// worker side is gone.
+struct Launched<P> {
+    ops: VecDeque<Handed<P>>,
     closed: bool,
 }
 
 /// What the completer thread and the worker share.
-#[derive(Default)]
-struct Shared {
-    launched: Mutex<Launched>,
-    /// Signaled when an op is launched or the worker side closes.
+struct Shared<P> {
+    launched: Mutex<Launched<P>>,
+    /// Signaled when an op is handed over or the worker side closes.
     changed: Condvar,
 }
 
-/// A stream's completer: see the module documentation. Dropping it completes every op handed
-/// to it (waiting for their events), then joins the thread.
-pub(crate) struct Completer {
-    shared: Arc<Shared>,
+/// A stream's completer: see the module documentation.
+pub(crate) struct Completer<P: StreamPoint = StdArc<Event>> {
+    shared: Arc<Shared<P>>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl Completer {
+impl<P: StreamPoint> Completer<P> {
     /// Starts the completer thread of the stream of worker `name`.
     pub(crate) fn start(name: &str) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            launched: Mutex::new(Launched {
+                ops: VecDeque::new(),
+                closed: false,
+            }),
+            changed: Condvar::new(),
+        });
         let thread = std::thread::Builder::new()
             .name(format!("{name}-done"))
             .spawn({
@@ -62,17 +159,19 @@ impl Completer {
         })
     }
 
-    /// Hands over an op whose work was launched before `event` was recorded (and which shares
-    /// it with its fence, `fence.rs`).
-    pub(crate) fn launched(&self, event: StdArc<Event>, completion: DeviceCompletion) {
-        lock(&self.shared.launched)
-            .ops
-            .push_back((event, completion));
+    /// Hands over an op whose work was launched before `point`, with the values to drop once
+    /// it completed.
+    pub(crate) fn launched(&self, point: P, completion: DeviceCompletion, after: AfterWork) {
+        lock(&self.shared.launched).ops.push_back(Handed {
+            point,
+            completion,
+            after,
+        });
         self.shared.changed.notify_one();
     }
 }
 
-impl std::fmt::Debug for Completer {
+impl<P: StreamPoint> std::fmt::Debug for Completer<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Completer")
             .field("launched", &lock(&self.shared.launched).ops.len())
@@ -80,42 +179,77 @@ impl std::fmt::Debug for Completer {
     }
 }
 
-impl Drop for Completer {
+impl<P: StreamPoint> Drop for Completer<P> {
     fn drop(&mut self) {
         lock(&self.shared.launched).closed = true;
         self.shared.changed.notify_one();
         if let Some(thread) = self.thread.take() {
+            if thread.thread().id() == std::thread::current().id() {
+                // Dropped by a completion on the completer's own thread: it completes what is
+                // left and ends by itself; a join would wait for itself.
+                return;
+            }
             // A panic there (in an op's completion) was already reported by the panic hook.
             let _ = thread.join();
         }
     }
 }
 
-/// The completer thread: completes the oldest launched op once its event fired, until the
-/// worker side is closed and nothing is left.
-fn complete_launched(shared: &Shared) {
+/// The completer thread (see "Batched completion"), until the worker side is closed and
+/// nothing is left. It moves the ops handed over into its own queue each round, so the worker
+/// waits for the lock only while that move lasts.
+fn complete_launched<P: StreamPoint>(shared: &Shared<P>) {
+    let mut mine: VecDeque<Handed<P>> = VecDeque::new();
+    let mut backoff = Backoff::new();
     loop {
-        let (event, completion) = {
+        {
             let mut launched = lock(&shared.launched);
-            loop {
-                if let Some(op) = launched.ops.pop_front() {
-                    break op;
-                }
+            while launched.ops.is_empty() && mine.is_empty() {
                 if launched.closed {
                     return;
                 }
                 launched = wait(&shared.changed, launched);
             }
-        };
-        let outcome = host_wait::event(&event).map_err(device_error);
-        drop(event);
-        // The completion runs engine code and users' `Drop`s (a value released with its var):
-        // a panic there must not end this thread, which later ops of the stream wait on. It was
-        // reported by the panic hook.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-            completion.complete(outcome);
-        }));
+            mine.extend(launched.ops.drain(..));
+        }
+        if mine
+            .back()
+            .is_some_and(|newest| matches!(newest.point.passed(), Ok(true)))
+        {
+            for op in mine.drain(..) {
+                op.complete(Ok(()));
+            }
+            backoff = Backoff::new();
+        } else if complete_passed(&mut mine) {
+            backoff = Backoff::new();
+        } else if backoff.is_completed() {
+            // Nothing came of the polling: asleep in the driver until the oldest is done.
+            if let Some(oldest) = mine.pop_front() {
+                let outcome = oldest.point.wait();
+                oldest.complete(outcome);
+            }
+            backoff = Backoff::new();
+        } else {
+            backoff.snooze();
+        }
     }
+}
+
+/// Completes the oldest of `ops` whose points passed (or failed), up to the first still
+/// running; returns whether it completed any.
+fn complete_passed<P: StreamPoint>(ops: &mut VecDeque<Handed<P>>) -> bool {
+    let mut any = false;
+    while let Some(oldest) = ops.pop_front() {
+        match oldest.point.passed() {
+            Ok(false) => {
+                ops.push_front(oldest);
+                break;
+            }
+            outcome => oldest.complete(outcome.map(drop)),
+        }
+        any = true;
+    }
+    any
 }
 
 /// A CUDA error as a device op's failure; a sticky one as the loss of the device.
@@ -146,7 +280,214 @@ fn is_sticky(code: CUresult) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
     use super::*;
+
+    /// A stand-in stream: its points pass when the test says, in order, and it counts the
+    /// calls the completer makes (what the driver calls would be).
+    struct Stream {
+        /// How many points passed; the rest still run.
+        passed: AtomicUsize,
+        /// The point from which on every call reports a fault (CUDA's sticky errors).
+        fault_from: AtomicUsize,
+        /// Held to change the two above, and by a sleeping `wait`.
+        gate: std::sync::Mutex<()>,
+        moved: std::sync::Condvar,
+        calls: AtomicUsize,
+        asleep: AtomicBool,
+    }
+
+    impl Stream {
+        fn new() -> StdArc<Self> {
+            StdArc::new(Stream {
+                passed: AtomicUsize::new(0),
+                fault_from: AtomicUsize::new(usize::MAX),
+                gate: std::sync::Mutex::new(()),
+                moved: std::sync::Condvar::new(),
+                calls: AtomicUsize::new(0),
+                asleep: AtomicBool::new(false),
+            })
+        }
+
+        fn pass(&self, points: usize) {
+            let _gate = self.gate.lock().unwrap();
+            self.passed.store(points, Ordering::SeqCst);
+            self.moved.notify_all();
+        }
+
+        fn fault(&self, from: usize) {
+            let _gate = self.gate.lock().unwrap();
+            self.fault_from.store(from, Ordering::SeqCst);
+            self.moved.notify_all();
+        }
+
+        /// The outcome for point `index`, if known.
+        fn outcome(&self, index: usize) -> Option<Result<(), DeviceError>> {
+            if index >= self.fault_from.load(Ordering::SeqCst) {
+                return Some(Err(DeviceError::Lost {
+                    backend: "stand-in".to_owned(),
+                    message: "illegal address".to_owned(),
+                }));
+            }
+            (index < self.passed.load(Ordering::SeqCst)).then_some(Ok(()))
+        }
+
+        /// Waits until the completer sleeps on a point.
+        fn until_asleep(&self) {
+            while !self.asleep.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// Point number `.1` of stream `.0`.
+    struct Point(StdArc<Stream>, usize);
+
+    impl StreamPoint for Point {
+        fn passed(&self) -> Result<bool, DeviceError> {
+            self.0.calls.fetch_add(1, Ordering::SeqCst);
+            self.0
+                .outcome(self.1)
+                .map_or(Ok(false), |outcome| outcome.map(|()| true))
+        }
+
+        fn wait(&self) -> Result<(), DeviceError> {
+            self.0.calls.fetch_add(1, Ordering::SeqCst);
+            let mut gate = self.0.gate.lock().unwrap();
+            loop {
+                if let Some(outcome) = self.0.outcome(self.1) {
+                    self.0.asleep.store(false, Ordering::SeqCst);
+                    return outcome;
+                }
+                self.0.asleep.store(true, Ordering::SeqCst);
+                gate = self.0.moved.wait(gate).unwrap();
+            }
+        }
+    }
+
+    /// Hands `count` ops to `completer`, on points `0..count` of `stream`; each reports its
+    /// index and outcome to the receiver.
+    fn hand_over(
+        completer: &Completer<Point>,
+        stream: &StdArc<Stream>,
+        count: usize,
+    ) -> mpsc::Receiver<(usize, bool)> {
+        let (tx, rx) = mpsc::channel();
+        for index in 0..count {
+            let tx = tx.clone();
+            completer.launched(
+                Point(StdArc::clone(stream), index),
+                DeviceCompletion::new(move |outcome| tx.send((index, outcome.is_ok())).unwrap()),
+                AfterWork::default(),
+            );
+        }
+        rx
+    }
+
+    #[test]
+    fn ops_done_together_complete_on_one_look_at_the_newest() {
+        let stream = Stream::new();
+        let completer = Completer::start("batched").unwrap();
+        let ops = 100;
+        let rx = hand_over(&completer, &stream, ops);
+        stream.until_asleep();
+        let before = stream.calls.load(Ordering::Relaxed);
+        stream.pass(ops);
+        let outcomes: Vec<(usize, bool)> = rx.iter().take(ops).collect();
+        assert_eq!(
+            outcomes,
+            (0..ops).map(|index| (index, true)).collect::<Vec<_>>()
+        );
+        let calls = stream.calls.load(Ordering::Relaxed) - before;
+        // The sleep's end, for the oldest, then one query of the newest for the others.
+        assert!(calls <= 3, "{calls} calls for {ops} ops done together");
+    }
+
+    #[test]
+    fn after_a_fault_each_op_gets_its_own_outcome_in_stream_order() {
+        let stream = Stream::new();
+        let completer = Completer::start("fault").unwrap();
+        let rx = hand_over(&completer, &stream, 6);
+        stream.until_asleep();
+        // Points 0-2 passed before the fault of the op of point 3.
+        stream.pass(3);
+        stream.fault(3);
+        let outcomes: Vec<(usize, bool)> = rx.iter().take(6).collect();
+        let expected: Vec<(usize, bool)> = (0..6).map(|index| (index, index < 3)).collect();
+        assert_eq!(outcomes, expected);
+    }
+
+    #[test]
+    fn values_handed_with_an_op_are_dropped_after_its_completion() {
+        struct Told(mpsc::Sender<&'static str>);
+        impl Drop for Told {
+            fn drop(&mut self) {
+                self.0.send("dropped").unwrap();
+            }
+        }
+        let stream = Stream::new();
+        let completer = Completer::start("after-work").unwrap();
+        let (tx, rx) = mpsc::channel();
+        let mut after = AfterWork::default();
+        after.push(Box::new(Told(tx.clone())));
+        completer.launched(
+            Point(StdArc::clone(&stream), 0),
+            DeviceCompletion::new(move |_| tx.send("completed").unwrap()),
+            after,
+        );
+        stream.until_asleep();
+        assert!(rx.try_recv().is_err(), "dropped while the work ran");
+        stream.pass(1);
+        assert_eq!(
+            rx.iter().take(2).collect::<Vec<_>>(),
+            ["completed", "dropped"]
+        );
+    }
+
+    #[test]
+    fn a_completer_dropped_on_its_own_thread_finishes_alone() {
+        let stream = Stream::new();
+        let completer = StdArc::new(Completer::start("self-drop").unwrap());
+        let (tx, rx) = mpsc::channel();
+        let last = StdArc::clone(&completer);
+        completer.launched(
+            Point(StdArc::clone(&stream), 0),
+            DeviceCompletion::new(move |_| {
+                // The completion holds the last reference: the completer drops here, on its
+                // own thread.
+                drop(last);
+                tx.send("dropped").unwrap();
+            }),
+            AfterWork::default(),
+        );
+        drop(completer);
+        stream.pass(1);
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(20)),
+            Ok("dropped"),
+            "the completer's drop on its own thread did not return"
+        );
+    }
+
+    #[test]
+    fn dropping_the_completer_completes_every_op_it_holds() {
+        let stream = Stream::new();
+        let completer = Completer::start("drop").unwrap();
+        let rx = hand_over(&completer, &stream, 5);
+        let passer = {
+            let stream = StdArc::clone(&stream);
+            std::thread::spawn(move || {
+                stream.until_asleep();
+                stream.pass(5);
+            })
+        };
+        drop(completer);
+        assert_eq!(rx.try_iter().count(), 5, "ops left uncompleted at the drop");
+        passer.join().unwrap();
+    }
 
     #[test]
     fn faults_that_ruin_the_context_are_sticky_others_are_not() {

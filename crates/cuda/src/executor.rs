@@ -11,6 +11,12 @@
 //! that event as its fence (releasing the GPU ops behind it), and hands the event and the op's
 //! completion to its stream's completer; the op completes when the event has fired
 //! (`completer.rs`).
+//!
+//! A GPU op released by that launch, on a worker of the same block, waits in the worker's slot
+//! for its next task (`spawn_next`, `push_next`) instead of the block's queues, where an idle
+//! worker would steal it: a chain of GPU ops stays on one stream, and its links need no wait
+//! across streams. Only the first op released so is kept; the others of a branching graph
+//! are queued for any worker.
 
 use std::sync::Arc;
 
@@ -120,6 +126,16 @@ impl StreamExecutor {
             Block::Copy(block) => block.execute(priority, task),
         }
     }
+
+    /// Queues `task`, next on the calling thread if it is one of the block's workers (a GPU op
+    /// released by the launch of the op this worker runs): a chain stays on one stream, and
+    /// pays no wait across streams, unless the graph branches (see the module documentation).
+    fn queue_next(&self, priority: i32, task: Task) {
+        match &self.block {
+            Block::Compute(block) => block.spawn_next(task),
+            Block::Copy(block) => block.push_next(priority, task),
+        }
+    }
 }
 
 impl Executor for StreamExecutor {
@@ -130,7 +146,7 @@ impl Executor for StreamExecutor {
 
     fn execute_device(&self, task: DeviceTask) {
         let fence_waits = self.fence_waits;
-        self.queue(
+        self.queue_next(
             task.priority(),
             Box::new(move || {
                 // Every worker of this block made its `CudaRun` current in its start hook,
@@ -148,11 +164,12 @@ impl Executor for StreamExecutor {
                         message: "a GPU op ran on a thread that is no GPU worker".to_owned(),
                     }));
                 };
+                let after = run.take_after_work();
                 match run.events().record(run.stream()) {
                     Ok(event) => {
                         let event = Arc::new(event);
                         completion.launched(StreamFence::fence(run.stream(), &event));
-                        run.completer().launched(event, completion);
+                        run.completer().launched(event, completion, after);
                     }
                     Err(error) => {
                         // No event to wait for: the work launched so far must end before the
@@ -160,6 +177,7 @@ impl Executor for StreamExecutor {
                         // for its stream, on this failure path only.
                         let _ = host_wait::stream(run.stream());
                         completion.complete(Err(device_error(error)));
+                        after.drop_all();
                     }
                 }
             }),

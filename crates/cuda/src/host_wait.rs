@@ -1,5 +1,5 @@
-//! Host waits for the work of a stream that wait even when the context holds an error stored
-//! by some other call.
+//! Host waits for the work of a stream, and queries of it, that wait even when the context
+//! holds an error stored by some other call.
 //!
 //! cudarc stores the failures of calls that cannot return one (its `Drop`s of events, buffers
 //! and pinned memory, from any thread) on the context (`CudaContext::record_err`), and every
@@ -11,6 +11,7 @@
 //! wait through the driver, and only then report: the stored error first (it is an error of
 //! the context the op's work ran in), else the wait's own.
 
+use cudarc::driver::sys::CUresult;
 use cudarc::driver::{CudaContext, CudaStream, DriverError, result};
 
 use crate::event::Event;
@@ -22,6 +23,22 @@ pub(crate) fn event(event: &Event) -> Result<(), DriverError> {
     // above (the wait is made where the event's context is current, as cudarc's own does).
     let waited = unsafe { result::event::synchronize(event.cu_event()) };
     stored.and(waited)
+}
+
+/// Whether the work before `event` on its stream is done, without waiting. An error stored on
+/// the context is reported once the work is done, as [`event`] reports it; while the work
+/// runs, it is put back for that report.
+pub(crate) fn query(event: &Event) -> Result<bool, DriverError> {
+    let stored = make_current(event.context());
+    // SAFETY: as in `event`: `event` is alive and its context current.
+    match unsafe { result::event::query(event.cu_event()) } {
+        Ok(()) => stored.map(|()| true),
+        Err(DriverError(CUresult::CUDA_ERROR_NOT_READY)) => {
+            event.context().record_err(stored);
+            Ok(false)
+        }
+        Err(error) => stored.and(Err(error)),
+    }
 }
 
 /// Waits until the work launched so far on `stream` is done.

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream};
 
-use crate::completer::Completer;
+use depengine_sync::{Mutex, lock};
+
+use crate::completer::{AfterWork, Completer};
 use crate::event::EventPool;
 
 thread_local! {
@@ -36,6 +38,8 @@ pub struct CudaRun {
     completer: Arc<Completer>,
     /// The recycled events the worker records on `stream` after each op.
     events: Arc<EventPool>,
+    /// The values to drop once the op running on the worker completed.
+    after_work: Arc<Mutex<AfterWork>>,
 }
 
 impl CudaRun {
@@ -54,6 +58,7 @@ impl CudaRun {
             stream,
             completer,
             events,
+            after_work: Arc::default(),
         }
     }
 
@@ -80,6 +85,35 @@ impl CudaRun {
     /// The worker's stream: launch the op's work here.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// Drops `value` once the op running on this worker has completed, on its stream's
+    /// completion thread: for what the op's work may still use when its function returns, such
+    /// as a device buffer the op replaced, or the staging buffer of a copy it queued. Dropped
+    /// inside the function, a buffer would be freed while that work runs (with cudarc's event
+    /// tracking off), or its drop would order the free behind it (with tracking on).
+    ///
+    /// Called outside an op (or from another thread than the worker's), the value waits for
+    /// the worker's next op, or for the worker's end.
+    ///
+    /// ```no_run
+    /// use depengine_cuda::CudaRun;
+    ///
+    /// // Inside a GPU op's function:
+    /// let run = CudaRun::current().expect("a GPU worker");
+    /// let mut buffer = run.stream().alloc_zeros::<f32>(1 << 20)?;
+    /// // ... launch work that reads `buffer`, then replace it:
+    /// let old = std::mem::replace(&mut buffer, run.stream().alloc_zeros::<f32>(1 << 21)?);
+    /// run.drop_after_completion(old);
+    /// # Ok::<(), depengine_cuda::cudarc::driver::DriverError>(())
+    /// ```
+    pub fn drop_after_completion<T: Send + 'static>(&self, value: T) {
+        lock(&self.after_work).push(Box::new(value));
+    }
+
+    /// The values to drop once the op that just ran on this worker completed.
+    pub(crate) fn take_after_work(&self) -> AfterWork {
+        std::mem::take(&mut *lock(&self.after_work))
     }
 
     /// The completion thread of the worker's stream.
