@@ -57,6 +57,29 @@ const REQUESTS_INLINE: usize = 8;
 /// Vars a push on several vars checks for duplicates pair by pair (more: sorted).
 const DISTINCT_BY_PAIRS: usize = 8;
 
+/// Whether the reads (`vars[..reads]`) and the writes each come in strictly ascending slot
+/// order, as a replay's do (its plan sorts its vars once).
+fn runs_ascending(vars: &[VarKey], reads: usize) -> bool {
+    let ascending = |run: &[VarKey]| run.windows(2).all(|pair| pair[0].index < pair[1].index);
+    let (read_keys, write_keys) = vars.split_at(reads);
+    ascending(read_keys) && ascending(write_keys)
+}
+
+/// For vars whose two runs are ascending (`runs_ascending`): the first pair of positions, a
+/// read's and a write's, that name one slot, found in one merge of the runs, without a sort.
+fn same_slot_in_ascending_runs(vars: &[VarKey], reads: usize) -> Option<(usize, usize)> {
+    let (read_keys, write_keys) = vars.split_at(reads);
+    let (mut read, mut write) = (0, 0);
+    while let (Some(r), Some(w)) = (read_keys.get(read), write_keys.get(write)) {
+        match r.index.cmp(&w.index) {
+            std::cmp::Ordering::Less => read += 1,
+            std::cmp::Ordering::Greater => write += 1,
+            std::cmp::Ordering::Equal => return Some((read, reads + write)),
+        }
+    }
+    None
+}
+
 /// Ops a completion asks the slots of while it holds the var's lock (see `release`).
 const GRANT_PREFETCHED: usize = 8;
 
@@ -849,6 +872,8 @@ impl<T, E> Graph<T, E> {
             (1..vars.len())
                 .flat_map(|second| (0..second).map(move |first| (first, second)))
                 .find(|&pair| same_slot(pair))
+        } else if runs_ascending(vars, deps.reads().len()) {
+            same_slot_in_ascending_runs(vars, deps.reads().len())
         } else {
             let mut order: Vec<usize> = (0..vars.len()).collect();
             order.sort_unstable_by_key(|&position| vars[position].index);

@@ -154,6 +154,17 @@ fn duplicate_and_conflicting_vars_are_rejected_without_change() {
         graph.push(&[], &dup, 1, &mut ready),
         Err(GraphError::DuplicateVar { var: many[3] })
     );
+    // Reads and writes each in slot order (a replay's) are merged, not sorted.
+    assert_eq!(
+        graph.push(&many[..6], &many[5..], 1, &mut ready),
+        Err(GraphError::ReadWriteConflict { var: many[5] })
+    );
+    assert_eq!(
+        graph.push(&many[..6], &many[6..], 1, &mut ready),
+        Ok(()),
+        "distinct sorted runs"
+    );
+    finish(&graph, &mut ready, 1, Ok(()));
     assert!(ready.is_empty());
     for var in [a, b].iter().chain(&many) {
         assert_eq!(graph.var_status(*var).unwrap(), VarStatus::default());
@@ -175,6 +186,18 @@ fn a_stale_handle_beside_its_slots_current_var_is_deleted_not_duplicate() {
     assert_eq!(graph.push(&[stale, live], &[], 1, &mut ready), deleted);
     assert_eq!(graph.push(&[], &[live, stale], 1, &mut ready), deleted);
     assert_eq!(graph.push(&[live], &[stale], 1, &mut ready), deleted);
+    // The same on long lists, each in slot order.
+    let mut long_reads: Vec<Var> = (0..8).map(|_| graph.new_var().unwrap()).collect();
+    let long_writes: Vec<Var> = (0..8).map(|_| graph.new_var().unwrap()).collect();
+    long_reads.insert(0, stale);
+    assert_eq!(
+        graph.push(&long_reads, &long_writes, 1, &mut ready),
+        deleted
+    );
+    long_reads[0] = live;
+    let mut with_stale = long_writes.clone();
+    with_stale.insert(0, stale);
+    assert_eq!(graph.push(&long_reads, &with_stale, 1, &mut ready), deleted);
     assert!(ready.is_empty());
     assert_eq!(graph.var_status(live).unwrap(), VarStatus::default());
 }

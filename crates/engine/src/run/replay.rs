@@ -49,8 +49,9 @@ struct Replay {
     /// The counter past the ops': the thread that takes it to zero completes the replay (and
     /// has taken in every op's effects, as a dependent would).
     end: u32,
-    /// Per op, its failure: inherited (it skips) or its own.
-    failures: Box<[OnceLock<OpFailure>]>,
+    /// Per op, its failure: inherited (it skips) or its own; made at the first failure, so
+    /// that a replay in which nothing fails allocates none.
+    failures: OnceLock<Box<[OnceLock<OpFailure>]>>,
     /// Whether any failure slot was written.
     failed: AtomicBool,
     /// The replay's op, completed once (by the thread that takes `end` to zero).
@@ -88,7 +89,7 @@ impl EngineState {
             state: Arc::clone(self),
             counts: ReleaseCounts::new(deps.counts.iter().copied().chain([end])),
             end,
-            failures: (0..ops).map(|_| OnceLock::new()).collect(),
+            failures: OnceLock::new(),
             failed: AtomicBool::new(false),
             done: Mutex::new(Some(op)),
             inline: Mutex::new(Inline::default()),
@@ -149,7 +150,10 @@ impl Replay {
 
     /// Gives `op` `failure`, unless it has one.
     fn fail(&self, op: u32, failure: &OpFailure) {
-        let _ = self.failures[op as usize].set(failure.clone());
+        let failures = self
+            .failures
+            .get_or_init(|| (0..self.plan.ops.len()).map(|_| OnceLock::new()).collect());
+        let _ = failures[op as usize].set(failure.clone());
         self.failed.store(true, Ordering::Relaxed);
     }
 
@@ -157,7 +161,7 @@ impl Replay {
     #[inline]
     fn failure(&self, op: u32) -> Option<&OpFailure> {
         if self.failed.load(Ordering::Relaxed) {
-            self.failures[op as usize].get()
+            self.failures.get()?[op as usize].get()
         } else {
             None
         }
@@ -174,15 +178,27 @@ impl Replay {
     /// them finished. The ops of `first` share a block. An async op is counted by its
     /// completion instead (`finish_plan_op`).
     fn run_from(self: &Arc<Self>, mut first: impl Iterator<Item = u32>) {
-        let mut next = None;
-        let mut finished = 0;
-        while let Some(op) = next.take().or_else(|| first.next()) {
-            if self.run_op(op) == Ran::Done {
-                self.release_dependents(op, Some(&mut next));
-                finished += 1;
+        let finished = self.within_frame(|| {
+            let mut next = None;
+            let mut finished = 0;
+            while let Some(op) = next.take().or_else(|| first.next()) {
+                if self.run_op(op) == Ran::Done {
+                    self.release_dependents(op, Some(&mut next));
+                    finished += 1;
+                }
             }
-        }
+            finished
+        });
         self.count_finished(finished);
+    }
+
+    /// Runs `f`, which runs ops of the replay, inside a frame of the replay's vars: a wait
+    /// inside an op's function sees them held (`thread/frame.rs`). One frame for every op `f`
+    /// runs, as they share it; the completion of the replay runs outside (`count_finished`).
+    #[inline]
+    fn within_frame<R>(&self, f: impl FnOnce() -> R) -> R {
+        let deps = &self.plan.deps;
+        frame::within_replay(self.state.id(), &deps.reads, &deps.writes, f)
     }
 
     /// Runs the inline queue's ops until it is empty, unless another call runs them (on this
@@ -203,14 +219,16 @@ impl Replay {
             inline.running = op.is_some();
             op
         };
-        let mut op = next(true);
-        while let Some(ran) = op {
-            if self.run_op(ran) == Ran::Done {
-                self.release_dependents(ran, None);
-                finished += 1;
+        self.within_frame(|| {
+            let mut op = next(true);
+            while let Some(ran) = op {
+                if self.run_op(ran) == Ran::Done {
+                    self.release_dependents(ran, None);
+                    finished += 1;
+                }
+                op = next(false);
             }
-            op = next(false);
-        }
+        });
         self.count_finished(finished);
     }
 
@@ -279,7 +297,7 @@ impl Replay {
         };
         match &plan_op.func {
             PlanFn::Sync(func) => {
-                let returned = self.call(plan_op, || func(plan_op.run, &vars));
+                let returned = Self::call(plan_op, || func(plan_op.run, &vars));
                 let outcome = EngineState::outcome(&plan_op.name, returned);
                 self.state
                     .profile(|| self.profiled_op(op), started, &outcome);
@@ -297,34 +315,35 @@ impl Replay {
                 };
                 // A panic drops the completion (or `done`, before it became one) while
                 // unwinding, which fails the op.
-                let _ = self.call(plan_op, || func(plan_op.run, &vars, done));
+                let _ = Self::call(plan_op, || func(plan_op.run, &vars, done));
                 Ran::Pending
             }
         }
     }
 
-    /// Calls `f`, `plan_op`'s function, catching a panic. A wait inside it sees the replay's
-    /// vars as held (`thread/frame.rs`); the span is made inside the `catch_unwind`, as a
-    /// pushed op's (`run/execute.rs`).
+    /// Calls `f`, `plan_op`'s function, catching a panic; the span is made inside the
+    /// `catch_unwind`, as a pushed op's (`run/execute.rs`). Its caller runs it inside the
+    /// replay's frame (`within_frame`).
     #[inline]
-    fn call<R>(&self, plan_op: &PlanOp, f: impl FnOnce() -> R) -> std::thread::Result<R> {
-        let deps = &self.plan.deps;
-        frame::within_replay(self.state.id(), &deps.reads, &deps.writes, || {
-            catch_unwind(AssertUnwindSafe(|| {
-                op_span(plan_op.name.as_str()).in_scope(f)
-            }))
-        })
+    fn call<R>(plan_op: &PlanOp, f: impl FnOnce() -> R) -> std::thread::Result<R> {
+        catch_unwind(AssertUnwindSafe(|| {
+            op_span(plan_op.name.as_str()).in_scope(f)
+        }))
     }
 
     /// Completes the replay's op: each written var with its last writer's outcome.
     fn complete(&self) {
         let deps = &self.plan.deps;
-        let mut failures: Vec<Option<OpFailure>> = vec![None; deps.reads.len()];
-        failures.extend(
-            deps.last_writers
-                .iter()
-                .map(|&writer| self.failure(writer).cloned()),
-        );
+        // None: every var cleared, as an empty list says.
+        let mut failures: Vec<Option<OpFailure>> = Vec::new();
+        if self.failed.load(Ordering::Relaxed) {
+            failures.resize(deps.reads.len(), None);
+            failures.extend(
+                deps.last_writers
+                    .iter()
+                    .map(|&writer| self.failure(writer).cloned()),
+            );
+        }
         let done = lock(&self.done).take();
         if let Some(op) = done {
             self.state.finish_with_each(op, &failures);
