@@ -38,7 +38,7 @@
 //! - `replay_chain`, `replay_random_empty`, `replay_random_1us`: the first `PLAN_OPS` ops of
 //!   `chain` and of the random graph captured once as a plan (`Engine::capture`), replayed
 //!   back to back until N ops ran (`Engine::replay`): the cost of a static graph beside its
-//!   dynamic twin.
+//!   dynamic twin; `replay_random_1us_overhead` against the plan's own bound, as above.
 //! - `latency`: push-to-start of one op on an idle engine, one op every 2 ms (past the
 //!   workers' shortest spin window, so the first ops find them asleep; from the third on, a
 //!   worker that learned the period searches through it, see `crates/pool/src/spin_window.rs`),
@@ -118,6 +118,7 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
         "random_empty_shared",
         "replay_random_empty",
         "replay_random_1us",
+        "replay_random_1us_overhead",
     ]
     .iter()
     .any(|workload| args.wants(workload))
@@ -143,15 +144,16 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
             "ns/op",
         );
     }
+    // Who runs the ops, for the bounds of the `_overhead` figures.
+    let workers = if setup.kind == EngineKind::Naive {
+        1
+    } else {
+        args.threads
+    };
     if args.wants("random_1us") {
         let measured = random(&engine, &graph, true)?;
         report("random_1us", measured, "ns/op");
-        let workers = if setup.kind == EngineKind::Naive {
-            1
-        } else {
-            args.threads
-        };
-        let ideal = graph.ideal_ns(workers) / n.max(1) as f64;
+        let ideal = graph.ideal_ns(n, workers) / n.max(1) as f64;
         report("random_1us_overhead", measured - ideal, "ns/op");
     }
     if args.wants("replay_chain") {
@@ -164,12 +166,12 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
             "ns/op",
         );
     }
-    if args.wants("replay_random_1us") {
-        report(
-            "replay_random_1us",
-            replay_random(&engine, &graph, true)?,
-            "ns/op",
-        );
+    if args.wants("replay_random_1us") || args.wants("replay_random_1us_overhead") {
+        let measured = replay_random(&engine, &graph, true)?;
+        report("replay_random_1us", measured, "ns/op");
+        let plan = PLAN_OPS.min(n.max(1));
+        let ideal = graph.ideal_ns(plan, workers) / plan as f64;
+        report("replay_random_1us_overhead", measured - ideal, "ns/op");
     }
     if args.wants("latency") {
         report("latency", latency(&engine)?, "us");
@@ -665,14 +667,16 @@ impl RandomGraph {
             .map(|&[r0, r1, w]| ([usize::from(r0), usize::from(r1)], usize::from(w)))
     }
 
-    /// max(total work / workers, critical path) in ns, each op costing `SPIN`.
-    fn ideal_ns(&self, workers: usize) -> f64 {
+    /// max(total work / workers, critical path) in ns of the first `ops` ops, each costing
+    /// `SPIN`.
+    fn ideal_ns(&self, ops: usize, workers: usize) -> f64 {
         // Unit-time ops with unlimited workers: an op starts after the last write of every var
         // it uses and, for its written var, after the reads since that write.
         let mut last_write = vec![0_u64; RANDOM_VARS];
         let mut last_read = vec![0_u64; RANDOM_VARS];
         let mut depth = 0;
-        for (reads, w) in self.iter() {
+        let ops = ops.min(self.ops.len());
+        for (reads, w) in self.iter().take(ops) {
             let start = reads
                 .iter()
                 .map(|&r| last_write[r])
@@ -688,7 +692,7 @@ impl RandomGraph {
             depth = depth.max(finish);
         }
         let spin = SPIN.as_nanos() as f64;
-        let work = self.ops.len() as f64 * spin / workers.max(1) as f64;
+        let work = ops as f64 * spin / workers.max(1) as f64;
         work.max(depth as f64 * spin)
     }
 }
@@ -929,7 +933,7 @@ fn serial(args: &Args) -> Result<(), String> {
         report("random_1us", measured, "ns/op");
         report(
             "random_1us_overhead",
-            measured - graph.ideal_ns(1) / n.max(1) as f64,
+            measured - graph.ideal_ns(n, 1) / n.max(1) as f64,
             "ns/op",
         );
     }

@@ -189,6 +189,7 @@ const ENGINE: Group = Group {
         "replay_chain",
         "replay_random_empty",
         "replay_random_1us",
+        "replay_random_1us_overhead",
         "latency",
     ],
     full_sizes: &["--ops", "200000"],
