@@ -185,6 +185,9 @@ pub const DEFAULT_MAX_PENDING: usize = 4096;
 /// The default [`EngineConfig::max_pending_wait`].
 pub const DEFAULT_MAX_PENDING_WAIT: Duration = Duration::from_millis(1);
 
+/// The default [`EngineConfig::device_hang_limit`].
+pub const DEFAULT_DEVICE_HANG_LIMIT: Duration = Duration::from_mins(1);
+
 /// The most ops one bulk segment may hold (see [`EngineConfig::bulk_size`]): a positive
 /// integer up to [`MAX_BULK_SIZE`], or `0` / `off` for no bulk execution (the default).
 pub const BULK_SIZE: &str = "DEPENGINE_BULK_SIZE";
@@ -210,6 +213,9 @@ pub const MAX_BULK_SIZE: usize = 4096;
 const MAX_PENDING_FIELD: &str = "EngineConfig::max_pending";
 /// The name [`EngineConfig::validate`] gives `max_pending_wait` in its errors.
 const MAX_PENDING_WAIT_FIELD: &str = "EngineConfig::max_pending_wait";
+
+/// The name [`EngineConfig::validate`] gives `device_hang_limit` in its errors.
+const DEVICE_HANG_LIMIT_FIELD: &str = "EngineConfig::device_hang_limit";
 /// The name [`EngineConfig::validate`] gives `stall_warning` in its errors.
 const STALL_WARNING_FIELD: &str = "EngineConfig::stall_warning";
 /// The name errors about a profiler output set in code give it.
@@ -299,6 +305,14 @@ pub struct EngineConfig {
     /// it. A zero duration is refused ([`ConfigError::Invalid`]): it would make the bound
     /// admit every push.
     pub max_pending_wait: Option<Duration>,
+    /// How long the last clone's drop waits, while no op completes, for device work that an
+    /// executor has not reported done (a hung kernel) before it gives up: it reports an error
+    /// (a stall warning) and leaves the engine's threads, and the data of the ops still
+    /// pending, to the process, instead of hanging. Default: [`DEFAULT_DEVICE_HANG_LIMIT`]
+    /// (60 s); `None`: as long as it takes. A stall with no device work in flight (a guard
+    /// not dropped) is waited for as long as it takes, with its warnings. A zero duration is
+    /// refused ([`ConfigError::Invalid`]).
+    pub device_hang_limit: Option<Duration>,
     /// Bulk execution (MXNet's `MXNET_EXEC_BULK_EXEC_*`): at most this many consecutive sync
     /// ops that one thread pushes run as one scheduled unit, a *segment*, with the dependency
     /// and failure semantics of ops pushed alone. `0` (the default) or `1`: every op runs
@@ -357,6 +371,7 @@ impl Default for EngineConfig {
             stall_warning: Some(Duration::from_secs(10)),
             max_pending: Some(DEFAULT_MAX_PENDING),
             max_pending_wait: Some(DEFAULT_MAX_PENDING_WAIT),
+            device_hang_limit: Some(DEFAULT_DEVICE_HANG_LIMIT),
             bulk_size: 0,
             pin_workers: false,
             cpu_max_spin: depengine_pool::DEFAULT_MAX_SPIN,
@@ -539,6 +554,13 @@ impl EngineConfig {
         self
     }
 
+    /// Sets how long the last clone's drop waits for a device that makes no progress (`None`:
+    /// as long as it takes; see [`device_hang_limit`](Self::device_hang_limit)).
+    pub fn device_hang_limit(mut self, limit: Option<Duration>) -> Self {
+        self.device_hang_limit = limit;
+        self
+    }
+
     /// Sets the most ops one bulk segment holds (`0`: no bulk execution; see
     /// [`bulk_size`](Self::bulk_size)).
     pub fn bulk_size(mut self, ops: usize) -> Self {
@@ -590,6 +612,11 @@ impl EngineConfig {
             (
                 MAX_PENDING_WAIT_FIELD,
                 self.max_pending_wait,
+                "a positive duration, or `None` to wait as long as it takes",
+            ),
+            (
+                DEVICE_HANG_LIMIT_FIELD,
+                self.device_hang_limit,
                 "a positive duration, or `None` to wait as long as it takes",
             ),
         ] {
@@ -758,6 +785,7 @@ impl fmt::Debug for EngineConfig {
             .field("stall_warning", &self.stall_warning)
             .field("max_pending", &self.max_pending)
             .field("max_pending_wait", &self.max_pending_wait)
+            .field("device_hang_limit", &self.device_hang_limit)
             .field("bulk_size", &self.bulk_size)
             .field("pin_workers", &self.pin_workers)
             .field("cpu_max_spin", &self.cpu_max_spin)

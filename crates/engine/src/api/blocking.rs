@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use depengine_graph::{Access, Var};
 use depengine_sync::Backoff;
@@ -66,11 +66,40 @@ pub(crate) fn waits_for_releases(engine: u64) -> bool {
 }
 
 /// The shutdown's wait for every op, whose stall warnings carry `dump_pending`'s picture.
-pub(crate) fn wait_for_shutdown(state: &Arc<EngineState>) {
+///
+/// It gives up (`Err`) once no op has completed for `EngineConfig::device_hang_limit` while
+/// device work handed to an executor is still unreported (a hung kernel): that work may never
+/// end, and every op behind it waits for it. A stall without device work in flight (a guard not
+/// dropped) is waited for as long as it takes.
+pub(crate) fn wait_for_shutdown(state: &Arc<EngineState>) -> Result<(), DeviceHung> {
     let pending = state.pending();
+    let gpus = state.workers().gpus();
+    // The pending count last seen, and since when.
+    let mut progress = (pending.count(), Instant::now());
     block_until(
         state,
-        |timeout| pending.wait_idle_for(timeout).then_some(()),
+        |timeout| {
+            let Some(limit) = gpus.hang_limit() else {
+                return pending.wait_idle_for(timeout).then_some(Ok(()));
+            };
+            // Wakes to look at the progress a few times per limit.
+            let look = (limit / 4).max(Duration::from_millis(1));
+            if pending.wait_idle_for(Some(timeout.map_or(look, |timeout| timeout.min(look)))) {
+                return Some(Ok(()));
+            }
+            let count = pending.count();
+            if count != progress.0 {
+                progress = (count, Instant::now());
+                return None;
+            }
+            let in_flight = gpus.in_flight();
+            let waited = progress.1.elapsed();
+            (in_flight > 0 && waited >= limit).then_some(Err(DeviceHung {
+                pending: count,
+                in_flight,
+                waited,
+            }))
+        },
         |waited| {
             let mut dot = Vec::new();
             let _ = dump::write_pending(state, &mut dot);
@@ -86,7 +115,32 @@ pub(crate) fn wait_for_shutdown(state: &Arc<EngineState>) {
                 ),
             );
         },
-    );
+    )
+}
+
+/// A shutdown that gave up on device work making no progress (`wait_for_shutdown`).
+pub(crate) struct DeviceHung {
+    pending: usize,
+    in_flight: usize,
+    waited: Duration,
+}
+
+impl DeviceHung {
+    /// Reports it where no caller can take it (the last clone's drop): as a stall warning.
+    pub(crate) fn warn(&self) {
+        warn(
+            Topic::Stall,
+            format_args!(
+                "the engine's shutdown gives up: no op completed for {:.2} s while {} device \
+                 op(s) were not reported done by their executor (a hung kernel?); {} op(s) stay \
+                 pending, and the engine's threads and their data are left to the process \
+                 (EngineConfig::device_hang_limit)",
+                self.waited.as_secs_f64(),
+                self.in_flight,
+                self.pending,
+            ),
+        );
+    }
 }
 
 /// The shutdown's wait, once its blocks are stopped, for the other references to the engine's

@@ -139,9 +139,16 @@ impl Drop for Handle {
 ///
 /// A leaked guard or `Completion` keeps its op pending, and the shutdown must wait for it (the
 /// value may be in use): every stall period it warns, with `dump_pending`'s picture of who
-/// holds what, so that such a wait is never silent.
+/// holds what, so that such a wait is never silent. Device work that makes no progress (a hung
+/// kernel) is waited for up to `EngineConfig::device_hang_limit`; then the teardown warns and
+/// returns, leaving the threads and the state to the process.
 fn tear_down(state: &Arc<EngineState>) -> Result<(), OutputFailure> {
-    blocking::wait_for_shutdown(state);
+    if let Err(hung) = blocking::wait_for_shutdown(state) {
+        // The blocks keep running, and with them the engine's state: the hung work may still
+        // end, and what waits behind it then runs. Joining them would hang here.
+        hung.warn();
+        return Ok(());
+    }
     state.workers().stop_blocks();
     // Stand-ins, task epilogues, async completions and values' releases drop their references
     // once their op completed; once only the caller's is left, dropping it drops the state.

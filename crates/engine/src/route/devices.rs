@@ -2,9 +2,10 @@
 //! created on first use and cached.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use depengine_device::{DeviceBackend, DeviceError, Executor};
-use depengine_sync::OnceLock;
+use depengine_sync::{AtomicUsize, OnceLock, Ordering};
 
 use crate::context::{Context, FnProperty};
 use crate::error::{EngineError, Result};
@@ -26,6 +27,11 @@ pub(crate) struct GpuExecutors {
     /// Per GPU id, the fault that lost the device ([`DeviceError::Lost`]): set once, by the
     /// thread that completes the faulted op; read by every push of a GPU op.
     lost: Box<[OnceLock<DeviceError>]>,
+    /// Device ops handed to an executor whose work it has not reported done (`run/device.rs`
+    /// counts them), for the shutdown that gives up on a hung device (`api/blocking.rs`).
+    in_flight: AtomicUsize,
+    /// `EngineConfig::device_hang_limit`.
+    hang_limit: Option<Duration>,
     compute_threads: usize,
     copy_threads: usize,
 }
@@ -35,6 +41,7 @@ impl GpuExecutors {
         backend: Option<Arc<dyn DeviceBackend>>,
         compute_threads: usize,
         copy_threads: usize,
+        hang_limit: Option<Duration>,
     ) -> Self {
         let lazies = || (0..MAX_GPUS).map(|_| Lazy::new()).collect();
         GpuExecutors {
@@ -42,6 +49,8 @@ impl GpuExecutors {
             compute: lazies(),
             copy: lazies(),
             lost: (0..MAX_GPUS).map(|_| OnceLock::new()).collect(),
+            in_flight: AtomicUsize::new(0),
+            hang_limit,
             compute_threads,
             copy_threads,
         }
@@ -100,6 +109,27 @@ impl GpuExecutors {
         {
             let _ = lost.set(fault.clone());
         }
+    }
+
+    /// Counts a device op handed to its executor. Relaxed, as `work_reported`: the count is
+    /// read only to tell a stalled shutdown whether device work is what it waits for.
+    pub(crate) fn work_handed(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a device op whose work its executor reported done (or that it dropped).
+    pub(crate) fn work_reported(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Device ops handed to an executor and not reported done.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// How long a shutdown waits for device work that makes no progress.
+    pub(crate) fn hang_limit(&self) -> Option<Duration> {
+        self.hang_limit
     }
 
     /// Creates the executor of `cell` (see `executor`).
@@ -171,7 +201,7 @@ mod tests {
     #[test]
     fn executor_is_created_once_or_fails_with_the_backends_error() {
         let backend = Arc::new(FailsFirst::default());
-        let gpus = GpuExecutors::new(Some(backend.clone()), 1, 1);
+        let gpus = GpuExecutors::new(Some(backend.clone()), 1, 1, None);
         let gpu = Context::gpu(3);
         assert!(matches!(
             gpus.executor(gpu, false),
@@ -185,7 +215,7 @@ mod tests {
             gpus.executor(Context::gpu(MAX_GPUS), true),
             Err(EngineError::DeviceIdOutOfRange { .. })
         ));
-        let none = GpuExecutors::new(None, 1, 1);
+        let none = GpuExecutors::new(None, 1, 1, None);
         assert!(matches!(
             none.executor(gpu, true),
             Err(EngineError::NoDeviceBackend { .. })

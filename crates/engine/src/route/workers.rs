@@ -73,6 +73,7 @@ impl Workers {
                 config.device_backend.clone(),
                 config.gpu_worker_threads,
                 config.gpu_copy_threads,
+                config.device_hang_limit,
             ),
         }
     }
@@ -130,6 +131,11 @@ impl Workers {
         outcome: &std::result::Result<(), DeviceError>,
     ) {
         self.gpus.note_outcome(context, outcome);
+    }
+
+    /// The GPU executors (their count of device work in flight).
+    pub(crate) fn gpus(&self) -> &GpuExecutors {
+        &self.gpus
     }
 
     /// Whether ready `Async` ops run on the thread that pushed them (`ThreadedPerDevice`).

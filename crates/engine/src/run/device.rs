@@ -64,7 +64,7 @@ impl EngineState {
         let Behind { fences, upstream } = self.fences.behind(op.reads(), op.writes());
         let unlaunched = Unlaunched {
             state: Arc::clone(self),
-            op: Some((op, upstream)),
+            op: Some((op, upstream, InFlight::handed(self))),
         };
         DeviceTask::new(priority, move || unlaunched.run()).after(fences)
     }
@@ -75,6 +75,7 @@ impl EngineState {
         self: Arc<Self>,
         op: ReadyOp<OpRecord>,
         upstream: Upstream,
+        in_flight: InFlight,
     ) -> DeviceCompletion {
         let marker = TaskMarker::enter(self.id);
         let mut completion = None;
@@ -85,6 +86,7 @@ impl EngineState {
                 outcome,
                 started,
                 upstream,
+                in_flight,
             })));
         });
         // An op finished without a sync function's outcome (skipped, async) waits for nothing.
@@ -106,6 +108,7 @@ struct Returned {
     started: Option<Started>,
     /// The outcomes of the launched ops it was released behind (`run/fences.rs`, "Failures").
     upstream: Upstream,
+    in_flight: InFlight,
 }
 
 impl DeviceOp for Returned {
@@ -122,6 +125,7 @@ impl DeviceOp for Returned {
             op,
             started,
             upstream,
+            in_flight,
             ..
         } = *self;
         let marker = TaskMarker::enter(state.id);
@@ -143,6 +147,7 @@ impl DeviceOp for Returned {
             registration,
             started,
             upstream,
+            in_flight,
         })
     }
 
@@ -156,13 +161,15 @@ impl DeviceOp for Returned {
             outcome,
             started,
             upstream,
+            in_flight,
         } = *self;
         state
             .workers
             .note_device_outcome(op.payload().context, &device);
         if let Err(own) = outcome {
             // Its own failure wins over anything passed on: no need to wait.
-            return Returned::finish(state, op, started, Err(own), true);
+            Returned::finish(state, op, started, Err(own), true);
+            return drop(in_flight);
         }
         upstream.then(move |passed_on| {
             let (outcome, root) = match passed_on {
@@ -170,6 +177,7 @@ impl DeviceOp for Returned {
                 None => (device.map_err(|e| device_failure(op.payload(), e)), true),
             };
             Returned::finish(state, op, started, outcome, root);
+            drop(in_flight);
         });
     }
 }
@@ -204,6 +212,7 @@ struct LaunchedWork {
     started: Option<Started>,
     /// The outcomes of the launched ops it was released behind (`run/fences.rs`, "Failures").
     upstream: Upstream,
+    in_flight: InFlight,
 }
 
 impl DeviceOp for LaunchedWork {
@@ -228,6 +237,7 @@ impl DeviceOp for LaunchedWork {
             registration,
             started,
             upstream,
+            in_flight,
         } = *self;
         if let Some(op) = &op {
             state
@@ -252,6 +262,7 @@ impl DeviceOp for LaunchedWork {
                 state.finish_uncompleted();
                 registration.settle(None);
             }
+            drop(in_flight);
             drop(state);
             drop(marker);
         });
@@ -267,16 +278,16 @@ fn device_failure(record: &OpRecord, error: DeviceError) -> OpFailure {
 /// op fails (its function dropped unrun) instead of holding its vars forever.
 struct Unlaunched {
     state: Arc<EngineState>,
-    /// `Some` until the task runs: the op, and the outcomes of the launched ops it was released
-    /// behind.
-    op: Option<(ReadyOp<OpRecord>, Upstream)>,
+    /// `Some` until the task runs: the op, the outcomes of the launched ops it was released
+    /// behind, and its count as device work in flight.
+    op: Option<(ReadyOp<OpRecord>, Upstream, InFlight)>,
 }
 
 impl Unlaunched {
     fn run(mut self) -> DeviceCompletion {
         let state = Arc::clone(&self.state);
         match self.op.take() {
-            Some((op, upstream)) => state.run_on_device(op, upstream),
+            Some((op, upstream, in_flight)) => state.run_on_device(op, upstream, in_flight),
             // `op` is taken only here, and `run` consumes the guard.
             None => DeviceCompletion::new(drop),
         }
@@ -285,12 +296,31 @@ impl Unlaunched {
 
 impl Drop for Unlaunched {
     fn drop(&mut self) {
-        if let Some((op, _)) = self.op.take() {
+        if let Some((op, _, _in_flight)) = self.op.take() {
             let _marker = TaskMarker::enter(self.state.id);
             let failure = op
                 .payload()
                 .failure(FailureCause::Error(Box::new(DeviceError::Dropped)));
             self.state.fail_unrun(op, failure);
         }
+    }
+}
+
+/// A device op handed to its executor and not yet reported done (or dropped): counted while
+/// alive (`GpuExecutors::work_handed`), so that a shutdown stalled on a hung device can tell
+/// (`api/blocking.rs`). Its owner moves it along the op's path and drops it once the op is
+/// finished.
+struct InFlight(Arc<EngineState>);
+
+impl InFlight {
+    fn handed(state: &Arc<EngineState>) -> Self {
+        state.workers.gpus().work_handed();
+        InFlight(Arc::clone(state))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.workers.gpus().work_reported();
     }
 }

@@ -157,6 +157,78 @@ fn the_functions_own_failure_outlives_a_device_success() {
     assert!(error.contains("launch refused"), "{error}");
 }
 
+/// Drops `engine` on a thread of its own; the receiver hears when the drop returned.
+fn drop_elsewhere(engine: Engine) -> std::sync::mpsc::Receiver<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(engine);
+        let _ = tx.send(());
+    });
+    rx
+}
+
+#[test]
+fn the_drop_gives_up_on_device_work_that_never_ends_and_the_rest_may_finish_later() {
+    let device = Arc::new(HeldDevice::default());
+    let engine = Engine::new(
+        EngineConfig::default()
+            .kind(EngineKind::ThreadedPerDevice)
+            .device_backend(Arc::new(Backend(Arc::clone(&device))))
+            .device_hang_limit(Some(Duration::from_millis(200))),
+    )
+    .unwrap();
+    let var = engine.new_var().unwrap();
+    let ran = gpu_then_cpu(&engine, var);
+    // A hung kernel: the device never reports the op done.
+    let mut held = device.take(1);
+    let dropped = drop_elsewhere(engine);
+    assert_eq!(
+        dropped.recv_timeout(Duration::from_secs(20)),
+        Ok(()),
+        "the drop hung on device work that never ends"
+    );
+    assert!(!ran.load(Ordering::SeqCst));
+    // Should the work end after all, what waited behind it runs on the workers left behind.
+    held.pop().unwrap().complete(Ok(()));
+    for _ in 0..2000 {
+        if ran.load(Ordering::SeqCst) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("the CPU op behind the late device work never ran");
+}
+
+#[test]
+fn without_device_work_in_flight_the_drop_waits_for_a_stalled_op() {
+    let device = Arc::new(HeldDevice::default());
+    let engine = Engine::new(
+        EngineConfig::default()
+            .kind(EngineKind::ThreadedPerDevice)
+            .device_backend(Arc::new(Backend(Arc::clone(&device))))
+            .device_hang_limit(Some(Duration::from_millis(50))),
+    )
+    .unwrap();
+    let var = engine.new_var().unwrap();
+    let (go, gate) = std::sync::mpsc::channel::<()>();
+    let gate = Mutex::new(gate);
+    engine
+        .op("cpu-stalled")
+        .writes([var])
+        .push_sync(move |_| {
+            let _ = gate.lock().unwrap().recv();
+        })
+        .unwrap();
+    let dropped = drop_elsewhere(engine);
+    // Far past the limit: with no device work in flight, the drop still waits.
+    assert!(
+        dropped.recv_timeout(Duration::from_millis(500)).is_err(),
+        "the drop gave up on a CPU op"
+    );
+    go.send(()).unwrap();
+    assert_eq!(dropped.recv_timeout(Duration::from_secs(20)), Ok(()));
+}
+
 /// An executor that drops every device task unrun.
 struct DropsTasks;
 
