@@ -9,7 +9,8 @@
 //! library the kernels compile with, from `target/cuda/nvrtc`, where `.ci/run` installs it)
 //! into `DIR/nvrtc`; and writes `DIR/run.sh`. There, `bash DIR/run.sh [LOGS]` unpacks NVRTC,
 //! runs every test binary with `DEPENGINE_REQUIRE_GPU=1` (a skipped GPU test fails) and three
-//! rounds of the bench group, both systems alternating, and leaves `machine.txt`, `tests.txt`
+//! rounds of the bench group, both systems alternating (and the chains again with two compute
+//! workers), and leaves `machine.txt`, `tests.txt`
 //! and `bench.txt` in `LOGS` (default `DIR/logs`). `docs/cuda.md` records what ran where.
 
 use std::fs;
@@ -71,6 +72,10 @@ for round in 1 2 3; do
         timeout 120 "$here/bin/depengine-bench" gpu --system "$system" --ops 20000 \
             >> "$logs/bench.txt" 2>&1 || failed=1
     done
+    echo "--- round $round: depengine-cuda --gpu-workers 2" >> "$logs/bench.txt"
+    timeout 120 "$here/bin/depengine-bench" gpu --system depengine-cuda --gpu-workers 2 \
+        --ops 20000 --workloads kernel_chain,kernel_chain_streams,kernel5_chain \
+        >> "$logs/bench.txt" 2>&1 || failed=1
 done
 cat "$logs/bench.txt"
 exit $failed

@@ -16,6 +16,8 @@ pub(crate) struct Args {
     pub(crate) ops: u64,
     /// The bulk size of the `depengine-bulk` engine system (`--bulk`, default 64).
     pub(crate) bulk: usize,
+    /// The `gpu` group's compute workers per GPU (`--gpu-workers`, default 1).
+    pub(crate) gpu_workers: usize,
     /// Run only these workloads; empty means all.
     pub(crate) workloads: Vec<String>,
     /// The `taskbench` group's grid and kernel.
@@ -35,6 +37,7 @@ impl Args {
             idle: Duration::from_secs(1),
             ops: 200_000,
             bulk: 64,
+            gpu_workers: 1,
             workloads: Vec::new(),
             grid: GridFlags::default(),
             cholesky: CholeskyFlags::default(),
@@ -50,6 +53,7 @@ impl Args {
                 "--idle-ms" => parsed.idle = Duration::from_millis(number(&flag, &value()?)?),
                 "--ops" => parsed.ops = number(&flag, &value()?)?,
                 "--bulk" => parsed.bulk = number(&flag, &value()?)?,
+                "--gpu-workers" => parsed.gpu_workers = number(&flag, &value()?)?,
                 "--width" => parsed.grid.width = number(&flag, &value()?)?,
                 "--kernel" => parsed.grid.kernel = value()?,
                 "--output" => parsed.grid.output = number(&flag, &value()?)?,
@@ -74,8 +78,8 @@ impl Args {
         if parsed.system.is_empty() {
             return Err("--system is required".to_owned());
         }
-        if parsed.threads == 0 {
-            return Err("--threads must be at least 1".to_owned());
+        if parsed.threads == 0 || parsed.gpu_workers == 0 {
+            return Err("--threads and --gpu-workers must be at least 1".to_owned());
         }
         Ok(parsed)
     }

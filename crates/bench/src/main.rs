@@ -11,6 +11,7 @@ mod gpu;
 mod graph;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod other_threads;
 mod pool;
 mod taskbench;
 
