@@ -15,9 +15,9 @@
 //! microseconds completes without a sleep and a wake-up; once the backoff is spent, it sleeps
 //! in the driver on the oldest event (a blocking-sync event) instead of burning a core.
 //!
-//! A fault (CUDA's errors are sticky: every later query of the context reports it) makes the
-//! newest query fail; the ops are then completed one by one, oldest first, each with its own
-//! event's outcome, so that those whose events fired before the fault complete as they were.
+//! An error from the newest query (a fault, or an error cudarc stored on the context, which a
+//! query reports once) fails the oldest op still pending, as a wait for its event would have;
+//! a sticky fault, reported by every later query, then fails each later op in turn.
 //!
 //! # Values dropped after an op's work
 //!
@@ -212,12 +212,17 @@ fn complete_launched<P: StreamPoint>(shared: &Shared<P>) {
             }
             mine.extend(launched.ops.drain(..));
         }
-        if mine
-            .back()
-            .is_some_and(|newest| matches!(newest.point.passed(), Ok(true)))
-        {
+        let newest = mine.back().map(|newest| newest.point.passed());
+        if let Some(Ok(true)) = newest {
             for op in mine.drain(..) {
                 op.complete(Ok(()));
+            }
+            backoff = Backoff::new();
+        } else if let Some(Err(error)) = newest {
+            // A fault, or an error stored on the context (reported once): the oldest op takes
+            // it, as a wait for its event would have.
+            if let Some(oldest) = mine.pop_front() {
+                oldest.complete(Err(error));
             }
             backoff = Backoff::new();
         } else if complete_passed(&mut mine) {
@@ -298,6 +303,9 @@ mod tests {
         moved: std::sync::Condvar,
         calls: AtomicUsize,
         asleep: AtomicBool,
+        /// An error stored on the context: reported once, by the first call that finds its
+        /// point passed (as `host_wait` reports cudarc's).
+        stored: std::sync::Mutex<Option<DeviceError>>,
     }
 
     impl Stream {
@@ -309,6 +317,7 @@ mod tests {
                 moved: std::sync::Condvar::new(),
                 calls: AtomicUsize::new(0),
                 asleep: AtomicBool::new(false),
+                stored: std::sync::Mutex::new(None),
             })
         }
 
@@ -332,7 +341,10 @@ mod tests {
                     message: "illegal address".to_owned(),
                 }));
             }
-            (index < self.passed.load(Ordering::SeqCst)).then_some(Ok(()))
+            if index >= self.passed.load(Ordering::SeqCst) {
+                return None;
+            }
+            Some(self.stored.lock().unwrap().take().map_or(Ok(()), Err))
         }
 
         /// Waits until the completer sleeps on a point.
@@ -407,17 +419,30 @@ mod tests {
     }
 
     #[test]
-    fn after_a_fault_each_op_gets_its_own_outcome_in_stream_order() {
+    fn a_fault_fails_every_op_not_completed_in_stream_order() {
         let stream = Stream::new();
         let completer = Completer::start("fault").unwrap();
         let rx = hand_over(&completer, &stream, 6);
-        stream.until_asleep();
-        // Points 0-2 passed before the fault of the op of point 3.
         stream.pass(3);
+        let before: Vec<(usize, bool)> = rx.iter().take(3).collect();
+        assert_eq!(before, [(0, true), (1, true), (2, true)]);
         stream.fault(3);
-        let outcomes: Vec<(usize, bool)> = rx.iter().take(6).collect();
-        let expected: Vec<(usize, bool)> = (0..6).map(|index| (index, index < 3)).collect();
-        assert_eq!(outcomes, expected);
+        let after: Vec<(usize, bool)> = rx.iter().take(3).collect();
+        assert_eq!(after, [(3, false), (4, false), (5, false)]);
+    }
+
+    #[test]
+    fn an_error_stored_on_the_context_fails_one_op() {
+        let stream = Stream::new();
+        stream.pass(3);
+        *stream.stored.lock().unwrap() = Some(DeviceError::Failed {
+            backend: "stand-in".to_owned(),
+            message: "a free failed".to_owned(),
+        });
+        let completer = Completer::start("stored").unwrap();
+        let rx = hand_over(&completer, &stream, 3);
+        let outcomes: Vec<(usize, bool)> = rx.iter().take(3).collect();
+        assert_eq!(outcomes, [(0, false), (1, true), (2, true)]);
     }
 
     #[test]

@@ -16,8 +16,10 @@
 //! for its next task (`spawn_next`, `push_next`) instead of the block's queues, where an idle
 //! worker would steal it: a chain of GPU ops stays on one stream, and its links need no wait
 //! across streams. Only the first op released so is kept; the others of a branching graph
-//! are queued for any worker.
+//! are queued for any worker, as are the GPU ops an op's function pushes (it may wait for
+//! them, and nothing but this worker would run one kept here).
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
@@ -30,6 +32,29 @@ use crate::event::EventPool;
 use crate::fence::{self, StreamFence};
 use crate::host_wait;
 use crate::run::CudaRun;
+
+thread_local! {
+    /// Set while this GPU worker reports an op's launch: the GPU ops that the launch releases
+    /// are kept for this worker (`queue_next`). Those pushed by an op's function are not: the
+    /// function may wait for them, and no other worker would run one kept here.
+    static REPORTING_LAUNCH: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling worker as reporting a launch until dropped (also on unwind).
+struct ReportingLaunch;
+
+impl ReportingLaunch {
+    fn enter() -> Self {
+        REPORTING_LAUNCH.with(|flag| flag.set(true));
+        ReportingLaunch
+    }
+}
+
+impl Drop for ReportingLaunch {
+    fn drop(&mut self) {
+        REPORTING_LAUNCH.with(|flag| flag.set(false));
+    }
+}
 
 /// Which ops a [`StreamExecutor`] serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,10 +152,14 @@ impl StreamExecutor {
         }
     }
 
-    /// Queues `task`, next on the calling thread if it is one of the block's workers (a GPU op
-    /// released by the launch of the op this worker runs): a chain stays on one stream, and
-    /// pays no wait across streams, unless the graph branches (see the module documentation).
-    fn queue_next(&self, priority: i32, task: Task) {
+    /// Queues `task`, next on the calling thread if it is one of the block's workers reporting
+    /// a launch (`REPORTING_LAUNCH`: a GPU op released by the launch of the op this worker
+    /// ran): a chain stays on one stream, and pays no wait across streams, unless the graph
+    /// branches (see the module documentation).
+    fn queue_device(&self, priority: i32, task: Task) {
+        if !REPORTING_LAUNCH.with(Cell::get) {
+            return self.queue(priority, task);
+        }
         match &self.block {
             Block::Compute(block) => block.spawn_next(task),
             Block::Copy(block) => block.push_next(priority, task),
@@ -146,7 +175,7 @@ impl Executor for StreamExecutor {
 
     fn execute_device(&self, task: DeviceTask) {
         let fence_waits = self.fence_waits;
-        self.queue_next(
+        self.queue_device(
             task.priority(),
             Box::new(move || {
                 // Every worker of this block made its `CudaRun` current in its start hook,
@@ -168,7 +197,9 @@ impl Executor for StreamExecutor {
                 match run.events().record(run.stream()) {
                     Ok(event) => {
                         let event = Arc::new(event);
+                        let reporting = ReportingLaunch::enter();
                         completion.launched(StreamFence::fence(run.stream(), &event));
+                        drop(reporting);
                         run.completer().launched(event, completion, after);
                     }
                     Err(error) => {

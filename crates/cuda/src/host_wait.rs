@@ -25,19 +25,18 @@ pub(crate) fn event(event: &Event) -> Result<(), DriverError> {
     stored.and(waited)
 }
 
-/// Whether the work before `event` on its stream is done, without waiting. An error stored on
-/// the context is reported once the work is done, as [`event`] reports it; while the work
-/// runs, it is put back for that report.
+/// Whether the work before `event` on its stream is done, without waiting. Once it is, an
+/// error stored on the context is reported, as [`event`] reports it; while the work runs, the
+/// stored error is left where it is, for the query that finds the work done.
 pub(crate) fn query(event: &Event) -> Result<bool, DriverError> {
-    let stored = make_current(event.context());
-    // SAFETY: as in `event`: `event` is alive and its context current.
-    match unsafe { result::event::query(event.cu_event()) } {
-        Ok(()) => stored.map(|()| true),
-        Err(DriverError(CUresult::CUDA_ERROR_NOT_READY)) => {
-            event.context().record_err(stored);
-            Ok(false)
-        }
-        Err(error) => stored.and(Err(error)),
+    let context = event.context();
+    // SAFETY: as in `make_current`: the context is alive (the event holds it).
+    let current = unsafe { result::ctx::set_current(context.cu_ctx()) };
+    // SAFETY: `event` is alive, and was created in the context made current above.
+    let queried = current.and_then(|()| unsafe { result::event::query(event.cu_event()) });
+    match queried {
+        Err(DriverError(CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
+        done => context.check_err().and(done).map(|()| true),
     }
 }
 

@@ -1,5 +1,5 @@
 //! [`CudaRun`]: what a GPU op's function gets from the worker that runs it (the device's
-//! context and the worker's stream), held in the crate's one thread-local.
+//! context and the worker's stream), held in a thread-local of the worker.
 
 use std::cell::RefCell;
 use std::sync::Arc;

@@ -167,7 +167,9 @@
 //! [`Engine::shutdown`] or dropping the last clone: later pushes fail with
 //! [`EngineError::ShutDown`], every pushed op completes, then (last clone) the worker threads
 //! are joined. If the last clone is dropped by an op (its closure held it), nothing can wait
-//! for that op: the threads finish the queued work and exit on their own.
+//! for that op: the threads finish the queued work and exit on their own. One bound: a drop
+//! stalled on GPU work that makes no progress (a hung kernel) gives up after
+//! [`EngineConfig::device_hang_limit`], with a warning, and leaves the threads behind.
 //!
 //! `docs/engine.md` in the repository has the full design.
 

@@ -67,15 +67,16 @@ pub(crate) fn waits_for_releases(engine: u64) -> bool {
 
 /// The shutdown's wait for every op, whose stall warnings carry `dump_pending`'s picture.
 ///
-/// It gives up (`Err`) once no op has completed for `EngineConfig::device_hang_limit` while
-/// device work handed to an executor is still unreported (a hung kernel): that work may never
-/// end, and every op behind it waits for it. A stall without device work in flight (a guard not
-/// dropped) is waited for as long as it takes.
+/// It gives up (`Err`) once no op has completed for `EngineConfig::device_hang_limit` while the
+/// device work of a sync GPU op, whose function returned, is still unreported by its executor
+/// (a hung kernel): that work may never end, and every op behind it waits for it. A stall with
+/// no such work in flight (a guard not dropped, a function blocked on the host) is waited for
+/// as long as it takes.
 pub(crate) fn wait_for_shutdown(state: &Arc<EngineState>) -> Result<(), DeviceHung> {
     let pending = state.pending();
     let gpus = state.workers().gpus();
-    // The pending count last seen, and since when.
-    let mut progress = (pending.count(), Instant::now());
+    // The completions counted last, and since when.
+    let mut progress = (pending.completed(), Instant::now());
     block_until(
         state,
         |timeout| {
@@ -87,18 +88,20 @@ pub(crate) fn wait_for_shutdown(state: &Arc<EngineState>) -> Result<(), DeviceHu
             if pending.wait_idle_for(Some(timeout.map_or(look, |timeout| timeout.min(look)))) {
                 return Some(Ok(()));
             }
-            let count = pending.count();
-            if count != progress.0 {
-                progress = (count, Instant::now());
+            let completed = pending.completed();
+            if completed != progress.0 {
+                progress = (completed, Instant::now());
                 return None;
             }
             let in_flight = gpus.in_flight();
             let waited = progress.1.elapsed();
-            (in_flight > 0 && waited >= limit).then_some(Err(DeviceHung {
-                pending: count,
-                in_flight,
-                waited,
-            }))
+            (in_flight > 0 && waited >= limit).then(|| {
+                Err(DeviceHung {
+                    pending: pending.count(),
+                    in_flight,
+                    waited,
+                })
+            })
         },
         |waited| {
             let mut dot = Vec::new();
@@ -131,8 +134,8 @@ impl DeviceHung {
         warn(
             Topic::Stall,
             format_args!(
-                "the engine's shutdown gives up: no op completed for {:.2} s while {} device \
-                 op(s) were not reported done by their executor (a hung kernel?); {} op(s) stay \
+                "the engine's drop gives up: no op completed for {:.2} s while the work of {} \
+                 GPU op(s) was not reported done by its device (a hung kernel?); {} op(s) stay \
                  pending, and the engine's threads and their data are left to the process \
                  (EngineConfig::device_hang_limit)",
                 self.waited.as_secs_f64(),

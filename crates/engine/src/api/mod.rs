@@ -147,7 +147,7 @@ fn tear_down(state: &Arc<EngineState>) -> Result<(), OutputFailure> {
         // The blocks keep running, and with them the engine's state: the hung work may still
         // end, and what waits behind it then runs. Joining them would hang here.
         hung.warn();
-        return Ok(());
+        return state.profiler().write_output();
     }
     state.workers().stop_blocks();
     // Stand-ins, task epilogues, async completions and values' releases drop their references
@@ -158,7 +158,9 @@ fn tear_down(state: &Arc<EngineState>) -> Result<(), OutputFailure> {
 
 /// A dependency engine: push ops that read and write vars; each runs once its dependencies
 /// allow. Cheap to clone (an `Arc`), `Send + Sync`. Dropping the last clone shuts it down: every
-/// pushed op completes, then the threads are joined. See the [crate documentation](crate).
+/// pushed op completes, then the threads are joined (bounded only for GPU work that makes no
+/// progress: [`EngineConfig::device_hang_limit`](crate::EngineConfig::device_hang_limit)). See
+/// the [crate documentation](crate).
 ///
 /// # Examples
 ///

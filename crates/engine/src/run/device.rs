@@ -64,7 +64,7 @@ impl EngineState {
         let Behind { fences, upstream } = self.fences.behind(op.reads(), op.writes());
         let unlaunched = Unlaunched {
             state: Arc::clone(self),
-            op: Some((op, upstream, InFlight::handed(self))),
+            op: Some((op, upstream)),
         };
         DeviceTask::new(priority, move || unlaunched.run()).after(fences)
     }
@@ -75,7 +75,6 @@ impl EngineState {
         self: Arc<Self>,
         op: ReadyOp<OpRecord>,
         upstream: Upstream,
-        in_flight: InFlight,
     ) -> DeviceCompletion {
         let marker = TaskMarker::enter(self.id);
         let mut completion = None;
@@ -86,7 +85,7 @@ impl EngineState {
                 outcome,
                 started,
                 upstream,
-                in_flight,
+                in_flight: InFlight::counted(&self),
             })));
         });
         // An op finished without a sync function's outcome (skipped, async) waits for nothing.
@@ -278,16 +277,16 @@ fn device_failure(record: &OpRecord, error: DeviceError) -> OpFailure {
 /// op fails (its function dropped unrun) instead of holding its vars forever.
 struct Unlaunched {
     state: Arc<EngineState>,
-    /// `Some` until the task runs: the op, the outcomes of the launched ops it was released
-    /// behind, and its count as device work in flight.
-    op: Option<(ReadyOp<OpRecord>, Upstream, InFlight)>,
+    /// `Some` until the task runs: the op, and the outcomes of the launched ops it was released
+    /// behind.
+    op: Option<(ReadyOp<OpRecord>, Upstream)>,
 }
 
 impl Unlaunched {
     fn run(mut self) -> DeviceCompletion {
         let state = Arc::clone(&self.state);
         match self.op.take() {
-            Some((op, upstream, in_flight)) => state.run_on_device(op, upstream, in_flight),
+            Some((op, upstream)) => state.run_on_device(op, upstream),
             // `op` is taken only here, and `run` consumes the guard.
             None => DeviceCompletion::new(drop),
         }
@@ -296,7 +295,7 @@ impl Unlaunched {
 
 impl Drop for Unlaunched {
     fn drop(&mut self) {
-        if let Some((op, _, _in_flight)) = self.op.take() {
+        if let Some((op, _)) = self.op.take() {
             let _marker = TaskMarker::enter(self.state.id);
             let failure = op
                 .payload()
@@ -306,14 +305,15 @@ impl Drop for Unlaunched {
     }
 }
 
-/// A device op handed to its executor and not yet reported done (or dropped): counted while
-/// alive (`GpuExecutors::work_handed`), so that a shutdown stalled on a hung device can tell
-/// (`api/blocking.rs`). Its owner moves it along the op's path and drops it once the op is
-/// finished.
+/// A sync GPU op whose function returned and whose device work the executor has not reported
+/// done: counted while alive (`GpuExecutors::work_handed`), so that a shutdown stalled on a
+/// hung device can tell (`api/blocking.rs`). A function still running (it may block on the
+/// host) is not device work. Its owner moves it along the op's path and drops it once the op
+/// is finished.
 struct InFlight(Arc<EngineState>);
 
 impl InFlight {
-    fn handed(state: &Arc<EngineState>) -> Self {
+    fn counted(state: &Arc<EngineState>) -> Self {
         state.workers.gpus().work_handed();
         InFlight(Arc::clone(state))
     }

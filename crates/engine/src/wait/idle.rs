@@ -400,6 +400,11 @@ impl IdleCounter {
         pushed - completed
     }
 
+    /// Ops completed so far: it only grows, so a change is progress.
+    pub(crate) fn completed(&self) -> usize {
+        self.counts().1
+    }
+
     /// The bound pushes are held back at, if any.
     pub(crate) fn bound(&self) -> Option<usize> {
         self.bound.map(|bound| bound.max)

@@ -81,6 +81,11 @@ impl PendingOps {
         self.counter.pending()
     }
 
+    /// Ops completed so far.
+    pub(crate) fn completed(&self) -> usize {
+        self.counter.completed()
+    }
+
     /// Makes later pushes fail with [`EngineError::ShutDown`].
     pub(crate) fn shut_down(&self) {
         // Relaxed: see `shut_down`.

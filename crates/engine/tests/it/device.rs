@@ -229,6 +229,44 @@ fn without_device_work_in_flight_the_drop_waits_for_a_stalled_op() {
     assert_eq!(dropped.recv_timeout(Duration::from_secs(20)), Ok(()));
 }
 
+#[test]
+fn a_gpu_op_whose_function_blocks_on_the_host_is_not_given_up_on() {
+    let device = Arc::new(HeldDevice::default());
+    let engine = Engine::new(
+        EngineConfig::default()
+            .kind(EngineKind::ThreadedPerDevice)
+            .device_backend(Arc::new(Backend(Arc::clone(&device))))
+            .device_hang_limit(Some(Duration::from_millis(50))),
+    )
+    .unwrap();
+    let var = engine.new_var().unwrap();
+    let (go, gate) = std::sync::mpsc::channel::<()>();
+    let gate = Mutex::new(gate);
+    engine
+        .op("cpu-first")
+        .writes([var])
+        .push_sync(|_| {})
+        .unwrap();
+    // Dispatched by the CPU worker that completes the first op, whose thread the stand-in
+    // device runs the function on: it blocks there, on the host.
+    engine
+        .op("gpu-blocked")
+        .on(Context::gpu(0))
+        .writes([var])
+        .push_sync(move |_| {
+            let _ = gate.lock().unwrap().recv();
+        })
+        .unwrap();
+    let dropped = drop_elsewhere(engine);
+    assert!(
+        dropped.recv_timeout(Duration::from_millis(500)).is_err(),
+        "the drop gave up on a function running on the host"
+    );
+    go.send(()).unwrap();
+    device.take(1).pop().unwrap().complete(Ok(()));
+    assert_eq!(dropped.recv_timeout(Duration::from_secs(20)), Ok(()));
+}
+
 /// An executor that drops every device task unrun.
 struct DropsTasks;
 
