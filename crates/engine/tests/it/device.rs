@@ -64,10 +64,16 @@ impl DeviceBackend for Backend {
 }
 
 fn engine() -> (Engine, Arc<HeldDevice>) {
+    engine_with_hang_limit(Some(depengine::DEFAULT_DEVICE_HANG_LIMIT))
+}
+
+/// As `engine`, with `EngineConfig::device_hang_limit` set to `limit`.
+fn engine_with_hang_limit(limit: Option<Duration>) -> (Engine, Arc<HeldDevice>) {
     let device = Arc::new(HeldDevice::default());
     let config = EngineConfig::default()
         .kind(EngineKind::ThreadedPerDevice)
-        .device_backend(Arc::new(Backend(Arc::clone(&device))));
+        .device_backend(Arc::new(Backend(Arc::clone(&device))))
+        .device_hang_limit(limit);
     (Engine::new(config).unwrap(), device)
 }
 
@@ -169,14 +175,7 @@ fn drop_elsewhere(engine: Engine) -> std::sync::mpsc::Receiver<()> {
 
 #[test]
 fn the_drop_gives_up_on_device_work_that_never_ends_and_the_rest_may_finish_later() {
-    let device = Arc::new(HeldDevice::default());
-    let engine = Engine::new(
-        EngineConfig::default()
-            .kind(EngineKind::ThreadedPerDevice)
-            .device_backend(Arc::new(Backend(Arc::clone(&device))))
-            .device_hang_limit(Some(Duration::from_millis(200))),
-    )
-    .unwrap();
+    let (engine, device) = engine_with_hang_limit(Some(Duration::from_millis(200)));
     let var = engine.new_var().unwrap();
     let ran = gpu_then_cpu(&engine, var);
     // A hung kernel: the device never reports the op done.
@@ -201,66 +200,58 @@ fn the_drop_gives_up_on_device_work_that_never_ends_and_the_rest_may_finish_late
 
 #[test]
 fn without_device_work_in_flight_the_drop_waits_for_a_stalled_op() {
-    let device = Arc::new(HeldDevice::default());
-    let engine = Engine::new(
-        EngineConfig::default()
-            .kind(EngineKind::ThreadedPerDevice)
-            .device_backend(Arc::new(Backend(Arc::clone(&device))))
-            .device_hang_limit(Some(Duration::from_millis(50))),
-    )
-    .unwrap();
+    let (engine, _device) = engine_with_hang_limit(Some(Duration::from_millis(50)));
     let var = engine.new_var().unwrap();
-    let (go, gate) = std::sync::mpsc::channel::<()>();
-    let gate = Mutex::new(gate);
-    engine
-        .op("cpu-stalled")
-        .writes([var])
-        .push_sync(move |_| {
-            let _ = gate.lock().unwrap().recv();
-        })
-        .unwrap();
+    let go = push_blocked(&engine, Context::cpu(0), var);
     let dropped = drop_elsewhere(engine);
-    // Far past the limit: with no device work in flight, the drop still waits.
-    assert!(
-        dropped.recv_timeout(Duration::from_millis(500)).is_err(),
-        "the drop gave up on a CPU op"
-    );
+    still_waiting(&dropped, "the drop gave up on a CPU op");
     go.send(()).unwrap();
     assert_eq!(dropped.recv_timeout(Duration::from_secs(20)), Ok(()));
 }
 
-#[test]
-fn a_gpu_op_whose_function_blocks_on_the_host_is_not_given_up_on() {
-    let device = Arc::new(HeldDevice::default());
-    let engine = Engine::new(
-        EngineConfig::default()
-            .kind(EngineKind::ThreadedPerDevice)
-            .device_backend(Arc::new(Backend(Arc::clone(&device))))
-            .device_hang_limit(Some(Duration::from_millis(50))),
-    )
-    .unwrap();
-    let var = engine.new_var().unwrap();
+/// Pushes an op on `context` writing `var`, whose function blocks until the returned sender
+/// sends.
+fn push_blocked(
+    engine: &Engine,
+    context: Context,
+    var: depengine::Var,
+) -> std::sync::mpsc::Sender<()> {
     let (go, gate) = std::sync::mpsc::channel::<()>();
     let gate = Mutex::new(gate);
     engine
-        .op("cpu-first")
-        .writes([var])
-        .push_sync(|_| {})
-        .unwrap();
-    // Dispatched by the CPU worker that completes the first op, whose thread the stand-in
-    // device runs the function on: it blocks there, on the host.
-    engine
-        .op("gpu-blocked")
-        .on(Context::gpu(0))
+        .op("blocked")
+        .on(context)
         .writes([var])
         .push_sync(move |_| {
             let _ = gate.lock().unwrap().recv();
         })
         .unwrap();
-    let dropped = drop_elsewhere(engine);
+    go
+}
+
+/// Asserts that the drop `dropped` tells of is still waiting far past the hang limit.
+fn still_waiting(dropped: &std::sync::mpsc::Receiver<()>, otherwise: &str) {
     assert!(
         dropped.recv_timeout(Duration::from_millis(500)).is_err(),
-        "the drop gave up on a function running on the host"
+        "{otherwise}"
+    );
+}
+
+#[test]
+fn a_gpu_op_whose_function_blocks_on_the_host_is_not_given_up_on() {
+    let (engine, device) = engine_with_hang_limit(Some(Duration::from_millis(50)));
+    let var = engine.new_var().unwrap();
+    // The first op holds its worker until the GPU op is queued behind it: pushed on a free
+    // var, the GPU op would be dispatched, and block, on this thread.
+    let first_go = push_blocked(&engine, Context::cpu(0), var);
+    // Dispatched by the CPU worker that completes the first op, whose thread the stand-in
+    // device runs the function on: it blocks there, on the host.
+    let go = push_blocked(&engine, Context::gpu(0), var);
+    first_go.send(()).unwrap();
+    let dropped = drop_elsewhere(engine);
+    still_waiting(
+        &dropped,
+        "the drop gave up on a function running on the host",
     );
     go.send(()).unwrap();
     device.take(1).pop().unwrap().complete(Ok(()));
