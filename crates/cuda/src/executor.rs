@@ -184,7 +184,7 @@ impl Executor for StreamExecutor {
                 if let Some(run) = &run
                     && fence_waits
                 {
-                    fence::wait_for(run.stream(), task.fences());
+                    fence::wait_for(run.stream(), &mut run.order(), task.fences());
                 }
                 let mut completion = task.run();
                 let Some(run) = run else {
@@ -198,7 +198,8 @@ impl Executor for StreamExecutor {
                     Ok(event) => {
                         let event = Arc::new(event);
                         let reporting = ReportingLaunch::enter();
-                        completion.launched(StreamFence::fence(run.stream(), &event));
+                        let fence = StreamFence::fence(run.stream(), &mut run.order(), &event);
+                        completion.launched(fence);
                         drop(reporting);
                         run.completer().launched(event, completion, after);
                     }

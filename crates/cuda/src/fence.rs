@@ -1,12 +1,17 @@
 //! [`StreamFence`]: the fence a GPU worker reports once an op's work was launched, and the waits
 //! that order the work of the ops released behind it.
 //!
-//! After an op's function returns, its worker records an event on its stream: the fence. The
-//! engine releases the GPU ops behind the op at once (`depengine-device`'s
-//! `DeviceCompletion::launched`), each with the fences of the launched ops it depends on; before
-//! running such an op, its worker makes its own stream wait for each fence's event
-//! (`cuStreamWaitEvent`: the device waits, not the host). A fence recorded on the worker's own
-//! stream needs no wait: a stream runs its work in order.
+//! After an op's function returns, its worker records an event on its stream: the fence, the
+//! stream's `seq`-th. The engine releases the GPU ops behind the op at once
+//! (`depengine-device`'s `DeviceCompletion::launched`), each with the fences of the launched ops
+//! it depends on; before running such an op, its worker makes its own stream wait for them
+//! (`cuStreamWaitEvent`: the device waits, not the host). A stream runs its work in order, so
+//!
+//! - a fence recorded on the worker's own stream needs no wait;
+//! - of several fences of one stream, the newest covers the others: one wait per stream;
+//! - a fence no newer than one the worker's stream already waited for is covered by that wait,
+//!   since everything launched on the stream since runs after it ([`StreamOrder`] keeps, per
+//!   other stream, the newest fence waited for).
 
 use std::sync::Arc;
 
@@ -18,45 +23,133 @@ use crate::event::Event;
 use crate::host_wait;
 
 /// The fence of a launched GPU op: an event recorded on the stream its work was launched on,
-/// after that work.
+/// after that work, and its place among that stream's fences.
 pub(crate) struct StreamFence {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) event: Arc<Event>,
+    /// Fences recorded on `stream` before this one.
+    seq: u64,
 }
 
 impl StreamFence {
-    /// The engine's fence for `event`, recorded on `stream`.
-    pub(crate) fn fence(stream: &Arc<CudaStream>, event: &Arc<Event>) -> Fence {
+    /// The engine's fence for `event`, just recorded on `order`'s stream `stream`.
+    pub(crate) fn fence(
+        stream: &Arc<CudaStream>,
+        order: &mut StreamOrder<Arc<CudaStream>>,
+        event: &Arc<Event>,
+    ) -> Fence {
         Fence::new(StreamFence {
             stream: Arc::clone(stream),
             event: Arc::clone(event),
+            seq: order.next_fence(),
         })
     }
 }
 
-/// Makes `stream`'s next work start after each of `fences` recorded on another stream. A wait
-/// that fails becomes a host wait for the event, on this failure path only, so the order
-/// holds; its error is put back on the context, where the op's completion finds it and fails
-/// (`host_wait.rs`): cudarc's `wait` returns, before waiting, an error some other call stored
-/// there, which would otherwise be lost (the context keeps one error: the host wait's own, if
-/// any, is of the same context, and a sticky one fails that completion's wait again). The
-/// failure of the work behind a fence reaches the ops behind it through the engine, which
+/// A stream's identity, for [`StreamOrder`]: an `Arc` held in the order keeps its stream's
+/// address from being reused by a new stream while the order still names it.
+pub(crate) trait SameStream {
+    fn same(&self, other: &Self) -> bool;
+}
+
+impl SameStream for Arc<CudaStream> {
+    fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(self, other)
+    }
+}
+
+/// What one worker's stream is ordered after (see the module documentation): the fences it
+/// recorded, and per other stream `S`, the newest fence its work waits for. Only its worker
+/// touches it.
+#[derive(Debug)]
+pub(crate) struct StreamOrder<S> {
+    /// Fences recorded on this stream so far.
+    recorded: u64,
+    /// Per other stream, the newest of its fences this one waited for.
+    waited: Vec<(S, u64)>,
+}
+
+impl<S> Default for StreamOrder<S> {
+    fn default() -> Self {
+        StreamOrder {
+            recorded: 0,
+            waited: Vec::new(),
+        }
+    }
+}
+
+impl<S: SameStream + Clone> StreamOrder<S> {
+    /// The place of the fence being recorded on this stream.
+    fn next_fence(&mut self) -> u64 {
+        let seq = self.recorded;
+        self.recorded += 1;
+        seq
+    }
+
+    /// Calls `wait` for each of `fences` (a stream and a place on it) that this stream `own`
+    /// must wait for: not its own, the newest of its stream among `fences` (the first, of
+    /// equal ones), and newer than what this stream waited for on that stream. A wait `wait`
+    /// reports done (`true`) covers its stream's fences up to it from then on.
+    fn wait_for(&mut self, own: &S, fences: &[(&S, u64)], mut wait: impl FnMut(usize) -> bool) {
+        for (index, &(stream, seq)) in fences.iter().enumerate() {
+            if stream.same(own) {
+                continue;
+            }
+            let newer_beside = fences.iter().enumerate().any(|(other, &(beside, later))| {
+                beside.same(stream) && (later > seq || (later == seq && other < index))
+            });
+            if newer_beside {
+                continue;
+            }
+            let waited = self.waited.iter_mut().find(|(known, _)| known.same(stream));
+            if waited.as_ref().is_some_and(|(_, newest)| *newest >= seq) {
+                continue;
+            }
+            if wait(index) {
+                match waited {
+                    Some((_, newest)) => *newest = seq,
+                    None => self.waited.push((stream.clone(), seq)),
+                }
+            }
+        }
+    }
+}
+
+/// Makes `stream`'s next work start after each of `fences` recorded on another stream, but
+/// for those `order` finds covered. A wait that fails becomes a host wait for the event, on
+/// this failure path only, so the order holds (but is not counted as covering: the next op
+/// waits again); its error is put back on the context, where the op's completion finds it and
+/// fails (`host_wait.rs`): cudarc's `wait` returns, before waiting, an error some other call
+/// stored there, which would otherwise be lost (the context keeps one error: the host wait's
+/// own, if any, is of the same context, and a sticky one fails that completion's wait again).
+/// The failure of the work behind a fence reaches the ops behind it through the engine, which
 /// completes them with it (`docs/cuda.md`, failures), whether or not their own work fails too
 /// (it does on the same device: CUDA's errors are sticky within a context). Fences of another
 /// backend carry no order this backend knows: there are none, as an engine has one backend.
-pub(crate) fn wait_for(stream: &Arc<CudaStream>, fences: &[Fence]) {
-    for fence in fences {
-        let Some(point) = fence.downcast_ref::<StreamFence>() else {
-            continue;
-        };
-        if Arc::ptr_eq(&point.stream, stream) {
-            continue;
+pub(crate) fn wait_for(
+    stream: &Arc<CudaStream>,
+    order: &mut StreamOrder<Arc<CudaStream>>,
+    fences: &[Fence],
+) {
+    let points: Vec<&StreamFence> = fences
+        .iter()
+        .filter_map(|fence| fence.downcast_ref::<StreamFence>())
+        .collect();
+    let places: Vec<(&Arc<CudaStream>, u64)> = points
+        .iter()
+        .map(|point| (&point.stream, point.seq))
+        .collect();
+    order.wait_for(stream, &places, |index| {
+        let event = &points[index].event;
+        match device_wait(stream, event) {
+            Ok(()) => true,
+            Err(error) => {
+                let _ = host_wait::event(event);
+                stream.context().record_err::<()>(Err(error));
+                false
+            }
         }
-        if let Err(error) = device_wait(stream, &point.event) {
-            let _ = host_wait::event(&point.event);
-            stream.context().record_err::<()>(Err(error));
-        }
-    }
+    });
 }
 
 /// Makes `stream`'s next work wait (on the device) for `event`. Returns, before waiting, an
@@ -72,5 +165,71 @@ fn device_wait(stream: &CudaStream, event: &Event) -> Result<(), DriverError> {
             event.cu_event(),
             CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SameStream, StreamOrder};
+
+    /// A stand-in stream: its number.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    struct Stream(u32);
+
+    impl SameStream for Stream {
+        fn same(&self, other: &Self) -> bool {
+            self == other
+        }
+    }
+
+    const OWN: Stream = Stream(0);
+
+    /// The fences of `fences` that `order` waits for (each wait succeeds).
+    fn waits(order: &mut StreamOrder<Stream>, fences: &[(Stream, u64)]) -> Vec<(Stream, u64)> {
+        let places: Vec<(&Stream, u64)> = fences.iter().map(|(s, seq)| (s, *seq)).collect();
+        let mut waited = Vec::new();
+        order.wait_for(&OWN, &places, |index| {
+            waited.push(fences[index]);
+            true
+        });
+        waited
+    }
+
+    #[test]
+    fn one_wait_per_stream_for_its_newest_fence_and_none_for_its_own() {
+        let mut order = StreamOrder::default();
+        let fences = [
+            (Stream(1), 3),
+            (OWN, 9),
+            (Stream(2), 1),
+            (Stream(1), 5),
+            (Stream(1), 5),
+        ];
+        assert_eq!(waits(&mut order, &fences), [(Stream(2), 1), (Stream(1), 5)]);
+    }
+
+    #[test]
+    fn a_fence_an_earlier_wait_covers_is_skipped_and_a_newer_one_waited_for() {
+        let mut order = StreamOrder::default();
+        assert_eq!(waits(&mut order, &[(Stream(1), 4)]), [(Stream(1), 4)]);
+        assert_eq!(waits(&mut order, &[(Stream(1), 4), (Stream(1), 2)]), []);
+        assert_eq!(waits(&mut order, &[(Stream(1), 6)]), [(Stream(1), 6)]);
+        assert_eq!(waits(&mut order, &[(Stream(1), 5)]), []);
+        // Another stream's places are its own.
+        assert_eq!(waits(&mut order, &[(Stream(2), 0)]), [(Stream(2), 0)]);
+    }
+
+    #[test]
+    fn a_wait_that_failed_covers_nothing() {
+        let mut order = StreamOrder::default();
+        let places = [(&Stream(1), 4)];
+        order.wait_for(&OWN, &places, |_| false);
+        assert_eq!(waits(&mut order, &[(Stream(1), 4)]), [(Stream(1), 4)]);
+    }
+
+    #[test]
+    fn fences_are_numbered_in_record_order() {
+        let mut order = StreamOrder::<Stream>::default();
+        assert_eq!((order.next_fence(), order.next_fence()), (0, 1));
     }
 }

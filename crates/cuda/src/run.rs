@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream};
 
-use depengine_sync::{Mutex, lock};
+use depengine_sync::{Mutex, MutexGuard, lock};
 
 use crate::completer::{AfterWork, Completer};
 use crate::event::EventPool;
+use crate::fence::StreamOrder;
 
 thread_local! {
     /// The stream of the GPU worker this thread is, if it is one: set by the worker's start
@@ -40,6 +41,8 @@ pub struct CudaRun {
     events: Arc<EventPool>,
     /// The values to drop once the op running on the worker completed.
     after_work: Arc<Mutex<AfterWork>>,
+    /// What `stream` is ordered after: its fences, and those of other streams it waited for.
+    order: Arc<Mutex<StreamOrder<Arc<CudaStream>>>>,
 }
 
 impl CudaRun {
@@ -59,6 +62,7 @@ impl CudaRun {
             completer,
             events,
             after_work: Arc::default(),
+            order: Arc::default(),
         }
     }
 
@@ -119,6 +123,11 @@ impl CudaRun {
     /// The completion thread of the worker's stream.
     pub(crate) fn completer(&self) -> &Completer {
         &self.completer
+    }
+
+    /// What the worker's stream is ordered after (`fence.rs`).
+    pub(crate) fn order(&self) -> MutexGuard<'_, StreamOrder<Arc<CudaStream>>> {
+        lock(&self.order)
     }
 
     /// The events the worker records on its stream.
