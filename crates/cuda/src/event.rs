@@ -31,6 +31,8 @@ use cudarc::driver::sys::{self, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaStream, DriverError, result};
 use depengine_sync::{Mutex, lock};
 
+use crate::current::MadeCurrent;
+
 /// Free events a pool keeps; past this, an event dropped is destroyed. A stream has at most
 /// as many events out as it has ops launched and not yet completed (plus the fences the engine
 /// still holds): a burst past this many returns the rest to the driver.
@@ -108,12 +110,14 @@ impl EventPool {
     /// the one a later call reports).
     fn destroy(&self, raw: RawEvent) {
         let stored = self.context.check_err();
-        // SAFETY: the pool's `Arc` keeps the context alive, so its handle is valid.
-        let current = unsafe { result::ctx::set_current(self.context.cu_ctx()) };
+        // Made current here, on whichever thread drops the event, and that thread's own
+        // context made current again after.
+        let current = MadeCurrent::new(&self.context);
         // SAFETY: `raw` was created in the pool's context, made current above, and nothing
         // refers to it any more.
         let destroyed = unsafe { result::event::destroy(raw.0) };
-        self.context.record_err(stored.and(current).and(destroyed));
+        self.context
+            .record_err(stored.and(current.map(drop)).and(destroyed));
     }
 }
 

@@ -12,17 +12,20 @@
 //! the context the op's work ran in), else the wait's own.
 
 use cudarc::driver::sys::CUresult;
-use cudarc::driver::{CudaContext, CudaStream, DriverError, result};
+use cudarc::driver::{CudaStream, DriverError, result};
 
+use crate::current::MadeCurrent;
 use crate::event::Event;
 
 /// Waits until the work before `event` on its stream is done.
 pub(crate) fn event(event: &Event) -> Result<(), DriverError> {
-    let stored = make_current(event.context());
+    let stored = event.context().check_err();
+    // Waited for even if the context could not be made current: the wait is what matters.
+    let current = MadeCurrent::new(event.context());
     // SAFETY: `event` is borrowed, so alive, and it was created in the context made current
     // above (the wait is made where the event's context is current, as cudarc's own does).
     let waited = unsafe { result::event::synchronize(event.cu_event()) };
-    stored.and(waited)
+    stored.and(current.map(drop)).and(waited)
 }
 
 /// Whether the work before `event` on its stream is done, without waiting. Once it is, an
@@ -30,10 +33,10 @@ pub(crate) fn event(event: &Event) -> Result<(), DriverError> {
 /// stored error is left where it is, for the query that finds the work done.
 pub(crate) fn query(event: &Event) -> Result<bool, DriverError> {
     let context = event.context();
-    // SAFETY: as in `make_current`: the context is alive (the event holds it).
-    let current = unsafe { result::ctx::set_current(context.cu_ctx()) };
-    // SAFETY: `event` is alive, and was created in the context made current above.
-    let queried = current.and_then(|()| unsafe { result::event::query(event.cu_event()) });
+    let queried = MadeCurrent::new(context).and_then(|_current| {
+        // SAFETY: `event` is alive, and was created in the context made current here.
+        unsafe { result::event::query(event.cu_event()) }
+    });
     match queried {
         Err(DriverError(CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
         done => context.check_err().and(done).map(|()| true),
@@ -42,18 +45,9 @@ pub(crate) fn query(event: &Event) -> Result<bool, DriverError> {
 
 /// Waits until the work launched so far on `stream` is done.
 pub(crate) fn stream(stream: &CudaStream) -> Result<(), DriverError> {
-    let stored = make_current(stream.context());
+    let stored = stream.context().check_err();
+    let current = MadeCurrent::new(stream.context());
     // SAFETY: `stream` is borrowed, so alive, and belongs to the context made current above.
     let waited = unsafe { result::stream::synchronize(stream.cu_stream()) };
-    stored.and(waited)
-}
-
-/// Makes `context` current on this thread; returns the error a call stored on it, if any
-/// (taken, so it is reported once), or the failure to make it current.
-fn make_current(context: &CudaContext) -> Result<(), DriverError> {
-    let stored = context.check_err();
-    // SAFETY: `context` is borrowed, so alive, and its handle valid while it is: a retained
-    // primary context, which cudarc releases only when the last `Arc` to it goes.
-    let current = unsafe { result::ctx::set_current(context.cu_ctx()) };
-    stored.and(current)
+    stored.and(current.map(drop)).and(waited)
 }

@@ -47,6 +47,7 @@
 
 mod backend;
 mod completer;
+mod current;
 mod device;
 mod driver;
 mod error;
