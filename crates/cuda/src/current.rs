@@ -7,15 +7,15 @@
 //! a user's thread that dropped the engine, or a worker of another GPU, would find its own
 //! context replaced.
 
-use std::ptr;
-
 use cudarc::driver::sys::CUcontext;
 use cudarc::driver::{CudaContext, DriverError, result};
 
-/// `context` current on this thread until dropped; then the one current before it (or none).
+/// `context` current on this thread until dropped; then the one current before it, if there
+/// was one. A thread that had none keeps `context` (this crate's completion threads, which
+/// need it for every call, make it current once).
 #[must_use = "the context is current only while this lives"]
 pub(crate) struct MadeCurrent {
-    /// What to make current again: `None` when `context` was current already.
+    /// What to make current again: `None` when `context` was current already, or nothing was.
     restore: Option<CUcontext>,
 }
 
@@ -29,18 +29,16 @@ impl MadeCurrent {
         // SAFETY: `context` is borrowed, so alive, and its handle valid while it is: a retained
         // primary context, which cudarc releases only when the last `Arc` to it goes.
         unsafe { result::ctx::set_current(context.cu_ctx()) }?;
-        Ok(MadeCurrent {
-            restore: Some(previous.unwrap_or(ptr::null_mut())),
-        })
+        Ok(MadeCurrent { restore: previous })
     }
 }
 
 impl Drop for MadeCurrent {
     fn drop(&mut self) {
         if let Some(previous) = self.restore {
-            // SAFETY: `previous` was current on this thread when `new` ran (or it is null,
-            // which unbinds the thread); the calls made since release no context, so it is
-            // still valid. A failure leaves the GPU's context current, as cudarc's own binds do.
+            // SAFETY: `previous` was current on this thread when `new` ran, and the calls made
+            // since release no context, so it is still valid. A failure leaves the GPU's
+            // context current, as cudarc's own binds do.
             let _ = unsafe { result::ctx::set_current(previous) };
         }
     }
