@@ -731,3 +731,72 @@ fn replay_dependent_sees_every_dependency() {
         assert_eq!(released, 1, "the dependent is released exactly once");
     });
 }
+
+/// A replay racing a dynamic push on one of its vars: the replay's op holds the var while its
+/// two plan ops run on two threads; the thread that counts the last one finished completes the
+/// replay's op in the graph, while a third thread pushes a read of the var. The read runs on
+/// whichever thread releases it (the pusher, if the replay completed first; else the thread
+/// that completes the replay) and must see both plan ops' effects.
+///
+/// Catches: the count-down weakened to `Release` (the completing thread has not taken in the
+/// other plan op's effect, and the graph hands the read only what that thread saw).
+#[test]
+fn a_read_pushed_during_a_replay_sees_every_plan_op() {
+    use crate::plan::release_counts::ReleaseCounts;
+    use depengine_graph::{Graph, ReadyOp};
+    use loom::sync::Mutex;
+
+    /// Runs the ops `ready` holds (only the read can be there): checks it sees both effects.
+    fn run_read(graph: &Graph<u8, ()>, ready: Vec<ReadyOp<u8>>, effects: &[AtomicBool; 2]) {
+        for op in ready {
+            assert!(
+                effects.iter().all(|effect| effect.load(Ordering::Relaxed)),
+                "the read ran before a plan op's effect"
+            );
+            graph.complete(op, Ok(()), &mut Vec::new()).unwrap();
+        }
+    }
+
+    loom::model(|| {
+        let graph = Arc::new(Graph::<u8, ()>::new());
+        let var = graph.new_var().unwrap();
+        let mut ready = Vec::new();
+        graph.push(&[], &[var], 0, &mut ready).unwrap();
+        let replay = Arc::new(Mutex::new(ready.pop()));
+        let end = Arc::new(ReleaseCounts::new([2]));
+        let effects = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let plan_op = {
+            let (graph, replay, end, effects) = (
+                Arc::clone(&graph),
+                Arc::clone(&replay),
+                Arc::clone(&end),
+                Arc::clone(&effects),
+            );
+            move |index: usize| {
+                effects[index].store(true, Ordering::Relaxed);
+                if end.release(0) {
+                    let op = replay.lock().unwrap().take().unwrap();
+                    let mut released = Vec::new();
+                    graph.complete(op, Ok(()), &mut released).unwrap();
+                    run_read(&graph, released, &effects);
+                }
+            }
+        };
+        let pusher = {
+            let (graph, effects) = (Arc::clone(&graph), Arc::clone(&effects));
+            thread::spawn(move || {
+                let mut ready = Vec::new();
+                graph.push(&[var], &[], 1, &mut ready).unwrap();
+                run_read(&graph, ready, &effects);
+            })
+        };
+        let other = {
+            let plan_op = plan_op.clone();
+            thread::spawn(move || plan_op(0))
+        };
+        plan_op(1);
+        other.join().unwrap();
+        pusher.join().unwrap();
+        assert!(graph.var_status(var).is_ok());
+    });
+}
