@@ -1,11 +1,11 @@
 //! [`MadeCurrent`]: a context made current on the calling thread for the driver calls that need
-//! it, and the caller's context made current again after them.
+//! it, and the caller's own context, if it had one, made current again after them.
 //!
 //! The driver's calls on an event or a stream act in the calling thread's current context. The
 //! calls this crate makes outside its own threads (an event destroyed by whichever thread drops
 //! it last, a host wait on a failure path) would otherwise leave the thread in the GPU's context:
-//! a user's thread that dropped the engine, or a worker of another GPU, would find its own
-//! context replaced.
+//! a worker of another GPU, or a user's thread with a context of its own, would find it
+//! replaced. A thread that had none keeps the GPU's, as after cudarc's own binds.
 
 use cudarc::driver::sys::CUcontext;
 use cudarc::driver::{CudaContext, DriverError, result};
@@ -36,9 +36,10 @@ impl MadeCurrent {
 impl Drop for MadeCurrent {
     fn drop(&mut self) {
         if let Some(previous) = self.restore {
-            // SAFETY: `previous` was current on this thread when `new` ran, and the calls made
-            // since release no context, so it is still valid. A failure leaves the GPU's
-            // context current, as cudarc's own binds do.
+            // SAFETY: `previous` was current on this thread when `new` ran, and the calls this
+            // guard covers release no context; keeping it alive meanwhile is the caller's part,
+            // as it had it current. A failure leaves the GPU's context current, as cudarc's
+            // own binds do.
             let _ = unsafe { result::ctx::set_current(previous) };
         }
     }

@@ -110,8 +110,8 @@ impl EventPool {
     /// the one a later call reports).
     fn destroy(&self, raw: RawEvent) {
         let stored = self.context.check_err();
-        // Made current here, on whichever thread drops the event, and that thread's own
-        // context made current again after.
+        // Made current here, on whichever thread drops the event, and the context that
+        // thread had, if any, made current again after.
         let current = MadeCurrent::new(&self.context);
         // SAFETY: `raw` was created in the pool's context, made current above, and nothing
         // refers to it any more.

@@ -33,13 +33,15 @@ pub(crate) fn event(event: &Event) -> Result<(), DriverError> {
 /// stored error is left where it is, for the query that finds the work done.
 pub(crate) fn query(event: &Event) -> Result<bool, DriverError> {
     let context = event.context();
-    let queried = MadeCurrent::new(context).and_then(|_current| {
-        // SAFETY: `event` is alive, and was created in the context made current here.
-        unsafe { result::event::query(event.cu_event()) }
-    });
+    // Queried even if the context could not be made current: a failure to make it current
+    // must not pass for work done (its error is reported once the work is).
+    let current = MadeCurrent::new(context);
+    // SAFETY: `event` is alive, and was created in the context made current above.
+    let queried = unsafe { result::event::query(event.cu_event()) };
+    let current = current.map(drop);
     match queried {
         Err(DriverError(CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
-        done => context.check_err().and(done).map(|()| true),
+        done => context.check_err().and(current).and(done).map(|()| true),
     }
 }
 

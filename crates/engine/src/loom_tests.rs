@@ -739,7 +739,8 @@ fn replay_dependent_sees_every_dependency() {
 /// that completes the replay) and must see both plan ops' effects.
 ///
 /// Catches: the count-down weakened to `Release` (the completing thread has not taken in the
-/// other plan op's effect, and the graph hands the read only what that thread saw).
+/// other plan op's effect, and the graph hands the read only what that thread saw) or to
+/// `Acquire` (the other thread's effect is not published).
 #[test]
 fn a_read_pushed_during_a_replay_sees_every_plan_op() {
     use crate::plan::release_counts::ReleaseCounts;

@@ -203,30 +203,49 @@ fn without_device_work_in_flight_the_drop_waits_for_a_stalled_op() {
     let (engine, _device) = engine_with_hang_limit(Some(Duration::from_millis(50)));
     let var = engine.new_var().unwrap();
     let go = push_blocked(&engine, Context::cpu(0), var);
+    go.started();
     let dropped = drop_elsewhere(engine);
     still_waiting(&dropped, "the drop gave up on a CPU op");
-    go.send(()).unwrap();
+    go.open();
     assert_eq!(dropped.recv_timeout(Duration::from_secs(20)), Ok(()));
 }
 
-/// Pushes an op on `context` writing `var`, whose function blocks until the returned sender
-/// sends.
-fn push_blocked(
-    engine: &Engine,
-    context: Context,
-    var: depengine::Var,
-) -> std::sync::mpsc::Sender<()> {
+/// The gate of an op pushed by `push_blocked`: its function blocks until `open`.
+struct Gate {
+    go: std::sync::mpsc::Sender<()>,
+    started: std::sync::mpsc::Receiver<()>,
+}
+
+impl Gate {
+    /// Waits until the function runs (and blocks).
+    fn started(&self) {
+        self.started
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the blocked op's function never started");
+    }
+
+    /// Lets the function return.
+    fn open(&self) {
+        self.go.send(()).expect("the blocked op's function is gone");
+    }
+}
+
+/// Pushes an op on `context` writing `var`, whose function blocks until its gate opens.
+fn push_blocked(engine: &Engine, context: Context, var: depengine::Var) -> Gate {
     let (go, gate) = std::sync::mpsc::channel::<()>();
-    let gate = Mutex::new(gate);
+    let (start, started) = std::sync::mpsc::channel::<()>();
+    let gate = Mutex::new((gate, start));
     engine
         .op("blocked")
         .on(context)
         .writes([var])
         .push_sync(move |_| {
-            let _ = gate.lock().unwrap().recv();
+            let (gate, start) = &*gate.lock().unwrap();
+            let _ = start.send(());
+            let _ = gate.recv();
         })
         .unwrap();
-    go
+    Gate { go, started }
 }
 
 /// Asserts that the drop `dropped` tells of is still waiting far past the hang limit.
@@ -247,13 +266,14 @@ fn a_gpu_op_whose_function_blocks_on_the_host_is_not_given_up_on() {
     // Dispatched by the CPU worker that completes the first op, whose thread the stand-in
     // device runs the function on: it blocks there, on the host.
     let go = push_blocked(&engine, Context::gpu(0), var);
-    first_go.send(()).unwrap();
+    first_go.open();
+    go.started();
     let dropped = drop_elsewhere(engine);
     still_waiting(
         &dropped,
         "the drop gave up on a function running on the host",
     );
-    go.send(()).unwrap();
+    go.open();
     device.take(1).pop().unwrap().complete(Ok(()));
     assert_eq!(dropped.recv_timeout(Duration::from_secs(20)), Ok(()));
 }
