@@ -80,6 +80,20 @@ impl Cmd {
         self.finish(self.command().stdout(file).status())
     }
 
+    /// `run`, with everything the command prints (standard output and error) added to the
+    /// file `log` (`cmd >> log 2>&1`): for a command that runs beside another.
+    pub(crate) fn run_logged(&self, log: &Path) -> Result {
+        println!("$ {self} >> {} 2>&1", shell_quote(&log.to_string_lossy()));
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .map_err(|error| format!("opening {}: {error}", log.display()))
+        };
+        self.finish(self.command().stdout(open()?).stderr(open()?).status())
+    }
+
     /// An error unless the command ran and exited successfully.
     fn finish(&self, status: std::io::Result<ExitStatus>) -> Result {
         let status =

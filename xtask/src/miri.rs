@@ -4,6 +4,8 @@
 //! `MIRIFLAGS` is left to the caller, e.g. `MIRIFLAGS=-Zmiri-many-seeds cargo xtask miri`. The
 //! toolchain is `nightly`, or `$MIRI_TOOLCHAIN` (CI pins a dated nightly there, see `.ci/run`).
 
+use std::path::Path;
+
 use crate::cmd::{Cmd, Result};
 
 /// `+` and the toolchain Miri runs on.
@@ -55,7 +57,14 @@ const DATA_TESTS: &[&str] = &[
     "replay::a_long_chain_of_async_ops_completed_inline_runs_on_every_engine_kind",
 ];
 
-/// Runs the tests under miri; extra arguments go to `cargo miri test` (e.g. a test name filter).
+/// Runs the tests under miri; extra arguments go to `cargo miri test` (e.g. a test name filter)
+/// of the crates with `unsafe` code.
+///
+/// Without them, everything runs in two lanes, one per core of a CI machine: Miri interprets a
+/// program on one thread, so two processes take half the time. Each lane has its own target
+/// folder, as cargo holds a folder's lock while its tests run; the second lane's output is
+/// printed once both are done. Doc examples are left out: they show the API, and the tests
+/// below take the `unsafe` code's paths.
 pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
     if !available() {
         return Err("miri is not installed; install it with \
@@ -64,37 +73,58 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
             .to_owned());
     }
     let extra: Vec<String> = extra.collect();
-    // The crates with `unsafe` code (the slab's is its buckets, block store and prefetch hint;
-    // graph's its op slot, `op_cell.rs`, and its allocation-counting test; the pool's its queues,
-    // jobs and latches).
-    Cmd::cargo()
-        .args([toolchain().as_str(), "miri", "test"])
-        .args([
-            "-p",
-            "depengine-pool",
-            "-p",
-            "depengine-slab",
-            "-p",
-            "depengine-graph",
-        ])
-        .args(&extra)
-        .run()?;
     if !extra.is_empty() {
-        // A filter names tests of the crates above.
-        return Ok(());
+        return miri_test(UNSAFE_CRATES).args(&extra).run();
     }
+    let log = Path::new("target").join("miri-lane.log");
+    let _ = std::fs::remove_file(&log);
+    let second = std::thread::spawn({
+        let log = log.clone();
+        move || {
+            let lane = |cmd: Cmd| {
+                cmd.env("CARGO_TARGET_DIR", "target/miri-lane")
+                    .run_logged(&log)
+            };
+            lane(miri_test(&["depengine-graph", "depengine-pool"]).arg("--tests"))
+        }
+    });
+    let first = engine_tests();
+    let second = second
+        .join()
+        .unwrap_or_else(|_| Err("the second Miri lane panicked".to_owned()));
+    println!("--- the second Miri lane ({}):", log.display());
+    match std::fs::read_to_string(&log) {
+        Ok(text) => print!("{text}"),
+        Err(error) => println!("cannot read it: {error}"),
+    }
+    first.and(second)
+}
+
+/// The crates with `unsafe` code (the slab's is its buckets, block store and prefetch hint;
+/// graph's its op slot, `op_cell.rs`, and its allocation-counting test; the pool's its queues,
+/// jobs and latches).
+const UNSAFE_CRATES: &[&str] = &["depengine-pool", "depengine-slab", "depengine-graph"];
+
+/// `cargo miri test` of `crates`.
+fn miri_test(crates: &[&str]) -> Cmd {
+    let cmd = Cmd::cargo().args([toolchain().as_str(), "miri", "test"]);
+    crates.iter().fold(cmd, |cmd, name| cmd.args(["-p", name]))
+}
+
+/// The first lane: the slab's tests and the engine's (the lists above, and the op function
+/// stored in its record).
+fn engine_tests() -> Result {
+    miri_test(&["depengine-slab"]).arg("--tests").run()?;
     // One run of the engine's test binary for both lists.
-    Cmd::cargo()
-        .args([toolchain().as_str(), "miri", "test"])
-        .args(["-p", "depengine", "--test", "it", "--", "--exact"])
+    miri_test(&["depengine"])
+        .args(["--test", "it", "--", "--exact"])
         .args(ENGINE_TESTS)
         .args(DATA_TESTS)
         .run()?;
-    // The op function stored in its record (`op/sync_fn.rs`), inline, in a block and boxed, called and
-    // dropped unrun; the tests above call it on every route.
-    Cmd::cargo()
-        .args([toolchain().as_str(), "miri", "test"])
-        .args(["-p", "depengine", "--lib", "--", "op::sync_fn"])
+    // The op function stored in its record (`op/sync_fn.rs`), inline, in a block and boxed,
+    // called and dropped unrun; the tests above call it on every route.
+    miri_test(&["depengine"])
+        .args(["--lib", "--", "op::sync_fn"])
         .run()
 }
 

@@ -101,7 +101,10 @@ fn push_random(engine: &Engine, vars: &[Var], ops: usize, work: Duration) -> f64
 
 #[test]
 #[cfg_attr(miri, ignore = "spawns a child process")]
-#[ignore = "measures the resident memory: run alone (`--include-ignored memory_returned::`)"]
+#[cfg_attr(
+    not(miri),
+    ignore = "measures the resident memory: run alone (`--include-ignored memory_returned::`)"
+)]
 fn a_burst_costs_little_and_gives_its_memory_back() {
     if !alone(test_name!(a_burst_costs_little_and_gives_its_memory_back)) {
         return;
