@@ -1,4 +1,5 @@
-//! [`Comm`]: MPI's world communicator on an engine, whose collectives and transfers are ops.
+//! [`Comm`]: an MPI communicator on an engine (the world, or one split from it), whose
+//! collectives and transfers are ops.
 //!
 //! Order. MPI matches collectives, and messages between two ranks, in the order each rank
 //! starts them; the engine runs ops as their data allow, in any order. So each op of a
@@ -24,9 +25,7 @@
 //! reports a longer message as truncation.
 
 use std::ffi::c_int;
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 
 use depengine::{AccessList, Data, Engine, FnProperty, Held, OpBuilder, TypedOp, Var};
 
@@ -34,18 +33,20 @@ use crate::combine::Combine;
 use crate::element::Element;
 use crate::error::MpiError;
 use crate::reduce::{Reduce, UserReduce};
-use crate::thread::{self, Message};
+use crate::thread::{self, LaneId, Message, Split, Thread};
 use crate::transfer::{Buffer, Call, Finish, Transfer};
 
-/// MPI's world communicator on an engine: collectives and point-to-point transfers on typed
+/// An MPI communicator on an engine (the world, or one split from it): collectives and point-to-point transfers on typed
 /// data ([`Data<Vec<T>>`](depengine::Data)), each pushed as an op of the engine (a send reads
 /// its data, a receive or a reduction writes it), which completes when MPI completes it. Its
 /// communication thread makes every MPI call, so no compute worker blocks on MPI, and the ops
 /// that do not touch the data run meanwhile.
 ///
 /// Push a communicator's ops in the same order on every rank (MPI's rule for collectives; see
-/// the module documentation for how that order is kept). One per process: it initializes MPI,
-/// and finalizes it when dropped (after waiting for its ops), which waits for the other ranks.
+/// the module documentation for how that order is kept). The world is made once per process:
+/// it initializes MPI. Communicators split from it ([`split`](Self::split)) share its thread;
+/// the last of them dropped (each waits for its ops) finalizes MPI, which waits for the other
+/// ranks.
 ///
 /// # Examples
 ///
@@ -65,6 +66,8 @@ use crate::transfer::{Buffer, Call, Finish, Transfer};
 /// ```
 pub struct Comm {
     engine: Engine,
+    /// Its number on the communication thread.
+    lane: LaneId,
     rank: usize,
     size: usize,
     /// Read by each of its ops, so that a wait for it waits for them (nothing writes it, so it
@@ -77,8 +80,7 @@ pub struct Comm {
     /// The first op skipped since the last wait, named by its `Issue` as it drops (before the
     /// op completes): so a wait knows, without asking the thread, whether it must resume it.
     skipped: Arc<Mutex<Option<String>>>,
-    sender: Sender<Message>,
-    thread: Option<JoinHandle<()>>,
+    thread: Arc<Thread>,
 }
 
 impl Comm {
@@ -98,14 +100,81 @@ impl Comm {
         })?;
         Ok(Comm {
             engine: engine.clone(),
+            lane: 0,
             rank: started.rank,
             size: started.size,
             ops,
             next: Mutex::new(0),
             skipped: Arc::new(Mutex::new(None)),
-            sender: started.sender,
-            thread: Some(started.thread),
+            thread: Arc::new(started.thread),
         })
+    }
+
+    /// Splits the communicator (`MPI_Comm_split`): the ranks that give the same `color` form a
+    /// new communicator, ranked by `key` and then by their rank here; a rank that gives `None`
+    /// joins none and gets `Ok(None)`. Every rank calls it at the same place of this
+    /// communicator's order (it is a collective of this communicator): it returns once the ops
+    /// pushed before it here have started their calls and every rank has reached it. The new
+    /// communicator's ops are ordered among themselves, independently of this one's.
+    ///
+    /// From the first split on, allreduces are non-blocking MPI calls, and
+    /// [`allreduce_by`](Self::allreduce_by) fails its ops (see
+    /// [`MpiError::UserReduceAfterSplit`]). The split itself is a blocking call of the
+    /// communication thread: split at set-up, not while ops of another communicator are
+    /// pending that another rank's earlier ops wait for.
+    ///
+    /// ```
+    /// use depengine::{Engine, EngineConfig};
+    /// use depengine_mpi::{Comm, Reduce};
+    ///
+    /// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(2))?;
+    /// let world = Comm::world(&engine)?;
+    /// // Even and odd ranks, each set a communicator of its own.
+    /// let half = world.split(Some((world.rank() % 2) as u16), 0)?.expect("a color was given");
+    /// let ones = engine.data(vec![1_u64; 4])?;
+    /// half.allreduce(&ones, Reduce::Sum)?;
+    /// assert_eq!(*engine.read(&ones)?, vec![half.size() as u64; 4]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`MpiError::Stopped`] if this communicator is stopped at the split's turn (a skip before
+    /// it); [`MpiError::Closed`]; MPI's error; [`MpiError::Engine`] if the engine cannot make
+    /// the new communicator's var.
+    pub fn split(&self, color: Option<u16>, key: i32) -> Result<Option<Comm>, MpiError> {
+        let ops = self.engine.new_var_named("mpi ops")?;
+        let (reply, made) = std::sync::mpsc::channel();
+        let sent = {
+            let mut next = lock(&self.next);
+            let sequence = *next;
+            *next += 1;
+            let split = Split { color, key, reply };
+            self.thread
+                .sender
+                .send(Message::Split(self.lane, sequence, split))
+        };
+        let made = match sent {
+            Ok(()) => made.recv().unwrap_or(Err(MpiError::Closed)),
+            Err(_) => Err(MpiError::Closed),
+        };
+        let member = match made {
+            Ok(Some(member)) => member,
+            other => {
+                let _ = self.engine.delete_var(ops, || {});
+                return other.map(|_| None);
+            }
+        };
+        Ok(Some(Comm {
+            engine: self.engine.clone(),
+            lane: member.lane,
+            rank: member.rank,
+            size: member.size,
+            ops,
+            next: Mutex::new(0),
+            skipped: Arc::new(Mutex::new(None)),
+            thread: Arc::clone(&self.thread),
+        }))
     }
 
     /// This process's rank.
@@ -134,8 +203,9 @@ impl Comm {
         };
         // The thread stops at the skip in its turn, which comes before this message.
         let (reply, resumed) = std::sync::mpsc::channel();
-        self.sender
-            .send(Message::Resume(reply))
+        self.thread
+            .sender
+            .send(Message::Resume(self.lane, reply))
             .map_err(|_| MpiError::Closed)?;
         resumed.recv().map_err(|_| MpiError::Closed)?;
         Err(MpiError::Stopped(reason))
@@ -353,9 +423,10 @@ impl Comm {
         let sequence = *next;
         *next += 1;
         Issue {
+            lane: self.lane,
             sequence,
             op,
-            sender: Some(self.sender.clone()),
+            sender: Some(self.thread.sender.clone()),
             skipped: Arc::clone(&self.skipped),
         }
     }
@@ -394,10 +465,11 @@ impl Comm {
 /// An op's place in its communicator's order, owned by its function: handing the call over
 /// uses it; dropped unused (the op skipped, or failed before its call), it reports a skip.
 struct Issue {
+    lane: LaneId,
     sequence: u64,
     op: &'static str,
     /// `None` once used.
-    sender: Option<Sender<Message>>,
+    sender: Option<std::sync::mpsc::Sender<Message>>,
     /// The communicator's record of a skip.
     skipped: Arc<Mutex<Option<String>>>,
 }
@@ -410,8 +482,8 @@ impl Issue {
             return;
         };
         let transfer = Transfer { call, finish };
-        if let Err(returned) = sender.send(Message::Transfer(self.sequence, transfer))
-            && let Message::Transfer(_, transfer) = returned.0
+        if let Err(returned) = sender.send(Message::Transfer(self.lane, self.sequence, transfer))
+            && let Message::Transfer(_, _, transfer) = returned.0
         {
             (transfer.finish)(Err(MpiError::Closed));
         }
@@ -423,7 +495,7 @@ impl Drop for Issue {
         if let Some(sender) = self.sender.take() {
             let reason = skip_reason(self.op, self.sequence);
             lock(&self.skipped).get_or_insert_with(|| reason.clone());
-            let _ = sender.send(Message::Skip(self.sequence, reason));
+            let _ = sender.send(Message::Skip(self.lane, self.sequence, reason));
         }
     }
 }
@@ -439,14 +511,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Drop for Comm {
-    /// Waits for the communicator's ops, then stops its thread, which finalizes MPI (a
-    /// collective call: it returns once every rank finalizes).
+    /// Waits for the communicator's ops, then frees it (a split one) on the thread; the last
+    /// communicator dropped stops the thread, which finalizes MPI (`thread::Thread`).
     fn drop(&mut self) {
         let _ = self.engine.wait_for_var(self.ops);
-        let _ = self.sender.send(Message::Stop);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        let _ = self.thread.sender.send(Message::Free(self.lane));
         let _ = self.engine.delete_var(self.ops, || {});
     }
 }

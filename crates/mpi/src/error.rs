@@ -60,6 +60,15 @@ pub enum MpiError {
     /// the failure of the ops pushed after it until then.
     #[error("the communicator is stopped: {0}")]
     Stopped(String),
+    /// An allreduce by the caller's function ([`Comm::allreduce_by`](crate::Comm::allreduce_by))
+    /// once the process has split a communicator: the function is lent to MPI for a blocking
+    /// call, and blocking calls on several communicators of one thread could wait for each
+    /// other across ranks.
+    #[error(
+        "an allreduce by the caller's function needs a process with one communicator (it was \
+         split)"
+    )]
+    UserReduceAfterSplit,
     /// The communicator's thread is gone (the communicator was dropped) before the op's call
     /// started.
     #[error("the communicator was dropped before this op's call started")]

@@ -2,15 +2,21 @@
 //! every MPI call), starts the ops' non-blocking calls in their sequence order (`comm.rs`),
 //! holding back those that arrive before a predecessor, polls the requests in flight with
 //! `MPI_Test` (which also drives MPI's progress), completes each op whose request is done, and
-//! finalizes MPI when its communicator is dropped.
+//! finalizes MPI when the last communicator is dropped.
+//!
+//! It serves every communicator of the process, each a [`Lane`] with its own order: the world
+//! (lane 0) and those split from it, which it makes (`MPI_Comm_split`, a blocking call, in the
+//! parent's turn) and frees.
 //!
 //! While requests are in flight it polls without sleeping (spinning briefly between rounds,
 //! then yielding): a non-blocking collective progresses only inside MPI's calls. With nothing
 //! in flight it looks for the next message for a few tens of microseconds, then blocks on its
-//! channel. An allreduce is made blocking (`Call::make` says why).
+//! channel. An allreduce is made blocking while the process has one communicator (`Call::make`
+//! and `Lane::blocking` say why).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{CStr, c_char, c_int};
+use std::mem;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -23,27 +29,66 @@ use mpi::topology::Communicator;
 use crate::error::MpiError;
 use crate::transfer::{Finish, Made, Transfer};
 
-/// What the communicator and its ops send the thread.
+/// A communicator's number on the thread: 0 is the world.
+pub(crate) type LaneId = u32;
+
+/// What the communicators and their ops send the thread.
 pub(crate) enum Message {
-    /// The call of the op of this sequence number, to start in its turn.
-    Transfer(u64, Transfer),
+    /// The call of the op of this sequence number of a communicator, to start in its turn.
+    Transfer(LaneId, u64, Transfer),
     /// The op of this sequence number was skipped or failed before its call (why): in its
     /// turn, the communicator stops.
-    Skip(u64, String),
+    Skip(LaneId, u64, String),
+    /// A split of a communicator (`Comm::split`), made in the turn of this sequence number.
+    Split(LaneId, u64, Split),
     /// `Comm::wait` after a skip, once every op pushed before it is done: the thread resumes
     /// the communicator and replies. It comes after the messages of those ops, so their turns
     /// are taken by then.
-    Resume(Sender<()>),
-    /// The communicator is dropped: finish what is in flight, then finalize MPI.
+    Resume(LaneId, Sender<()>),
+    /// A communicator split from the world is dropped, its ops done: the thread frees it.
+    Free(LaneId),
+    /// The last communicator is dropped: finish what is in flight, then finalize MPI.
     Stop,
 }
 
-/// A started communication thread: this process's rank among `size`.
+/// A split's arguments (MPI's color, or `MPI_UNDEFINED` for none, and key) and where its
+/// result goes: the new communicator, or `None` for a rank of no color.
+pub(crate) struct Split {
+    pub(crate) color: Option<u16>,
+    pub(crate) key: i32,
+    pub(crate) reply: Sender<Result<Option<Member>, MpiError>>,
+}
+
+/// This process's place in a communicator the thread serves.
+pub(crate) struct Member {
+    pub(crate) lane: LaneId,
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+}
+
+/// A started communication thread: this process's rank among `size` in the world.
 pub(crate) struct Started {
     pub(crate) rank: usize,
     pub(crate) size: usize,
+    pub(crate) thread: Thread,
+}
+
+/// The communication thread, shared by the communicators (each holds an `Arc`): the last one
+/// dropped stops it, which finalizes MPI.
+pub(crate) struct Thread {
     pub(crate) sender: Sender<Message>,
-    pub(crate) thread: JoinHandle<()>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Drop for Thread {
+    /// Stops the thread, once what is in flight is done, and waits for it: MPI's finalize, a
+    /// collective call, returns once every rank finalizes.
+    fn drop(&mut self) {
+        let _ = self.sender.send(Message::Stop);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
 }
 
 /// Starts the communication thread, which initializes MPI.
@@ -58,8 +103,10 @@ pub(crate) fn start() -> Result<Started, MpiError> {
         Ok(Ok((rank, size))) => Ok(Started {
             rank,
             size,
-            sender,
-            thread,
+            thread: Thread {
+                sender,
+                handle: Some(thread),
+            },
         }),
         Ok(Err(error)) => {
             let _ = thread.join();
@@ -106,10 +153,8 @@ fn run(report: &Sender<Result<(usize, usize), MpiError>>, receiver: &Receiver<Me
     // finalize MPI with requests active: the process aborts instead.
     let _abort = AbortOnUnwind;
     Serving {
-        comm,
-        next: 0,
-        early: BTreeMap::new(),
-        stopped: None,
+        lanes: HashMap::from([(0, Lane::new(comm, true))]),
+        next_lane: 1,
         in_flight: Vec::new(),
     }
     .serve(receiver);
@@ -131,6 +176,16 @@ impl Drop for AbortOnUnwind {
 
 /// The thread's state while it serves ops.
 struct Serving {
+    /// The communicators, by number.
+    lanes: HashMap<LaneId, Lane>,
+    /// The number the next split communicator gets.
+    next_lane: LaneId,
+    /// The requests started and not yet complete, each with its op's completion.
+    in_flight: Vec<(MPI_Request, Finish)>,
+}
+
+/// One communicator's order on the thread.
+struct Lane {
     comm: MPI_Comm,
     /// The sequence number of the next op to start.
     next: u64,
@@ -138,14 +193,31 @@ struct Serving {
     early: BTreeMap<u64, Turn>,
     /// Why the communicator is stopped, if it is (see `comm.rs`).
     stopped: Option<String>,
-    /// The requests started and not yet complete, each with its op's completion.
-    in_flight: Vec<(MPI_Request, Finish)>,
+    /// Whether its allreduces are blocking calls (`Call::make`): only the world's, until its
+    /// first split. Every rank of a communicator takes its split at the same place in its
+    /// order, so the ranks agree on each call's kind; and with blocking calls on one
+    /// communicator only, no two ranks' threads can each block in a call that waits for the
+    /// other's.
+    blocking: bool,
 }
 
-/// What an op's turn brings: its call, or its skip (why).
+impl Lane {
+    fn new(comm: MPI_Comm, blocking: bool) -> Self {
+        Lane {
+            comm,
+            next: 0,
+            early: BTreeMap::new(),
+            stopped: None,
+            blocking,
+        }
+    }
+}
+
+/// What an op's turn brings: its call, its skip (why), or a split.
 enum Turn {
     Transfer(Transfer),
     Skip(String),
+    Split(Split),
 }
 
 /// Rounds without progress spent spinning before polling yields the core between rounds.
@@ -166,24 +238,36 @@ impl Serving {
                 } else {
                     receiver.try_recv()
                 };
-                match message {
-                    Ok(Message::Transfer(sequence, transfer)) => {
-                        self.early.insert(sequence, Turn::Transfer(transfer));
+                let lane = match message {
+                    Ok(Message::Transfer(lane, sequence, transfer)) => {
+                        self.arrive(lane, sequence, Turn::Transfer(transfer))
                     }
-                    Ok(Message::Skip(sequence, reason)) => {
-                        self.early.insert(sequence, Turn::Skip(reason));
+                    Ok(Message::Skip(lane, sequence, reason)) => {
+                        self.arrive(lane, sequence, Turn::Skip(reason))
                     }
-                    Ok(Message::Resume(reply)) => {
-                        self.stopped = None;
+                    Ok(Message::Split(lane, sequence, split)) => {
+                        self.arrive(lane, sequence, Turn::Split(split))
+                    }
+                    Ok(Message::Resume(lane, reply)) => {
+                        if let Some(lane) = self.lanes.get_mut(&lane) {
+                            lane.stopped = None;
+                        }
                         let _ = reply.send(());
+                        None
+                    }
+                    Ok(Message::Free(lane)) => {
+                        self.free(lane);
+                        None
                     }
                     Ok(Message::Stop) | Err(TryRecvError::Disconnected) => {
                         stopping = true;
                         break;
                     }
                     Err(TryRecvError::Empty) => break,
+                };
+                if let Some(lane) = lane {
+                    self.take_turns(lane);
                 }
-                self.take_turns();
                 idle = 0;
             }
             if self.poll() {
@@ -199,39 +283,143 @@ impl Serving {
             if stopping && self.in_flight.is_empty() {
                 // Ops still held back wait for a predecessor that will never come (the
                 // communicator is gone): they fail.
-                for (_, turn) in std::mem::take(&mut self.early) {
-                    if let Turn::Transfer(transfer) = turn {
-                        (transfer.finish)(Err(MpiError::Closed));
+                for (_, turn) in self
+                    .lanes
+                    .values_mut()
+                    .flat_map(|lane| mem::take(&mut lane.early))
+                {
+                    match turn {
+                        Turn::Transfer(transfer) => (transfer.finish)(Err(MpiError::Closed)),
+                        Turn::Split(split) => {
+                            let _ = split.reply.send(Err(MpiError::Closed));
+                        }
+                        Turn::Skip(_) => {}
                     }
+                }
+                for lane in mem::take(&mut self.lanes).into_keys() {
+                    self.free(lane);
                 }
                 return;
             }
         }
     }
 
-    /// Takes the turns that have come: starts each call in sequence order, or stops the
-    /// communicator at a skip; while it is stopped, the calls fail instead.
-    fn take_turns(&mut self) {
-        while let Some(turn) = self.early.remove(&self.next) {
-            self.next += 1;
-            match turn {
-                Turn::Skip(reason) => {
-                    self.stopped.get_or_insert(reason);
+    /// Files `turn`, of op `sequence` of communicator `lane`, to be taken in its turn; the
+    /// lane, if the thread serves it (a turn of a freed one fails).
+    fn arrive(&mut self, lane: LaneId, sequence: u64, turn: Turn) -> Option<LaneId> {
+        if let Some(serving) = self.lanes.get_mut(&lane) {
+            serving.early.insert(sequence, turn);
+            return Some(lane);
+        }
+        match turn {
+            Turn::Transfer(transfer) => (transfer.finish)(Err(MpiError::Closed)),
+            Turn::Split(split) => {
+                let _ = split.reply.send(Err(MpiError::Closed));
+            }
+            Turn::Skip(_) => {}
+        }
+        None
+    }
+
+    /// Takes the turns of communicator `lane` that have come: starts each call in sequence
+    /// order, or stops the communicator at a skip; while it is stopped, the calls fail instead.
+    fn take_turns(&mut self, lane: LaneId) {
+        loop {
+            let Some(serving) = self.lanes.get_mut(&lane) else {
+                return;
+            };
+            let Some(turn) = serving.early.remove(&serving.next) else {
+                return;
+            };
+            serving.next += 1;
+            let (comm, blocking) = (serving.comm, serving.blocking);
+            match (turn, &serving.stopped) {
+                (Turn::Skip(reason), _) => {
+                    serving.stopped.get_or_insert(reason);
                 }
-                Turn::Transfer(transfer) => match &self.stopped {
-                    Some(reason) => (transfer.finish)(Err(MpiError::Stopped(reason.clone()))),
-                    None => self.start(transfer),
-                },
+                (Turn::Transfer(transfer), Some(reason)) => {
+                    (transfer.finish)(Err(MpiError::Stopped(reason.clone())));
+                }
+                (Turn::Split(split), Some(reason)) => {
+                    let _ = split.reply.send(Err(MpiError::Stopped(reason.clone())));
+                }
+                (Turn::Transfer(transfer), None) => self.start(comm, blocking, transfer),
+                (Turn::Split(split), None) => {
+                    serving.blocking = false;
+                    let made = self.split(comm, split.color, split.key);
+                    let _ = split.reply.send(made);
+                }
             }
         }
     }
 
+    /// Splits `parent` (a blocking collective call over its ranks, as a split is rare): the
+    /// new communicator's lane, or `None` for a rank of no color.
+    fn split(
+        &mut self,
+        parent: MPI_Comm,
+        color: Option<u16>,
+        key: i32,
+    ) -> Result<Option<Member>, MpiError> {
+        // SAFETY: MPI_UNDEFINED and MPI_COMM_NULL, constants of the MPI library (rsmpi's shim).
+        let (undefined, null) = unsafe { (ffi::RSMPI_UNDEFINED, ffi::RSMPI_COMM_NULL) };
+        let color = color.map_or(undefined, c_int::from);
+        let mut comm = null;
+        // SAFETY: `parent` is a communicator this thread serves (the world, or one it split
+        // and has not freed); `comm` is written by MPI.
+        let code = unsafe { ffi::MPI_Comm_split(parent, color, key, &raw mut comm) };
+        outcome(code)?;
+        if comm == null {
+            return Ok(None);
+        }
+        let (mut rank, mut size): (c_int, c_int) = (0, 0);
+        // SAFETY: `comm` is the communicator MPI just made; the handler is MPI's predefined
+        // one; rank and size are written by MPI.
+        let code = unsafe {
+            [
+                ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN),
+                ffi::MPI_Comm_rank(comm, &raw mut rank),
+                ffi::MPI_Comm_size(comm, &raw mut size),
+            ]
+        }
+        .into_iter()
+        .find(|&code| code != 0);
+        let (Ok(rank), Ok(size), None) = (usize::try_from(rank), usize::try_from(size), code)
+        else {
+            // SAFETY: the communicator MPI just made, used by nothing else.
+            unsafe { ffi::MPI_Comm_free(&raw mut comm) };
+            return Err(code.map_or_else(
+                || MpiError::Mpi {
+                    code: 0,
+                    message: "MPI gave a split communicator a negative rank or size".to_owned(),
+                },
+                mpi_error,
+            ));
+        };
+        let lane = self.next_lane;
+        self.next_lane += 1;
+        self.lanes.insert(lane, Lane::new(comm, false));
+        Ok(Some(Member { lane, rank, size }))
+    }
+
+    /// Frees split communicator `lane` (its ops are done: its `Comm` waited for them).
+    fn free(&mut self, lane: LaneId) {
+        if lane == 0 {
+            return;
+        }
+        if let Some(mut serving) = self.lanes.remove(&lane) {
+            // SAFETY: a communicator MPI made for a split and nothing uses any more (its ops
+            // are done, and its lane is gone).
+            let _ = unsafe { ffi::MPI_Comm_free(&raw mut serving.comm) };
+        }
+    }
+
     /// Makes `transfer`'s call; a call MPI refuses, or a blocking one made, completes its op.
-    fn start(&mut self, transfer: Transfer) {
+    fn start(&mut self, comm: MPI_Comm, blocking: bool, transfer: Transfer) {
         let Transfer { call, finish } = transfer;
         // SAFETY: MPI_REQUEST_NULL, a constant of the MPI library (rsmpi's shim).
         let mut request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        match call.make(self.comm, &mut request) {
+        match call.make(comm, blocking, &mut request) {
             Made::Started(0) => self.in_flight.push((request, finish)),
             Made::Started(code) | Made::Done(code) => finish(outcome(code)),
             Made::Failed(error) => finish(Err(error)),

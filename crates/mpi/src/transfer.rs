@@ -34,7 +34,7 @@ pub(crate) struct Transfer {
 /// An MPI call: its arguments but the communicator and the request. Ranks are checked against the communicator, and tags are at most `u16::MAX`
 /// (below MPI's smallest `MPI_TAG_UB`), when the op is pushed.
 pub(crate) enum Call {
-    /// A blocking `MPI_Allreduce` of `buffer` in place (see `Call::make`).
+    /// `MPI_Allreduce` of `buffer` in place, blocking or not (see `Call::make`).
     Allreduce { buffer: Buffer, reduce: Reduce },
     /// The same, by the caller's function (`combine.rs`).
     AllreduceBy { buffer: Buffer, combine: Combine },
@@ -77,20 +77,22 @@ pub(crate) enum Made {
 
 impl Call {
     /// Makes the call on `comm`: starts a non-blocking one, setting `request`, or makes a
-    /// blocking one. An allreduce is blocking: MPI's blocking collectives use tuned algorithms
-    /// that its non-blocking ones lack (up to 2x faster here from 1 MiB on), and every rank
-    /// makes the same kind of call (MPI matches no blocking collective with a non-blocking
-    /// one). While it blocks, the requests in flight progress (MPI progresses them while a call
-    /// blocks), and the calls after it in the communicator's order start after it, as after
-    /// any blocking MPI call.
-    pub(crate) fn make(self, comm: MPI_Comm, request: &mut MPI_Request) -> Made {
+    /// blocking one. An allreduce is blocking where `blocking` allows it (the process has one
+    /// communicator, see `thread.rs`): MPI's blocking collectives use tuned algorithms that its
+    /// non-blocking ones lack (up to 2x faster here from 1 MiB on), and every rank makes the
+    /// same kind of call (MPI matches no blocking collective with a non-blocking one). While it
+    /// blocks, the requests in flight progress (MPI progresses them while a call blocks), and
+    /// the calls after it in the communicator's order start after it, as after any blocking
+    /// MPI call. A reduction by the caller's function is lent to MPI for a blocking call only
+    /// (`combine.rs`): elsewhere its op fails with [`MpiError::UserReduceAfterSplit`].
+    pub(crate) fn make(self, comm: MPI_Comm, blocking: bool, request: &mut MPI_Request) -> Made {
         // SAFETY: for each call, the buffers stay valid, and unused by anything else, until the
         // request completes or the blocking call returns (the module's ownership rule); `comm`
         // is the communication thread's communicator; each count and datatype describe their
         // buffer (`Buffer::of`); `MPI_IN_PLACE` is `in_place.c`'s.
         unsafe {
             Made::Started(match self {
-                Call::Allreduce { buffer, reduce } => {
+                Call::Allreduce { buffer, reduce } if blocking => {
                     return Made::Done(ffi::MPI_Allreduce(
                         depengine_mpi_in_place,
                         buffer.ptr,
@@ -99,6 +101,18 @@ impl Call {
                         reduce.operation().as_raw(),
                         comm,
                     ));
+                }
+                Call::Allreduce { buffer, reduce } => ffi::MPI_Iallreduce(
+                    depengine_mpi_in_place,
+                    buffer.ptr,
+                    buffer.count,
+                    buffer.datatype,
+                    reduce.operation().as_raw(),
+                    comm,
+                    request,
+                ),
+                Call::AllreduceBy { .. } if !blocking => {
+                    return Made::Failed(MpiError::UserReduceAfterSplit);
                 }
                 Call::AllreduceBy { buffer, combine } => {
                     let call = combine.with_operation(|operation| {

@@ -71,7 +71,7 @@ fn each_op_equals_a_direct_computation() {
 }
 
 /// The MPI error of an op's failure, if that is what it is.
-fn mpi_error(error: &EngineError) -> Option<&MpiError> {
+pub(crate) fn mpi_error(error: &EngineError) -> Option<&MpiError> {
     let EngineError::OpFailed(failure) = error else {
         return None;
     };

@@ -12,3 +12,4 @@
 mod collectives;
 mod launch;
 mod ordering;
+mod split;
