@@ -76,6 +76,10 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
     if !extra.is_empty() {
         return miri_test(UNSAFE_CRATES).args(&extra).run();
     }
+    // The sysroot Miri builds on first use, once, before two processes could both build it.
+    Cmd::cargo()
+        .args([toolchain().as_str(), "miri", "setup"])
+        .run()?;
     let log = Path::new("target").join("miri-lane.log");
     let _ = std::fs::remove_file(&log);
     let second = std::thread::spawn({
