@@ -11,6 +11,7 @@ use crate::device::GpuDevice;
 use crate::driver::Driver;
 use crate::error::CudaError;
 use crate::executor::{Kind, StreamExecutor};
+use crate::peer;
 
 /// depengine's CUDA backend: per GPU, compute workers and copy workers, each with a
 /// non-blocking stream of its own, and ops completed when the events recorded after them have
@@ -116,6 +117,7 @@ impl CudaBackend {
             return Ok(Arc::clone(device));
         }
         let device = Arc::new(GpuDevice::open(id, self.track_events).map_err(unavailable)?);
+        peer::link(&*device, devices.values());
         devices.insert(id, Arc::clone(&device));
         Ok(device)
     }

@@ -57,6 +57,7 @@ mod fence;
 mod host_wait;
 pub mod kernels;
 pub mod memory;
+mod peer;
 mod run;
 
 pub use backend::CudaBackend;
