@@ -86,17 +86,22 @@ impl<S: SameStream + Clone> StreamOrder<S> {
         seq
     }
 
-    /// Calls `wait` for each of `fences` (a stream and a place on it) that this stream `own`
-    /// must wait for: not its own, the newest of its stream among `fences` (the first, of
-    /// equal ones), and newer than what this stream waited for on that stream. A wait `wait`
-    /// reports done (`true`) covers its stream's fences up to it from then on.
-    fn wait_for(&mut self, own: &S, fences: &[(&S, u64)], mut wait: impl FnMut(usize) -> bool) {
-        for (index, &(stream, seq)) in fences.iter().enumerate() {
+    /// Calls `wait` for each of `fences` that this stream `own` must wait for: not its own,
+    /// the newest of its stream among `fences` (the first, of equal ones), and newer than what
+    /// this stream waited for on that stream. A wait `wait` reports done (`true`) covers its
+    /// stream's fences up to it from then on. A fence with no place here (`Placed`) is skipped.
+    fn wait_for<F: Placed<S>>(&mut self, own: &S, fences: &[F], mut wait: impl FnMut(&F) -> bool) {
+        for (index, fence) in fences.iter().enumerate() {
+            let Some((stream, seq)) = fence.place() else {
+                continue;
+            };
             if stream.same(own) {
                 continue;
             }
-            let newer_beside = fences.iter().enumerate().any(|(other, &(beside, later))| {
-                beside.same(stream) && (later > seq || (later == seq && other < index))
+            let newer_beside = fences.iter().enumerate().any(|(other, beside)| {
+                beside.place().is_some_and(|(beside, later)| {
+                    beside.same(stream) && (later > seq || (later == seq && other < index))
+                })
             });
             if newer_beside {
                 continue;
@@ -105,13 +110,26 @@ impl<S: SameStream + Clone> StreamOrder<S> {
             if waited.as_ref().is_some_and(|(_, newest)| *newest >= seq) {
                 continue;
             }
-            if wait(index) {
+            if wait(fence) {
                 match waited {
                     Some((_, newest)) => *newest = seq,
                     None => self.waited.push((stream.clone(), seq)),
                 }
             }
         }
+    }
+}
+
+/// Where a fence was recorded, for [`StreamOrder`]: its stream and its place among that
+/// stream's fences; `None` for a fence of another backend (an engine has one, so none comes).
+pub(crate) trait Placed<S> {
+    fn place(&self) -> Option<(&S, u64)>;
+}
+
+impl Placed<Arc<CudaStream>> for Fence {
+    fn place(&self) -> Option<(&Arc<CudaStream>, u64)> {
+        let point = self.downcast_ref::<StreamFence>()?;
+        Some((&point.stream, point.seq))
     }
 }
 
@@ -131,20 +149,14 @@ pub(crate) fn wait_for(
     order: &mut StreamOrder<Arc<CudaStream>>,
     fences: &[Fence],
 ) {
-    let points: Vec<&StreamFence> = fences
-        .iter()
-        .filter_map(|fence| fence.downcast_ref::<StreamFence>())
-        .collect();
-    let places: Vec<(&Arc<CudaStream>, u64)> = points
-        .iter()
-        .map(|point| (&point.stream, point.seq))
-        .collect();
-    order.wait_for(stream, &places, |index| {
-        let event = &points[index].event;
-        match device_wait(stream, event) {
+    order.wait_for(stream, fences, |fence| {
+        let Some(point) = fence.downcast_ref::<StreamFence>() else {
+            return false;
+        };
+        match device_wait(stream, &point.event) {
             Ok(()) => true,
             Err(error) => {
-                let _ = host_wait::event(event);
+                let _ = host_wait::event(&point.event);
                 stream.context().record_err::<()>(Err(error));
                 false
             }
@@ -170,7 +182,7 @@ fn device_wait(stream: &CudaStream, event: &Event) -> Result<(), DriverError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{SameStream, StreamOrder};
+    use super::{Placed, SameStream, StreamOrder};
 
     /// A stand-in stream: its number.
     #[derive(Clone, Copy, Debug, PartialEq)]
@@ -182,14 +194,20 @@ mod tests {
         }
     }
 
+    /// A stand-in fence: its stream and place there.
+    impl Placed<Stream> for (Stream, u64) {
+        fn place(&self) -> Option<(&Stream, u64)> {
+            Some((&self.0, self.1))
+        }
+    }
+
     const OWN: Stream = Stream(0);
 
     /// The fences of `fences` that `order` waits for (each wait succeeds).
     fn waits(order: &mut StreamOrder<Stream>, fences: &[(Stream, u64)]) -> Vec<(Stream, u64)> {
-        let places: Vec<(&Stream, u64)> = fences.iter().map(|(s, seq)| (s, *seq)).collect();
         let mut waited = Vec::new();
-        order.wait_for(&OWN, &places, |index| {
-            waited.push(fences[index]);
+        order.wait_for(&OWN, fences, |&fence| {
+            waited.push(fence);
             true
         });
         waited
@@ -222,8 +240,7 @@ mod tests {
     #[test]
     fn a_wait_that_failed_covers_nothing() {
         let mut order = StreamOrder::default();
-        let places = [(&Stream(1), 4)];
-        order.wait_for(&OWN, &places, |_| false);
+        order.wait_for(&OWN, &[(Stream(1), 4)], |_| false);
         assert_eq!(waits(&mut order, &[(Stream(1), 4)]), [(Stream(1), 4)]);
     }
 
