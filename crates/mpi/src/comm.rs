@@ -36,9 +36,10 @@ use crate::reduce::{Reduce, UserReduce};
 use crate::thread::{self, LaneId, Message, Split, Thread};
 use crate::transfer::{Buffer, Call, Finish, Transfer};
 
-/// An MPI communicator on an engine (the world, or one split from it): collectives and point-to-point transfers on typed
-/// data ([`Data<Vec<T>>`](depengine::Data)), each pushed as an op of the engine (a send reads
-/// its data, a receive or a reduction writes it), which completes when MPI completes it. Its
+/// An MPI communicator on an engine (the world, or one split from it): collectives and
+/// point-to-point transfers on typed data ([`Data<Vec<T>>`](depengine::Data)), each pushed as
+/// an op of the engine (a send reads its data, a receive or a reduction writes it), which
+/// completes when MPI completes it. Its
 /// communication thread makes every MPI call, so no compute worker blocks on MPI, and the ops
 /// that do not touch the data run meanwhile.
 ///
@@ -121,7 +122,8 @@ impl Comm {
     /// [`allreduce_by`](Self::allreduce_by) fails its ops (see
     /// [`MpiError::UserReduceAfterSplit`]). The split itself is a blocking call of the
     /// communication thread: split at set-up, not while ops of another communicator are
-    /// pending that another rank's earlier ops wait for.
+    /// pending that another rank's earlier ops wait for; and not inside an op, whose data an
+    /// op before the split may need.
     ///
     /// ```
     /// use depengine::{Engine, EngineConfig};
@@ -143,7 +145,6 @@ impl Comm {
     /// it); [`MpiError::Closed`]; MPI's error; [`MpiError::Engine`] if the engine cannot make
     /// the new communicator's var.
     pub fn split(&self, color: Option<u16>, key: i32) -> Result<Option<Comm>, MpiError> {
-        let ops = self.engine.new_var_named("mpi ops")?;
         let (reply, made) = std::sync::mpsc::channel();
         let sent = {
             let mut next = lock(&self.next);
@@ -158,11 +159,15 @@ impl Comm {
             Ok(()) => made.recv().unwrap_or(Err(MpiError::Closed)),
             Err(_) => Err(MpiError::Closed),
         };
-        let member = match made {
-            Ok(Some(member)) => member,
-            other => {
-                let _ = self.engine.delete_var(ops, || {});
-                return other.map(|_| None);
+        let Some(member) = made? else {
+            return Ok(None);
+        };
+        // Made after the split, which every rank takes in its turn whatever happens here.
+        let ops = match self.engine.new_var_named("mpi ops") {
+            Ok(ops) => ops,
+            Err(error) => {
+                let _ = self.thread.sender.send(Message::Free(member.lane));
+                return Err(error.into());
             }
         };
         Ok(Some(Comm {
@@ -239,7 +244,8 @@ impl Comm {
     /// # Errors
     ///
     /// As [`allreduce`](Self::allreduce); the op also fails with [`MpiError::ReduceFailed`] if
-    /// the function panicked.
+    /// the function panicked, and with [`MpiError::UserReduceAfterSplit`] after the world's
+    /// first split.
     pub fn allreduce_by<T>(
         &self,
         data: &Data<Vec<T>>,

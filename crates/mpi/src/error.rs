@@ -3,7 +3,8 @@
 
 use depengine::EngineError;
 
-/// An error of `depengine-mpi`: returned by [`Comm::world`](crate::Comm::world) and by a push,
+/// An error of `depengine-mpi`: returned by [`Comm::world`](crate::Comm::world),
+/// [`Comm::split`](crate::Comm::split) and a push,
 /// or the failure of an op (its source, as [`OpFailure::cause`](depengine::OpFailure::cause)
 /// shows it).
 ///
@@ -61,13 +62,10 @@ pub enum MpiError {
     #[error("the communicator is stopped: {0}")]
     Stopped(String),
     /// An allreduce by the caller's function ([`Comm::allreduce_by`](crate::Comm::allreduce_by))
-    /// once the process has split a communicator: the function is lent to MPI for a blocking
-    /// call, and blocking calls on several communicators of one thread could wait for each
-    /// other across ranks.
-    #[error(
-        "an allreduce by the caller's function needs a process with one communicator (it was \
-         split)"
-    )]
+    /// after the world's first split ([`Comm::split`](crate::Comm::split)): the function is
+    /// lent to MPI for a blocking call only, and blocking calls on several communicators of
+    /// one thread could wait for each other across ranks.
+    #[error("an allreduce by the caller's function is made only before the world's first split")]
     UserReduceAfterSplit,
     /// The communicator's thread is gone (the communicator was dropped) before the op's call
     /// started.

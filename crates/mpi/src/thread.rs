@@ -11,8 +11,8 @@
 //! While requests are in flight it polls without sleeping (spinning briefly between rounds,
 //! then yielding): a non-blocking collective progresses only inside MPI's calls. With nothing
 //! in flight it looks for the next message for a few tens of microseconds, then blocks on its
-//! channel. An allreduce is made blocking while the process has one communicator (`Call::make`
-//! and `Lane::blocking` say why).
+//! channel. An allreduce is made blocking until the world's first split (`Call::make` and
+//! `Lane::blocking` say why).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{CStr, c_char, c_int};
@@ -194,10 +194,10 @@ struct Lane {
     /// Why the communicator is stopped, if it is (see `comm.rs`).
     stopped: Option<String>,
     /// Whether its allreduces are blocking calls (`Call::make`): only the world's, until its
-    /// first split. Every rank of a communicator takes its split at the same place in its
-    /// order, so the ranks agree on each call's kind; and with blocking calls on one
-    /// communicator only, no two ranks' threads can each block in a call that waits for the
-    /// other's.
+    /// first split. Every rank of the world takes that split at the same place in its order
+    /// (one given no color too), so the ranks agree on each call's kind; and no two ranks'
+    /// threads can then each block in an allreduce that waits for the other's (splits are
+    /// the blocking calls left: `Comm::split` says when to make them).
     blocking: bool,
 }
 
@@ -218,6 +218,19 @@ enum Turn {
     Transfer(Transfer),
     Skip(String),
     Split(Split),
+}
+
+impl Turn {
+    /// Fails the turn's op, or its split, with `error` (a skip has nothing to fail).
+    fn fail(self, error: MpiError) {
+        match self {
+            Turn::Transfer(transfer) => (transfer.finish)(Err(error)),
+            Turn::Split(split) => {
+                let _ = split.reply.send(Err(error));
+            }
+            Turn::Skip(_) => {}
+        }
+    }
 }
 
 /// Rounds without progress spent spinning before polling yields the core between rounds.
@@ -283,69 +296,46 @@ impl Serving {
             if stopping && self.in_flight.is_empty() {
                 // Ops still held back wait for a predecessor that will never come (the
                 // communicator is gone): they fail.
-                for (_, turn) in self
-                    .lanes
-                    .values_mut()
-                    .flat_map(|lane| mem::take(&mut lane.early))
-                {
-                    match turn {
-                        Turn::Transfer(transfer) => (transfer.finish)(Err(MpiError::Closed)),
-                        Turn::Split(split) => {
-                            let _ = split.reply.send(Err(MpiError::Closed));
-                        }
-                        Turn::Skip(_) => {}
-                    }
-                }
-                for lane in mem::take(&mut self.lanes).into_keys() {
-                    self.free(lane);
+                let ids: Vec<LaneId> = self.lanes.keys().copied().collect();
+                for id in ids {
+                    self.free(id);
                 }
                 return;
             }
         }
     }
 
-    /// Files `turn`, of op `sequence` of communicator `lane`, to be taken in its turn; the
-    /// lane, if the thread serves it (a turn of a freed one fails).
-    fn arrive(&mut self, lane: LaneId, sequence: u64, turn: Turn) -> Option<LaneId> {
-        if let Some(serving) = self.lanes.get_mut(&lane) {
-            serving.early.insert(sequence, turn);
-            return Some(lane);
-        }
-        match turn {
-            Turn::Transfer(transfer) => (transfer.finish)(Err(MpiError::Closed)),
-            Turn::Split(split) => {
-                let _ = split.reply.send(Err(MpiError::Closed));
-            }
-            Turn::Skip(_) => {}
-        }
-        None
+    /// Files `turn`, of op `sequence` of communicator `id`, to be taken in its turn; `id`, if
+    /// the thread serves it (a turn of a freed one fails).
+    fn arrive(&mut self, id: LaneId, sequence: u64, turn: Turn) -> Option<LaneId> {
+        let Some(lane) = self.lanes.get_mut(&id) else {
+            turn.fail(MpiError::Closed);
+            return None;
+        };
+        lane.early.insert(sequence, turn);
+        Some(id)
     }
 
-    /// Takes the turns of communicator `lane` that have come: starts each call in sequence
+    /// Takes the turns of communicator `id` that have come: starts each call in sequence
     /// order, or stops the communicator at a skip; while it is stopped, the calls fail instead.
-    fn take_turns(&mut self, lane: LaneId) {
+    fn take_turns(&mut self, id: LaneId) {
         loop {
-            let Some(serving) = self.lanes.get_mut(&lane) else {
+            let Some(lane) = self.lanes.get_mut(&id) else {
                 return;
             };
-            let Some(turn) = serving.early.remove(&serving.next) else {
+            let Some(turn) = lane.early.remove(&lane.next) else {
                 return;
             };
-            serving.next += 1;
-            let (comm, blocking) = (serving.comm, serving.blocking);
-            match (turn, &serving.stopped) {
+            lane.next += 1;
+            let (comm, blocking) = (lane.comm, lane.blocking);
+            match (turn, &lane.stopped) {
                 (Turn::Skip(reason), _) => {
-                    serving.stopped.get_or_insert(reason);
+                    lane.stopped.get_or_insert(reason);
                 }
-                (Turn::Transfer(transfer), Some(reason)) => {
-                    (transfer.finish)(Err(MpiError::Stopped(reason.clone())));
-                }
-                (Turn::Split(split), Some(reason)) => {
-                    let _ = split.reply.send(Err(MpiError::Stopped(reason.clone())));
-                }
+                (turn, Some(reason)) => turn.fail(MpiError::Stopped(reason.clone())),
                 (Turn::Transfer(transfer), None) => self.start(comm, blocking, transfer),
                 (Turn::Split(split), None) => {
-                    serving.blocking = false;
+                    lane.blocking = false;
                     let made = self.split(comm, split.color, split.key);
                     let _ = split.reply.send(made);
                 }
@@ -402,15 +392,19 @@ impl Serving {
         Ok(Some(Member { lane, rank, size }))
     }
 
-    /// Frees split communicator `lane` (its ops are done: its `Comm` waited for them).
-    fn free(&mut self, lane: LaneId) {
-        if lane == 0 {
+    /// Stops serving communicator `id`: its turns still held back fail (they wait for a
+    /// predecessor that will not come), and a split one is freed (nothing is in flight on it:
+    /// its `Comm` waited for its ops, or the thread is stopping with nothing in flight).
+    fn free(&mut self, id: LaneId) {
+        let Some(mut lane) = self.lanes.remove(&id) else {
             return;
+        };
+        for turn in mem::take(&mut lane.early).into_values() {
+            turn.fail(MpiError::Closed);
         }
-        if let Some(mut serving) = self.lanes.remove(&lane) {
-            // SAFETY: a communicator MPI made for a split and nothing uses any more (its ops
-            // are done, and its lane is gone).
-            let _ = unsafe { ffi::MPI_Comm_free(&raw mut serving.comm) };
+        if id != 0 {
+            // SAFETY: a communicator MPI made for a split, which nothing uses any more.
+            let _ = unsafe { ffi::MPI_Comm_free(&raw mut lane.comm) };
         }
     }
 

@@ -53,6 +53,21 @@ fn split_communicators_order_their_own_ops() {
                 vec![(size as u64 - 1) * 10; 5]
             );
 
+            // A split of a split: `everyone` cut into pairs of its ranks (the last alone on 3).
+            let pair = everyone
+                .split(Some((everyone.rank() / 2) as u16), 0)
+                .unwrap()
+                .unwrap();
+            let pair_ranks: Vec<usize> = (0..size)
+                .filter(|&r| (size - 1 - r) / 2 == everyone.rank() / 2)
+                .collect();
+            assert_eq!(pair.size(), pair_ranks.len());
+            let in_pair = engine.data(vec![rank as u64; 2]).unwrap();
+            pair.allreduce(&in_pair, Reduce::Sum).unwrap();
+            pair.wait().unwrap();
+            let pair_sum: u64 = pair_ranks.iter().map(|&r| r as u64).sum();
+            assert_eq!(*engine.read(&in_pair).unwrap(), vec![pair_sum; 2]);
+
             // Within the even ranks: a broadcast from its last rank.
             if let Some(evens) = &evens {
                 let spread = engine.data(vec![rank as u32; 3]).unwrap();
