@@ -5,6 +5,7 @@
 //! toolchain is `nightly`, or `$MIRI_TOOLCHAIN` (CI pins a dated nightly there, see `.ci/run`).
 
 use std::path::Path;
+use std::time::Instant;
 
 use crate::cmd::{Cmd, Result};
 
@@ -82,21 +83,33 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
         .run()?;
     let log = Path::new("target").join("miri-lane.log");
     let _ = std::fs::remove_file(&log);
+    let started = Instant::now();
     let second = std::thread::spawn({
         let log = log.clone();
         move || {
-            let lane = |cmd: Cmd| {
-                cmd.env("CARGO_TARGET_DIR", "target/miri-lane")
-                    .run_logged(&log)
-            };
-            lane(miri_test(&["depengine-graph", "depengine-pool"]).arg("--tests"))
+            let ran = miri_test(&["depengine-pool"])
+                .arg("--tests")
+                .env("CARGO_TARGET_DIR", "target/miri-lane")
+                .run_logged(&log);
+            (ran, started.elapsed())
         }
     });
     let first = engine_tests();
-    let second = second
-        .join()
-        .unwrap_or_else(|_| Err("the second Miri lane panicked".to_owned()));
-    println!("--- the second Miri lane ({}):", log.display());
+    println!(
+        "--- the first Miri lane took {} s",
+        started.elapsed().as_secs()
+    );
+    let (second, took) = second.join().unwrap_or_else(|_| {
+        (
+            Err("the second Miri lane panicked".to_owned()),
+            started.elapsed(),
+        )
+    });
+    println!(
+        "--- the second Miri lane took {} s ({}):",
+        took.as_secs(),
+        log.display()
+    );
     match std::fs::read_to_string(&log) {
         Ok(text) => print!("{text}"),
         Err(error) => println!("cannot read it: {error}"),
@@ -115,10 +128,13 @@ fn miri_test(crates: &[&str]) -> Cmd {
     crates.iter().fold(cmd, |cmd, name| cmd.args(["-p", name]))
 }
 
-/// The first lane: the slab's tests and the engine's (the lists above, and the op function
-/// stored in its record).
+/// The first lane: the slab's and the graph's tests, and the engine's (the lists above, and the
+/// op function stored in its record); the second runs the pool's, whose threads make them
+/// about as long (CI's log shows each lane's time).
 fn engine_tests() -> Result {
-    miri_test(&["depengine-slab"]).arg("--tests").run()?;
+    miri_test(&["depengine-slab", "depengine-graph"])
+        .arg("--tests")
+        .run()?;
     // One run of the engine's test binary for both lists.
     miri_test(&["depengine"])
         .args(["--test", "it", "--", "--exact"])
