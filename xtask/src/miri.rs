@@ -59,7 +59,7 @@ const DATA_TESTS: &[&str] = &[
 ];
 
 /// Runs the tests under miri; extra arguments go to `cargo miri test` (e.g. a test name filter)
-/// of the crates with `unsafe` code.
+/// of the crates with `unsafe` code, doc examples included.
 ///
 /// Without them, everything runs in two lanes, one per core of a CI machine: Miri interprets a
 /// program on one thread, so two processes take half the time. Each lane has its own target

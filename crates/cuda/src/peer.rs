@@ -1,11 +1,17 @@
-//! Peer access between the GPUs a backend opens: each device's context may reach the memory of
-//! every other device that the driver says it can (`cuDeviceCanAccessPeer`), so that a kernel
-//! reads a buffer of another GPU, and a copy between two GPUs goes over their link rather than
-//! through the host.
+//! Peer access between the GPUs a backend opens: each device may reach the memory of every
+//! other device that the driver says it can (`cuDeviceCanAccessPeer`), so that a kernel reads a
+//! buffer of another GPU, and a copy between two GPUs goes over their link rather than through
+//! the host.
 //!
-//! A device opened next to others is linked with each, both ways, as it opens ([`link`]). A
-//! pair the driver refuses, or whose enabling fails (too many peers, say), stays unlinked: its
-//! copies still work, staged by the driver, so the failure is not the open's.
+//! Two grants make that, both needed: the context's (`cuCtxEnablePeerAccess`, for memory from
+//! `cuMemAlloc`) and the peer's default memory pool's (`cuMemPoolSetAccess`), from which cudarc
+//! allocates its buffers (`cuMemAllocAsync`) on devices that have pools; the context's grant
+//! does not open a pool. A device opened next to others is linked with each, both ways, as it
+//! opens ([`link`]). A pair the driver refuses, or whose grants fail (too many peers, say),
+//! stays unlinked: its copies still work, staged by the driver, so the failure is not the
+//! open's.
+
+use std::ffi::c_int;
 
 use cudarc::driver::sys::{self, CUresult};
 
@@ -16,8 +22,8 @@ use crate::device::GpuDevice;
 pub(crate) trait Peers {
     /// Whether `from` can reach `to`'s memory.
     fn can_access(from: &Self, to: &Self) -> bool;
-    /// Lets `from` reach `to`'s memory; whether it now can.
-    fn enable(from: &Self, to: &Self) -> bool;
+    /// Lets `from` reach `to`'s memory, if the driver agrees.
+    fn enable(from: &Self, to: &Self);
 }
 
 /// Links `new` with each of `opened` (which it is not among), both ways where the devices
@@ -47,17 +53,35 @@ impl Peers for GpuDevice {
         result == CUresult::CUDA_SUCCESS && can != 0
     }
 
-    fn enable(from: &Self, to: &Self) -> bool {
+    fn enable(from: &Self, to: &Self) {
         let Ok(_current) = MadeCurrent::new(from.context()) else {
-            return false;
+            return;
         };
         // SAFETY: `from`'s context is current (above) and `to`'s is alive (borrowed); flags
-        // must be 0.
-        let result = unsafe { sys::cuCtxEnablePeerAccess(to.context().cu_ctx(), 0) };
-        matches!(
-            result,
-            CUresult::CUDA_SUCCESS | CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
-        )
+        // must be 0. A failure (or access enabled already) leaves things as they were.
+        let _ = unsafe { sys::cuCtxEnablePeerAccess(to.context().cu_ctx(), 0) };
+        let Ok(id) = c_int::try_from(from.ordinal()) else {
+            return;
+        };
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: `to`'s device is a handle the driver gave its context; `pool` is written. A
+        // device without pools refuses, and then cudarc allocates with `cuMemAlloc`, which the
+        // context's grant above covers.
+        let found =
+            unsafe { sys::cuDeviceGetDefaultMemPool(&raw mut pool, to.context().cu_device()) };
+        if found != CUresult::CUDA_SUCCESS {
+            return;
+        }
+        let access = sys::CUmemAccessDesc {
+            location: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id,
+            },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: `pool` is `to`'s default pool, which lives as long as its device; `access`
+        // is one descriptor, read during the call.
+        let _ = unsafe { sys::cuMemPoolSetAccess(pool, &raw const access, 1) };
     }
 }
 
@@ -67,21 +91,18 @@ mod tests {
 
     use super::{Peers, link};
 
-    /// A stand-in device: its number, the devices whose memory it can reach, and those for
-    /// which enabling fails (too many peers).
+    /// A stand-in device: its number, and the devices whose memory it can reach.
     struct Device {
         number: usize,
         reaches: Vec<usize>,
-        refuses: Vec<usize>,
         /// The devices it was let reach, in order.
         enabled: RefCell<Vec<usize>>,
     }
 
-    fn device(number: usize, reaches: &[usize], refuses: &[usize]) -> Device {
+    fn device(number: usize, reaches: &[usize]) -> Device {
         Device {
             number,
             reaches: reaches.to_vec(),
-            refuses: refuses.to_vec(),
             enabled: RefCell::new(Vec::new()),
         }
     }
@@ -97,34 +118,26 @@ mod tests {
             from.reaches.contains(&to.number)
         }
 
-        fn enable(from: &Self, to: &Self) -> bool {
-            if from.refuses.contains(&to.number) {
-                return false;
-            }
+        fn enable(from: &Self, to: &Self) {
             from.enabled.borrow_mut().push(to.number);
-            true
         }
     }
 
     /// A third device that reaches only the first, which reaches it: linked with it both
-    /// ways; with the second, which reaches it but fails to enable, not at all.
+    /// ways; with the second, which it does not reach, only from the second's side.
     #[test]
     fn a_new_device_is_linked_both_ways_where_the_devices_allow_it() {
-        let first = device(0, &[1, 2], &[]);
-        let second = device(1, &[0, 2], &[2]);
-        let third = device(2, &[0], &[]);
+        let first = device(0, &[1, 2]);
+        let second = device(1, &[0, 2]);
+        let third = device(2, &[0]);
         link(&third, [&first, &second]);
         assert_eq!(*third.enabled.borrow(), [0]);
         assert_eq!(*first.enabled.borrow(), [2]);
-        assert!(second.enabled.borrow().is_empty());
-        // A fourth that both the first and the second reach, and that reaches both.
-        let fourth = device(3, &[0, 1], &[]);
-        let (first, second) = (device(0, &[3], &[]), device(1, &[3], &[]));
-        link(&fourth, [&first, &second]);
-        assert_eq!(*fourth.enabled.borrow(), [0, 1]);
-        assert_eq!(
-            (&*first.enabled.borrow(), &*second.enabled.borrow()),
-            (&vec![3], &vec![3])
-        );
+        assert_eq!(*second.enabled.borrow(), [2]);
+        // A device that reaches none and that none reaches links nothing.
+        let fourth = device(3, &[]);
+        link(&fourth, [&first, &second, &third]);
+        assert!(fourth.enabled.borrow().is_empty());
+        assert_eq!(*first.enabled.borrow(), [2]);
     }
 }
