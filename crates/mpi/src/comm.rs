@@ -39,9 +39,8 @@ use crate::transfer::{Buffer, Call, Finish, Transfer};
 /// An MPI communicator on an engine (the world, or one split from it): collectives and
 /// point-to-point transfers on typed data ([`Data<Vec<T>>`](depengine::Data)), each pushed as
 /// an op of the engine (a send reads its data, a receive or a reduction writes it), which
-/// completes when MPI completes it. Its
-/// communication thread makes every MPI call, so no compute worker blocks on MPI, and the ops
-/// that do not touch the data run meanwhile.
+/// completes when MPI completes it. Its communication thread makes every MPI call, so no
+/// compute worker blocks on MPI, and the ops that do not touch the data run meanwhile.
 ///
 /// Push a communicator's ops in the same order on every rank (MPI's rule for collectives; see
 /// the module documentation for how that order is kept). The world is made once per process:

@@ -78,8 +78,8 @@ pub(crate) enum Made {
 impl Call {
     /// Makes the call on `comm`: starts a non-blocking one, setting `request`, or makes a
     /// blocking one. An allreduce is blocking where `blocking` allows it (on the world, until
-    /// its first split: `Lane::blocking`): MPI's blocking collectives use tuned algorithms that its
-    /// non-blocking ones lack (up to 2x faster here from 1 MiB on), and every rank makes the
+    /// its first split: `Lane::blocking`): MPI's blocking collectives use tuned algorithms that
+    /// its non-blocking ones lack (up to 2x faster here from 1 MiB on), and every rank makes the
     /// same kind of call (MPI matches no blocking collective with a non-blocking one). While it
     /// blocks, the requests in flight progress (MPI progresses them while a call blocks), and
     /// the calls after it in the communicator's order start after it, as after any blocking
