@@ -801,3 +801,98 @@ fn a_read_pushed_during_a_replay_sees_every_plan_op() {
         assert!(graph.var_status(var).is_ok());
     });
 }
+
+/// A replay queued on its plan's last pushed replay (`plan/chain.rs`) while another thread
+/// pushes a read of the plan's var: the tail replay's op holds the var; one thread ends it
+/// (starting a replay queued on it, if any, then completing the op in the graph), one queues
+/// a replay if nothing waits behind the tail (pushing it otherwise, under the chain's lock),
+/// one pushes the read. A queued replay must run, and run before the read.
+///
+/// Catches: a tail that ends without clearing itself, or that looks for a queued replay and
+/// ends in two steps of the lock: either way a replay is queued on a tail that ended, and
+/// never runs.
+#[test]
+fn a_chained_replay_runs_or_is_pushed() {
+    use crate::plan::chain::{Chain, ReplayLink};
+    use depengine_graph::{Graph, ReadyOp};
+    use loom::sync::atomic::AtomicU32;
+
+    loom::model(|| {
+        let graph = Arc::new(Graph::<u8, ()>::new());
+        let var = graph.new_var().unwrap();
+        let mut ready = Vec::new();
+        // The var's side entrance opened once here, by an op that waited: its entries are
+        // allocated through a `std` `OnceLock`, which loom cannot see order a pusher after.
+        for _ in 0..2 {
+            graph.push(&[], &[var], 9, &mut ready).unwrap();
+        }
+        while let Some(op) = ready.pop() {
+            graph.complete(op, Ok(()), &mut ready).unwrap();
+        }
+        let chain = Arc::new(Chain::default());
+        // The tail: op 0, holding the var.
+        let tail = std::sync::Arc::new(ReplayLink::default());
+        graph.push(&[], &[var], 0, &mut ready).unwrap();
+        let running = ready.pop().unwrap();
+        chain.lock().pushed(&tail);
+        // Replays queued on the tail run so far, and what the read saw of it when it ran.
+        let chained = Arc::new(AtomicU32::new(0));
+        let seen = Arc::new(AtomicU32::new(u32::MAX));
+        let run = {
+            let (graph, chained, seen) =
+                (Arc::clone(&graph), Arc::clone(&chained), Arc::clone(&seen));
+            move |ready: Vec<ReadyOp<u8>>| {
+                for op in ready {
+                    if *op.payload() == 2 {
+                        seen.store(chained.load(Ordering::Relaxed), Ordering::Relaxed);
+                    }
+                    graph.complete(op, Ok(()), &mut Vec::new()).unwrap();
+                }
+            }
+        };
+        let ender = {
+            let (graph, chain, chained, run) = (
+                Arc::clone(&graph),
+                Arc::clone(&chain),
+                Arc::clone(&chained),
+                run.clone(),
+            );
+            thread::spawn(move || {
+                while chain.pass_on(&tail) {
+                    chained.fetch_add(1, Ordering::Relaxed);
+                }
+                let mut released = Vec::new();
+                graph.complete(running, Ok(()), &mut released).unwrap();
+                run(released);
+            })
+        };
+        let reader = {
+            let (graph, run) = (Arc::clone(&graph), run.clone());
+            thread::spawn(move || {
+                let mut ready = Vec::new();
+                graph.push(&[var], &[], 2, &mut ready).unwrap();
+                run(ready);
+            })
+        };
+        let mut locked = chain.lock();
+        let queued = locked.try_queue(|_| graph.waits_last(var, |&op| op == 0));
+        let mut ready = Vec::new();
+        if !queued {
+            graph.push(&[], &[var], 1, &mut ready).unwrap();
+            locked.pushed(&std::sync::Arc::new(ReplayLink::default()));
+        }
+        drop(locked);
+        run(ready);
+        ender.join().unwrap();
+        reader.join().unwrap();
+        let chained = chained.load(Ordering::Relaxed);
+        assert_eq!(chained, u32::from(queued), "a queued replay did not run");
+        if queued {
+            assert_eq!(
+                seen.load(Ordering::Relaxed),
+                1,
+                "the read ran before the queued replay"
+            );
+        }
+    });
+}

@@ -1371,6 +1371,46 @@ impl<T, E> Graph<T, E> {
             .collect()
     }
 
+    /// Whether `var` is live and no op waits on it behind one that `is_last` accepts (given
+    /// its payload): either none waits, or the last one waiting passes. For a caller that can
+    /// make its op a continuation of that op, or of one holding `var` (the facade's chained
+    /// replays, `run/replay.rs`); the answer holds only while nothing is pushed on `var` and
+    /// its holders do not release it, which the caller must ensure. `is_last` runs under the
+    /// var's lock: it must not call into this graph.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine_graph::Graph;
+    ///
+    /// let graph: Graph<&str> = Graph::new();
+    /// let var = graph.new_var()?;
+    /// let mut ready = Vec::new();
+    /// graph.push(&[], &[var], "holder", &mut ready)?;
+    /// assert!(graph.waits_last(var, |_| false));
+    /// graph.push(&[var], &[], "waiter", &mut ready)?;
+    /// assert!(graph.waits_last(var, |op| *op == "waiter"));
+    /// assert!(!graph.waits_last(var, |op| *op == "holder"));
+    /// # Ok::<(), depengine_graph::GraphError>(())
+    /// ```
+    pub fn waits_last(&self, var: Var, is_last: impl FnOnce(&T) -> bool) -> bool {
+        let Ok(state) = self.lock_merged(var) else {
+            return false;
+        };
+        if state.life != Life::Live {
+            return false;
+        }
+        let Some(last) = state.queue.last_waiting() else {
+            return true;
+        };
+        // The op waits on this var, whose lock we hold: it stays parked while we look.
+        self.ops.get(last.op).is_some_and(|slot| {
+            let _pin = self.ops.pin();
+            slot.inspect(slot.generation(), |parked| is_last(&parked.payload))
+                .unwrap_or(false)
+        })
+    }
+
     /// Every var with running or waiting requests, by slot index: what holds it and the ops
     /// waiting on it, in push order. For pictures of a stalled graph (the engine's
     /// `dump_pending`), not for the op path: it locks each var slot of the graph in turn, one

@@ -787,3 +787,23 @@ fn a_deleted_var_s_callback_goes_to_its_caller_or_to_the_reclaiming_dispatcher()
     keeping.reclaimed.pop().unwrap()();
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
+
+#[test]
+fn waits_last_looks_at_the_back_of_the_fifo_spilled_or_not_and_refuses_a_deleted_var() {
+    let graph = G::new();
+    let (var, other) = (graph.new_var().unwrap(), graph.new_var().unwrap());
+    let mut ready = Vec::new();
+    graph.push(&[], &[var], 0, &mut ready).unwrap();
+    assert!(graph.waits_last(var, |_| false), "nothing waits");
+    // Waiters on two vars (the locked path), past the ring into the spill, then one on `var`
+    // alone (the side entrance, merged by the look).
+    for id in 1..=20 {
+        graph.push(&[other], &[var], id, &mut ready).unwrap();
+        assert!(graph.waits_last(var, |&op| op == id), "op {id} waits last");
+        assert!(!graph.waits_last(var, |&op| op == id - 1));
+    }
+    graph.push(&[var], &[], 21, &mut ready).unwrap();
+    assert!(graph.waits_last(var, |&op| op == 21));
+    drop(graph.delete_var(var, || {}).unwrap());
+    assert!(!graph.waits_last(var, |_| true), "a deleted var");
+}

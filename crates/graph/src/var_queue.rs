@@ -641,6 +641,19 @@ impl<C> VarQueue<C> {
         self.queued().skip(usize::from(self.head_running))
     }
 
+    /// The last request waiting, if any: the back of the FIFO, unless that is the running write.
+    pub(crate) fn last_waiting(&self) -> Option<Waiter> {
+        if self.waiting_len() == 0 {
+            return None;
+        }
+        let spilled = self.cold.as_ref().filter(|_| self.spilled());
+        let last = match spilled.and_then(|cold| cold.spill.back()) {
+            Some(&last) => last,
+            None => self.ring[(usize::from(self.head) + usize::from(self.len) - 1) % RING],
+        };
+        Some(Waiter::unpack(last))
+    }
+
     pub(crate) fn waiting_len(&self) -> usize {
         let spill = match &self.cold {
             Some(cold) if self.spilled() => cold.spill.len(),

@@ -8,15 +8,15 @@ use std::sync::Arc;
 use depengine_graph::Var;
 
 use crate::api::Engine;
-use crate::api::op_builder::OpBuilder;
 use crate::context::{Context, FnProperty, RunContext};
 use crate::error::{EngineError, Result};
 use crate::failure::BoxError;
 use crate::name::OpName;
 use crate::op::block_key::BlockKey;
 use crate::op::plan::{Plan, PlanFn, PlanInner, PlanOp, RootGroup};
-use crate::op::record::{Completion, OpFn, Route};
+use crate::op::record::{Completion, Route};
 use crate::op::result::IntoOpResult;
+use crate::plan::chain::Chain;
 use crate::plan::deps::PlanDeps;
 use crate::run::EngineState;
 
@@ -359,6 +359,7 @@ impl Engine {
                 inline: ops.iter().all(|op| op.block.is_none()),
                 ops,
                 deps,
+                chain: Chain::default(),
             }),
         })
     }
@@ -366,7 +367,9 @@ impl Engine {
     /// Replays `plan`: its ops run as if pushed here, in capture order, as one op on the
     /// plan's vars (the ops pushed before it on those vars run first; those pushed after wait
     /// for it). Each var the plan writes ends with the outcome of the plan's last op that
-    /// wrote it. Replays may be queued back to back.
+    /// wrote it. Replays may be queued back to back: one pushed when nothing waits on the
+    /// plan's vars behind its last pushed replay runs after that one on the vars it holds,
+    /// without the vars given back between the two.
     ///
     /// # Errors
     ///
@@ -379,10 +382,6 @@ impl Engine {
                 plan: inner.name.to_string(),
             });
         }
-        OpBuilder::named(self, inner.replay_name.clone())
-            .on(inner.context)
-            .reads(&inner.deps.reads)
-            .writes(&inner.deps.writes)
-            .push(OpFn::Replay(Arc::clone(inner)))
+        self.state().push_replay(inner)
     }
 }

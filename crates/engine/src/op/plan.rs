@@ -19,6 +19,7 @@ use crate::failure::{BoxError, FailureCause, OpFailure};
 use crate::name::OpName;
 use crate::op::block_key::BlockKey;
 use crate::op::vars::OpVars;
+use crate::plan::chain::Chain;
 use crate::plan::deps::PlanDeps;
 use crate::profile::recorder::Started;
 
@@ -131,6 +132,8 @@ pub(crate) struct PlanInner {
     /// inline queue (`run/replay.rs`); else every op runs on a block. Capture routes all of a
     /// plan's ops alike: an engine's CPU contexts are all inline or all on blocks.
     pub(crate) inline: bool,
+    /// Its running replays and those queued behind them (`plan/chain.rs`).
+    pub(crate) chain: Chain,
 }
 
 /// The roots of a plan that run on one block.

@@ -20,6 +20,7 @@ pub(crate) use crate::op::block_key::BlockKey;
 use crate::op::plan::{FinishPlanOp, PlanInner};
 use crate::op::segment::Segment;
 pub(crate) use crate::op::sync_fn::SyncFn;
+use crate::plan::chain::ReplayLink;
 use crate::profile::recorder::{ProfiledOp, Started};
 use crate::wait::deadlock::WaitOneShot;
 
@@ -128,8 +129,8 @@ pub(crate) enum OpFn {
     Operator(Arc<OperatorDef>),
     /// A bulk segment: sync ops run one after the other (`run/bulk/mod.rs`).
     Segment(Arc<Segment>),
-    /// A replay of a captured plan (`run/replay.rs`).
-    Replay(Arc<PlanInner>),
+    /// A replay of a captured plan (`run/replay.rs`), and where replays queue behind it.
+    Replay(Arc<PlanInner>, Arc<ReplayLink>),
 }
 
 impl OpFn {
@@ -139,7 +140,7 @@ impl OpFn {
     pub(crate) fn is_sync(&self) -> bool {
         match self {
             OpFn::Sync(_) | OpFn::Segment(_) => true,
-            OpFn::Async(_) | OpFn::Replay(_) => false,
+            OpFn::Async(_) | OpFn::Replay(..) => false,
             OpFn::Operator(operator) => matches!(operator.func, OperatorFn::Sync(_)),
         }
     }
@@ -262,10 +263,15 @@ impl OpRecord {
         }
     }
 
-    /// The plan of a replay's op, taken out of the record.
-    pub(crate) fn take_replay(&mut self) -> Option<Arc<PlanInner>> {
+    /// Whether this is the op of the replay `link`.
+    pub(crate) fn is_replay(&self, link: &ReplayLink) -> bool {
+        matches!(&self.func, Some(OpFn::Replay(_, own)) if std::ptr::eq(Arc::as_ptr(own), link))
+    }
+
+    /// The plan and link of a replay's op, taken out of the record.
+    pub(crate) fn take_replay(&mut self) -> Option<(Arc<PlanInner>, Arc<ReplayLink>)> {
         match self.func.take() {
-            Some(OpFn::Replay(plan)) => Some(plan),
+            Some(OpFn::Replay(plan, link)) => Some((plan, link)),
             other => {
                 self.func = other;
                 None

@@ -93,8 +93,8 @@ impl EngineState {
                 return self.run_segment(op, &segment, true, keep_for);
             }
             // A replay's ops check their own vars.
-            if let Some(plan) = op.payload_mut().take_replay() {
-                return self.start_replay(plan, op, true);
+            if let Some((plan, link)) = op.payload_mut().take_replay() {
+                return self.start_replay(plan, link, op, true);
             }
             // Rule 2: a dependent of a failed var does not run; it passes the failure on.
             drop_unrun(&mut op);
@@ -140,7 +140,7 @@ impl EngineState {
             },
             // Its members are recorded (and their spans made) one by one.
             OpFn::Segment(segment) => self.run_segment(op, &segment, false, keep_for),
-            OpFn::Replay(plan) => self.start_replay(plan, op, false),
+            OpFn::Replay(plan, link) => self.start_replay(plan, link, op, false),
         }
     }
 
@@ -327,7 +327,7 @@ impl EngineState {
     /// What every completion ends with: a failed op's written vars go to the failure log, and
     /// the op is counted done.
     #[inline]
-    fn finished(&self, failed_writes: Option<Vec<Var>>) {
+    pub(super) fn finished(&self, failed_writes: Option<Vec<Var>>) {
         if let Some(vars) = failed_writes {
             let holds_failure = |var| matches!(self.graph.var_failure(var), Ok(Some(_)));
             self.failures.add_vars(vars, holds_failure);

@@ -274,6 +274,34 @@ impl EngineState {
     #[inline]
     fn push_one(self: &Arc<Self>, reads: &[Var], writes: &[Var], record: OpRecord) -> Result<()> {
         self.pending.admit(thread::runs_engine_work)?;
+        self.push_counted(reads, writes, record)
+    }
+
+    /// Pushes an admitted op (counted pending) that no bulk segment takes: as `push_record`,
+    /// without its admission, for a caller that must admit before taking a lock it pushes
+    /// under (a replay, `run/replay.rs`). Counted out again if the graph refuses it.
+    pub(crate) fn push_admitted(
+        self: &Arc<Self>,
+        reads: &[Var],
+        writes: &[Var],
+        record: OpRecord,
+    ) -> Result<()> {
+        // On a bulk engine, as `push_after_segment` (no op pushed after this one joins a
+        // segment pushed before it).
+        self.close_open_segment();
+        self.push_counted(reads, writes, record)?;
+        self.entered_graph();
+        Ok(())
+    }
+
+    /// The graph's part of `push_one`, for an op admitted already.
+    #[inline]
+    fn push_counted(
+        self: &Arc<Self>,
+        reads: &[Var],
+        writes: &[Var],
+        record: OpRecord,
+    ) -> Result<()> {
         let mut dispatcher = Dispatcher::new(self, true, None);
         // A sync GPU op may start behind launched GPU work: its stream waits for that work,
         // and its work is what it launches there (`run/device.rs`).

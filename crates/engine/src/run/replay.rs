@@ -14,6 +14,14 @@
 //! the replay, or from a plan op that wrote it) is skipped and passes the failure on; each var
 //! the plan writes ends with the outcome of its last writer.
 //!
+//! Chained replays: a replay pushed when nothing waits on the plan's vars behind its last
+//! pushed replay (waiting or running) is queued on that one (`plan/chain.rs`) rather than
+//! pushed; that one, once its ops are done, starts it on the vars it holds, handing on what
+//! its last writers left on the vars it wrote (a failure, or none), and only the last of a
+//! chain gives the vars back. A replay is pushed under the chain's lock, so that the tail it
+//! records is the last one in every var's queue. The naive engine's plans are not chained: a
+//! push there may run the replay on the pushing thread, which would then hold that lock.
+//!
 //! Subtle: an op's failure slot is written (by a failed dependency, or at the start for a
 //! failure a var held) before the count-down that releases it, and so is the replay's
 //! `failed` flag; the op reads both after that count-down (or after the pool handed it over),
@@ -24,14 +32,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use depengine_graph::{Access, ReadyOp};
+use depengine_graph::{Access, ReadyOp, Var};
 use depengine_sync::{AtomicBool, Mutex, OnceLock, Ordering, lock};
 
+use crate::context::FnProperty;
+use crate::error::Result;
 use crate::failure::OpFailure;
 use crate::name::OpName;
 use crate::op::plan::{FinishPlanOp, PlanFn, PlanInner, PlanOp, PlanOpDone};
-use crate::op::record::OpRecord;
+use crate::op::record::{OpFn, OpRecord, Payload};
 use crate::op::vars::OpVars;
+use crate::plan::chain::ReplayLink;
 use crate::plan::release_counts::ReleaseCounts;
 use crate::profile::recorder::{ProfiledOp, Started};
 use crate::route::block::CpuBlock;
@@ -44,6 +55,8 @@ use crate::thread::frame;
 struct Replay {
     state: Arc<EngineState>,
     plan: Arc<PlanInner>,
+    /// What was pushed (or queued on) as this replay: where replays queue behind it.
+    link: Arc<ReplayLink>,
     /// Per op, its dependencies still running; then (`end`) the ops not finished.
     counts: ReleaseCounts,
     /// The counter past the ops': the thread that takes it to zero completes the replay (and
@@ -54,6 +67,9 @@ struct Replay {
     failures: OnceLock<Box<[OnceLock<OpFailure>]>>,
     /// Whether any failure slot was written.
     failed: AtomicBool,
+    /// Some var may hold a failure from before its chain (`Entry::graph`), for the replay
+    /// it passes its vars on to.
+    graph_failures: bool,
     /// The replay's op, completed once (by the thread that takes `end` to zero).
     done: Mutex<Option<ReadyOp<OpRecord>>>,
     /// The released ops without a block (the naive engine).
@@ -69,20 +85,126 @@ struct Inline {
     running: bool,
 }
 
+/// Where the failures a replay's vars hold on entry are found.
+struct Entry {
+    /// Some var may hold one in the graph (`Graph::op_failure` found one when the chain's
+    /// first replay started): looked up there, but for the vars `previous` wrote.
+    graph: bool,
+    /// What the replay before it in its chain left on the vars it wrote, by position in the
+    /// plan's reads then writes (`Replay::complete`'s list; empty: no failure); `None` for a
+    /// replay that took its vars from the graph.
+    previous: Option<Vec<Option<OpFailure>>>,
+}
+
+impl Entry {
+    /// The failure `var`, at `position` of the plan's reads then writes (of which `reads`
+    /// are reads), holds.
+    fn failure(
+        &self,
+        state: &EngineState,
+        var: Var,
+        position: usize,
+        reads: usize,
+    ) -> Option<OpFailure> {
+        match &self.previous {
+            Some(previous) if position >= reads => previous.get(position)?.clone(),
+            _ if self.graph => state.graph.var_failure(var).ok().flatten(),
+            _ => None,
+        }
+    }
+
+    /// Whether any var may hold a failure.
+    fn any(&self) -> bool {
+        self.graph || self.previous.as_ref().is_some_and(|list| !list.is_empty())
+    }
+}
+
 impl EngineState {
-    /// Runs a replay of `plan`, whose op `op` is ready; `failed_before`: some var of it may hold
-    /// a failure (`Graph::op_failure` found one).
+    /// Runs a replay of `plan` (queued replays behind it on `link`), whose op `op` is ready;
+    /// `failed_before`: some var of it may hold a failure (`Graph::op_failure` found one).
     pub(super) fn start_replay(
         self: &Arc<Self>,
         plan: Arc<PlanInner>,
+        link: Arc<ReplayLink>,
         op: ReadyOp<OpRecord>,
         failed_before: bool,
     ) {
-        let deps = &plan.deps;
-        let ops = deps.counts.len();
-        if ops == 0 {
+        if plan.deps.counts.is_empty() {
+            // Nothing is queued on it: a replay is queued only on a plan with vars, whose
+            // counts are not empty.
+            plan.chain.pass_on(&link);
             return self.finish_with_each(op, &[]);
         }
+        let entry = Entry {
+            graph: failed_before,
+            previous: None,
+        };
+        self.run_replay(plan, link, op, &entry);
+    }
+
+    /// Pushes a replay of `plan`, or queues it on the plan's last pushed replay when nothing
+    /// waits behind that one on the plan's vars (see the module documentation).
+    ///
+    /// # Errors
+    ///
+    /// As a push's.
+    pub(crate) fn push_replay(self: &Arc<Self>, plan: &Arc<PlanInner>) -> Result<()> {
+        let named = |error| self.named(error, Some(plan.replay_name.as_str()));
+        let route = self
+            .route(plan.context, FnProperty::Normal)
+            .map_err(named)?;
+        // Admitted before the chain's lock: the bound may block, and the tail needs the lock
+        // to end.
+        self.pending.admit(thread::runs_engine_work)?;
+        let link = Arc::new(ReplayLink::default());
+        let record = OpRecord {
+            name: plan.replay_name.clone(),
+            func: Some(OpFn::Replay(Arc::clone(plan), Arc::clone(&link))),
+            context: plan.context,
+            property: FnProperty::Normal,
+            priority: 0,
+            route,
+            profiled: false,
+        };
+        let deps = &plan.deps;
+        if plan.inline {
+            return self
+                .push_admitted(&deps.reads, &deps.writes, record)
+                .map_err(named);
+        }
+        let mut chain = plan.chain.lock();
+        let queued = chain.try_queue(|tail| {
+            deps.reads.iter().chain(&deps.writes).all(|&var| {
+                self.graph.waits_last(
+                    var,
+                    |payload| matches!(payload, Payload::Op(record) if record.is_replay(tail)),
+                )
+            })
+        });
+        if queued {
+            drop(chain);
+            // An entry into the graph, as a push is (see `push_admitted`).
+            self.close_open_segment();
+            self.entered_graph();
+            return Ok(());
+        }
+        self.push_admitted(&deps.reads, &deps.writes, record)
+            .map_err(named)?;
+        chain.pushed(&link);
+        Ok(())
+    }
+
+    /// Runs a replay of `plan` on the vars its op `op` holds, which enter with the failures
+    /// `entry` finds.
+    fn run_replay(
+        self: &Arc<Self>,
+        plan: Arc<PlanInner>,
+        link: Arc<ReplayLink>,
+        op: ReadyOp<OpRecord>,
+        entry: &Entry,
+    ) {
+        let deps = &plan.deps;
+        let ops = deps.counts.len();
         // Capture numbers ops by `u32`, one below the most.
         let end = u32::try_from(ops).unwrap_or(u32::MAX);
         let replay = Arc::new(Replay {
@@ -91,16 +213,19 @@ impl EngineState {
             end,
             failures: OnceLock::new(),
             failed: AtomicBool::new(false),
+            graph_failures: entry.graph,
             done: Mutex::new(Some(op)),
             inline: Mutex::new(Inline::default()),
             plan,
+            link,
         });
         // Rule 2 on entry: the plan's first ops on a var that holds a failure skip.
         let deps = &replay.plan.deps;
-        if failed_before {
-            for (position, &var) in deps.reads.iter().chain(&deps.writes).enumerate() {
-                if let Ok(Some(failure)) = self.graph.var_failure(var) {
-                    for &op in &*deps.entries[position] {
+        if entry.any() {
+            let vars = deps.reads.iter().chain(&deps.writes);
+            for (position, (&var, entries)) in vars.zip(&*deps.entries).enumerate() {
+                if let Some(failure) = entry.failure(self, var, position, deps.reads.len()) {
+                    for &op in &**entries {
                         replay.fail(op, &failure);
                     }
                 }
@@ -345,9 +470,24 @@ impl Replay {
             );
         }
         let done = lock(&self.done).take();
-        if let Some(op) = done {
-            self.state.finish_with_each(op, &failures);
+        let Some(op) = done else {
+            return;
+        };
+        if self.plan.chain.pass_on(&self.link) {
+            // This replay is done; the queued one starts on its vars, which stay held.
+            self.state.finished(None);
+            let entry = Entry {
+                graph: self.graph_failures,
+                previous: Some(failures),
+            };
+            return self.state.run_replay(
+                Arc::clone(&self.plan),
+                Arc::clone(&self.link),
+                op,
+                &entry,
+            );
         }
+        self.state.finish_with_each(op, &failures);
     }
 }
 

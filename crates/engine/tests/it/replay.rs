@@ -120,10 +120,15 @@ fn check(kind: EngineKind, workers: usize, seed: u64, fail_rate: u64) {
                 }
             });
         }
-        for round in 0..6 {
+        for round in 0..9 {
             engine.replay(&plan).unwrap();
             for op in &plan_ops {
                 model(op, &mut expected, &mut failed);
+            }
+            // Every third replay is followed by the next at once, which is queued on it
+            // (`plan/chain.rs`) and finds the failures it left.
+            if round % 3 == 1 {
+                continue;
             }
             let op = &dynamic[round % dynamic.len()];
             let (reads, writes) = lists(op, &vars);
@@ -510,6 +515,80 @@ fn a_replay_keeps_its_plan_alive_and_replays_queue_back_to_back() {
     assert!(empty.is_empty());
     engine.replay(&empty).unwrap();
     engine.wait_for_all().unwrap();
+}
+
+/// Replays queued on the last pushed one of their plan (`plan/chain.rs`): the first replay's
+/// gate op holds it running while two more are pushed, with nothing between them; each must
+/// find the failure the one before left on a var (as pushed replays would: without it, replay
+/// 2's ops on the var run), and a dynamic op pushed after them sees it too.
+#[test]
+fn replays_queued_on_the_last_pushed_one_carry_its_failures_on() {
+    for kind in [EngineKind::ThreadedPerDevice, EngineKind::ThreadedPooled] {
+        let engine = engine(kind, 2);
+        let (gate, v, x) = (
+            engine.new_var().unwrap(),
+            engine.new_var().unwrap(),
+            engine.new_var().unwrap(),
+        );
+        let (entered, held) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(1)));
+        let runs: Arc<RwLock<Vec<&str>>> = Arc::default();
+        let plan = {
+            let (entered, held, runs) = (Arc::clone(&entered), Arc::clone(&held), &runs);
+            engine
+                .capture("chained", |plan| {
+                    plan.op("gate").writes([gate]).push_sync(move |_| {
+                        entered.fetch_add(1, Ordering::SeqCst);
+                        let since = std::time::Instant::now();
+                        while held.load(Ordering::SeqCst) == 1 && since.elapsed().as_secs() < 10 {
+                            std::thread::yield_now();
+                        }
+                    })?;
+                    let read = Arc::clone(runs);
+                    // The first op on `v` reads it: it skips while `v` holds the failure the
+                    // replay before left.
+                    plan.op("read v")
+                        .reads([v])
+                        .writes([x])
+                        .push_sync(move |_| {
+                            read.write().unwrap().push("read");
+                        })?;
+                    let write = Arc::clone(runs);
+                    plan.op("write v").writes([v]).push_sync(move |_| {
+                        let mut runs = write.write().unwrap();
+                        runs.push("write");
+                        // Fails in the first replay only.
+                        if runs.iter().filter(|&&run| run == "write").count() == 1 {
+                            Err(BoxError::from("first write fails"))
+                        } else {
+                            Ok(())
+                        }
+                    })?;
+                    Ok(())
+                })
+                .unwrap()
+        };
+        engine.replay(&plan).unwrap();
+        while entered.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        engine.replay(&plan).unwrap();
+        engine.replay(&plan).unwrap();
+        let after = Arc::clone(&runs);
+        engine
+            .op("after")
+            .reads([v, x])
+            .push_sync(move |_| after.write().unwrap().push("after"))
+            .unwrap();
+        held.store(0, Ordering::SeqCst);
+        engine.wait_for_var(gate).unwrap();
+        assert_eq!(entered.load(Ordering::SeqCst), 3, "{kind}");
+        // Replay 1's write failed: `v` holds its failure, so replays 2 and 3 skip both ops on
+        // it (a write of a failed var skips too), as does the dynamic op; `x` fails with them.
+        assert!(engine.wait_for_var(v).is_err(), "{kind}");
+        assert!(engine.wait_for_var(x).is_err(), "{kind}");
+        let _ = engine.wait_for_all();
+        assert_eq!(*runs.read().unwrap(), ["read", "write"], "{kind}");
+    }
 }
 
 #[test]
