@@ -1374,9 +1374,9 @@ impl<T, E> Graph<T, E> {
     /// Whether `var` is live and no op waits on it behind one that `is_last` accepts (given
     /// its payload): either none waits, or the last one waiting passes. For a caller that can
     /// make its op a continuation of that op, or of one holding `var` (the facade's chained
-    /// replays, `run/replay.rs`); the answer holds only while nothing is pushed on `var` and
-    /// its holders do not release it, which the caller must ensure. `is_last` runs under the
-    /// var's lock: it must not call into this graph.
+    /// replays, `run/replay.rs`): the answer holds while that op does not release `var`, which
+    /// the caller must ensure; an op pushed on `var` after the look queues behind it. `is_last`
+    /// runs under the var's lock: it must not call into this graph.
     ///
     /// # Examples
     ///
@@ -1403,9 +1403,10 @@ impl<T, E> Graph<T, E> {
         let Some(last) = state.queue.last_waiting() else {
             return true;
         };
-        // The op waits on this var, whose lock we hold: it stays parked while we look.
+        // The op waits on this var, whose lock we hold: it stays parked while we look, at the
+        // slot's current generation.
+        let _pin = self.ops.pin();
         self.ops.get(last.op).is_some_and(|slot| {
-            let _pin = self.ops.pin();
             slot.inspect(slot.generation(), |parked| is_last(&parked.payload))
                 .unwrap_or(false)
         })

@@ -132,7 +132,7 @@ pub(crate) struct PlanInner {
     /// inline queue (`run/replay.rs`); else every op runs on a block. Capture routes all of a
     /// plan's ops alike: an engine's CPU contexts are all inline or all on blocks.
     pub(crate) inline: bool,
-    /// Its running replays and those queued behind them (`plan/chain.rs`).
+    /// Its last pushed replay, on which replays queue (`plan/chain.rs`).
     pub(crate) chain: Chain,
 }
 

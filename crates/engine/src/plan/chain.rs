@@ -2,8 +2,9 @@
 //! take over its vars when it is done instead of entering the var queues (`run/replay.rs`,
 //! "Chained replays").
 //!
-//! A replay pushed when the plan's last pushed replay is the last op waiting on each of the
-//! plan's vars, or holds the var with nothing waiting, would wait for that replay alone: it is
+//! A replay of a plan that writes a var, pushed when the plan's last pushed replay is the last
+//! op waiting on each of the plan's vars, or holds the var with nothing waiting, would wait for
+//! that replay alone (both write that var; a plan that writes none is not chained): it is
 //! queued on that replay's link rather than pushed, and the replay, once its ops are done,
 //! starts it on the vars it holds rather than giving them back and having them taken again.
 //! An op pushed after it on those vars queues behind the replay it is queued on, so it still

@@ -1,7 +1,8 @@
 //! What a captured plan computes once and each replay counts down: its dependencies
-//! (`deps.rs`, from the engine's read/write rules) and the counters that release its ops
-//! (`release_counts.rs`), and the replays queued behind a running one (`chain.rs`). The plan itself is an op's payload (`op/plan.rs`); capture and
-//! replay are the engine's (`api/capture.rs`), a replay's run is `run/replay.rs`.
+//! (`deps.rs`, from the engine's read/write rules), the counters that release its ops
+//! (`release_counts.rs`), and the replays queued on its last pushed one (`chain.rs`). The plan
+//! itself is an op's payload (`op/plan.rs`); capture and replay are the engine's
+//! (`api/capture.rs`), a replay's run is `run/replay.rs`.
 
 pub(crate) mod chain;
 pub(crate) mod deps;

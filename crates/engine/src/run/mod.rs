@@ -287,10 +287,14 @@ impl EngineState {
         record: OpRecord,
     ) -> Result<()> {
         // On a bulk engine, as `push_after_segment` (no op pushed after this one joins a
-        // segment pushed before it).
-        self.close_open_segment();
-        self.push_counted(reads, writes, record)?;
+        // segment pushed before it; the segment stays open if the push is refused).
+        let previous = self.bulk.as_ref().and_then(|_| open_segment::take(self.id));
+        if let Err(error) = self.push_counted(reads, writes, record) {
+            open_segment::restore(previous);
+            return Err(error);
+        }
         self.entered_graph();
+        drop(previous);
         Ok(())
     }
 

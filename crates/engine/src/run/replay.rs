@@ -19,8 +19,9 @@
 //! pushed; that one, once its ops are done, starts it on the vars it holds, handing on what
 //! its last writers left on the vars it wrote (a failure, or none), and only the last of a
 //! chain gives the vars back. A replay is pushed under the chain's lock, so that the tail it
-//! records is the last one in every var's queue. The naive engine's plans are not chained: a
-//! push there may run the replay on the pushing thread, which would then hold that lock.
+//! records is the last one in every var's queue. Not chained: a plan that writes no var (its
+//! replays may overlap) and the naive engine's plans (a push there may run the replay on the
+//! pushing thread, which would then hold that lock).
 //!
 //! Subtle: an op's failure slot is written (by a failed dependency, or at the start for a
 //! failure a var held) before the count-down that releases it, and so is the replay's
@@ -130,9 +131,7 @@ impl EngineState {
         failed_before: bool,
     ) {
         if plan.deps.counts.is_empty() {
-            // Nothing is queued on it: a replay is queued only on a plan with vars, whose
-            // counts are not empty.
-            plan.chain.pass_on(&link);
+            // A plan without ops has no vars: nothing is queued on it.
             return self.finish_with_each(op, &[]);
         }
         let entry = Entry {
@@ -167,7 +166,9 @@ impl EngineState {
             profiled: false,
         };
         let deps = &plan.deps;
-        if plan.inline {
+        // A plan that writes no var is not chained: replays of it may run side by side, as
+        // reads do, where a chain would run them one after the other.
+        if plan.inline || deps.writes.is_empty() {
             return self
                 .push_admitted(&deps.reads, &deps.writes, record)
                 .map_err(named);

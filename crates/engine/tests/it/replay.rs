@@ -518,22 +518,31 @@ fn a_replay_keeps_its_plan_alive_and_replays_queue_back_to_back() {
 }
 
 /// Replays queued on the last pushed one of their plan (`plan/chain.rs`): the first replay's
-/// gate op holds it running while two more are pushed, with nothing between them; each must
-/// find the failure the one before left on a var (as pushed replays would: without it, replay
-/// 2's ops on the var run), and a dynamic op pushed after them sees it too.
+/// gate op holds it running while two more are pushed, with nothing between them, and they
+/// queue (no op waits in the graph). Each finds what a pushed replay would: the failure the
+/// one before left on `v` (without it, replay 2's ops on `v` run) and the failure `r` held
+/// before the first (without it, replays 2 and 3 run "read r"); a dynamic op pushed after
+/// them runs after all three.
 #[test]
 fn replays_queued_on_the_last_pushed_one_carry_its_failures_on() {
     for kind in [EngineKind::ThreadedPerDevice, EngineKind::ThreadedPooled] {
         let engine = engine(kind, 2);
-        let (gate, v, x) = (
-            engine.new_var().unwrap(),
-            engine.new_var().unwrap(),
-            engine.new_var().unwrap(),
-        );
+        let [gate, v, x, r] = [(); 4].map(|()| engine.new_var().unwrap());
+        engine
+            .op("fail r")
+            .writes([r])
+            .push_sync(|_| Err(BoxError::from("r failed")))
+            .unwrap();
         let (entered, held) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(1)));
         let runs: Arc<RwLock<Vec<&str>>> = Arc::default();
+        let record = |name: &'static str| {
+            let runs = Arc::clone(&runs);
+            move || runs.write().unwrap().push(name)
+        };
         let plan = {
-            let (entered, held, runs) = (Arc::clone(&entered), Arc::clone(&held), &runs);
+            let (entered, held, gated) = (Arc::clone(&entered), Arc::clone(&held), record("gate"));
+            let (read_v, read_r) = (record("read v"), record("read r"));
+            let wrote = Arc::clone(&runs);
             engine
                 .capture("chained", |plan| {
                     plan.op("gate").writes([gate]).push_sync(move |_| {
@@ -542,27 +551,26 @@ fn replays_queued_on_the_last_pushed_one_carry_its_failures_on() {
                         while held.load(Ordering::SeqCst) == 1 && since.elapsed().as_secs() < 10 {
                             std::thread::yield_now();
                         }
+                        gated();
                     })?;
-                    let read = Arc::clone(runs);
                     // The first op on `v` reads it: it skips while `v` holds the failure the
                     // replay before left.
                     plan.op("read v")
                         .reads([v])
                         .writes([x])
-                        .push_sync(move |_| {
-                            read.write().unwrap().push("read");
-                        })?;
-                    let write = Arc::clone(runs);
+                        .push_sync(move |_| read_v())?;
                     plan.op("write v").writes([v]).push_sync(move |_| {
-                        let mut runs = write.write().unwrap();
-                        runs.push("write");
+                        let mut runs = wrote.write().unwrap();
+                        runs.push("write v");
                         // Fails in the first replay only.
-                        if runs.iter().filter(|&&run| run == "write").count() == 1 {
+                        if runs.iter().filter(|&&run| run == "write v").count() == 1 {
                             Err(BoxError::from("first write fails"))
                         } else {
                             Ok(())
                         }
                     })?;
+                    // Writes nothing: only `r`'s failure from before the chain skips it.
+                    plan.op("read r").reads([r]).push_sync(move |_| read_r())?;
                     Ok(())
                 })
                 .unwrap()
@@ -573,21 +581,32 @@ fn replays_queued_on_the_last_pushed_one_carry_its_failures_on() {
         }
         engine.replay(&plan).unwrap();
         engine.replay(&plan).unwrap();
-        let after = Arc::clone(&runs);
+        let stats = engine.stats();
+        assert_eq!(
+            (stats.pending_ops, stats.waiting_ops),
+            (3, 0),
+            "{kind}: queued"
+        );
+        let after = record("after");
         engine
             .op("after")
-            .reads([v, x])
-            .push_sync(move |_| after.write().unwrap().push("after"))
+            .reads([gate])
+            .push_sync(move |_| after())
             .unwrap();
         held.store(0, Ordering::SeqCst);
         engine.wait_for_var(gate).unwrap();
         assert_eq!(entered.load(Ordering::SeqCst), 3, "{kind}");
         // Replay 1's write failed: `v` holds its failure, so replays 2 and 3 skip both ops on
-        // it (a write of a failed var skips too), as does the dynamic op; `x` fails with them.
-        assert!(engine.wait_for_var(v).is_err(), "{kind}");
-        assert!(engine.wait_for_var(x).is_err(), "{kind}");
+        // it (a write of a failed var skips too), and `x` fails with them; `r` keeps its own.
+        for var in [v, x, r] {
+            assert!(engine.wait_for_var(var).is_err(), "{kind}");
+        }
         let _ = engine.wait_for_all();
-        assert_eq!(*runs.read().unwrap(), ["read", "write"], "{kind}");
+        assert_eq!(
+            *runs.read().unwrap(),
+            ["read v", "write v", "gate", "gate", "gate", "after"],
+            "{kind}"
+        );
     }
 }
 
