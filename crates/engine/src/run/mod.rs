@@ -299,7 +299,11 @@ impl EngineState {
     }
 
     /// The graph's part of `push_one`, for an op admitted already.
-    #[inline]
+    #[allow(
+        clippy::inline_always,
+        reason = "every push's path: left to the compiler, the record is moved into a call of its own"
+    )]
+    #[inline(always)]
     fn push_counted(
         self: &Arc<Self>,
         reads: &[Var],
