@@ -367,9 +367,10 @@ impl Engine {
     /// Replays `plan`: its ops run as if pushed here, in capture order, as one op on the
     /// plan's vars (the ops pushed before it on those vars run first; those pushed after wait
     /// for it). Each var the plan writes ends with the outcome of the plan's last op that
-    /// wrote it. Replays may be queued back to back: one pushed when nothing waits on the
-    /// plan's vars behind its last pushed replay runs after that one on the vars it holds,
-    /// without the vars given back between the two.
+    /// wrote it. Replays may be queued back to back: on a threaded engine, a replay of a plan
+    /// that writes a var, pushed when nothing waits on the plan's vars behind its last pushed
+    /// replay, is queued on that one and runs after it on the vars it holds, without the vars
+    /// given back between the two.
     ///
     /// # Errors
     ///

@@ -61,7 +61,8 @@ pub struct EngineStats {
     pub pending_ops: usize,
     /// Vars created and not yet reclaimed (a var whose deletion is pending still counts).
     pub live_vars: usize,
-    /// Ops waiting for their dependencies.
+    /// Ops waiting for their dependencies (not the replays queued on a replay of their plan,
+    /// which `pending_ops` counts: [`Engine::replay`]).
     pub waiting_ops: usize,
     /// Vars holding a failure.
     pub failed_vars: usize,
@@ -627,6 +628,8 @@ impl Engine {
     /// Nodes first (vars by slot, ops by id), then edges (by var, in queue order); an idle
     /// engine writes `digraph pending {}`. Vars are read one at a time, not as one snapshot;
     /// on a stalled engine nothing moves and the picture is exact. Cold: it locks every var.
+    /// A replay is one op (`replay <plan>`); the replays queued on it ([`Engine::replay`]) are
+    /// not shown.
     ///
     /// ```
     /// use std::sync::mpsc;

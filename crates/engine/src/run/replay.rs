@@ -68,7 +68,7 @@ struct Replay {
     failures: OnceLock<Box<[OnceLock<OpFailure>]>>,
     /// Whether any failure slot was written.
     failed: AtomicBool,
-    /// Some var may hold a failure from before its chain (`Entry::graph`), for the replay
+    /// Some var may hold a failure from before its chain (`EntryFailures::graph`), for the replay
     /// it passes its vars on to.
     graph_failures: bool,
     /// The replay's op, completed once (by the thread that takes `end` to zero).
@@ -87,7 +87,7 @@ struct Inline {
 }
 
 /// Where the failures a replay's vars hold on entry are found.
-struct Entry {
+struct EntryFailures {
     /// Some var may hold one in the graph (`Graph::op_failure` found one when the chain's
     /// first replay started): looked up there, but for the vars `previous` wrote.
     graph: bool,
@@ -97,7 +97,7 @@ struct Entry {
     previous: Option<Vec<Option<OpFailure>>>,
 }
 
-impl Entry {
+impl EntryFailures {
     /// The failure `var`, at `position` of the plan's reads then writes (of which `reads`
     /// are reads), holds.
     fn failure(
@@ -134,11 +134,11 @@ impl EngineState {
             // A plan without ops has no vars: nothing is queued on it.
             return self.finish_with_each(op, &[]);
         }
-        let entry = Entry {
+        let on_entry = EntryFailures {
             graph: failed_before,
             previous: None,
         };
-        self.run_replay(plan, link, op, &entry);
+        self.run_replay(plan, link, op, &on_entry);
     }
 
     /// Pushes a replay of `plan`, or queues it on the plan's last pushed replay when nothing
@@ -155,8 +155,9 @@ impl EngineState {
         // Admitted before the chain's lock: the bound may block, and the tail needs the lock
         // to end.
         self.pending.admit(thread::runs_engine_work)?;
+        let deps = &plan.deps;
         let link = Arc::new(ReplayLink::default());
-        let record = OpRecord {
+        let record = || OpRecord {
             name: plan.replay_name.clone(),
             func: Some(OpFn::Replay(Arc::clone(plan), Arc::clone(&link))),
             context: plan.context,
@@ -165,12 +166,11 @@ impl EngineState {
             route,
             profiled: false,
         };
-        let deps = &plan.deps;
         // A plan that writes no var is not chained: replays of it may run side by side, as
         // reads do, where a chain would run them one after the other.
         if plan.inline || deps.writes.is_empty() {
             return self
-                .push_admitted(&deps.reads, &deps.writes, record)
+                .push_admitted(&deps.reads, &deps.writes, record())
                 .map_err(named);
         }
         let mut chain = plan.chain.lock();
@@ -189,20 +189,20 @@ impl EngineState {
             self.entered_graph();
             return Ok(());
         }
-        self.push_admitted(&deps.reads, &deps.writes, record)
+        self.push_admitted(&deps.reads, &deps.writes, record())
             .map_err(named)?;
         chain.pushed(&link);
         Ok(())
     }
 
-    /// Runs a replay of `plan` on the vars its op `op` holds, which enter with the failures
-    /// `entry` finds.
+    /// Runs a replay of `plan` on the vars its op `op` holds, which hold the failures
+    /// `on_entry` finds.
     fn run_replay(
         self: &Arc<Self>,
         plan: Arc<PlanInner>,
         link: Arc<ReplayLink>,
         op: ReadyOp<OpRecord>,
-        entry: &Entry,
+        on_entry: &EntryFailures,
     ) {
         let deps = &plan.deps;
         let ops = deps.counts.len();
@@ -214,7 +214,7 @@ impl EngineState {
             end,
             failures: OnceLock::new(),
             failed: AtomicBool::new(false),
-            graph_failures: entry.graph,
+            graph_failures: on_entry.graph,
             done: Mutex::new(Some(op)),
             inline: Mutex::new(Inline::default()),
             plan,
@@ -222,10 +222,10 @@ impl EngineState {
         });
         // Rule 2 on entry: the plan's first ops on a var that holds a failure skip.
         let deps = &replay.plan.deps;
-        if entry.any() {
+        if on_entry.any() {
             let vars = deps.reads.iter().chain(&deps.writes);
             for (position, (&var, entries)) in vars.zip(&*deps.entries).enumerate() {
-                if let Some(failure) = entry.failure(self, var, position, deps.reads.len()) {
+                if let Some(failure) = on_entry.failure(self, var, position, deps.reads.len()) {
                     for &op in &**entries {
                         replay.fail(op, &failure);
                     }
@@ -477,7 +477,7 @@ impl Replay {
         if self.plan.chain.pass_on(&self.link) {
             // This replay is done; the queued one starts on its vars, which stay held.
             self.state.finished(None);
-            let entry = Entry {
+            let on_entry = EntryFailures {
                 graph: self.graph_failures,
                 previous: Some(failures),
             };
@@ -485,7 +485,7 @@ impl Replay {
                 Arc::clone(&self.plan),
                 Arc::clone(&self.link),
                 op,
-                &entry,
+                &on_entry,
             );
         }
         self.state.finish_with_each(op, &failures);
