@@ -2,12 +2,17 @@
 //! and sends an op to run along its route (inline, a CPU block's pool, the priority block, a
 //! device executor); and the callbacks of the vars a completion reclaimed, which it calls once
 //! its caller is done with the op.
+//!
+//! A released wait wakes its waiter once the completion has released the op's other vars too
+//! (`Dispatcher::wake`), or before the completion runs anything else: a waiter that pushes its
+//! next op on those vars as it wakes (a loop of an op and a wait) finds them free, and an
+//! `Async` op then runs on its thread (`FnProperty::runs_on_pusher`) instead of a worker's.
 
 use std::sync::Arc;
 
 use depengine_graph::{Dispatch, OnDeleted, ReadyOp};
 
-use crate::failure::FailureCause;
+use crate::failure::{FailureCause, OpFailure};
 use crate::op::record::{BlockKey, OpRecord, Payload, Route};
 use crate::route::block::BlockOp;
 use crate::route::naive;
@@ -36,6 +41,18 @@ pub(super) struct Dispatcher<'a> {
     /// thread's list (`ThreadState::reclaims`; not here: a dispatcher with a `Vec` to drop
     /// would cost every op an out-of-line drop).
     reclaims: Reclaims,
+    /// A released wait's waiter, woken (`Wake::wake`) before this dispatcher dispatches
+    /// another op or drops.
+    wake: Option<Wake>,
+}
+
+/// A waiter to wake: its one-shot and the failure it takes.
+struct Wake(Arc<WaitOneShot>, Option<OpFailure>);
+
+impl Wake {
+    fn wake(self) {
+        self.0.set(self.1);
+    }
 }
 
 /// Who calls the callbacks a completion reclaimed, or those of ops it runs inline (a burst,
@@ -63,6 +80,7 @@ impl<'a> Dispatcher<'a> {
             keep_for,
             kept: false,
             reclaims: Reclaims::None,
+            wake: None,
         }
     }
 }
@@ -81,6 +99,9 @@ impl<'a> Dispatcher<'a> {
 impl Drop for Dispatcher<'_> {
     #[inline]
     fn drop(&mut self) {
+        if let Some(wake) = self.wake.take() {
+            wake.wake();
+        }
         if self.reclaims == Reclaims::Calls {
             self.call_reclaimed();
         }
@@ -160,8 +181,20 @@ impl Dispatch<Payload> for Dispatcher<'_> {
     fn dispatch(&mut self, op: ReadyOp<Payload>) {
         let op = match op.try_map(Payload::into_op) {
             Ok(op) => op,
-            Err(wait) => return self.state.release_wait(wait),
+            Err(wait) => {
+                // One waiter waits for the end: an earlier one is woken now.
+                if let Some(wake) = self.state.release_wait(wait)
+                    && let Some(earlier) = self.wake.replace(wake)
+                {
+                    earlier.wake();
+                }
+                return;
+            }
         };
+        // The op may run on this thread: its waiter is not kept waiting for it.
+        if let Some(wake) = self.wake.take() {
+            wake.wake();
+        }
         if self.keep_for == Some(BlockKey::Priority)
             && !self.kept
             && matches!(op.payload().route, Route::Priority)
@@ -272,7 +305,9 @@ impl EngineState {
     /// Takes (clears) the var's failure while the write still holds the var alone, so every op
     /// pushed before the wait saw the failure and every op pushed after sees the var cleared.
     /// A wait its waiter abandoned (`deadlock.rs`) takes nothing: the var keeps its failure.
-    fn release_wait(self: &Arc<Self>, op: ReadyOp<Arc<WaitOneShot>>) {
+    /// The waiter is woken by the caller (`Dispatcher::wake`), unless the wait's own
+    /// completion reclaimed vars: then before their callbacks, which run user code.
+    fn release_wait(self: &Arc<Self>, op: ReadyOp<Arc<WaitOneShot>>) -> Option<Wake> {
         // The payload goes back to the graph with the op; waits are rare enough that a count
         // update is the simplest way to keep the one-shot.
         let one_shot = Arc::clone(op.payload());
@@ -291,8 +326,12 @@ impl EngineState {
         let _ = self
             .graph
             .complete(op.map(Payload::Wait), outcome, &mut dispatcher);
-        one_shot.set(failure);
-        // The reclaimed vars' callbacks, the waiter released first.
-        drop(dispatcher);
+        let wake = Wake(one_shot, failure);
+        if dispatcher.reclaims == Reclaims::Calls {
+            // The reclaimed vars' callbacks, the waiter woken first.
+            wake.wake();
+            return None;
+        }
+        Some(wake)
     }
 }

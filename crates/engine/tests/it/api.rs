@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, mpsc};
 
 use crate::common::{self, KINDS, engine};
 use depengine::{
-    BackendError, Context, DeviceBackend, Engine, EngineConfig, EngineError, EngineKind, Executor,
-    FailureCause, FnProperty,
+    BackendError, Completion, Context, DeviceBackend, Engine, EngineConfig, EngineError,
+    EngineKind, Executor, FailureCause, FnProperty,
 };
 use depengine_cpu::WorkerBlock;
 
@@ -120,6 +120,51 @@ fn ready_async_ops_run_on_the_pusher_in_per_device() {
         })
         .unwrap();
     assert_eq!(rx.recv().unwrap(), me);
+    engine.wait_for_all().unwrap();
+}
+
+/// A `wait_for_var` returns once the op it waited for released every var, not only the one
+/// waited on: an `Async` op pushed on them as it returns is ready, and runs on the pushing
+/// thread. The ops are completed by a thread on this one's core, which the waiter, woken, would
+/// preempt before the completion released the op's other var.
+#[test]
+fn a_wait_returns_with_every_var_of_the_op_it_waited_for_released() {
+    let engine = engine(EngineKind::ThreadedPerDevice, 1);
+    let [waited, other] = [(); 2].map(|()| engine.new_var().unwrap());
+    let core = core_affinity::get_core_ids().and_then(|cores| cores.first().copied());
+    let pin = move || {
+        if let Some(core) = core {
+            core_affinity::set_for_current(core);
+        }
+    };
+    pin();
+    let (completions, completer) = mpsc::channel::<Completion>();
+    let thread = std::thread::spawn(move || {
+        pin();
+        for done in completer {
+            done.ok();
+        }
+    });
+    let me = std::thread::current().id();
+    let rounds = if cfg!(miri) { 4 } else { 300 };
+    for round in 0..rounds {
+        let (ran, ran_on) = mpsc::channel();
+        let completions = completions.clone();
+        engine
+            .op("async")
+            .reads([waited])
+            .writes([other])
+            .prop(FnProperty::Async)
+            .push_async(move |_, done| {
+                ran.send(std::thread::current().id()).unwrap();
+                completions.send(done).unwrap();
+            })
+            .unwrap();
+        assert_eq!(ran_on.recv().unwrap(), me, "round {round}");
+        engine.wait_for_var(waited).unwrap();
+    }
+    drop(completions);
+    thread.join().unwrap();
     engine.wait_for_all().unwrap();
 }
 
