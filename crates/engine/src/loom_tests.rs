@@ -335,9 +335,11 @@ fn an_allowance_ends_and_the_bound_holds_again() {
     });
 }
 
-/// The one-shot hands its value over whether it is set before or after the wait begins.
+/// The one-shot hands its value over whether it is set before or after the wait begins, or
+/// while the waiter is about to sleep: the setter notifies only a waiter it finds asleep.
 ///
-/// Catches no ordering: the one-shot is a mutex and a condvar, with no atomics of its own.
+/// Catches no ordering: the one-shot is a mutex and a condvar, with no atomics of its own. It
+/// fails (the waiter sleeps forever) if the waiter does not say it sleeps.
 #[test]
 fn one_shot_hands_over_its_value() {
     loom::model(|| {

@@ -12,7 +12,11 @@
 //! # Why no wake-up is lost
 //!
 //! A blocking waiter checks the state and sleeps on the condvar while it holds the mutex (the
-//! condvar releases it atomically), the classic pattern. A future's `poll_take` checks the
+//! condvar releases it atomically), the classic pattern; it says so in `sleeping`, under the
+//! mutex, and the setter notifies the condvar only if it finds it set: a waiter that was not
+//! asleep when the setter stored the value finds the value when it next takes the mutex. A
+//! waiter first looks for the value a few times (`Backoff`: spinning, then yielding) before it
+//! sleeps: a wait that ends within microseconds costs neither side a system call. A future's `poll_take` checks the
 //! state *and* stores its waker in one critical section. The setter's critical section
 //! (value in, waker out) is ordered with it by the mutex: if it comes first, the poll finds
 //! the value; if it comes second, it finds the waker the poll stored (the newest one: each
@@ -25,7 +29,7 @@
 
 use std::task::{Context, Poll, Waker};
 
-use depengine_sync::{Condvar, Mutex, lock, wait, wait_timeout};
+use depengine_sync::{Backoff, Condvar, Mutex, lock, wait, wait_timeout};
 
 /// A one-shot carrying a value from the thread that sets it to the one thread (or
 /// future) waiting.
@@ -46,6 +50,8 @@ struct Inner<T> {
     state: OneShotState<T>,
     /// The waker of the last poll that found the one-shot not set; taken by `set`.
     waker: Option<Waker>,
+    /// Whether a blocking waiter sleeps on the condvar: only then does `set` notify it.
+    sleeping: bool,
 }
 
 enum OneShotState<T> {
@@ -66,6 +72,7 @@ impl<T> OneShot<T> {
             inner: Mutex::new(Inner {
                 state: OneShotState::Open,
                 waker: None,
+                sleeping: false,
             }),
             set: Condvar::new(),
         }
@@ -102,8 +109,11 @@ impl<T> OneShot<T> {
         inner.state = OneShotState::Set(value);
         // Taken in the same critical section as the value is stored (see the module docs).
         let waker = inner.waker.take();
+        let sleeping = inner.sleeping;
         drop(inner);
-        self.set.notify_all();
+        if sleeping {
+            self.set.notify_all();
+        }
         if let Some(waker) = waker {
             waker.wake();
         }
@@ -175,9 +185,11 @@ impl<T> OneShot<T> {
     /// As [`wait`](Self::wait), giving up after about `timeout` (or earlier, on a spurious
     /// wake-up): `None` if the one-shot is not set by then.
     pub(crate) fn wait_timeout(&self, timeout: std::time::Duration) -> Option<T> {
-        let mut inner = lock(&self.inner);
+        let mut inner = self.look();
         if !matches!(inner.state, OneShotState::Set(_)) {
+            inner.sleeping = true;
             inner = wait_timeout(&self.set, inner, timeout).0;
+            inner.sleeping = false;
         }
         Self::take(&mut inner)
     }
@@ -185,7 +197,7 @@ impl<T> OneShot<T> {
     /// Blocks until the one-shot is set; returns its value (once). Not after `abandon` returned
     /// `true` (nothing would set it).
     pub(crate) fn wait(&self) -> T {
-        let mut inner = lock(&self.inner);
+        let mut inner = self.look();
         debug_assert!(
             !matches!(inner.state, OneShotState::Abandoned),
             "waiting on an abandoned one_shot"
@@ -194,7 +206,23 @@ impl<T> OneShot<T> {
             if let Some(value) = Self::take(&mut inner) {
                 return value;
             }
+            inner.sleeping = true;
             inner = wait(&self.set, inner);
+            inner.sleeping = false;
+        }
+    }
+
+    /// The locked state once the one-shot is set, or once a few looks (spinning, then
+    /// yielding the core) found it not set.
+    fn look(&self) -> depengine_sync::MutexGuard<'_, Inner<T>> {
+        let backoff = Backoff::new();
+        loop {
+            let inner = lock(&self.inner);
+            if matches!(inner.state, OneShotState::Set(_)) || backoff.is_completed() {
+                return inner;
+            }
+            drop(inner);
+            backoff.snooze();
         }
     }
 }
