@@ -807,11 +807,13 @@ fn a_read_pushed_during_a_replay_sees_every_plan_op() {
 /// A replay queued on its plan's last pushed replay (`plan/chain.rs`) while another thread
 /// pushes a read of the plan's var: the tail replay's op holds the var; one thread ends it
 /// (starting a replay queued on it, if any, then completing the op in the graph), one queues
-/// a replay if nothing waits behind the tail (pushing it otherwise, under the chain's lock),
-/// one pushes the read. A queued replay must run, and run before the read.
+/// a replay if nothing waits behind the tail (checked outside the chain's lock; pushing it
+/// otherwise, under the lock), one pushes the read. A queued replay must run, and run before
+/// the read.
 ///
-/// Catches: a tail that ends without clearing itself, or that looks for a queued replay and
-/// ends in two steps of the lock: either way a replay is queued on a tail that ended, and
+/// Catches: a tail that ends without clearing itself, that looks for a queued replay and ends
+/// in two steps of the lock, or a queueing that does not look again, under the lock, whether
+/// the tail checked is still the tail: each way a replay is queued on a tail that ended, and
 /// never runs.
 #[test]
 fn a_chained_replay_runs_or_is_pushed() {
@@ -876,8 +878,12 @@ fn a_chained_replay_runs_or_is_pushed() {
                 run(ready);
             })
         };
+        // Checked outside the chain's lock, queued under it, as `push_replay` does.
+        let checked = chain
+            .tail()
+            .filter(|_| graph.waits_last(var, |&op| op == 0));
         let mut locked = chain.lock();
-        let queued = locked.try_queue(|_| graph.waits_last(var, |&op| op == 0));
+        let queued = checked.is_some_and(|tail| locked.try_queue(&tail));
         let mut ready = Vec::new();
         if !queued {
             graph.push(&[], &[var], 1, &mut ready).unwrap();

@@ -10,12 +10,18 @@
 //! An op pushed after it on those vars queues behind the replay it is queued on, so it still
 //! runs after it.
 //!
-//! The chain's lock orders the two sides. A replay is queued only on the chain's tail, checked
-//! under the lock; the tail is set by a push made under the lock, and cleared by the tail
-//! itself, under the lock, when it ends with nothing queued, before it gives its vars back. So
-//! while a check runs, the tail is in the graph (waiting or holding every var), and what is
-//! queued on it is run by it. The loom model `a_chained_replay_runs_or_is_pushed` checks that
-//! none is lost, and that an op pushed on the var meanwhile runs after it.
+//! The chain's lock orders the two sides. The tail is set by a push made under the lock, and
+//! cleared by the tail itself, under the lock, when it ends with nothing queued, before it
+//! gives its vars back; a replay is queued under the lock, on the tail it was checked against,
+//! only if that is still the tail. So what is queued on a tail is run by it. The check itself
+//! (a lock per var) runs outside the chain's lock, so that a tail ending meanwhile does not
+//! wait for it: if the tail ends during the check, the queueing finds it gone and the replay is
+//! pushed. Subtle: the check is not atomic across the vars, nor is it with the queueing; an op
+//! pushed on a var after the check looked at that var queues behind the tail and runs after
+//! the queued replay, which is an order its push allows, as it did not happen before the
+//! replay was asked for (then the check would have seen it). The loom model
+//! `a_chained_replay_runs_or_is_pushed` checks that no replay is lost, and that an op pushed on
+//! the var meanwhile runs after it.
 
 use std::sync::{Arc, Weak};
 
@@ -42,6 +48,12 @@ impl Chain {
         ChainGuard(lock(&self.0))
     }
 
+    /// The tail, if there is one: what a replay may be queued on, once checked
+    /// ([`ChainGuard::try_queue`]).
+    pub(crate) fn tail(&self) -> Option<Arc<ReplayLink>> {
+        lock(&self.0).as_ref().and_then(Weak::upgrade)
+    }
+
     /// The replay `link` ran its ops: `true` when it starts a replay queued on it, on its vars
     /// (it stays the tail if it was); `false` when it ends and gives its vars back.
     pub(crate) fn pass_on(&self, link: &Arc<ReplayLink>) -> bool {
@@ -62,15 +74,17 @@ impl Chain {
 }
 
 impl ChainGuard<'_> {
-    /// Queues a replay on the tail, if there is one and `behind_tail` (called with it, under the
-    /// lock) says nothing waits on the plan's vars behind it; `false`: the replay is to be
-    /// pushed.
-    pub(crate) fn try_queue(&mut self, behind_tail: impl FnOnce(&ReplayLink) -> bool) -> bool {
-        let Some(tail) = self.0.as_ref().and_then(Weak::upgrade) else {
-            return false;
-        };
+    /// Queues a replay on `tail`, checked to have nothing waiting behind it on the plan's vars,
+    /// if it is still the tail (it has not ended, and no replay was pushed since); `false`:
+    /// the replay is to be pushed.
+    pub(crate) fn try_queue(&mut self, tail: &Arc<ReplayLink>) -> bool {
+        // `tail` is alive (held here), so no other link can have its address.
+        let is_tail = self
+            .0
+            .as_ref()
+            .is_some_and(|current| std::ptr::eq(current.as_ptr(), Arc::as_ptr(tail)));
         let queued = tail.queued.load(Ordering::Relaxed);
-        if queued == u32::MAX || !behind_tail(&tail) {
+        if !is_tail || queued == u32::MAX {
             return false;
         }
         tail.queued.store(queued + 1, Ordering::Relaxed);

@@ -173,22 +173,23 @@ impl EngineState {
                 .push_admitted(&deps.reads, &deps.writes, record())
                 .map_err(named);
         }
-        let mut chain = plan.chain.lock();
-        let queued = chain.try_queue(|tail| {
-            deps.reads.iter().chain(&deps.writes).all(|&var| {
+        // Checked outside the chain's lock, which the tail takes to end (`plan/chain.rs`).
+        let queued = plan.chain.tail().is_some_and(|tail| {
+            let behind_tail = deps.reads.iter().chain(&deps.writes).all(|&var| {
                 self.graph.waits_last(
                     var,
-                    |payload| matches!(payload, Payload::Op(record) if record.is_replay(tail)),
+                    |payload| matches!(payload, Payload::Op(record) if record.is_replay(&tail)),
                 )
-            })
+            });
+            behind_tail && plan.chain.lock().try_queue(&tail)
         });
         if queued {
-            drop(chain);
             // An entry into the graph, as a push is (see `push_admitted`).
             self.close_open_segment();
             self.entered_graph();
             return Ok(());
         }
+        let mut chain = plan.chain.lock();
         self.push_admitted(&deps.reads, &deps.writes, record())
             .map_err(named)?;
         chain.pushed(&link);
