@@ -18,6 +18,9 @@ pub(crate) struct Edge {
     pub(crate) to: u32,
     /// Whether the dependent skips when this op failed (this op wrote a var it uses).
     pub(crate) passes_failure: bool,
+    /// Whether this op is the dependent's only dependency: finishing, it releases the
+    /// dependent without counting down (set once the counts are known).
+    pub(crate) sole: bool,
 }
 
 /// A plan's dependencies (see the module documentation).
@@ -83,6 +86,7 @@ impl PlanDeps {
                     edges.push(Edge {
                         to: op,
                         passes_failure,
+                        sole: false,
                     });
                     counts[op as usize] += 1;
                 }
@@ -136,7 +140,10 @@ impl PlanDeps {
         let mut edges = Vec::new();
         for list in &successors {
             first_edge.push(edges.len());
-            edges.extend_from_slice(list);
+            edges.extend(list.iter().map(|&edge| Edge {
+                sole: counts[edge.to as usize] == 1,
+                ..edge
+            }));
         }
         first_edge.push(edges.len());
         let roots = (0..)
@@ -189,7 +196,11 @@ mod tests {
         ];
         let deps = PlanDeps::of(ops.iter().map(|(r, w)| (&r[..], &w[..])));
         assert_eq!(&*deps.counts, &[0, 1, 1, 3]);
-        let edge = |to, passes_failure| Edge { to, passes_failure };
+        let edge = |to, passes_failure| Edge {
+            to,
+            passes_failure,
+            sole: to != 3,
+        };
         assert_eq!(
             deps.successors(0),
             &[edge(1, true), edge(2, true), edge(3, true)]

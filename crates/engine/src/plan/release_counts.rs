@@ -1,7 +1,9 @@
 //! [`ReleaseCounts`]: per op of a replay, how many of its dependencies are still to finish.
 //!
 //! Each finishing op counts down each dependent's counter; the one that takes a counter to zero
-//! runs (or queues) that dependent. Subtle: the count-down is `AcqRel`. Its release half
+//! runs (or queues) that dependent. An op with a single dependency is released by it without a
+//! count-down (`Edge::sole`): it then sees what that one wrote through the hand-over (the same
+//! thread, or the pool's queue). Subtle: the count-down is `AcqRel`. Its release half
 //! publishes what the finishing op wrote (the user's data, the failure it passes on); its
 //! acquire half, on the read-modify-write that reaches zero, takes in every earlier count-down
 //! of that counter (they form one release sequence), so the dependent sees what all its

@@ -381,7 +381,9 @@ impl Replay {
             {
                 self.fail(edge.to, failure);
             }
-            if !self.counts.release(edge.to) {
+            // A sole dependency's count-down is skipped: this thread releases the dependent,
+            // which the pool (or this thread) hands over with what this op wrote.
+            if !edge.sole && !self.counts.release(edge.to) {
                 continue;
             }
             match keep.as_deref_mut() {
