@@ -878,18 +878,18 @@ fn a_chained_replay_runs_or_is_pushed() {
                 run(ready);
             })
         };
-        // Checked outside the chain's lock, queued under it, as `push_replay` does.
+        // Checked outside the chain's lock, then queued or pushed under it (taken for each), as
+        // `push_replay` does.
         let checked = chain
             .tail()
             .filter(|_| graph.waits_last(var, |&op| op == 0));
-        let mut locked = chain.lock();
-        let queued = checked.is_some_and(|tail| locked.try_queue(&tail));
+        let queued = checked.is_some_and(|tail| chain.lock().try_queue(&tail));
         let mut ready = Vec::new();
         if !queued {
+            let mut locked = chain.lock();
             graph.push(&[], &[var], 1, &mut ready).unwrap();
             locked.pushed(&std::sync::Arc::new(ReplayLink::default()));
         }
-        drop(locked);
         run(ready);
         ender.join().unwrap();
         reader.join().unwrap();

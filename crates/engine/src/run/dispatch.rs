@@ -1,12 +1,12 @@
-//! Dispatch: the graph hands each ready op to a [`Dispatcher`], which releases a wait at once
-//! and sends an op to run along its route (inline, a CPU block's pool, the priority block, a
-//! device executor); and the callbacks of the vars a completion reclaimed, which it calls once
-//! its caller is done with the op.
+//! Dispatch: the graph hands each ready op to a [`Dispatcher`], which completes a wait op at
+//! once and sends an op to run along its route (inline, a CPU block's pool, the priority block,
+//! a device executor); and the callbacks of the vars a completion reclaimed, which it calls
+//! once its caller is done with the op.
 //!
 //! A released wait wakes its waiter once the completion has released the op's other vars too
-//! (`Dispatcher::wake`), or before the completion runs anything else: a waiter that pushes its
-//! next op on those vars as it wakes (a loop of an op and a wait) finds them free, and an
-//! `Async` op then runs on its thread (`FnProperty::runs_on_pusher`) instead of a worker's.
+//! (`Dispatcher::wake`, `wake_now`), or before anything else runs on this thread: a waiter that
+//! pushes its next op on those vars as it wakes (a loop of an op and a wait) finds them free,
+//! and an `Async` op then runs on its thread (`FnProperty::runs_on_pusher`), not a worker's.
 
 use std::sync::Arc;
 
@@ -41,8 +41,8 @@ pub(super) struct Dispatcher<'a> {
     /// thread's list (`ThreadState::reclaims`; not here: a dispatcher with a `Vec` to drop
     /// would cost every op an out-of-line drop).
     reclaims: Reclaims,
-    /// A released wait's waiter, woken (`Wake::wake`) before this dispatcher dispatches
-    /// another op or drops.
+    /// A released wait's waiter, woken once the completion is done with the graph
+    /// (`wake_now`), or before this dispatcher releases another wait, dispatches an op or drops.
     wake: Option<Wake>,
 }
 
@@ -99,9 +99,7 @@ impl<'a> Dispatcher<'a> {
 impl Drop for Dispatcher<'_> {
     #[inline]
     fn drop(&mut self) {
-        if let Some(wake) = self.wake.take() {
-            wake.wake();
-        }
+        self.wake_now();
         if self.reclaims == Reclaims::Calls {
             self.call_reclaimed();
         }
@@ -109,6 +107,15 @@ impl Drop for Dispatcher<'_> {
 }
 
 impl Dispatcher<'_> {
+    /// Wakes the waiter of a wait this completion released, if any: the completion released
+    /// every var of its op.
+    #[inline]
+    pub(super) fn wake_now(&mut self) {
+        if let Some(wake) = self.wake.take() {
+            wake.wake();
+        }
+    }
+
     /// The rest of `drop`, for a completion that opened the thread's list: calls its
     /// callbacks.
     #[cold]
@@ -182,19 +189,15 @@ impl Dispatch<Payload> for Dispatcher<'_> {
         let op = match op.try_map(Payload::into_op) {
             Ok(op) => op,
             Err(wait) => {
-                // One waiter waits for the end: an earlier one is woken now.
-                if let Some(wake) = self.state.release_wait(wait)
-                    && let Some(earlier) = self.wake.replace(wake)
-                {
-                    earlier.wake();
-                }
+                // One waiter waits for the end: an earlier one is woken now, before the wait's
+                // completion, which may run ops here.
+                self.wake_now();
+                self.wake = self.state.release_wait(wait);
                 return;
             }
         };
-        // The op may run on this thread: its waiter is not kept waiting for it.
-        if let Some(wake) = self.wake.take() {
-            wake.wake();
-        }
+        // The op may run on this thread: the waiter is not kept waiting for it.
+        self.wake_now();
         if self.keep_for == Some(BlockKey::Priority)
             && !self.kept
             && matches!(op.payload().route, Route::Priority)

@@ -268,6 +268,7 @@ impl EngineState {
         let _ = self
             .graph
             .complete(op.map(Payload::Op), outcome, &mut dispatcher);
+        dispatcher.wake_now();
         self.finished(failed_writes);
         // Only now, the op counted done: the callbacks of the vars it reclaimed.
         drop(dispatcher);
@@ -291,6 +292,7 @@ impl EngineState {
         let mut dispatcher = Dispatcher::new(self, false, None);
         // Launched from this graph, so `complete_launched` cannot fail.
         let _ = self.graph.complete_launched(op, outcome, &mut dispatcher);
+        dispatcher.wake_now();
         self.finished(failed_writes);
         // As in `finish`.
         drop(dispatcher);
@@ -319,6 +321,7 @@ impl EngineState {
         let _ = self
             .graph
             .complete_each(op.map(Payload::Op), failure_of, &mut dispatcher);
+        dispatcher.wake_now();
         self.finished((!failed_writes.is_empty()).then_some(failed_writes));
         // As in `finish`: the reclaimed vars' callbacks once the op is counted done.
         drop(dispatcher);

@@ -7,7 +7,8 @@
 //! waker of a waiting future. The setter (`release_wait`, on whatever thread releases the
 //! wait op) first `claim`s the one-shot, unless the waiter `abandon`ed it (then it takes nothing
 //! that belongs to the waiter), then `set`s it: it stores the value and takes the waker under
-//! the mutex, and after dropping it notifies the condvar and wakes the waker.
+//! the mutex, and after dropping it notifies the condvar (if a waiter sleeps on it) and wakes
+//! the waker.
 //!
 //! # Why no wake-up is lost
 //!
@@ -16,16 +17,17 @@
 //! mutex, and the setter notifies the condvar only if it finds it set: a waiter that was not
 //! asleep when the setter stored the value finds the value when it next takes the mutex. A
 //! waiter first looks for the value a few times (`Backoff`: spinning, then yielding) before it
-//! sleeps: a wait that ends within microseconds costs neither side a system call. A future's `poll_take` checks the
-//! state *and* stores its waker in one critical section. The setter's critical section
-//! (value in, waker out) is ordered with it by the mutex: if it comes first, the poll finds
-//! the value; if it comes second, it finds the waker the poll stored (the newest one: each
-//! poll replaces a waker that would not wake the same task) and wakes it once the mutex is
-//! dropped (so a waker that polls inline cannot deadlock on the one-shot). A poll between the
-//! two (a spurious one, or a re-poll by another task) stores its waker before the setter
-//! takes it, so the waker woken is always that of the latest poll, as `Future` requires. The
-//! model `one_shot_poll_never_misses_the_set` in `loom_tests.rs` checks it; splitting the poll's
-//! check and its registration into two critical sections makes it fail.
+//! sleeps: a wait that ends within microseconds costs no futex call on either side.
+//!
+//! A future's `poll_take` checks the state *and* stores its waker in one critical section. The
+//! setter's critical section (value in, waker out) is ordered with it by the mutex: if it comes
+//! first, the poll finds the value; if it comes second, it finds the waker the poll stored (the
+//! newest one: each poll replaces a waker that would not wake the same task) and wakes it once the
+//! mutex is dropped (so a waker that polls inline cannot deadlock on the one-shot). A poll between
+//! the two (a spurious one, or a re-poll by another task) stores its waker before the setter takes
+//! it, so the waker woken is always that of the latest poll, as `Future` requires. The model
+//! `one_shot_poll_never_misses_the_set` in `loom_tests.rs` checks it; splitting the poll's check
+//! and its registration into two critical sections makes it fail.
 
 use std::task::{Context, Poll, Waker};
 
@@ -185,7 +187,12 @@ impl<T> OneShot<T> {
     /// As [`wait`](Self::wait), giving up after about `timeout` (or earlier, on a spurious
     /// wake-up): `None` if the one-shot is not set by then.
     pub(crate) fn wait_timeout(&self, timeout: std::time::Duration) -> Option<T> {
-        let mut inner = self.look();
+        // A look without waiting (the naive engine's, between the ops it runs) does not spin.
+        let mut inner = if timeout.is_zero() {
+            lock(&self.inner)
+        } else {
+            self.look()
+        };
         if !matches!(inner.state, OneShotState::Set(_)) {
             inner.sleeping = true;
             inner = wait_timeout(&self.set, inner, timeout).0;

@@ -8,6 +8,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
 
 use crate::common::{self, KINDS, engine};
 use depengine::{
@@ -165,6 +166,44 @@ fn a_wait_returns_with_every_var_of_the_op_it_waited_for_released() {
     }
     drop(completions);
     thread.join().unwrap();
+    engine.wait_for_all().unwrap();
+}
+
+/// A completion that releases two waits wakes the first waiter before the second wait's
+/// completion runs anything: here, on the naive engine, an op queued behind the second wait
+/// runs nested in that completion and waits for the first waiter to have woken.
+#[test]
+fn a_released_waiter_is_woken_before_an_op_the_next_wait_releases_runs() {
+    let engine = engine(EngineKind::Naive, 1);
+    // `a` first: the graph releases an op's vars by index.
+    let [a, b] = [(); 2].map(|()| engine.new_var().unwrap());
+    let (completions, completion) = mpsc::channel::<Completion>();
+    engine
+        .op("held")
+        .writes([a, b])
+        .push_async(move |_, done| completions.send(done).unwrap())
+        .unwrap();
+    let done = completion.recv().unwrap();
+    let first = engine.wait_for_var_async(a);
+    let second = engine.wait_for_var_async(b);
+    let (woke, first_woke) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        futures::executor::block_on(first).unwrap();
+        let _ = woke.send(());
+    });
+    let (saw, seen) = mpsc::channel();
+    engine
+        .op("behind the second wait")
+        .writes([b])
+        .push_sync(move |_| {
+            saw.send(first_woke.recv_timeout(Duration::from_secs(10)).is_ok())
+                .unwrap();
+        })
+        .unwrap();
+    std::thread::spawn(move || done.ok()).join().unwrap();
+    assert!(seen.recv().unwrap(), "the first waiter was not woken");
+    futures::executor::block_on(second).unwrap();
+    waiter.join().unwrap();
     engine.wait_for_all().unwrap();
 }
 
