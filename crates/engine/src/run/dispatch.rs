@@ -8,6 +8,7 @@
 //! pushes its next op on those vars as it wakes (a loop of an op and a wait) finds them free,
 //! and an `Async` op then runs on its thread (`FnProperty::runs_on_pusher`), not a worker's.
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use depengine_graph::{Dispatch, OnDeleted, ReadyOp};
@@ -43,7 +44,8 @@ pub(super) struct Dispatcher<'a> {
     reclaims: Reclaims,
     /// A released wait's waiter, woken once the completion is done with the graph
     /// (`wake_now`), or before this dispatcher releases another wait, dispatches an op or drops.
-    wake: Option<Wake>,
+    /// `ManuallyDrop`: `drop` takes it, and no drop glue makes every dispatcher's drop a call.
+    wake: ManuallyDrop<Option<Wake>>,
 }
 
 /// A waiter to wake: its one-shot and the failure it takes.
@@ -80,7 +82,7 @@ impl<'a> Dispatcher<'a> {
             keep_for,
             kept: false,
             reclaims: Reclaims::None,
-            wake: None,
+            wake: ManuallyDrop::new(None),
         }
     }
 }
@@ -111,9 +113,26 @@ impl Dispatcher<'_> {
     /// every var of its op.
     #[inline]
     pub(super) fn wake_now(&mut self) {
+        if self.wake.is_some() {
+            self.wake_taken();
+        }
+    }
+
+    /// The rest of `wake_now` (out of line: most completions release no wait).
+    #[cold]
+    #[inline(never)]
+    fn wake_taken(&mut self) {
         if let Some(wake) = self.wake.take() {
             wake.wake();
         }
+    }
+
+    /// A wait op became ready: completes it, and keeps its waiter's wake for `wake_now` (an
+    /// earlier one was woken first, by `dispatch`).
+    #[cold]
+    #[inline(never)]
+    fn released_wait(&mut self, wait: ReadyOp<Arc<WaitOneShot>>) {
+        *self.wake = self.state.release_wait(wait);
     }
 
     /// The rest of `drop`, for a completion that opened the thread's list: calls its
@@ -186,18 +205,13 @@ fn open_reclaims() -> Reclaims {
 impl Dispatch<Payload> for Dispatcher<'_> {
     #[inline]
     fn dispatch(&mut self, op: ReadyOp<Payload>) {
+        // The op may run on this thread (or complete a wait, which may run ops here): a
+        // waiter kept for the end is not kept waiting for it.
+        self.wake_now();
         let op = match op.try_map(Payload::into_op) {
             Ok(op) => op,
-            Err(wait) => {
-                // One waiter waits for the end: an earlier one is woken now, before the wait's
-                // completion, which may run ops here.
-                self.wake_now();
-                self.wake = self.state.release_wait(wait);
-                return;
-            }
+            Err(wait) => return self.released_wait(wait),
         };
-        // The op may run on this thread: the waiter is not kept waiting for it.
-        self.wake_now();
         if self.keep_for == Some(BlockKey::Priority)
             && !self.kept
             && matches!(op.payload().route, Route::Priority)
