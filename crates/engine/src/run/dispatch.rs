@@ -4,9 +4,9 @@
 //! once its caller is done with the op.
 //!
 //! A released wait wakes its waiter once the completion has released the op's other vars too
-//! (`Dispatcher::wake`, `wake_now`), or before anything else runs on this thread: a waiter that
-//! pushes its next op on those vars as it wakes (a loop of an op and a wait) finds them free,
-//! and an `Async` op then runs on its thread (`FnProperty::runs_on_pusher`), not a worker's.
+//! (`Dispatcher::wake`, `wake_now`), or before the completion dispatches anything else: a
+//! waiter that pushes its next op on those vars as it wakes (a loop of an op and a wait) finds
+//! them free, and an `Async` op then runs on its thread (`FnProperty::runs_on_pusher`).
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
@@ -44,7 +44,8 @@ pub(super) struct Dispatcher<'a> {
     reclaims: Reclaims,
     /// A released wait's waiter, woken once the completion is done with the graph
     /// (`wake_now`), or before this dispatcher releases another wait, dispatches an op or drops.
-    /// `ManuallyDrop`: `drop` takes it, and no drop glue makes every dispatcher's drop a call.
+    /// `ManuallyDrop`: `Drop` delivers it; the field's drop glue would make every dispatcher's
+    /// drop an out-of-line call.
     wake: ManuallyDrop<Option<Wake>>,
 }
 
@@ -132,6 +133,7 @@ impl Dispatcher<'_> {
     #[cold]
     #[inline(never)]
     fn released_wait(&mut self, wait: ReadyOp<Arc<WaitOneShot>>) {
+        debug_assert!(self.wake.is_none(), "a kept wake not woken");
         *self.wake = self.state.release_wait(wait);
     }
 
@@ -322,8 +324,9 @@ impl EngineState {
     /// Takes (clears) the var's failure while the write still holds the var alone, so every op
     /// pushed before the wait saw the failure and every op pushed after sees the var cleared.
     /// A wait its waiter abandoned (`deadlock.rs`) takes nothing: the var keeps its failure.
-    /// The waiter is woken by the caller (`Dispatcher::wake`), unless the wait's own
-    /// completion reclaimed vars: then before their callbacks, which run user code.
+    /// The waiter's wake goes back to the caller (`Dispatcher::wake`), unless the wait's own
+    /// completion woke it: before an op it released (which may run here), or before the
+    /// callbacks of the vars it reclaimed (user code), or while unwinding.
     fn release_wait(self: &Arc<Self>, op: ReadyOp<Arc<WaitOneShot>>) -> Option<Wake> {
         // The payload goes back to the graph with the op; waits are rare enough that a count
         // update is the simplest way to keep the one-shot.
@@ -339,16 +342,15 @@ impl EngineState {
             (None, kept.map_or(Ok(()), Err))
         };
         let mut dispatcher = Dispatcher::new(self, false, None);
+        *dispatcher.wake = Some(Wake(one_shot, failure));
         // Our own op, so `complete` cannot fail.
         let _ = self
             .graph
             .complete(op.map(Payload::Wait), outcome, &mut dispatcher);
-        let wake = Wake(one_shot, failure);
         if dispatcher.reclaims == Reclaims::Calls {
-            // The reclaimed vars' callbacks, the waiter woken first.
-            wake.wake();
+            // Its drop wakes the waiter, then calls the reclaimed vars' callbacks.
             return None;
         }
-        Some(wake)
+        dispatcher.wake.take()
     }
 }

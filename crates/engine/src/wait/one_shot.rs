@@ -187,12 +187,12 @@ impl<T> OneShot<T> {
     /// As [`wait`](Self::wait), giving up after about `timeout` (or earlier, on a spurious
     /// wake-up): `None` if the one-shot is not set by then.
     pub(crate) fn wait_timeout(&self, timeout: std::time::Duration) -> Option<T> {
-        // A look without waiting (the naive engine's, between the ops it runs) does not spin.
-        let mut inner = if timeout.is_zero() {
-            lock(&self.inner)
-        } else {
-            self.look()
-        };
+        // A look without waiting (the naive engine's, between the ops it runs) neither spins
+        // nor sleeps.
+        if timeout.is_zero() {
+            return self.try_take();
+        }
+        let mut inner = self.look();
         if !matches!(inner.state, OneShotState::Set(_)) {
             inner.sleeping = true;
             inner = wait_timeout(&self.set, inner, timeout).0;

@@ -169,11 +169,11 @@ fn a_wait_returns_with_every_var_of_the_op_it_waited_for_released() {
     engine.wait_for_all().unwrap();
 }
 
-/// A completion that releases two waits wakes the first waiter before the second wait's
-/// completion runs anything: here, on the naive engine, an op queued behind the second wait
-/// runs nested in that completion and waits for the first waiter to have woken.
+/// A completion that releases two waits wakes each waiter before an op runs that the second
+/// wait's completion releases: here, on the naive engine, an op queued behind the second wait
+/// runs nested in that completion, and waits for both waiters to have woken.
 #[test]
-fn a_released_waiter_is_woken_before_an_op_the_next_wait_releases_runs() {
+fn released_waiters_are_woken_before_an_op_the_waits_release_runs() {
     let engine = engine(EngineKind::Naive, 1);
     // `a` first: the graph releases an op's vars by index.
     let [a, b] = [(); 2].map(|()| engine.new_var().unwrap());
@@ -184,26 +184,30 @@ fn a_released_waiter_is_woken_before_an_op_the_next_wait_releases_runs() {
         .push_async(move |_, done| completions.send(done).unwrap())
         .unwrap();
     let done = completion.recv().unwrap();
-    let first = engine.wait_for_var_async(a);
-    let second = engine.wait_for_var_async(b);
-    let (woke, first_woke) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        futures::executor::block_on(first).unwrap();
-        let _ = woke.send(());
-    });
+    let (woke, waiters_woke) = mpsc::channel();
+    let waiters: Vec<_> = [a, b]
+        .map(|var| {
+            let (wait, woke) = (engine.wait_for_var_async(var), woke.clone());
+            std::thread::spawn(move || {
+                futures::executor::block_on(wait).unwrap();
+                let _ = woke.send(var);
+            })
+        })
+        .into();
     let (saw, seen) = mpsc::channel();
     engine
         .op("behind the second wait")
         .writes([b])
         .push_sync(move |_| {
-            saw.send(first_woke.recv_timeout(Duration::from_secs(10)).is_ok())
-                .unwrap();
+            let both = (0..2).all(|_| waiters_woke.recv_timeout(Duration::from_secs(10)).is_ok());
+            saw.send(both).unwrap();
         })
         .unwrap();
     std::thread::spawn(move || done.ok()).join().unwrap();
-    assert!(seen.recv().unwrap(), "the first waiter was not woken");
-    futures::executor::block_on(second).unwrap();
-    waiter.join().unwrap();
+    assert!(seen.recv().unwrap(), "a waiter was not woken");
+    for waiter in waiters {
+        waiter.join().unwrap();
+    }
     engine.wait_for_all().unwrap();
 }
 
