@@ -60,7 +60,11 @@ inline std::uint64_t parse_number(const char* flag, const char* text) {
     return value;
 }
 
+inline double spin_cost_ns();
+
 // Parses `--flag value` pairs; flags this harness does not know (and their values) are ignored.
+// Measures the spin's cost when a `random_1us` bound will need it, before any runtime starts
+// threads that would share the cores with the measurement.
 inline Flags parse_flags(int argc, char** argv) {
     Flags flags;
     for (int i = 1; i + 1 < argc; ++i) {
@@ -95,6 +99,7 @@ inline Flags parse_flags(int argc, char** argv) {
         std::fprintf(stderr, "--depth %u is too deep\n", flags.depth);
         std::exit(2);
     }
+    if (flags.wants("random_1us") || flags.wants("random_1us_overhead")) spin_cost_ns();
     return flags;
 }
 
@@ -235,6 +240,23 @@ inline void spin_1us() {
     }
 }
 
+// What one `spin_1us` costs here, in ns, as engine.rs's `spin_cost_ns`: the work of an op that
+// spins, for the `random_1us_overhead` bound. The median of 7 batches of 1000 spins, once.
+inline double spin_cost_ns() {
+    static const double cost = [] {
+        constexpr int kSpins = 1000;
+        std::array<double, 7> batches{};
+        for (double& batch : batches) {
+            const auto start = Clock::now();
+            for (int i = 0; i < kSpins; ++i) spin_1us();
+            batch = std::chrono::duration<double, std::nano>(Clock::now() - start).count() / kSpins;
+        }
+        std::sort(batches.begin(), batches.end());
+        return batches[batches.size() / 2];
+    }();
+    return cost;
+}
+
 // The seeded random graph of engine.rs: op i reads `reads[i]` and writes `writes[i]`.
 struct RandomGraph {
     struct Op {
@@ -262,7 +284,7 @@ struct RandomGraph {
         }
     }
 
-    // max(total work / workers, critical path) in ns, each op costing 1 us.
+    // max(total work / workers, critical path) in ns, each op costing what a spin costs here.
     double ideal_ns(unsigned workers) const {
         std::vector<std::uint64_t> last_write(kRandomVars, 0), last_read(kRandomVars, 0);
         std::uint64_t depth = 0;
@@ -275,7 +297,7 @@ struct RandomGraph {
             last_read[op.write] = finish;
             depth = std::max(depth, finish);
         }
-        const double spin = 1000.0;
+        const double spin = spin_cost_ns();
         const double work = double(ops.size()) * spin / double(workers ? workers : 1);
         return std::max(work, double(depth) * spin);
     }

@@ -34,7 +34,9 @@
 //!   100 µs (long enough for the idle workers to stop spinning and sleep): (wall time − the
 //!   ops' spinning) / (N/100), in µs, the cost of handing a priority op to the next;
 //! - `random_1us`: the same graph, each op spinning 1 µs; `random_1us_overhead` is
-//!   (measured − ideal) / N, ideal = max(total work / workers, critical path).
+//!   (measured − ideal) / N, ideal = max(total work / workers, critical path), an op's work
+//!   being what a spin costs here, measured before the run (a little over 1 µs: the spin
+//!   stops at the first clock reading past it).
 //! - `replay_chain`, `replay_random_empty`, `replay_random_1us`: the first `PLAN_OPS` ops of
 //!   `chain` and of the random graph captured once as a plan (`Engine::capture`), replayed
 //!   back to back until N ops ran (`Engine::replay`): the cost of a static graph beside its
@@ -63,7 +65,7 @@
 //! `DEPENGINE_*` environment variables that are set (`DEPENGINE_MAX_PENDING`, say), except for
 //! the kind and the worker count, which the flags set, and, for `depengine-bulk`, the bulk size.
 
-use std::sync::mpsc;
+use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use depengine::{Completion, Data, Engine, EngineConfig, EngineKind, FnProperty, Plan, Var};
@@ -75,6 +77,13 @@ const SPIN: Duration = Duration::from_micros(1);
 const LATENCY_SAMPLES: usize = 101;
 
 pub(crate) fn run(args: &Args) -> Result<(), String> {
+    // Before any engine's workers are there to share the cores with.
+    if ["random_1us_overhead", "replay_random_1us_overhead"]
+        .iter()
+        .any(|workload| args.wants(workload))
+    {
+        spin_cost_ns();
+    }
     match args.system.as_str() {
         "serial" => return serial(args),
         "rayon" => return rayon_independent(args),
@@ -668,7 +677,7 @@ impl RandomGraph {
     }
 
     /// max(total work / workers, critical path) in ns of the first `ops` ops, each costing
-    /// `SPIN`.
+    /// what a `spin_1us` costs here ([`spin_cost_ns`]).
     fn ideal_ns(&self, ops: usize, workers: usize) -> f64 {
         // Unit-time ops with unlimited workers: an op starts after the last write of every var
         // it uses and, for its written var, after the reads since that write.
@@ -691,7 +700,7 @@ impl RandomGraph {
             last_read[w] = finish;
             depth = depth.max(finish);
         }
-        let spin = SPIN.as_nanos() as f64;
+        let spin = spin_cost_ns();
         let work = ops as f64 * spin / workers.max(1) as f64;
         work.max(depth as f64 * spin)
     }
@@ -699,6 +708,28 @@ impl RandomGraph {
 
 fn spin_1us() {
     spin(SPIN);
+}
+
+/// What one `spin_1us` costs on this machine, in ns: a little over `SPIN`, as it stops at the
+/// first clock reading past it. The work of an op that spins, for the bounds of the
+/// `_overhead` figures, which no scheduler can beat. Measured once per process: the median
+/// of 7 batches of 1000 spins on the calling thread.
+fn spin_cost_ns() -> f64 {
+    static COST: OnceLock<f64> = OnceLock::new();
+    *COST.get_or_init(|| {
+        const SPINS: u32 = 1000;
+        let mut batches: Vec<f64> = (0..7)
+            .map(|_| {
+                let start = Instant::now();
+                for _ in 0..SPINS {
+                    spin_1us();
+                }
+                start.elapsed().as_nanos() as f64 / f64::from(SPINS)
+            })
+            .collect();
+        batches.sort_by(f64::total_cmp);
+        batches[batches.len() / 2]
+    })
 }
 
 /// Spins for `time`.
