@@ -84,6 +84,11 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     {
         spin_cost_ns();
     }
+    run_system(args)
+}
+
+/// Runs the workloads of `args.system`.
+fn run_system(args: &Args) -> Result<(), String> {
     match args.system.as_str() {
         "serial" => return serial(args),
         "rayon" => return rayon_independent(args),

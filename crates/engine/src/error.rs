@@ -266,15 +266,6 @@ pub enum EngineError {
         #[source]
         source: Arc<dyn std::error::Error + Send + Sync>,
     },
-    /// A captured op on a GPU context: a plan holds CPU ops.
-    #[error("op `{op}` is on {context}: a plan holds CPU ops")]
-    #[non_exhaustive]
-    GpuOpInPlan {
-        /// The op's name.
-        op: String,
-        /// Its context.
-        context: Context,
-    },
     /// The plan was captured by another engine.
     #[error("plan `{plan}` belongs to another engine")]
     #[non_exhaustive]

@@ -153,7 +153,8 @@
 //! [`Engine::capture`] records ops without running them (their functions `Fn`) and computes
 //! their dependencies once; each [`Engine::replay`] of the [`Plan`] runs them as if they were
 //! pushed at that point, failure rules included, released by counters instead of the var
-//! queues. Plans hold CPU ops, on plain vars and typed data ([`TypedCaptureOp`]).
+//! queues. Plans hold CPU and GPU ops, on plain vars and typed data ([`TypedCaptureOp`]); a
+//! GPU op runs on its device's executor each replay, and its dependents wait for its work.
 //!
 //! # Profiling
 //!

@@ -12,8 +12,7 @@ use crate::context::{Context, FnProperty, RunContext};
 use crate::error::{EngineError, Result};
 use crate::failure::BoxError;
 use crate::name::OpName;
-use crate::op::block_key::BlockKey;
-use crate::op::plan::{Plan, PlanFn, PlanInner, PlanOp, RootGroup};
+use crate::op::plan::{Plan, PlanFn, PlanInner, PlanOp, RootGroup, Target};
 use crate::op::record::{Completion, Route};
 use crate::op::result::IntoOpResult;
 use crate::plan::chain::Chain;
@@ -124,7 +123,9 @@ impl<'c> CaptureOp<'c> {
         self
     }
 
-    /// Where it runs: a CPU context (default `Context::cpu(0)`).
+    /// Where it runs (default `Context::cpu(0)`). A GPU op runs on a worker of its device's
+    /// executor, as a pushed one does, and is done when the device is done with the work its
+    /// function launched there; the plan's ops after it wait for that.
     pub fn on(mut self, context: Context) -> Self {
         self.context = context;
         self
@@ -152,7 +153,7 @@ impl<'c> CaptureOp<'c> {
     ///
     /// As [`OpBuilder::push_sync`](crate::OpBuilder::push_sync) for the same lists and context
     /// (`DuplicateVar`, `ReadWriteConflict`, `DeletedVar`, `ForeignVar`, a CPU block that
-    /// cannot start); [`EngineError::GpuOpInPlan`] for a GPU context;
+    /// cannot start, a device the backend cannot open or that was lost);
     /// [`EngineError::CapacityExhausted`] past `u32::MAX - 1` ops. Nothing is recorded.
     pub fn push_sync<F, R>(self, func: F) -> Result<()>
     where
@@ -209,19 +210,16 @@ impl<'c> CaptureOp<'c> {
         if self.ops.len() >= MAX_PLAN_OPS {
             return Err(EngineError::CapacityExhausted { what: "op" });
         }
-        if self.context.is_gpu() {
-            return Err(EngineError::GpuOpInPlan {
-                op: self.name.as_str().to_owned(),
-                context: self.context,
-            });
-        }
         check_lists(state, &self.reads, &self.writes).map_err(named)?;
-        let block = match state
+        let target = match state
             .route(self.context, FnProperty::Normal)
             .map_err(named)?
         {
-            Route::Inline => None,
-            route => route.block_key(self.context),
+            Route::Inline => Target::Inline,
+            Route::Device { copy } => Target::Device { copy },
+            route => route
+                .block_key(self.context)
+                .map_or(Target::Inline, Target::Block),
         };
         self.ops.push(PlanOp {
             name: self.name,
@@ -231,7 +229,7 @@ impl<'c> CaptureOp<'c> {
                 priority: self.priority,
                 property: FnProperty::Normal,
             },
-            block,
+            target,
             profiled: self.profiled,
             reads: self.reads.into(),
             writes: self.writes.into(),
@@ -335,28 +333,33 @@ impl Engine {
         }
         let deps = PlanDeps::of(capture.ops.iter().map(|op| (&op.reads[..], &op.writes[..])));
         let ops: Box<[PlanOp]> = capture.ops.into();
-        let mut roots: Vec<(Option<BlockKey>, Vec<u32>)> = Vec::new();
+        let mut roots: Vec<(Target, Vec<u32>)> = Vec::new();
         for &root in &*deps.roots {
-            let block = ops[root as usize].block;
-            match roots.iter_mut().find(|(key, _)| *key == block) {
+            let target = ops[root as usize].target;
+            match roots.iter_mut().find(|(place, _)| *place == target) {
                 Some((_, group)) => group.push(root),
-                None => roots.push((block, vec![root])),
+                None => roots.push((target, vec![root])),
             }
         }
         Ok(Plan {
             inner: Arc::new(PlanInner {
                 replay_name: OpName::from(Cow::Owned(format!("replay {name}"))),
-                context: ops.first().map_or(Context::cpu(0), |op| op.run.context),
+                // Its first CPU op's: the replay's op is not a device's.
+                context: ops
+                    .iter()
+                    .map(|op| op.run.context)
+                    .find(|context| !context.is_gpu())
+                    .unwrap_or(Context::cpu(0)),
                 name,
                 engine: self.state().id(),
                 roots: roots
                     .into_iter()
-                    .map(|(block, ops)| RootGroup {
-                        block,
+                    .map(|(target, ops)| RootGroup {
+                        target,
                         ops: ops.into(),
                     })
                     .collect(),
-                inline: ops.iter().all(|op| op.block.is_none()),
+                inline: ops.iter().all(|op| !matches!(op.target, Target::Block(_))),
                 ops,
                 deps,
                 chain: Chain::default(),

@@ -6,8 +6,8 @@
 //! op of the engine on the plan's vars (those it only reads as reads, the others as writes),
 //! whose payload is the plan: it waits for the ops pushed before it on those vars, and the ops
 //! pushed after wait for it. When it runs, the plan's ops are released by counters straight
-//! onto the CPU workers (`run/replay.rs`), and it completes each var it writes with the
-//! outcome of the plan's last writer of that var.
+//! onto the CPU workers, or their device's executor for a GPU op (`run/replay.rs`), and it
+//! completes each var it writes with the outcome of the plan's last writer of that var.
 
 use std::fmt;
 use std::sync::Arc;
@@ -126,21 +126,32 @@ pub(crate) struct PlanInner {
     pub(crate) engine: u64,
     pub(crate) ops: Box<[PlanOp]>,
     pub(crate) deps: PlanDeps,
-    /// The roots (`PlanDeps::roots`), by the block they run on.
+    /// The roots (`PlanDeps::roots`), by where they run.
     pub(crate) roots: Box<[RootGroup]>,
-    /// Its ops run on the threads that release them (the naive engine), from its replays'
-    /// inline queue (`run/replay.rs`); else every op runs on a block. Capture routes all of a
-    /// plan's ops alike: an engine's CPU contexts are all inline or all on blocks.
+    /// No op runs on a block: its CPU ops run on the threads that release them (the naive
+    /// engine), from its replays' inline queue (`run/replay.rs`). Capture routes all of a
+    /// plan's CPU ops alike: an engine's CPU contexts are all inline or all on blocks.
     pub(crate) inline: bool,
     /// Its last pushed replay, on which replays queue (`plan/chain.rs`).
     pub(crate) chain: Chain,
 }
 
-/// The roots of a plan that run on one block.
+/// The roots of a plan that run in one place.
 pub(crate) struct RootGroup {
-    /// `None`: on the thread that makes the replay ready (the naive engine).
-    pub(crate) block: Option<BlockKey>,
+    pub(crate) target: Target,
     pub(crate) ops: Box<[u32]>,
+}
+
+/// Where a captured op runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// On a CPU block.
+    Block(BlockKey),
+    /// On the thread that releases it (the naive engine's CPU ops).
+    Inline,
+    /// On its device's executor (the copy executor if `copy`): a GPU op, done when the
+    /// device is done with the work its function launched.
+    Device { copy: bool },
 }
 
 /// One captured op.
@@ -148,8 +159,7 @@ pub(crate) struct PlanOp {
     pub(crate) name: OpName,
     pub(crate) func: PlanFn,
     pub(crate) run: RunContext,
-    /// The CPU block it runs on; `None`: on the thread that releases it (the naive engine).
-    pub(crate) block: Option<BlockKey>,
+    pub(crate) target: Target,
     /// Marked for the profiler (`ProfileMode::Marked`).
     pub(crate) profiled: bool,
     /// Its reads and writes, as named (a typed op's data last, `data/typed_capture.rs`).

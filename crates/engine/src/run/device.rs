@@ -310,10 +310,10 @@ impl Drop for Unlaunched {
 /// hung device can tell (`api/blocking.rs`). A function still running (it may block on the
 /// host) is not device work. Its owner moves it along the op's path and drops it once the op
 /// is finished.
-struct InFlight(Arc<EngineState>);
+pub(super) struct InFlight(Arc<EngineState>);
 
 impl InFlight {
-    fn counted(state: &Arc<EngineState>) -> Self {
+    pub(super) fn counted(state: &Arc<EngineState>) -> Self {
         state.workers.gpus().work_handed();
         InFlight(Arc::clone(state))
     }

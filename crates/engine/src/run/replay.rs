@@ -1,6 +1,11 @@
 //! [`Replay`]: one replay of a plan, run when the replay's op is ready (it holds the plan's
 //! vars): its ops are released by counters (`plan/release_counts.rs`) straight onto their CPU
 //! blocks, and the thread that counts the last one finished completes the replay's op.
+//! A GPU op goes to its device's executor (`OnDevice`): its function runs on a worker there,
+//! and it is done when the executor reports the device done with the work it launched (an
+//! async one: when its own completion is); the executor's thread then releases its
+//! dependents. A dependent of a GPU op thus waits for its work to finish, on the CPU or on the
+//! device alike.
 //!
 //! The roots go to their blocks in jobs of a few, enough jobs for every worker to steal some.
 //! An op that releases dependents keeps the first one on its block to run next on the same
@@ -33,14 +38,15 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use depengine_device::{DeviceCompletion, DeviceError, DeviceTask};
 use depengine_graph::{Access, ReadyOp, Var};
 use depengine_sync::{AtomicBool, Mutex, OnceLock, Ordering, lock};
 
 use crate::context::FnProperty;
 use crate::error::Result;
-use crate::failure::OpFailure;
+use crate::failure::{FailureCause, OpFailure};
 use crate::name::OpName;
-use crate::op::plan::{FinishPlanOp, PlanFn, PlanInner, PlanOp, PlanOpDone};
+use crate::op::plan::{FinishPlanOp, PlanFn, PlanInner, PlanOp, PlanOpDone, Target};
 use crate::op::record::{OpFn, OpRecord, Payload};
 use crate::op::vars::OpVars;
 use crate::plan::chain::ReplayLink;
@@ -48,9 +54,11 @@ use crate::plan::release_counts::ReleaseCounts;
 use crate::profile::recorder::{ProfiledOp, Started};
 use crate::route::block::CpuBlock;
 use crate::run::EngineState;
+use crate::run::device::InFlight;
 use crate::run::execute::op_span;
 use crate::thread;
 use crate::thread::frame;
+use crate::thread::task::TaskMarker;
 
 /// One replay of a plan (see the module documentation).
 struct Replay {
@@ -234,20 +242,33 @@ impl EngineState {
             }
         }
         for (group, roots) in (0..).zip(&*replay.plan.roots) {
-            // Up to `JOBS_PER_WORKER` jobs per worker, of `grain` roots each: a job costs a
-            // spawn and a steal, and enough of them keep every worker busy.
-            if let Some(block) = roots.block.and_then(|key| self.workers.block(key)) {
-                let jobs = block.num_threads() * JOBS_PER_WORKER;
-                let grain = roots.ops.len().div_ceil(jobs).max(1);
-                for start in (0..roots.ops.len()).step_by(grain) {
-                    let replay = Arc::clone(&replay);
-                    block.spawn(move || replay.run_roots(group, start, grain));
+            match roots.target {
+                Target::Block(key) => {
+                    // A block a plan names started at its capture, and blocks are never
+                    // stopped while the engine is alive.
+                    let Some(block) = self.workers.block(key) else {
+                        continue;
+                    };
+                    // Up to `JOBS_PER_WORKER` jobs per worker, of `grain` roots each: a job
+                    // costs a spawn and a steal, and enough of them keep every worker busy.
+                    let jobs = block.num_threads() * JOBS_PER_WORKER;
+                    let grain = roots.ops.len().div_ceil(jobs).max(1);
+                    for start in (0..roots.ops.len()).step_by(grain) {
+                        let replay = Arc::clone(&replay);
+                        block.spawn(move || replay.run_roots(group, start, grain));
+                    }
                 }
-            } else {
-                let mut inline = lock(&replay.inline);
-                inline.queued.extend(roots.ops.iter().rev().copied());
-                drop(inline);
-                replay.run_inline(0);
+                Target::Inline => {
+                    let mut inline = lock(&replay.inline);
+                    inline.queued.extend(roots.ops.iter().rev().copied());
+                    drop(inline);
+                    replay.run_inline(0);
+                }
+                Target::Device { copy } => {
+                    for &op in &*roots.ops {
+                        replay.run_on_device(op, copy);
+                    }
+                }
             }
         }
     }
@@ -260,19 +281,87 @@ impl Replay {
     /// The block `op` runs on, if it has one.
     #[inline]
     fn block(&self, op: u32) -> Option<&CpuBlock> {
-        self.state.workers.block(self.plan.ops[op as usize].block?)
+        match self.plan.ops[op as usize].target {
+            Target::Block(key) => self.state.workers.block(key),
+            Target::Inline | Target::Device { .. } => None,
+        }
     }
 
-    /// Sends a released `op` to its block, or to the inline queue without one.
+    /// Sends a released `op` to its block, its device's executor, or the inline queue.
     #[inline]
     fn release(self: &Arc<Self>, op: u32) {
-        match self.block(op) {
-            Some(block) => {
-                let replay = Arc::clone(self);
-                block.spawn(move || replay.run_from(std::iter::once(op)));
-            }
-            None => lock(&self.inline).queued.push(op),
+        if let Some(block) = self.block(op) {
+            let replay = Arc::clone(self);
+            return block.spawn(move || replay.run_from(std::iter::once(op)));
         }
+        match self.plan.ops[op as usize].target {
+            Target::Device { copy } => self.run_on_device(op, copy),
+            Target::Block(_) | Target::Inline => lock(&self.inline).queued.push(op),
+        }
+    }
+
+    /// Hands GPU op `op` to its device's executor (its copy executor if `copy`); an executor
+    /// it cannot have (the device was lost since the capture) fails the op.
+    #[cold]
+    fn run_on_device(self: &Arc<Self>, op: u32, copy: bool) {
+        let run = self.plan.ops[op as usize].run;
+        let executor = self
+            .state
+            .route(run.context, run.property)
+            .and_then(|_| self.state.workers.executor(run.context, copy).cloned());
+        let task = OnDevice {
+            replay: Some(Arc::clone(self)),
+            op,
+        };
+        match executor {
+            Ok(executor) => {
+                executor.execute_device(DeviceTask::new(run.priority, move || task.run()));
+            }
+            // The op fails, unrun.
+            Err(error) => task.fail(FailureCause::Error(Box::new(error))),
+        }
+    }
+
+    /// Runs GPU op `op`'s function on a device executor's worker: the completion the
+    /// executor completes when the device is done with the work it launched finishes it.
+    fn run_device_op(self: Arc<Self>, op: u32) -> DeviceCompletion {
+        let marker = TaskMarker::enter(self.state.id());
+        let ran = self.within_frame(|| self.run_op(op));
+        let completion = match ran {
+            // Its own completion finishes it.
+            Ran::Pending => DeviceCompletion::new(drop),
+            Ran::Done => {
+                let in_flight = InFlight::counted(&self.state);
+                let replay = Arc::clone(&self);
+                DeviceCompletion::new(move |device| replay.device_done(op, device, in_flight))
+            }
+        };
+        // As for a priority task: this reference goes while the thread is still marked.
+        drop(self);
+        drop(marker);
+        completion
+    }
+
+    /// The device is done with GPU op `op`'s work: it finishes with its function's failure,
+    /// else the device's.
+    fn device_done(self: Arc<Self>, op: u32, device: Result<(), DeviceError>, work: InFlight) {
+        let marker = TaskMarker::enter(self.state.id());
+        let context = self.plan.ops[op as usize].run.context;
+        self.state.workers.note_device_outcome(context, &device);
+        let outcome = match device {
+            Err(error) if self.failure(op).is_none() => {
+                Err(self.op_failure(op, FailureCause::Error(Box::new(error))))
+            }
+            _ => Ok(()),
+        };
+        drop(work);
+        self.finish_plan_op(op, None, outcome);
+        drop(marker);
+    }
+
+    /// A failure of `op` of this cause.
+    fn op_failure(&self, op: u32, cause: FailureCause) -> OpFailure {
+        OpFailure::new(self.plan.ops[op as usize].name.to_cow(), cause)
     }
 
     /// Gives `op` `failure`, unless it has one.
@@ -374,7 +463,7 @@ impl Replay {
     #[inline]
     fn release_dependents(self: &Arc<Self>, op: u32, mut keep: Option<&mut Option<u32>>) {
         let failure = self.failure(op).cloned();
-        let key = self.plan.ops[op as usize].block;
+        let target = self.plan.ops[op as usize].target;
         for edge in self.plan.deps.successors(op) {
             if edge.passes_failure
                 && let Some(failure) = &failure
@@ -387,7 +476,7 @@ impl Replay {
                 continue;
             }
             match keep.as_deref_mut() {
-                Some(next @ None) if self.plan.ops[edge.to as usize].block == key => {
+                Some(next @ None) if self.plan.ops[edge.to as usize].target == target => {
                     *next = Some(edge.to);
                 }
                 _ => self.release(edge.to),
@@ -531,6 +620,44 @@ impl FinishPlanOp for Replay {
 
     fn plan_op_name(&self, op: u32) -> &OpName {
         &self.plan.ops[op as usize].name
+    }
+}
+
+/// A replayed GPU op handed to its device's executor (`Replay::run_on_device`): dropped unrun
+/// (an executor that drops its task, or none to hand it to), it fails the op, so that the
+/// replay still ends.
+struct OnDevice {
+    /// `None` once run.
+    replay: Option<Arc<Replay>>,
+    op: u32,
+}
+
+impl OnDevice {
+    fn run(mut self) -> DeviceCompletion {
+        match self.replay.take() {
+            Some(replay) => replay.run_device_op(self.op),
+            // `replay` is taken only here, and `run` consumes the task.
+            None => DeviceCompletion::new(drop),
+        }
+    }
+
+    /// Fails the op, unrun, with `cause`.
+    fn fail(mut self, cause: FailureCause) {
+        if let Some(replay) = self.replay.take() {
+            let failure = replay.op_failure(self.op, cause);
+            replay.finish_plan_op(self.op, None, Err(failure));
+        }
+    }
+}
+
+impl Drop for OnDevice {
+    fn drop(&mut self) {
+        if let Some(replay) = self.replay.take() {
+            let _marker = TaskMarker::enter(replay.state.id());
+            let cause = FailureCause::Error(Box::new(DeviceError::Dropped));
+            let failure = replay.op_failure(self.op, cause);
+            replay.finish_plan_op(self.op, None, Err(failure));
+        }
     }
 }
 

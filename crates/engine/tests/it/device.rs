@@ -3,7 +3,7 @@
 //! done, with the device's outcome. A stand-in device holds each op's completion until the
 //! test releases it, as a CUDA stream's completion thread holds it until the op's event fires.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -317,6 +317,93 @@ fn a_task_the_executor_drops_unrun_fails_its_op() {
     let error = engine.wait_for_var(var).unwrap_err().to_string();
     assert!(error.contains("gpu-write"), "{error}");
     assert!(!ran.load(Ordering::SeqCst));
+}
+
+/// Captures a plan: a CPU op writing `input`, a GPU op reading it and writing `output`, a CPU
+/// op reading `output`; returns the plan and the last op's count of runs.
+fn cpu_gpu_cpu_plan(
+    engine: &Engine,
+    input: depengine::Var,
+    output: depengine::Var,
+) -> (depengine::Plan, Arc<AtomicUsize>) {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&ran);
+    let plan = engine
+        .capture("cpu-gpu-cpu", |plan| {
+            plan.op("cpu-write").writes([input]).push_sync(|_| {})?;
+            plan.op("gpu-step")
+                .on(Context::gpu(0))
+                .reads([input])
+                .writes([output])
+                .push_sync(|_| Ok(()))?;
+            plan.op("cpu-read").reads([output]).push_sync(move |_| {
+                counted.fetch_add(1, Ordering::SeqCst);
+            })?;
+            Ok(())
+        })
+        .unwrap();
+    (plan, ran)
+}
+
+#[test]
+fn a_replayed_gpu_op_releases_its_dependents_when_the_device_is_done() {
+    let (engine, device) = engine();
+    let (input, output) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+    let (plan, ran) = cpu_gpu_cpu_plan(&engine, input, output);
+    for replay in 0..3 {
+        engine.replay(&plan).unwrap();
+        let mut held = device.take(1);
+        // The function returned; the device is not done: the plan's reader waits.
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            replay,
+            "ran before the device was done"
+        );
+        held.pop().unwrap().complete(Ok(()));
+        engine.wait_for_var(output).unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), replay + 1);
+    }
+}
+
+#[test]
+fn a_device_failure_of_a_replayed_gpu_op_fails_what_it_writes_and_skips_its_dependents() {
+    let (engine, device) = engine();
+    let (input, output) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+    let (plan, ran) = cpu_gpu_cpu_plan(&engine, input, output);
+    engine.replay(&plan).unwrap();
+    device
+        .take(1)
+        .pop()
+        .unwrap()
+        .complete(Err(kernel_fault().unwrap_err()));
+    let error = engine.wait_for_var(output).unwrap_err().to_string();
+    assert!(error.contains("gpu-step"), "{error}");
+    assert!(error.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{error}");
+    engine.wait_for_var(input).unwrap();
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "a dependent of a failed op ran"
+    );
+}
+
+#[test]
+fn a_replayed_gpu_op_whose_task_the_executor_drops_fails_and_the_replay_ends() {
+    let engine = Engine::new(
+        EngineConfig::default()
+            .kind(EngineKind::ThreadedPerDevice)
+            .device_backend(Arc::new(DroppingBackend)),
+    )
+    .unwrap();
+    let (input, output) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+    let (plan, ran) = cpu_gpu_cpu_plan(&engine, input, output);
+    engine.replay(&plan).unwrap();
+    let error = engine.wait_for_var(output).unwrap_err().to_string();
+    assert!(error.contains("gpu-step"), "{error}");
+    assert!(error.contains("dropped"), "{error}");
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
 }
 
 /// A device that reports launches, as a CUDA backend does: `execute_device` records the fences

@@ -1,17 +1,113 @@
-//! Captured plans replayed: random plans (sync and async ops, with injected failures) replayed many times,
-//! interleaved with dynamic ops on the same data from several threads, equal a sequential run
-//! in push order on every engine kind; failures, panics and misuse.
+//! Captured plans replayed: random plans (sync and async ops, CPU and GPU ops on a stand-in
+//! device, with injected failures) replayed many times, interleaved with dynamic ops on the
+//! same data from several threads, equal a sequential run in push order on every engine kind;
+//! failures, panics and misuse.
 #![allow(
     clippy::doc_markdown,
     clippy::unreadable_literal,
     reason = "tests: seeds"
 )]
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, RwLock};
 
 use crate::common::{KINDS, RandomOp as Op, engine, mix, random_workload as workload};
-use depengine::{BoxError, Context, EngineError, EngineKind, Var};
+use depengine::{
+    BackendError, BoxError, Context, DeviceBackend, DeviceCompletion, DeviceError, DeviceTask,
+    Engine, EngineConfig, EngineError, EngineKind, Executor, Plan, Task, Var,
+};
+
+thread_local! {
+    /// Whether this thread is a `StreamDevice`'s.
+    static ON_STREAM: Cell<bool> = const { Cell::new(false) };
+    /// Set by a function running on a `StreamDevice`: its work is to fail on the device.
+    static FAULT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A stand-in GPU device: one thread, its stream, runs the functions of its tasks in order and
+/// completes them once no task is queued (as a completion thread batches the ops whose events
+/// fired), each with a device failure if its function set `FAULT`.
+struct StreamDevice(mpsc::Sender<DeviceTask>);
+
+impl StreamDevice {
+    fn start() -> Self {
+        let (tasks, queued) = mpsc::channel::<DeviceTask>();
+        std::thread::spawn(move || {
+            ON_STREAM.set(true);
+            let mut done: Vec<(DeviceCompletion, bool)> = Vec::new();
+            let complete = |done: &mut Vec<(DeviceCompletion, bool)>| {
+                for (completion, fault) in done.drain(..) {
+                    completion.complete(if fault {
+                        Err(DeviceError::Failed {
+                            backend: "stream".to_owned(),
+                            message: "injected device fault".to_owned(),
+                        })
+                    } else {
+                        Ok(())
+                    });
+                }
+            };
+            loop {
+                let task = match queued.try_recv() {
+                    Ok(task) => task,
+                    Err(TryRecvError::Empty) => {
+                        complete(&mut done);
+                        match queued.recv() {
+                            Ok(task) => task,
+                            Err(_) => break,
+                        }
+                    }
+                    Err(TryRecvError::Disconnected) => break,
+                };
+                let completion = task.run();
+                done.push((completion, FAULT.replace(false)));
+            }
+            complete(&mut done);
+        });
+        StreamDevice(tasks)
+    }
+}
+
+impl Executor for StreamDevice {
+    fn execute(&self, _priority: i32, task: Task) {
+        task();
+    }
+
+    fn execute_device(&self, task: DeviceTask) {
+        // The thread outlives every sender; were it gone, the task drops and fails its op.
+        let _ = self.0.send(task);
+    }
+}
+
+/// Makes a `StreamDevice` per executor asked for.
+struct Streams;
+
+impl DeviceBackend for Streams {
+    fn name(&self) -> &'static str {
+        "stream"
+    }
+    fn compute(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(Arc::new(StreamDevice::start()))
+    }
+    fn copy(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(Arc::new(StreamDevice::start()))
+    }
+}
+
+/// `common::engine` with the `Streams` device backend.
+fn engine_with_streams(kind: EngineKind, threads: usize) -> Engine {
+    Engine::new(
+        EngineConfig::default()
+            .kind(kind)
+            .cpu_worker_threads(threads)
+            .cpu_priority_threads(threads)
+            .gpu_copy_threads(threads)
+            .device_backend(Arc::new(Streams)),
+    )
+    .expect("engine starts")
+}
 
 fn output(op: &Op, inputs: u64, k: usize) -> u64 {
     mix(inputs, op.id.wrapping_mul(31).wrapping_add(k as u64))
@@ -56,40 +152,66 @@ fn lists(op: &Op, vars: &[Var]) -> (Vec<Var>, Vec<Var>) {
     )
 }
 
-/// Replays a random plan `replays` times on `kind` with `workers` workers, a random dynamic op
-/// pushed between replays; with `pushers` more threads pushing dynamic ops on vars of their
-/// own. Checks every var against the sequential model.
-fn check(kind: EngineKind, workers: usize, seed: u64, fail_rate: u64) {
-    const VARS: usize = 12;
-    const OWN_VARS: usize = 6;
-    const PUSHERS: usize = 2;
-    let engine = engine(kind, workers);
-    let n_vars = VARS + PUSHERS * OWN_VARS;
-    let vars: Vec<Var> = (0..n_vars).map(|_| engine.new_var().unwrap()).collect();
-    let values: Arc<Vec<RwLock<u64>>> =
-        Arc::new((0..n_vars).map(|i| RwLock::new(i as u64)).collect());
-    let plan_ops = workload(seed, 20, VARS, 1_000_000, fail_rate);
-    let dynamic = workload(seed ^ 0x5555, 8, VARS, 2_000_000, fail_rate);
-    let plan = engine
+/// `apply` as a GPU op's function: on a `StreamDevice` (the naive engine runs GPU ops inline),
+/// the injected failure of an op of even id is the device's (`FAULT`), not the function's.
+fn apply_on_device(op: &Op, values: &[RwLock<u64>]) -> Result<(), BoxError> {
+    if op.fails && ON_STREAM.get() && op.id.is_multiple_of(2) {
+        FAULT.set(true);
+        return Ok(());
+    }
+    apply(op, values)
+}
+
+/// Captures `ops` on `vars` (the model's `values`): a third of them async (every other one
+/// completing on a thread of its own after its function returned, the others within it); half
+/// on the GPU, sync but one in six.
+fn capture_random(
+    engine: &Engine,
+    ops: &[Op],
+    vars: &[Var],
+    values: &Arc<Vec<RwLock<u64>>>,
+) -> Plan {
+    engine
         .capture("random", |plan| {
-            for op in &plan_ops {
-                let (reads, writes) = lists(op, &vars);
-                let (op, values) = (op.clone(), Arc::clone(&values));
-                let planned = plan.op("planned").reads(reads).writes(writes);
-                // A third of the ops async: every other one completes on a thread of its own
-                // after its function returned, the others within it.
+            for op in ops {
+                let (reads, writes) = lists(op, vars);
+                let (op, values) = (op.clone(), Arc::clone(values));
+                let context = match op.id % 6 {
+                    1 | 2 | 4 => Context::gpu(0),
+                    _ => Context::cpu(0),
+                };
+                let planned = plan.op("planned").on(context).reads(reads).writes(writes);
                 match op.id % 6 {
                     0 => planned.push_async(move |_, done| {
                         let (op, values) = (op.clone(), Arc::clone(&values));
                         std::thread::spawn(move || done.complete(apply(&op, &values)));
                     })?,
                     3 => planned.push_async(move |_, done| done.complete(apply(&op, &values)))?,
+                    1 | 2 => planned.push_sync(move |_| apply_on_device(&op, &values))?,
                     _ => planned.push_sync(move |_| apply(&op, &values))?,
                 }
             }
             Ok(())
         })
-        .unwrap();
+        .unwrap()
+}
+
+/// Replays a random plan `replays` times on `kind` with `workers` workers, a random dynamic op
+/// pushed between replays; with `pushers` more threads pushing dynamic ops on vars of their
+/// own. Half of the plan's ops, and every other op between replays, are GPU ops on a
+/// `StreamDevice`. Checks every var against the sequential model.
+fn check(kind: EngineKind, workers: usize, seed: u64, fail_rate: u64) {
+    const VARS: usize = 12;
+    const OWN_VARS: usize = 6;
+    const PUSHERS: usize = 2;
+    let engine = engine_with_streams(kind, workers);
+    let n_vars = VARS + PUSHERS * OWN_VARS;
+    let vars: Vec<Var> = (0..n_vars).map(|_| engine.new_var().unwrap()).collect();
+    let values: Arc<Vec<RwLock<u64>>> =
+        Arc::new((0..n_vars).map(|i| RwLock::new(i as u64)).collect());
+    let plan_ops = workload(seed, 20, VARS, 1_000_000, fail_rate);
+    let dynamic = workload(seed ^ 0x5555, 8, VARS, 2_000_000, fail_rate);
+    let plan = capture_random(&engine, &plan_ops, &vars, &values);
     assert_eq!(plan.len(), plan_ops.len());
     let others: Vec<Vec<Op>> = (0..PUSHERS)
         .map(|p| {
@@ -133,11 +255,17 @@ fn check(kind: EngineKind, workers: usize, seed: u64, fail_rate: u64) {
             let op = &dynamic[round % dynamic.len()];
             let (reads, writes) = lists(op, &vars);
             let (op2, values) = (op.clone(), Arc::clone(&values));
+            let context = if round % 2 == 0 {
+                Context::gpu(0)
+            } else {
+                Context::cpu(0)
+            };
             engine
                 .op("between")
+                .on(context)
                 .reads(reads)
                 .writes(writes)
-                .push_sync(move |_| apply(&op2, &values))
+                .push_sync(move |_| apply_on_device(&op2, &values))
                 .unwrap();
             model(op, &mut expected, &mut failed);
         }
@@ -392,7 +520,7 @@ fn misuse_is_a_typed_error() {
         matches!(foreign_var, Err(EngineError::ForeignVar { .. })),
         "{foreign_var:?}"
     );
-    // A GPU op in a plan.
+    // A GPU op in a plan, on an engine without a device backend: as its push.
     let gpu = engine.capture("gpu", |plan| {
         plan.op("kernel")
             .on(Context::gpu(0))
@@ -401,7 +529,7 @@ fn misuse_is_a_typed_error() {
         Ok(())
     });
     assert!(
-        matches!(gpu, Err(EngineError::GpuOpInPlan { .. })),
+        matches!(gpu, Err(EngineError::NoDeviceBackend { .. })),
         "{gpu:?}"
     );
     // A var of the plan deleted since the capture, and at capture.
