@@ -1,10 +1,17 @@
 //! `mpi` group: an allreduce (sum of `f64`) through the engine (`depengine-mpi`: an op pushed
 //! on a `Comm`, then `Comm::wait`) against a direct blocking `MPI_Allreduce` (`mpi-blocking`,
-//! rsmpi's `all_reduce_into`), on 2 ranks of this machine, for 4 KiB to 64 MiB (`us/op`).
+//! rsmpi's `all_reduce_into`), on 2 ranks of this machine, for 4 KiB to 64 MiB (`us/op`); and
+//! `data_parallel_step`, the step of `depengine-mpi`'s example `data_parallel` (`ms/step`): its
+//! allreduces pushed as backpropagation produces each gradient (`depengine-mpi`, which also
+//! reports `data_parallel_hidden`, the share of the communication that hid, in %) against the
+//! same step with them after the backward pass (`mpi-blocking`).
 //!
-//! An invocation starts `mpirun -np 2` of itself; rank 0 prints the results. Without `mpirun`,
-//! `depengine-bench mpi --probe` prints `SKIP` with the reason, and `xtask` skips the group.
+//! An invocation starts `mpirun -np 2` of itself; rank 0 prints the results. The step is the
+//! example's own run (`target/release/examples/data_parallel`, which `xtask` builds), started
+//! with `mpirun -np 2` and read from the line it prints. Without `mpirun`, `depengine-bench mpi
+//! --probe` prints `SKIP` with the reason, and `xtask` skips the group.
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
@@ -40,7 +47,14 @@ pub(crate) fn probe() {
 
 pub(crate) fn run(args: &Args) -> Result<(), String> {
     if std::env::var_os(RANK_OF).is_none() {
-        return launch();
+        // A job of its own, not one inside the ranks' job.
+        if wanted(args, "data_parallel_step") {
+            data_parallel_step(args)?;
+        }
+        if SIZES.iter().any(|&(_, workload)| wanted(args, workload)) {
+            return launch();
+        }
+        return Ok(());
     }
     let rounds = usize::try_from(args.rounds).map_err(|error| error.to_string())?;
     match args.system.as_str() {
@@ -67,6 +81,72 @@ fn launch() -> Result<(), String> {
     } else {
         Err(format!("the mpirun job failed: {status}"))
     }
+}
+
+/// The example's figures: ms per step with the allreduces overlapped, and after the backward
+/// pass; the share of the communication hidden, in %.
+struct Step {
+    overlapped: f64,
+    after: f64,
+    hidden: f64,
+}
+
+/// Runs the example `data_parallel` on 2 ranks (steps: `--rounds` / 10, 10 to 200) and reports
+/// its step for `args.system`.
+fn data_parallel_step(args: &Args) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|error| error.to_string())?;
+    let example: PathBuf = exe
+        .parent()
+        .ok_or("the bench binary has no folder")?
+        .join("examples")
+        .join("data_parallel");
+    let steps = (args.rounds / 10).clamp(10, 200);
+    let output = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
+        .arg(&example)
+        .arg(steps.to_string())
+        .output()
+        .map_err(|error| format!("mpirun did not start: {error}"))?;
+    let printed = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "{} failed ({}; built by `cargo build --release -p depengine-mpi --example \
+             data_parallel`): {printed}{}",
+            example.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let step = parse_step(&printed).ok_or_else(|| format!("no step figures in: {printed}"))?;
+    match args.system.as_str() {
+        "depengine-mpi" => {
+            report("data_parallel_step", step.overlapped, "ms/step");
+            report("data_parallel_hidden", step.hidden, "%");
+        }
+        _ => report("data_parallel_step", step.after, "ms/step"),
+    }
+    Ok(())
+}
+
+/// The figures of the example's line `... X ms/step with the allreduces overlapped, Y ms/step
+/// with them after the backward pass, ...: Z% of the communication hidden; ...`.
+fn parse_step(printed: &str) -> Option<Step> {
+    let line = printed
+        .lines()
+        .find(|line| line.starts_with("data_parallel:"))?;
+    // The number just before `marker`.
+    let before = |marker: &str| -> Option<f64> {
+        let head = &line[..line.find(marker)?];
+        head.rsplit(|c: char| c.is_whitespace())
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some(Step {
+        overlapped: before(" ms/step with the allreduces overlapped")?,
+        after: before(" ms/step with them after the backward pass")?,
+        hidden: before("% of the communication hidden")?,
+    })
 }
 
 /// Rounds for a reduction of `bytes`.
@@ -128,4 +208,23 @@ fn blocking(args: &Args, rounds: usize) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_step;
+
+    #[test]
+    fn the_examples_line_is_read() {
+        let printed = "data_parallel: 2 ranks, 20 steps, batch 480: 6.069 ms/step with the \
+                       allreduces overlapped, 4.984 ms/step with them after the backward pass, \
+                       whose allreduces took 0.181 ms/step: -598% of the communication hidden; \
+                       weights equal one process's to 3.5e-16\n";
+        let step = parse_step(printed).unwrap();
+        assert_eq!(
+            (step.overlapped, step.after, step.hidden),
+            (6.069, 4.984, -598.0)
+        );
+        assert!(parse_step("something else").is_none());
+    }
 }

@@ -31,6 +31,9 @@ pub(crate) struct Group {
     /// `depengine-bench <group> --probe` prints `SKIP <reason>` where it cannot run, and every
     /// system of the group is skipped with that reason.
     pub(crate) probed: bool,
+    /// Examples of our crates that its harness runs, as `(package, example)`: built (release)
+    /// before the group runs; one that does not build skips the group.
+    pub(crate) examples: &'static [(&'static str, &'static str)],
 }
 
 /// Where a group's timeline comes from and goes (see `Group::timeline`).
@@ -131,6 +134,7 @@ const POOL: Group = Group {
     curve_points: &[],
     timeline: None,
     probed: false,
+    examples: &[],
 };
 
 const GRAPH: Group = Group {
@@ -148,6 +152,7 @@ const GRAPH: Group = Group {
     curve_points: &[],
     timeline: None,
     probed: false,
+    examples: &[],
 };
 
 const ENGINE: Group = Group {
@@ -204,6 +209,7 @@ const ENGINE: Group = Group {
     curve_points: &[],
     timeline: None,
     probed: false,
+    examples: &[],
 };
 
 /// Task Bench's graphs (`crates/bench/README.md`, "The `taskbench` group"): per pattern, the
@@ -254,6 +260,7 @@ const TASKBENCH: Group = Group {
     curve_points: &[".eff.", ".gran."],
     timeline: None,
     probed: false,
+    examples: &[],
 };
 
 /// A tiled Cholesky factorization (`crates/bench/README.md`, "The `cholesky` group"): GFLOP/s
@@ -279,6 +286,7 @@ const CHOLESKY: Group = Group {
         file: CHOLESKY_TIMELINE,
     }),
     probed: false,
+    examples: &[],
 };
 
 /// GPU ops through the engine against the same launches made directly (`crates/bench/src/gpu.rs`).
@@ -303,10 +311,11 @@ const GPU: Group = Group {
     curve_points: &[],
     timeline: None,
     probed: true,
+    examples: &[],
 };
 
-/// An allreduce through the engine against a direct blocking `MPI_Allreduce`, on 2 ranks
-/// (`crates/bench/src/mpi.rs`).
+/// An allreduce through the engine against a direct blocking `MPI_Allreduce`, on 2 ranks, and
+/// the `data_parallel` example's step with and without overlap (`crates/bench/src/mpi.rs`).
 const MPI: Group = Group {
     name: "mpi",
     ours: "depengine-mpi",
@@ -317,6 +326,8 @@ const MPI: Group = Group {
         "allreduce_1MiB",
         "allreduce_16MiB",
         "allreduce_64MiB",
+        "data_parallel_step",
+        "data_parallel_hidden",
     ],
     full_sizes: &["--rounds", "2000"],
     quick_sizes: &["--rounds", "16"],
@@ -324,6 +335,7 @@ const MPI: Group = Group {
     curve_points: &[],
     timeline: None,
     probed: true,
+    examples: &[("depengine-mpi", "data_parallel")],
 };
 
 const EIGEN: CppHarness = CppHarness {

@@ -460,6 +460,7 @@ fn prepare(
         .probed
         .then(|| cannot_run(group, rust_binary))
         .flatten()
+        .or_else(|| unbuilt_example(group))
     {
         println!("skipping the {} group: {reason}", group.name);
         let skipped = group
@@ -535,6 +536,18 @@ fn cannot_run(group: &Group, rust_binary: &Path) -> Option<String> {
         Ok(captured) => Some(format!("its probe failed{}", stderr_tail(&captured.stderr))),
         Err(error) => Some(format!("its probe did not run: {error}")),
     }
+}
+
+/// Builds the examples `group` runs (release); the first that does not build is the reason the
+/// group cannot run.
+fn unbuilt_example(group: &Group) -> Option<String> {
+    group.examples.iter().find_map(|&(package, example)| {
+        Cmd::cargo()
+            .args(["build", "--release", "-p", package, "--example", example])
+            .run()
+            .err()
+            .map(|error| format!("its example {package}/{example} did not build: {error}"))
+    })
 }
 
 impl Contender {
