@@ -67,16 +67,18 @@ pub(crate) fn waits_for_releases(engine: u64) -> bool {
 
 /// The shutdown's wait for every op, whose stall warnings carry `dump_pending`'s picture.
 ///
-/// It gives up (`Err`) once no op has completed for `EngineConfig::device_hang_limit` while the
-/// device work of a sync GPU op, whose function returned, is still unreported by its executor
+/// It gives up (`Err`) once no op has completed, and no device work was reported done, for
+/// `EngineConfig::device_hang_limit` while the device work of a sync GPU op, whose function
+/// returned, is still unreported by its executor
 /// (a hung kernel): that work may never end, and every op behind it waits for it. A stall with
 /// no such work in flight (a guard not dropped, a function blocked on the host) is waited for
 /// as long as it takes.
 pub(crate) fn wait_for_shutdown(state: &Arc<EngineState>) -> Result<(), DeviceHung> {
     let pending = state.pending();
     let gpus = state.workers().gpus();
-    // The completions counted last, and since when.
-    let mut progress = (pending.completed(), Instant::now());
+    // The completions and device reports counted last, and since when.
+    let counted = || (pending.completed(), gpus.reported());
+    let mut progress = (counted(), Instant::now());
     block_until(
         state,
         |timeout| {
@@ -88,9 +90,9 @@ pub(crate) fn wait_for_shutdown(state: &Arc<EngineState>) -> Result<(), DeviceHu
             if pending.wait_idle_for(Some(timeout.map_or(look, |timeout| timeout.min(look)))) {
                 return Some(Ok(()));
             }
-            let completed = pending.completed();
-            if completed != progress.0 {
-                progress = (completed, Instant::now());
+            let now = counted();
+            if now != progress.0 {
+                progress = (now, Instant::now());
                 return None;
             }
             let in_flight = gpus.in_flight();

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use depengine_graph::Var;
 
 use crate::api::Engine;
+use crate::config::EngineKind;
 use crate::context::{Context, FnProperty, RunContext};
 use crate::error::{EngineError, Result};
 use crate::failure::BoxError;
@@ -359,7 +360,16 @@ impl Engine {
                         ops: ops.into(),
                     })
                     .collect(),
-                inline: ops.iter().all(|op| !matches!(op.target, Target::Block(_))),
+                devices: {
+                    let mut devices: Vec<Context> = Vec::new();
+                    for op in &*ops {
+                        if op.run.context.is_gpu() && !devices.contains(&op.run.context) {
+                            devices.push(op.run.context);
+                        }
+                    }
+                    devices.into()
+                },
+                inline: self.state().workers().kind() == EngineKind::Naive,
                 ops,
                 deps,
                 chain: Chain::default(),

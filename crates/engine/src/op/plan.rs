@@ -120,17 +120,19 @@ pub(crate) struct PlanInner {
     pub(crate) name: Arc<str>,
     /// The name of its replays' op: `replay <name>`.
     pub(crate) replay_name: OpName,
-    /// Where its replays' op runs: its first op's context.
+    /// Where its replays' op runs: its first CPU op's context.
     pub(crate) context: Context,
+    /// The GPU contexts its ops run on, each once: a replay is refused as a push on one would
+    /// be (a device lost since the capture).
+    pub(crate) devices: Box<[Context]>,
     /// The engine that captured it (`EngineState::id`).
     pub(crate) engine: u64,
     pub(crate) ops: Box<[PlanOp]>,
     pub(crate) deps: PlanDeps,
     /// The roots (`PlanDeps::roots`), by where they run.
     pub(crate) roots: Box<[RootGroup]>,
-    /// No op runs on a block: its CPU ops run on the threads that release them (the naive
-    /// engine), from its replays' inline queue (`run/replay.rs`). Capture routes all of a
-    /// plan's CPU ops alike: an engine's CPU contexts are all inline or all on blocks.
+    /// Captured on the naive engine: its CPU ops run on the threads that release them, from
+    /// its replays' inline queue (`run/replay.rs`); else each runs on a block.
     pub(crate) inline: bool,
     /// Its last pushed replay, on which replays queue (`plan/chain.rs`).
     pub(crate) chain: Chain,

@@ -27,9 +27,11 @@ pub(crate) struct GpuExecutors {
     /// Per GPU id, the fault that lost the device ([`DeviceError::Lost`]): set once, by the
     /// thread that completes the faulted op; read by every push of a GPU op.
     lost: Box<[OnceLock<DeviceError>]>,
-    /// Device ops handed to an executor whose work it has not reported done (`run/device.rs`
-    /// counts them), for the shutdown that gives up on a hung device (`api/blocking.rs`).
-    in_flight: AtomicUsize,
+    /// Device ops handed to an executor (`run/device.rs`, `run/replay.rs` count them), and
+    /// those whose work it reported done: for the shutdown that gives up on a hung device
+    /// (`api/blocking.rs`), which the reports also show progress to.
+    handed: AtomicUsize,
+    reported: AtomicUsize,
     /// `EngineConfig::device_hang_limit`.
     hang_limit: Option<Duration>,
     compute_threads: usize,
@@ -49,7 +51,8 @@ impl GpuExecutors {
             compute: lazies(),
             copy: lazies(),
             lost: (0..MAX_GPUS).map(|_| OnceLock::new()).collect(),
-            in_flight: AtomicUsize::new(0),
+            handed: AtomicUsize::new(0),
+            reported: AtomicUsize::new(0),
             hang_limit,
             compute_threads,
             copy_threads,
@@ -114,17 +117,24 @@ impl GpuExecutors {
     /// Counts a device op handed to its executor. Relaxed, as `work_reported`: the count is
     /// read only to tell a stalled shutdown whether device work is what it waits for.
     pub(crate) fn work_handed(&self) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.handed.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a device op whose work its executor reported done (or that it dropped).
     pub(crate) fn work_reported(&self) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.reported.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Device ops handed to an executor and not reported done.
     pub(crate) fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
+        let reported = self.reported.load(Ordering::Relaxed);
+        self.handed.load(Ordering::Relaxed).saturating_sub(reported)
+    }
+
+    /// Device ops whose work was reported done so far: progress even where no op completes
+    /// (a replay completes once, after all of its GPU ops).
+    pub(crate) fn reported(&self) -> usize {
+        self.reported.load(Ordering::Relaxed)
     }
 
     /// How long a shutdown waits for device work that makes no progress.

@@ -1,17 +1,18 @@
 //! [`Replay`]: one replay of a plan, run when the replay's op is ready (it holds the plan's
 //! vars): its ops are released by counters (`plan/release_counts.rs`) straight onto their CPU
 //! blocks, and the thread that counts the last one finished completes the replay's op.
-//! A GPU op goes to its device's executor (`OnDevice`): its function runs on a worker there,
-//! and it is done when the executor reports the device done with the work it launched (an
-//! async one: when its own completion is); the executor's thread then releases its
-//! dependents. A dependent of a GPU op thus waits for its work to finish, on the CPU or on the
-//! device alike.
+//! A GPU op goes to its device's executor (`OnDevice`), handed over from a queue one at a time
+//! (an executor may complete an op inside its `execute_device`, which releases the next); its
+//! function runs on a worker there, and it is done when the executor reports the device done
+//! with the work it launched (an async one: when its own completion is); the executor's thread
+//! then releases its dependents. A dependent of a GPU op thus waits for its work to finish, on
+//! the CPU or on the device alike. A skipped GPU op is done at once, as a pushed one is.
 //!
 //! The roots go to their blocks in jobs of a few, enough jobs for every worker to steal some.
 //! An op that releases dependents keeps the first one on its block to run next on the same
 //! thread (the data it wrote is in this core's cache); the others are spawned on their blocks.
 //! On the naive engine (no blocks) the ops run one at a time on the thread that made the
-//! replay ready, or on the one that completes an async op, from a queue (`Inline`) that keeps
+//! replay ready, or on the one that completes an async op, from a queue (`Queued`) that keeps
 //! the stack from growing with a chain of async ops completed inside their functions.
 //! An async op is done when its completion is, from any thread: that thread releases its
 //! dependents.
@@ -82,16 +83,36 @@ struct Replay {
     /// The replay's op, completed once (by the thread that takes `end` to zero).
     done: Mutex<Option<ReadyOp<OpRecord>>>,
     /// The released ops without a block (the naive engine).
-    inline: Mutex<Inline>,
+    inline: Mutex<Queued>,
+    /// The released GPU ops not yet handed to their executors.
+    devices: Mutex<Queued>,
 }
 
-/// The ops of a replay on the naive engine that are released and not yet run, and whether a
-/// thread is running them: one at a time, so that an op released while one runs (by an async
-/// op completed inside its function) waits in the queue rather than on the stack.
+/// Ops of a replay that are released and not yet run (or handed to their executors), and
+/// whether a thread is running them: one at a time, so that an op released while one runs (by
+/// an async op completed inside its function, a device op completed inside `execute_device`)
+/// waits in the queue rather than on the stack.
 #[derive(Default)]
-struct Inline {
-    queued: Vec<u32>,
+struct Queued {
+    ops: Vec<u32>,
     running: bool,
+}
+
+impl Queued {
+    /// The next op for the thread that runs them, if `starting` it and no thread does; `None`
+    /// once none is queued, when no thread runs them any more (set under the queue's lock, so
+    /// that an op queued after runs on the thread that queued it).
+    fn next(&mut self, starting: bool) -> Option<u32> {
+        if starting {
+            if self.running {
+                return None;
+            }
+            self.running = true;
+        }
+        let op = self.ops.pop();
+        self.running = op.is_some();
+        op
+    }
 }
 
 /// Where the failures a replay's vars hold on entry are found.
@@ -160,6 +181,9 @@ impl EngineState {
         let route = self
             .route(plan.context, FnProperty::Normal)
             .map_err(named)?;
+        for &device in &*plan.devices {
+            self.route(device, FnProperty::Normal).map_err(named)?;
+        }
         // Admitted before the chain's lock: the bound may block, and the tail needs the lock
         // to end.
         self.pending.admit(thread::runs_engine_work)?;
@@ -225,7 +249,8 @@ impl EngineState {
             failed: AtomicBool::new(false),
             graph_failures: on_entry.graph,
             done: Mutex::new(Some(op)),
-            inline: Mutex::new(Inline::default()),
+            inline: Mutex::new(Queued::default()),
+            devices: Mutex::new(Queued::default()),
             plan,
             link,
         });
@@ -242,33 +267,30 @@ impl EngineState {
             }
         }
         for (group, roots) in (0..).zip(&*replay.plan.roots) {
-            match roots.target {
-                Target::Block(key) => {
-                    // A block a plan names started at its capture, and blocks are never
-                    // stopped while the engine is alive.
-                    let Some(block) = self.workers.block(key) else {
-                        continue;
-                    };
-                    // Up to `JOBS_PER_WORKER` jobs per worker, of `grain` roots each: a job
-                    // costs a spawn and a steal, and enough of them keep every worker busy.
-                    let jobs = block.num_threads() * JOBS_PER_WORKER;
-                    let grain = roots.ops.len().div_ceil(jobs).max(1);
-                    for start in (0..roots.ops.len()).step_by(grain) {
-                        let replay = Arc::clone(&replay);
-                        block.spawn(move || replay.run_roots(group, start, grain));
-                    }
+            let block = match roots.target {
+                Target::Block(key) => self.workers.block(key),
+                Target::Inline => None,
+                Target::Device { .. } => {
+                    replay.to_devices(roots.ops.iter().rev().copied());
+                    continue;
                 }
-                Target::Inline => {
-                    let mut inline = lock(&replay.inline);
-                    inline.queued.extend(roots.ops.iter().rev().copied());
-                    drop(inline);
-                    replay.run_inline(0);
+            };
+            if let Some(block) = block {
+                // Up to `JOBS_PER_WORKER` jobs per worker, of `grain` roots each: a job costs a
+                // spawn and a steal, and enough of them keep every worker busy.
+                let jobs = block.num_threads() * JOBS_PER_WORKER;
+                let grain = roots.ops.len().div_ceil(jobs).max(1);
+                for start in (0..roots.ops.len()).step_by(grain) {
+                    let replay = Arc::clone(&replay);
+                    block.spawn(move || replay.run_roots(group, start, grain));
                 }
-                Target::Device { copy } => {
-                    for &op in &*roots.ops {
-                        replay.run_on_device(op, copy);
-                    }
-                }
+            } else {
+                // The naive engine's (a block a plan names started at its capture, and is never
+                // stopped while the engine lives).
+                lock(&replay.inline)
+                    .ops
+                    .extend(roots.ops.iter().rev().copied());
+                replay.run_inline(0);
             }
         }
     }
@@ -295,16 +317,34 @@ impl Replay {
             return block.spawn(move || replay.run_from(std::iter::once(op)));
         }
         match self.plan.ops[op as usize].target {
-            Target::Device { copy } => self.run_on_device(op, copy),
-            Target::Block(_) | Target::Inline => lock(&self.inline).queued.push(op),
+            Target::Device { .. } => self.to_devices(std::iter::once(op)),
+            Target::Block(_) | Target::Inline => lock(&self.inline).ops.push(op),
         }
     }
 
-    /// Hands GPU op `op` to its device's executor (its copy executor if `copy`); an executor
-    /// it cannot have (the device was lost since the capture) fails the op.
-    #[cold]
-    fn run_on_device(self: &Arc<Self>, op: u32, copy: bool) {
-        let run = self.plan.ops[op as usize].run;
+    /// Queues released GPU ops `ops` for their executors, and hands the queue over unless a
+    /// thread does already (`Queued`).
+    fn to_devices(self: &Arc<Self>, ops: impl Iterator<Item = u32>) {
+        lock(&self.devices).ops.extend(ops);
+        let mut op = lock(&self.devices).next(true);
+        while let Some(next) = op {
+            self.to_device(next);
+            op = lock(&self.devices).next(false);
+        }
+    }
+
+    /// Hands GPU op `op` to its device's executor; an executor it cannot have (the device was
+    /// lost since the replay was pushed) fails it, as the device would have failed it had the
+    /// op been pushed then; a skipped op is done at once.
+    fn to_device(self: &Arc<Self>, op: u32) {
+        let plan_op = &self.plan.ops[op as usize];
+        if self.failure(op).is_some() {
+            // Skipped (the profiler records it), as a pushed op: no device work to wait for.
+            let _ = self.run_op(op);
+            return Arc::clone(self).finish_plan_op(op, None, Ok(()));
+        }
+        let run = plan_op.run;
+        let copy = matches!(plan_op.target, Target::Device { copy: true });
         let executor = self
             .state
             .route(run.context, run.property)
@@ -322,18 +362,35 @@ impl Replay {
         }
     }
 
-    /// Runs GPU op `op`'s function on a device executor's worker: the completion the
-    /// executor completes when the device is done with the work it launched finishes it.
+    /// Runs GPU op `op`'s function on a device executor's worker. A sync op is finished by the
+    /// completion the executor completes when the device is done with the work it launched,
+    /// with its function's failure, else the device's, recorded for the profiler from its start
+    /// to then (as a pushed op's); an async one by its own completion.
     fn run_device_op(self: Arc<Self>, op: u32) -> DeviceCompletion {
         let marker = TaskMarker::enter(self.state.id());
-        let ran = self.within_frame(|| self.run_op(op));
-        let completion = match ran {
-            // Its own completion finishes it.
-            Ran::Pending => DeviceCompletion::new(drop),
-            Ran::Done => {
-                let in_flight = InFlight::counted(&self.state);
+        let plan_op = &self.plan.ops[op as usize];
+        let completion = match &plan_op.func {
+            PlanFn::Sync(func) => {
+                let profiler = &self.state.profiler;
+                let started = profiler
+                    .wants(plan_op.profiled)
+                    .then(|| profiler.start(thread::profiled()));
+                let vars = PlanOpVars {
+                    state: &self.state,
+                    op: plan_op,
+                };
+                let returned =
+                    self.within_frame(|| Self::call(plan_op, || func(plan_op.run, &vars)));
+                let outcome = EngineState::outcome(&plan_op.name, returned);
+                let work = InFlight::counted(&self.state);
                 let replay = Arc::clone(&self);
-                DeviceCompletion::new(move |device| replay.device_done(op, device, in_flight))
+                DeviceCompletion::new(move |device| {
+                    replay.device_done(op, outcome, started, device, work);
+                })
+            }
+            PlanFn::Async(_) => {
+                let _ = self.within_frame(|| self.run_op(op));
+                DeviceCompletion::new(drop)
             }
         };
         // As for a priority task: this reference goes while the thread is still marked.
@@ -342,20 +399,24 @@ impl Replay {
         completion
     }
 
-    /// The device is done with GPU op `op`'s work: it finishes with its function's failure,
-    /// else the device's.
-    fn device_done(self: Arc<Self>, op: u32, device: Result<(), DeviceError>, work: InFlight) {
+    /// The device is done with the work of GPU op `op`, whose function returned `returned`: it
+    /// finishes with that failure, else the device's.
+    fn device_done(
+        self: Arc<Self>,
+        op: u32,
+        returned: Result<(), OpFailure>,
+        started: Option<Started>,
+        device: Result<(), DeviceError>,
+        work: InFlight,
+    ) {
         let marker = TaskMarker::enter(self.state.id());
         let context = self.plan.ops[op as usize].run.context;
         self.state.workers.note_device_outcome(context, &device);
-        let outcome = match device {
-            Err(error) if self.failure(op).is_none() => {
-                Err(self.op_failure(op, FailureCause::Error(Box::new(error))))
-            }
-            _ => Ok(()),
-        };
+        let outcome = returned.and_then(|()| {
+            device.map_err(|error| self.op_failure(op, FailureCause::Error(Box::new(error))))
+        });
         drop(work);
-        self.finish_plan_op(op, None, outcome);
+        self.finish_plan_op(op, started, outcome);
         drop(marker);
     }
 
@@ -421,20 +482,7 @@ impl Replay {
     /// thread, further up the stack, or on another); then counts them finished, with
     /// `finished` more.
     fn run_inline(self: &Arc<Self>, mut finished: u32) {
-        let next = |starting: bool| {
-            let mut inline = lock(&self.inline);
-            if starting {
-                if inline.running {
-                    return None;
-                }
-                inline.running = true;
-            }
-            let op = inline.queued.pop();
-            // Set with the queue seen empty, under its lock: an op queued after runs on the
-            // thread that queued it.
-            inline.running = op.is_some();
-            op
-        };
+        let next = |starting: bool| lock(&self.inline).next(starting);
         self.within_frame(|| {
             let mut op = next(true);
             while let Some(ran) = op {

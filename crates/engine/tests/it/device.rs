@@ -8,8 +8,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use depengine::{
-    BackendError, Context, DeviceBackend, DeviceCompletion, DeviceError, DeviceTask, Engine,
-    EngineConfig, EngineError, EngineKind, Executor, FnProperty, Task,
+    BackendError, BoxError, Context, DeviceBackend, DeviceCompletion, DeviceError, DeviceTask,
+    Engine, EngineConfig, EngineError, EngineKind, Executor, FnProperty, Task,
 };
 
 /// A device whose work is done when the test says so: `execute_device` runs the op's
@@ -199,6 +199,37 @@ fn the_drop_gives_up_on_device_work_that_never_ends_and_the_rest_may_finish_late
 }
 
 #[test]
+fn the_drop_waits_for_a_replay_whose_gpu_ops_keep_finishing_past_the_hang_limit() {
+    const LINKS: usize = 6;
+    let (engine, device) = engine_with_hang_limit(Some(Duration::from_millis(400)));
+    let var = engine.new_var().unwrap();
+    let plan = engine
+        .capture("slow", |plan| {
+            for _ in 0..LINKS {
+                plan.op("link")
+                    .on(Context::gpu(0))
+                    .writes([var])
+                    .push_sync(|_| Ok(()))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    engine.replay(&plan).unwrap();
+    let dropped = drop_elsewhere(engine);
+    // The replay completes once, after its last op: its ops' reports are the progress.
+    for _ in 0..LINKS {
+        let mut held = device.take(1);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            dropped.try_recv().is_err(),
+            "the drop gave up on device work that kept finishing"
+        );
+        held.pop().unwrap().complete(Ok(()));
+    }
+    assert_eq!(dropped.recv_timeout(Duration::from_secs(20)), Ok(()));
+}
+
+#[test]
 fn without_device_work_in_flight_the_drop_waits_for_a_stalled_op() {
     let (engine, _device) = engine_with_hang_limit(Some(Duration::from_millis(50)));
     let var = engine.new_var().unwrap();
@@ -320,14 +351,14 @@ fn a_task_the_executor_drops_unrun_fails_its_op() {
 }
 
 /// Captures a plan: a CPU op writing `input`, a GPU op reading it and writing `output`, a CPU
-/// op reading `output`; returns the plan and the last op's count of runs.
+/// op reading `output`; returns the plan, the GPU op's count of runs and the last op's.
 fn cpu_gpu_cpu_plan(
     engine: &Engine,
     input: depengine::Var,
     output: depengine::Var,
-) -> (depengine::Plan, Arc<AtomicUsize>) {
-    let ran = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&ran);
+) -> (depengine::Plan, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let (gpu_ran, ran) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (gpu_counted, counted) = (Arc::clone(&gpu_ran), Arc::clone(&ran));
     let plan = engine
         .capture("cpu-gpu-cpu", |plan| {
             plan.op("cpu-write").writes([input]).push_sync(|_| {})?;
@@ -335,21 +366,23 @@ fn cpu_gpu_cpu_plan(
                 .on(Context::gpu(0))
                 .reads([input])
                 .writes([output])
-                .push_sync(|_| Ok(()))?;
+                .push_sync(move |_| {
+                    gpu_counted.fetch_add(1, Ordering::SeqCst);
+                })?;
             plan.op("cpu-read").reads([output]).push_sync(move |_| {
                 counted.fetch_add(1, Ordering::SeqCst);
             })?;
             Ok(())
         })
         .unwrap();
-    (plan, ran)
+    (plan, gpu_ran, ran)
 }
 
 #[test]
 fn a_replayed_gpu_op_releases_its_dependents_when_the_device_is_done() {
     let (engine, device) = engine();
     let (input, output) = (engine.new_var().unwrap(), engine.new_var().unwrap());
-    let (plan, ran) = cpu_gpu_cpu_plan(&engine, input, output);
+    let (plan, _, ran) = cpu_gpu_cpu_plan(&engine, input, output);
     for replay in 0..3 {
         engine.replay(&plan).unwrap();
         let mut held = device.take(1);
@@ -371,7 +404,7 @@ fn a_replayed_gpu_op_releases_its_dependents_when_the_device_is_done() {
 fn a_device_failure_of_a_replayed_gpu_op_fails_what_it_writes_and_skips_its_dependents() {
     let (engine, device) = engine();
     let (input, output) = (engine.new_var().unwrap(), engine.new_var().unwrap());
-    let (plan, ran) = cpu_gpu_cpu_plan(&engine, input, output);
+    let (plan, _, ran) = cpu_gpu_cpu_plan(&engine, input, output);
     engine.replay(&plan).unwrap();
     device
         .take(1)
@@ -398,12 +431,130 @@ fn a_replayed_gpu_op_whose_task_the_executor_drops_fails_and_the_replay_ends() {
     )
     .unwrap();
     let (input, output) = (engine.new_var().unwrap(), engine.new_var().unwrap());
-    let (plan, ran) = cpu_gpu_cpu_plan(&engine, input, output);
+    let (plan, gpu_ran, ran) = cpu_gpu_cpu_plan(&engine, input, output);
     engine.replay(&plan).unwrap();
     let error = engine.wait_for_var(output).unwrap_err().to_string();
     assert!(error.contains("gpu-step"), "{error}");
     assert!(error.contains("dropped"), "{error}");
+    assert_eq!(
+        gpu_ran.load(Ordering::SeqCst),
+        0,
+        "the dropped task's function ran"
+    );
     assert_eq!(ran.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_skipped_replayed_gpu_op_is_done_at_once_without_its_device() {
+    let (engine, device) = engine();
+    let (input, output) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+    let plan = engine
+        .capture("fail-then-gpu", |plan| {
+            plan.op("cpu-fails")
+                .writes([input])
+                .push_sync(|_| Err::<(), BoxError>("injected".into()))?;
+            plan.op("gpu-skipped")
+                .on(Context::gpu(0))
+                .reads([input])
+                .writes([output])
+                .push_sync(|_| Ok(()))?;
+            Ok(())
+        })
+        .unwrap();
+    engine.replay(&plan).unwrap();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| done.send(engine.wait_for_var(output)).unwrap());
+        let waited = finished.recv_timeout(Duration::from_secs(10));
+        // Were the op handed to the device, it would wait for the test to complete it.
+        let held = std::mem::take(&mut *device.held.lock().unwrap());
+        let handed = held.len();
+        for completion in held {
+            completion.complete(Ok(()));
+        }
+        assert_eq!(handed, 0, "a skipped op went to the device");
+        let error = waited
+            .expect("the skipped op's var")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("injected"), "{error}");
+    });
+}
+
+/// A device whose executor runs each task, and completes it, inside `execute_device`, on the
+/// calling thread: the trait's default over an inline `execute`.
+struct InlineDevice;
+
+impl Executor for InlineDevice {
+    fn execute(&self, _priority: i32, task: Task) {
+        task();
+    }
+}
+
+struct InlineBackend;
+
+impl DeviceBackend for InlineBackend {
+    fn name(&self) -> &'static str {
+        "inline"
+    }
+    fn compute(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(Arc::new(InlineDevice))
+    }
+    fn copy(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
+        Ok(Arc::new(InlineDevice))
+    }
+}
+
+#[test]
+fn a_long_chain_of_replayed_gpu_ops_completed_inside_execute_device_keeps_the_stack_flat() {
+    const LINKS: usize = 100_000;
+    let engine = Engine::new(
+        EngineConfig::default()
+            .kind(EngineKind::ThreadedPerDevice)
+            .device_backend(Arc::new(InlineBackend)),
+    )
+    .unwrap();
+    let var = engine.new_var().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let plan = engine
+        .capture("chain", |plan| {
+            for _ in 0..LINKS {
+                let ran = Arc::clone(&ran);
+                plan.op("link")
+                    .on(Context::gpu(0))
+                    .writes([var])
+                    .push_sync(move |_| {
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    engine.replay(&plan).unwrap();
+    engine.wait_for_var(var).unwrap();
+    assert_eq!(ran.load(Ordering::Relaxed), LINKS);
+}
+
+#[test]
+fn a_replay_of_a_plan_on_a_lost_device_is_refused_as_its_push_would_be() {
+    let (engine, device) = engine();
+    let (input, output) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+    let (plan, gpu_ran, _) = cpu_gpu_cpu_plan(&engine, input, output);
+    engine.replay(&plan).unwrap();
+    device.take(1).pop().unwrap().complete(Err(lost()));
+    let error = engine.wait_for_var(output).unwrap_err().to_string();
+    assert!(error.contains("the device is lost"), "{error}");
+    let refused = engine.replay(&plan).unwrap_err();
+    assert!(
+        refused.to_string().contains("replay cpu-gpu-cpu"),
+        "{refused}"
+    );
+    assert!(
+        matches!(&refused, EngineError::DeviceLost { fault, .. } if *fault == lost()),
+        "{refused:?}"
+    );
+    engine.wait_for_all().unwrap();
+    assert_eq!(gpu_ran.load(Ordering::SeqCst), 1);
 }
 
 /// A device that reports launches, as a CUDA backend does: `execute_device` records the fences
