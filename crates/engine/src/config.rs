@@ -305,8 +305,9 @@ pub struct EngineConfig {
     /// it. A zero duration is refused ([`ConfigError::Invalid`]): it would make the bound
     /// admit every push.
     pub max_pending_wait: Option<Duration>,
-    /// How long the last clone's drop waits, while no op completes, for device work that an
-    /// executor has not reported done (a hung kernel) before it gives up: it reports an error
+    /// How long the last clone's drop waits, while no op completes and no device work is handed
+    /// over or reported done, for device work that an executor has not reported done (a hung
+    /// kernel) before it gives up: it reports an error
     /// (a stall warning) and leaves the engine's threads, and the data of the ops still
     /// pending, to the process, instead of hanging. Default: [`DEFAULT_DEVICE_HANG_LIMIT`]
     /// (60 s); `None`: as long as it takes. A stall with no device work in flight (a guard

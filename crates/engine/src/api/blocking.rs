@@ -67,17 +67,16 @@ pub(crate) fn waits_for_releases(engine: u64) -> bool {
 
 /// The shutdown's wait for every op, whose stall warnings carry `dump_pending`'s picture.
 ///
-/// It gives up (`Err`) once no op has completed, and no device work was reported done, for
-/// `EngineConfig::device_hang_limit` while the device work of a sync GPU op, whose function
-/// returned, is still unreported by its executor
-/// (a hung kernel): that work may never end, and every op behind it waits for it. A stall with
-/// no such work in flight (a guard not dropped, a function blocked on the host) is waited for
-/// as long as it takes.
+/// It gives up (`Err`) once no op has completed, and no device work was handed over or reported
+/// done, for `EngineConfig::device_hang_limit` while the device work of a sync GPU op, whose
+/// function returned, is still unreported by its executor (a hung kernel): that work may never end,
+/// and every op behind it waits for it. A stall with no such work in flight (a guard not dropped, a
+/// function blocked on the host) is waited for as long as it takes.
 pub(crate) fn wait_for_shutdown(state: &Arc<EngineState>) -> Result<(), DeviceHung> {
     let pending = state.pending();
     let gpus = state.workers().gpus();
-    // The completions and device reports counted last, and since when.
-    let counted = || (pending.completed(), gpus.reported());
+    // The completions and the device work handed and reported, counted last, and since when.
+    let counted = || (pending.completed(), gpus.handed(), gpus.reported());
     let mut progress = (counted(), Instant::now());
     block_until(
         state,
@@ -136,10 +135,10 @@ impl DeviceHung {
         warn(
             Topic::Stall,
             format_args!(
-                "the engine's drop gives up: no op completed for {:.2} s while the work of {} \
-                 GPU op(s) was not reported done by its device (a hung kernel?); {} op(s) stay \
-                 pending, and the engine's threads and their data are left to the process \
-                 (EngineConfig::device_hang_limit)",
+                "the engine's drop gives up: no op, nor device work, moved for {:.2} s while the \
+                 work of {} GPU op(s) was not reported done by its device (a hung kernel?); {} \
+                 op(s) stay pending, and the engine's threads and their data are left to the \
+                 process (EngineConfig::device_hang_limit)",
                 self.waited.as_secs_f64(),
                 self.in_flight,
                 self.pending,

@@ -114,8 +114,9 @@ impl GpuExecutors {
         }
     }
 
-    /// Counts a device op handed to its executor. Relaxed, as `work_reported`: the count is
-    /// read only to tell a stalled shutdown whether device work is what it waits for.
+    /// Counts a device op handed to its executor. Relaxed, as `work_reported`: the counts are
+    /// read only to tell a stalled shutdown whether device work is what it waits for, and
+    /// whether that work moves.
     pub(crate) fn work_handed(&self) {
         self.handed.fetch_add(1, Ordering::Relaxed);
     }
@@ -129,6 +130,11 @@ impl GpuExecutors {
     pub(crate) fn in_flight(&self) -> usize {
         let reported = self.reported.load(Ordering::Relaxed);
         self.handed.load(Ordering::Relaxed).saturating_sub(reported)
+    }
+
+    /// Device ops handed to an executor so far.
+    pub(crate) fn handed(&self) -> usize {
+        self.handed.load(Ordering::Relaxed)
     }
 
     /// Device ops whose work was reported done so far: progress even where no op completes

@@ -415,8 +415,9 @@ impl Replay {
         let outcome = returned.and_then(|()| {
             device.map_err(|error| self.op_failure(op, FailureCause::Error(Box::new(error))))
         });
-        drop(work);
         self.finish_plan_op(op, started, outcome);
+        // Counted as device work until the op is finished, as a pushed one (`run/device.rs`).
+        drop(work);
         drop(marker);
     }
 
@@ -621,12 +622,23 @@ impl Replay {
                 graph: self.graph_failures,
                 previous: Some(failures),
             };
-            return self.state.run_replay(
+            // A plan with GPU ops starts it on a worker of the replay's block: an executor that
+            // completes ops inside `execute_device` would otherwise run a chain's replays nested
+            // on this stack, one level per replay.
+            let block = (!self.plan.devices.is_empty())
+                .then(|| op.payload().block_key())
+                .flatten()
+                .and_then(|key| self.state.workers.block(key));
+            let (state, plan, link) = (
+                Arc::clone(&self.state),
                 Arc::clone(&self.plan),
                 Arc::clone(&self.link),
-                op,
-                &on_entry,
             );
+            let next = move || state.run_replay(plan, link, op, &on_entry);
+            return match block {
+                Some(block) => block.spawn(next),
+                None => next(),
+            };
         }
         self.state.finish_with_each(op, &failures);
     }
@@ -671,7 +683,7 @@ impl FinishPlanOp for Replay {
     }
 }
 
-/// A replayed GPU op handed to its device's executor (`Replay::run_on_device`): dropped unrun
+/// A replayed GPU op handed to its device's executor (`Replay::to_device`): dropped unrun
 /// (an executor that drops its task, or none to hand it to), it fails the op, so that the
 /// replay still ends.
 struct OnDevice {

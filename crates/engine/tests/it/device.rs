@@ -200,7 +200,7 @@ fn the_drop_gives_up_on_device_work_that_never_ends_and_the_rest_may_finish_late
 
 #[test]
 fn the_drop_waits_for_a_replay_whose_gpu_ops_keep_finishing_past_the_hang_limit() {
-    const LINKS: usize = 6;
+    const LINKS: usize = 12;
     let (engine, device) = engine_with_hang_limit(Some(Duration::from_millis(400)));
     let var = engine.new_var().unwrap();
     let plan = engine
@@ -533,6 +533,37 @@ fn a_long_chain_of_replayed_gpu_ops_completed_inside_execute_device_keeps_the_st
     engine.replay(&plan).unwrap();
     engine.wait_for_var(var).unwrap();
     assert_eq!(ran.load(Ordering::Relaxed), LINKS);
+}
+
+#[test]
+fn chained_replays_of_a_gpu_plan_completed_inside_execute_device_keep_the_stack_flat() {
+    const REPLAYS: usize = 10_000;
+    let engine = Engine::new(
+        EngineConfig::default()
+            .kind(EngineKind::ThreadedPerDevice)
+            .device_backend(Arc::new(InlineBackend)),
+    )
+    .unwrap();
+    let var = engine.new_var().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&ran);
+    let plan = engine
+        .capture("one kernel", |plan| {
+            plan.op("kernel")
+                .on(Context::gpu(0))
+                .writes([var])
+                .push_sync(move |_| {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                })?;
+            Ok(())
+        })
+        .unwrap();
+    // Pushed while the first ones run: most are queued on the one before (`plan/chain.rs`).
+    for _ in 0..REPLAYS {
+        engine.replay(&plan).unwrap();
+    }
+    engine.wait_for_var(var).unwrap();
+    assert_eq!(ran.load(Ordering::Relaxed), REPLAYS);
 }
 
 #[test]
