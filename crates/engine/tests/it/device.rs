@@ -321,28 +321,44 @@ impl Executor for DropsTasks {
     }
 }
 
-struct DroppingBackend;
+/// A backend whose executors, compute and copy alike, `make` makes.
+struct BackendOf<F> {
+    name: &'static str,
+    make: F,
+}
 
-impl DeviceBackend for DroppingBackend {
-    fn name(&self) -> &'static str {
-        "drops"
+impl<F: Fn() -> Arc<dyn Executor> + Send + Sync> DeviceBackend for BackendOf<F> {
+    fn name(&self) -> &str {
+        self.name
     }
     fn compute(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
-        Ok(Arc::new(DropsTasks))
+        Ok((self.make)())
     }
     fn copy(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
-        Ok(Arc::new(DropsTasks))
+        Ok((self.make)())
     }
+}
+
+/// A per-device engine whose GPU executors `make` makes.
+fn engine_of(
+    name: &'static str,
+    make: impl Fn() -> Arc<dyn Executor> + Send + Sync + 'static,
+) -> Engine {
+    let backend = BackendOf { name, make };
+    let config = EngineConfig::default()
+        .kind(EngineKind::ThreadedPerDevice)
+        .device_backend(Arc::new(backend));
+    Engine::new(config).unwrap()
+}
+
+/// An engine whose executors drop every device task unrun.
+fn dropping_engine() -> Engine {
+    engine_of("drops", || Arc::new(DropsTasks))
 }
 
 #[test]
 fn a_task_the_executor_drops_unrun_fails_its_op() {
-    let engine = Engine::new(
-        EngineConfig::default()
-            .kind(EngineKind::ThreadedPerDevice)
-            .device_backend(Arc::new(DroppingBackend)),
-    )
-    .unwrap();
+    let engine = dropping_engine();
     let var = engine.new_var().unwrap();
     let ran = gpu_then_cpu(&engine, var);
     let error = engine.wait_for_var(var).unwrap_err().to_string();
@@ -424,12 +440,7 @@ fn a_device_failure_of_a_replayed_gpu_op_fails_what_it_writes_and_skips_its_depe
 
 #[test]
 fn a_replayed_gpu_op_whose_task_the_executor_drops_fails_and_the_replay_ends() {
-    let engine = Engine::new(
-        EngineConfig::default()
-            .kind(EngineKind::ThreadedPerDevice)
-            .device_backend(Arc::new(DroppingBackend)),
-    )
-    .unwrap();
+    let engine = dropping_engine();
     let (input, output) = (engine.new_var().unwrap(), engine.new_var().unwrap());
     let (plan, gpu_ran, ran) = cpu_gpu_cpu_plan(&engine, input, output);
     engine.replay(&plan).unwrap();
@@ -491,29 +502,15 @@ impl Executor for InlineDevice {
     }
 }
 
-struct InlineBackend;
-
-impl DeviceBackend for InlineBackend {
-    fn name(&self) -> &'static str {
-        "inline"
-    }
-    fn compute(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
-        Ok(Arc::new(InlineDevice))
-    }
-    fn copy(&self, _device: u32, _threads: usize) -> Result<Arc<dyn Executor>, BackendError> {
-        Ok(Arc::new(InlineDevice))
-    }
+/// An engine whose executors run and complete each device task inside `execute_device`.
+fn inline_engine() -> Engine {
+    engine_of("inline", || Arc::new(InlineDevice))
 }
 
 #[test]
 fn a_long_chain_of_replayed_gpu_ops_completed_inside_execute_device_keeps_the_stack_flat() {
     const LINKS: usize = 100_000;
-    let engine = Engine::new(
-        EngineConfig::default()
-            .kind(EngineKind::ThreadedPerDevice)
-            .device_backend(Arc::new(InlineBackend)),
-    )
-    .unwrap();
+    let engine = inline_engine();
     let var = engine.new_var().unwrap();
     let ran = Arc::new(AtomicUsize::new(0));
     let plan = engine
@@ -538,12 +535,7 @@ fn a_long_chain_of_replayed_gpu_ops_completed_inside_execute_device_keeps_the_st
 #[test]
 fn chained_replays_of_a_gpu_plan_completed_inside_execute_device_keep_the_stack_flat() {
     const REPLAYS: usize = 10_000;
-    let engine = Engine::new(
-        EngineConfig::default()
-            .kind(EngineKind::ThreadedPerDevice)
-            .device_backend(Arc::new(InlineBackend)),
-    )
-    .unwrap();
+    let engine = inline_engine();
     let var = engine.new_var().unwrap();
     let ran = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&ran);
