@@ -345,7 +345,7 @@ void run_engine_workloads(const Flags& flags, PushDeps push_deps, Independent in
     if (flags.wants("chain")) chain(n);
     const RandomGraph graph(n);
     if (flags.wants("random_empty")) report_ns_per_op("random_empty", random(graph, false), n);
-    if (flags.wants("random_1us"))
+    if (flags.wants("random_1us") || flags.wants("random_1us_overhead"))
         report_random_1us(graph, random(graph, true), flags.threads);
     if (flags.wants("latency")) report("latency", latency(), "us");
 }

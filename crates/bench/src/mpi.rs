@@ -3,8 +3,8 @@
 //! rsmpi's `all_reduce_into`), on 2 ranks of this machine, for 4 KiB to 64 MiB (`us/op`); and
 //! `data_parallel_step`, the step of `depengine-mpi`'s example `data_parallel` (`ms/step`): its
 //! allreduces pushed as backpropagation produces each gradient (`depengine-mpi`, which also
-//! reports `data_parallel_hidden`, the share of the communication that hid, in %) against the
-//! same step with them after the backward pass (`mpi-blocking`).
+//! reports `data_parallel_hidden`, the share of the communication that hid, as a `ratio`)
+//! against the same step with them after the backward pass (`mpi-blocking`).
 //!
 //! An invocation starts `mpirun -np 2` of itself; rank 0 prints the results. The step is the
 //! example's own run (`target/release/examples/data_parallel`, which `xtask` builds), started
@@ -47,12 +47,15 @@ pub(crate) fn probe() {
 
 pub(crate) fn run(args: &Args) -> Result<(), String> {
     if std::env::var_os(RANK_OF).is_none() {
-        // A job of its own, not one inside the ranks' job.
-        if wanted(args, "data_parallel_step") {
-            data_parallel_step(args)?;
-        }
         if SIZES.iter().any(|&(_, workload)| wanted(args, workload)) {
-            return launch();
+            launch()?;
+        }
+        // A job of its own, not one inside the ranks' job.
+        if ["data_parallel_step", "data_parallel_hidden"]
+            .iter()
+            .any(|workload| wanted(args, workload))
+        {
+            data_parallel_step(args)?;
         }
         return Ok(());
     }
@@ -92,7 +95,8 @@ struct Step {
 }
 
 /// Runs the example `data_parallel` on 2 ranks (steps: `--rounds` / 10, 10 to 200) and reports
-/// its step for `args.system`.
+/// its step for `args.system`; without the example beside this binary (a copy of it, as
+/// `bench-ab` runs), says so and reports nothing.
 fn data_parallel_step(args: &Args) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|error| error.to_string())?;
     let example: PathBuf = exe
@@ -100,6 +104,14 @@ fn data_parallel_step(args: &Args) -> Result<(), String> {
         .ok_or("the bench binary has no folder")?
         .join("examples")
         .join("data_parallel");
+    if !example.is_file() {
+        eprintln!(
+            "no {} (cargo build --release -p depengine-mpi --example data_parallel): the \
+             data_parallel step is not measured",
+            example.display()
+        );
+        return Ok(());
+    }
     let steps = (args.rounds / 10).clamp(10, 200);
     let output = Command::new("mpirun")
         .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
@@ -121,7 +133,7 @@ fn data_parallel_step(args: &Args) -> Result<(), String> {
     match args.system.as_str() {
         "depengine-mpi" => {
             report("data_parallel_step", step.overlapped, "ms/step");
-            report("data_parallel_hidden", step.hidden, "%");
+            report("data_parallel_hidden", step.hidden / 100.0, "ratio");
         }
         _ => report("data_parallel_step", step.after, "ms/step"),
     }

@@ -154,7 +154,7 @@
 //! their dependencies once; each [`Engine::replay`] of the [`Plan`] runs them as if they were
 //! pushed at that point, failure rules included, released by counters instead of the var
 //! queues. Plans hold CPU and GPU ops, on plain vars and typed data ([`TypedCaptureOp`]); a
-//! GPU op runs on its device's executor each replay, and its dependents wait for its work.
+//! GPU op runs where a pushed one does, each replay, and its dependents wait for its work.
 //!
 //! # Profiling
 //!

@@ -124,9 +124,10 @@ impl<'c> CaptureOp<'c> {
         self
     }
 
-    /// Where it runs (default `Context::cpu(0)`). A GPU op runs on a worker of its device's
-    /// executor, as a pushed one does, and is done when the device is done with the work its
-    /// function launched there; the plan's ops after it wait for that.
+    /// Where it runs (default `Context::cpu(0)`). A GPU op runs where a pushed one does (a
+    /// worker of its device's executor; inline on the naive engine); a sync one is done when
+    /// the device is done with the work its function launched there, an async one when its
+    /// `Completion` is, and its dependents in the plan wait for that.
     pub fn on(mut self, context: Context) -> Self {
         self.context = context;
         self
@@ -388,7 +389,8 @@ impl Engine {
     /// # Errors
     ///
     /// [`EngineError::ForeignPlan`] for a plan of another engine; a push's errors, such as
-    /// [`EngineError::DeletedVar`] for a var of the plan deleted since the capture.
+    /// [`EngineError::DeletedVar`] for a var of the plan deleted since the capture, and
+    /// [`EngineError::DeviceLost`] for a device of its GPU ops lost since.
     pub fn replay(&self, plan: &Plan) -> Result<()> {
         let inner = &plan.inner;
         if inner.engine != self.state().id() {

@@ -149,7 +149,7 @@ pub(crate) struct RootGroup {
 pub(crate) enum Target {
     /// On a CPU block.
     Block(BlockKey),
-    /// On the thread that releases it (the naive engine's CPU ops).
+    /// On the thread that releases it (the naive engine's ops, GPU ones included).
     Inline,
     /// On its device's executor (the copy executor if `copy`): a GPU op, done when the
     /// device is done with the work its function launched.

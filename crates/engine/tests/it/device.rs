@@ -200,8 +200,8 @@ fn the_drop_gives_up_on_device_work_that_never_ends_and_the_rest_may_finish_late
 
 #[test]
 fn the_drop_waits_for_a_replay_whose_gpu_ops_keep_finishing_past_the_hang_limit() {
-    const LINKS: usize = 12;
-    let (engine, device) = engine_with_hang_limit(Some(Duration::from_millis(400)));
+    const LINKS: usize = 6;
+    let (engine, device) = engine_with_hang_limit(Some(Duration::from_secs(1)));
     let var = engine.new_var().unwrap();
     let plan = engine
         .capture("slow", |plan| {
@@ -219,7 +219,7 @@ fn the_drop_waits_for_a_replay_whose_gpu_ops_keep_finishing_past_the_hang_limit(
     // The replay completes once, after its last op: its ops' reports are the progress.
     for _ in 0..LINKS {
         let mut held = device.take(1);
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(250));
         assert!(
             dropped.try_recv().is_err(),
             "the drop gave up on device work that kept finishing"
@@ -550,10 +550,20 @@ fn chained_replays_of_a_gpu_plan_completed_inside_execute_device_keep_the_stack_
             Ok(())
         })
         .unwrap();
-    // Pushed while the first ones run: most are queued on the one before (`plan/chain.rs`).
+    // Every replay but the first is queued on the one before (`plan/chain.rs`): the first
+    // waits behind an op that holds the var until all are pushed.
+    let (open, gate) = std::sync::mpsc::channel::<()>();
+    engine
+        .op("gate")
+        .writes([var])
+        .push_sync(move |_| {
+            let _ = gate.recv();
+        })
+        .unwrap();
     for _ in 0..REPLAYS {
         engine.replay(&plan).unwrap();
     }
+    open.send(()).unwrap();
     engine.wait_for_var(var).unwrap();
     assert_eq!(ran.load(Ordering::Relaxed), REPLAYS);
 }
