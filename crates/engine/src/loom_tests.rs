@@ -734,6 +734,49 @@ fn replay_dependent_sees_every_dependency() {
     });
 }
 
+/// A replayed sync GPU op released at its predecessor's launch (`plan/launches.rs`): its own
+/// part and its predecessor's finish, which passes its failure on first, race; whichever
+/// counts the op's join to zero finishes it, and must find its part and the failure.
+///
+/// Catches: the join's count-down weakened to `Release` or `Acquire` (as
+/// `replay_dependent_sees_every_dependency`: the finisher misses the failure, or the part).
+#[test]
+fn a_launch_released_gpu_op_finishes_once_with_its_part_and_failure() {
+    use crate::plan::launches::Launches;
+
+    loom::model(|| {
+        // Op 1 waits for op 0 along an at-launch edge.
+        let launches = Arc::new(Launches::<u32>::new(&[Box::from([]), Box::from([0])]));
+        let failed = Arc::new(AtomicBool::new(false));
+        let own = {
+            let (launches, failed) = (Arc::clone(&launches), Arc::clone(&failed));
+            thread::spawn(move || {
+                launches
+                    .own_done(1, 7)
+                    .then(|| (launches.take_part(1), failed.load(Ordering::Relaxed)))
+            })
+        };
+        let upstream = {
+            let (launches, failed) = (Arc::clone(&launches), Arc::clone(&failed));
+            thread::spawn(move || {
+                failed.store(true, Ordering::Relaxed);
+                launches
+                    .upstream_done(1)
+                    .then(|| (launches.take_part(1), failed.load(Ordering::Relaxed)))
+            })
+        };
+        let finishes: Vec<_> = [own.join().unwrap(), upstream.join().unwrap()]
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(
+            finishes,
+            [(Some(7), true)],
+            "finished once, with its part and failure"
+        );
+    });
+}
+
 /// A replay racing a dynamic push on one of its vars: the replay's op holds the var while its
 /// two plan ops run on two threads; the thread that counts the last one finished completes the
 /// replay's op in the graph, while a third thread pushes a read of the var. The read runs on

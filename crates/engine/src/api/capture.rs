@@ -333,8 +333,13 @@ impl Engine {
                 },
             });
         }
-        let deps = PlanDeps::of(capture.ops.iter().map(|op| (&op.reads[..], &op.writes[..])));
+        let mut deps = PlanDeps::of(capture.ops.iter().map(|op| (&op.reads[..], &op.writes[..])));
         let ops: Box<[PlanOp]> = capture.ops.into();
+        // A sync GPU op behind another is released at that one's launch, as when pushed.
+        let launches = |op: &PlanOp| {
+            matches!(op.target, Target::Device { .. }) && matches!(op.func, PlanFn::Sync(_))
+        };
+        deps.mark_launches(|from, to| launches(&ops[from as usize]) && launches(&ops[to as usize]));
         let mut roots: Vec<(Target, Vec<u32>)> = Vec::new();
         for &root in &*deps.roots {
             let target = ops[root as usize].target;

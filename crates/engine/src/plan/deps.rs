@@ -21,6 +21,21 @@ pub(crate) struct Edge {
     /// Whether this op is the dependent's only dependency: finishing, it releases the
     /// dependent without counting down (set once the counts are known).
     pub(crate) sole: bool,
+    /// Whether the dependent is released at this op's launch rather than its completion (two
+    /// sync GPU ops: `mark_launches`).
+    pub(crate) at_launch: bool,
+}
+
+impl Edge {
+    /// An edge to `to`, neither sole nor at launch (yet).
+    fn new(to: u32, passes_failure: bool) -> Self {
+        Edge {
+            to,
+            passes_failure,
+            sole: false,
+            at_launch: false,
+        }
+    }
 }
 
 /// A plan's dependencies (see the module documentation).
@@ -43,6 +58,8 @@ pub(crate) struct PlanDeps {
     pub(crate) last_writers: Box<[u32]>,
     /// The ops that wait for none, in capture order.
     pub(crate) roots: Box<[u32]>,
+    /// Per op, the ops it waits for along `at_launch` edges; empty when the plan has none.
+    pub(crate) launch_preds: Box<[Box<[u32]>]>,
 }
 
 /// One var's state along the walk.
@@ -83,11 +100,7 @@ impl PlanDeps {
                 if let Some(edge) = edges.last_mut().filter(|edge| edge.to == op) {
                     edge.passes_failure |= passes_failure;
                 } else {
-                    edges.push(Edge {
-                        to: op,
-                        passes_failure,
-                        sole: false,
-                    });
+                    edges.push(Edge::new(op, passes_failure));
                     counts[op as usize] += 1;
                 }
             };
@@ -160,7 +173,30 @@ impl PlanDeps {
             writes,
             entries,
             last_writers,
+            launch_preds: Box::default(),
         }
+    }
+
+    /// Marks the edges whose dependent is released at the launch of their op (`at_launch(op,
+    /// dependent)`: both are sync GPU ops), and lists each op's predecessors along them.
+    pub(crate) fn mark_launches(&mut self, at_launch: impl Fn(u32, u32) -> bool) {
+        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); self.counts.len()];
+        for (op, window) in (0..).zip(self.first_edge.windows(2)) {
+            for edge in &mut self.edges[window[0]..window[1]] {
+                edge.at_launch = at_launch(op, edge.to);
+                if edge.at_launch {
+                    preds[edge.to as usize].push(op);
+                }
+            }
+        }
+        if preds.iter().any(|list| !list.is_empty()) {
+            self.launch_preds = preds.into_iter().map(Vec::into_boxed_slice).collect();
+        }
+    }
+
+    /// Whether some op is released at another's launch.
+    pub(crate) fn launches(&self) -> bool {
+        !self.launch_preds.is_empty()
     }
 
     /// The ops that wait for `op`.
@@ -197,6 +233,7 @@ mod tests {
         let deps = PlanDeps::of(ops.iter().map(|(r, w)| (&r[..], &w[..])));
         assert_eq!(&*deps.counts, &[0, 1, 1, 3]);
         let edge = |to, passes_failure| Edge {
+            at_launch: false,
             to,
             passes_failure,
             sole: to != 3,

@@ -5,8 +5,10 @@
 //! (an executor may complete an op inside its `execute_device`, which releases the next); its
 //! function runs on a worker there, and it is done when the executor reports the device done
 //! with the work it launched (an async one: when its own completion is); the executor's thread
-//! then releases its dependents. A dependent of a GPU op thus waits for its work to finish, on
-//! the CPU or on the device alike. A skipped GPU op is done at once, as a pushed one is.
+//! then releases its dependents. As when pushed, a sync GPU op behind another is released at
+//! that one's launch, its work ordered behind the launch's fence, and finished only after it
+//! (`plan/launches.rs`, `DeviceWork`); every other dependent waits for the work to finish. A
+//! skipped GPU op is done at once (after the ops it was released behind at their launch).
 //!
 //! The roots go to their blocks in jobs of a few, enough jobs for every worker to steal some.
 //! An op that releases dependents keeps the first one on its block to run next on the same
@@ -39,7 +41,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use depengine_device::{DeviceCompletion, DeviceError, DeviceTask};
+use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fence};
 use depengine_graph::{Access, ReadyOp, Var};
 use depengine_sync::{AtomicBool, Mutex, OnceLock, Ordering, lock};
 
@@ -51,6 +53,7 @@ use crate::op::plan::{FinishPlanOp, PlanFn, PlanInner, PlanOp, PlanOpDone, Targe
 use crate::op::record::{OpFn, OpRecord, Payload};
 use crate::op::vars::OpVars;
 use crate::plan::chain::ReplayLink;
+use crate::plan::launches::Launches;
 use crate::plan::release_counts::ReleaseCounts;
 use crate::profile::recorder::{ProfiledOp, Started};
 use crate::route::block::CpuBlock;
@@ -86,6 +89,36 @@ struct Replay {
     inline: Mutex<Queued>,
     /// The released GPU ops not yet handed to their executors.
     devices: Mutex<Queued>,
+    /// Its sync GPU ops released at each other's launch, if the plan has such
+    /// (`plan/launches.rs`).
+    launches: Option<Launches<Part>>,
+    /// The sync GPU ops whose last predecessor along an at-launch edge finished, to finish.
+    finishing: Mutex<Queued>,
+}
+
+/// A sync GPU op's own part, done: what its function and its device gave (`Launches`).
+struct Part {
+    /// What its function returned (its own failure); `Ok` for a skipped op.
+    returned: Result<(), OpFailure>,
+    device: Result<(), DeviceError>,
+    started: Option<Started>,
+    /// Its launch released its dependents along at-launch edges.
+    launched: bool,
+    /// Counted as device work until the op is finished.
+    work: Option<InFlight>,
+}
+
+impl Part {
+    /// The part of an op done without device work: skipped (`returned` `Ok`), or failed unrun.
+    fn unrun(returned: Result<(), OpFailure>) -> Self {
+        Part {
+            returned,
+            device: Ok(()),
+            started: None,
+            launched: false,
+            work: None,
+        }
+    }
 }
 
 /// Ops of a replay that are released and not yet run (or handed to their executors), and
@@ -251,6 +284,11 @@ impl EngineState {
             done: Mutex::new(Some(op)),
             inline: Mutex::new(Queued::default()),
             devices: Mutex::new(Queued::default()),
+            launches: plan
+                .deps
+                .launches()
+                .then(|| Launches::new(&plan.deps.launch_preds)),
+            finishing: Mutex::new(Queued::default()),
             plan,
             link,
         });
@@ -341,8 +379,13 @@ impl Replay {
         if self.failure(op).is_some() {
             // Skipped (the profiler records it), as a pushed op: no device work to wait for.
             let _ = self.run_op(op);
-            return Arc::clone(self).finish_plan_op(op, None, Ok(()));
+            return self.part_done(op, Part::unrun(Ok(())));
         }
+        // Its work behind the launched work of the ops it was released behind.
+        let fences = match &self.launches {
+            Some(launches) => launches.fences_of(&self.plan.deps.launch_preds[op as usize]),
+            None => Vec::new(),
+        };
         let run = plan_op.run;
         let copy = matches!(plan_op.target, Target::Device { copy: true });
         let executor = self
@@ -355,7 +398,8 @@ impl Replay {
         };
         match executor {
             Ok(executor) => {
-                executor.execute_device(DeviceTask::new(run.priority, move || task.run()));
+                let task = DeviceTask::new(run.priority, move || task.run()).after(fences);
+                executor.execute_device(task);
             }
             // The op fails, unrun.
             Err(error) => task.fail(FailureCause::Error(Box::new(error))),
@@ -381,12 +425,17 @@ impl Replay {
                 };
                 let returned =
                     self.within_frame(|| Self::call(plan_op, || func(plan_op.run, &vars)));
-                let outcome = EngineState::outcome(&plan_op.name, returned);
-                let work = InFlight::counted(&self.state);
-                let replay = Arc::clone(&self);
-                DeviceCompletion::new(move |device| {
-                    replay.device_done(op, outcome, started, device, work);
-                })
+                DeviceCompletion::for_op(Box::new(DeviceWork {
+                    part: Part {
+                        returned: EngineState::outcome(&plan_op.name, returned),
+                        device: Ok(()),
+                        started,
+                        launched: false,
+                        work: Some(InFlight::counted(&self.state)),
+                    },
+                    replay: Arc::clone(&self),
+                    op,
+                }))
             }
             PlanFn::Async(_) => {
                 let _ = self.within_frame(|| self.run_op(op));
@@ -399,23 +448,93 @@ impl Replay {
         completion
     }
 
-    /// The device is done with the work of GPU op `op`, whose function returned `returned`: it
-    /// finishes with that failure, else the device's.
-    fn device_done(
-        self: Arc<Self>,
-        op: u32,
-        returned: Result<(), OpFailure>,
-        started: Option<Started>,
-        device: Result<(), DeviceError>,
-        work: InFlight,
-    ) {
-        let marker = TaskMarker::enter(self.state.id());
+    /// Sync GPU op `op`'s work was launched, behind `fence`: the GPU ops behind it go to their
+    /// devices, their work ordered behind it.
+    fn launched(self: &Arc<Self>, op: u32, fence: Fence) {
+        let Some(launches) = &self.launches else {
+            return;
+        };
+        launches.launched(op, fence);
+        for edge in self.plan.deps.successors(op) {
+            if edge.at_launch && (edge.sole || self.counts.release(edge.to)) {
+                self.release(edge.to);
+            }
+        }
+    }
+
+    /// Sync GPU op `op`'s own part is done: it finishes now, or once the ops it was released
+    /// behind at their launch are finished (`Launches`).
+    fn part_done(self: &Arc<Self>, op: u32, part: Part) {
+        match &self.launches {
+            Some(launches) if !self.plan.deps.launch_preds[op as usize].is_empty() => {
+                if launches.own_done(op, part) {
+                    self.finish_held(op);
+                }
+            }
+            _ => self.finish_part(op, part),
+        }
+    }
+
+    /// Finishes `op`, whose own part `Launches` holds, from a queue one thread at a time: a
+    /// finish passes to the ops it released at its launch, which may have done their part.
+    fn finish_held(self: &Arc<Self>, op: u32) {
+        let Some(launches) = &self.launches else {
+            return;
+        };
+        lock(&self.finishing).ops.push(op);
+        let mut next = lock(&self.finishing).next(true);
+        while let Some(op) = next {
+            if let Some(part) = launches.take_part(op) {
+                self.finish_part(op, part);
+            }
+            next = lock(&self.finishing).next(false);
+        }
+    }
+
+    /// Finishes sync GPU op `op`: with its function's failure, else one passed on to it (it
+    /// skipped, or it ran behind work that failed), else its device's.
+    fn finish_part(self: &Arc<Self>, op: u32, part: Part) {
+        let Part {
+            returned,
+            device,
+            started,
+            launched,
+            work,
+        } = part;
         let context = self.plan.ops[op as usize].run.context;
         self.state.workers.note_device_outcome(context, &device);
-        let outcome = returned.and_then(|()| {
-            device.map_err(|error| self.op_failure(op, FailureCause::Error(Box::new(error))))
-        });
-        self.finish_plan_op(op, started, outcome);
+        let outcome = match (returned, self.failure(op).cloned()) {
+            (Err(own), _) => Err(own),
+            (Ok(()), Some(passed_on)) => {
+                // Not its own: recorded, neither logged nor stored again.
+                let outcome = Err(passed_on);
+                self.state
+                    .profile(|| self.profiled_op(op), started, &outcome);
+                return self.finished_gpu_op(op, launched, work);
+            }
+            (Ok(()), None) => {
+                device.map_err(|error| self.op_failure(op, FailureCause::Error(Box::new(error))))
+            }
+        };
+        self.state
+            .profile(|| self.profiled_op(op), started, &outcome);
+        if let Err(failure) = outcome {
+            self.state.log_own_failure(&failure);
+            self.fail(op, &failure);
+        }
+        self.finished_gpu_op(op, launched, work);
+    }
+
+    /// Sync GPU op `op` is finished (its failure stored): its dependents are released, those
+    /// it released at its `launched` launch learn it, and it is counted.
+    fn finished_gpu_op(self: &Arc<Self>, op: u32, launched: bool, work: Option<InFlight>) {
+        let marker = TaskMarker::enter(self.state.id());
+        self.release_dependents_of(op, None, launched);
+        if self.plan.inline {
+            self.run_inline(1);
+        } else {
+            self.count_finished(1);
+        }
         // Counted as device work until the op is finished, as a pushed one (`run/device.rs`).
         drop(work);
         drop(marker);
@@ -510,7 +629,19 @@ impl Replay {
     /// the first released on its block goes to `keep` (if given, and empty) to run next on this
     /// thread; the others are released (`release`).
     #[inline]
-    fn release_dependents(self: &Arc<Self>, op: u32, mut keep: Option<&mut Option<u32>>) {
+    fn release_dependents(self: &Arc<Self>, op: u32, keep: Option<&mut Option<u32>>) {
+        self.release_dependents_of(op, keep, false);
+    }
+
+    /// As `release_dependents`, for an op whose launch released its dependents along at-launch
+    /// edges already if `launched`.
+    #[inline]
+    fn release_dependents_of(
+        self: &Arc<Self>,
+        op: u32,
+        mut keep: Option<&mut Option<u32>>,
+        launched: bool,
+    ) {
         let failure = self.failure(op).cloned();
         let target = self.plan.ops[op as usize].target;
         for edge in self.plan.deps.successors(op) {
@@ -518,6 +649,10 @@ impl Replay {
                 && let Some(failure) = &failure
             {
                 self.fail(edge.to, failure);
+            }
+            if edge.at_launch {
+                self.launch_edge_done(edge.to, edge.sole, launched);
+                continue;
             }
             // A sole dependency's count-down is skipped: this thread releases the dependent,
             // which the pool (or this thread) hands over with what this op wrote.
@@ -530,6 +665,21 @@ impl Replay {
                 }
                 _ => self.release(edge.to),
             }
+        }
+    }
+
+    /// A sync GPU op behind `to` along an at-launch edge (its only one if `sole`) finished:
+    /// `to` is released now unless that op's launch released it, and finished if its own part
+    /// was the last thing it waited for.
+    #[cold]
+    fn launch_edge_done(self: &Arc<Self>, to: u32, sole: bool, launched: bool) {
+        if !launched && (sole || self.counts.release(to)) {
+            self.release(to);
+        }
+        if let Some(launches) = &self.launches
+            && launches.upstream_done(to)
+        {
+            self.finish_held(to);
         }
     }
 
@@ -705,7 +855,7 @@ impl OnDevice {
     fn fail(mut self, cause: FailureCause) {
         if let Some(replay) = self.replay.take() {
             let failure = replay.op_failure(self.op, cause);
-            replay.finish_plan_op(self.op, None, Err(failure));
+            replay.part_done(self.op, Part::unrun(Err(failure)));
         }
     }
 }
@@ -716,8 +866,40 @@ impl Drop for OnDevice {
             let _marker = TaskMarker::enter(replay.state.id());
             let cause = FailureCause::Error(Box::new(DeviceError::Dropped));
             let failure = replay.op_failure(self.op, cause);
-            replay.finish_plan_op(self.op, None, Err(failure));
+            replay.part_done(self.op, Part::unrun(Err(failure)));
         }
+    }
+}
+
+/// A replayed sync GPU op whose function returned, as its executor reports on it: its launch
+/// releases the GPU ops behind it (`Replay::launched`); its completion is its own part
+/// (`Replay::part_done`).
+struct DeviceWork {
+    replay: Arc<Replay>,
+    op: u32,
+    part: Part,
+}
+
+impl DeviceOp for DeviceWork {
+    fn launched(mut self: Box<Self>, fence: Fence) -> Box<dyn DeviceOp> {
+        // An op whose function failed does not launch, as a pushed one (`run/device.rs`).
+        if self.part.returned.is_ok() && !self.part.launched {
+            self.part.launched = true;
+            let marker = TaskMarker::enter(self.replay.state.id());
+            self.replay.launched(self.op, fence);
+            drop(marker);
+        }
+        self
+    }
+
+    fn complete(mut self: Box<Self>, device: Result<(), DeviceError>) {
+        let marker = TaskMarker::enter(self.replay.state.id());
+        self.part.device = device;
+        let DeviceWork { replay, op, part } = *self;
+        replay.part_done(op, part);
+        // As for a priority task: this reference goes while the thread is still marked.
+        drop(replay);
+        drop(marker);
     }
 }
 

@@ -775,6 +775,74 @@ fn gpu_ops_behind_a_launched_op_start_at_once_after_its_fence_and_cpu_ops_wait_f
     assert!(ran.load(Ordering::SeqCst));
 }
 
+/// Captures `a` (GPU, writes `x`), `b` (GPU, reads `x`, writes `y`), and a CPU op reading `y`;
+/// returns the plan and the CPU op's flag.
+fn launching_plan(
+    engine: &Engine,
+    x: depengine::Var,
+    y: depengine::Var,
+) -> (depengine::Plan, Arc<AtomicBool>) {
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    let plan = engine
+        .capture("launching", |plan| {
+            plan.op("a")
+                .on(Context::gpu(0))
+                .writes([x])
+                .push_sync(|_| Ok(()))?;
+            plan.op("b")
+                .on(Context::gpu(0))
+                .reads([x])
+                .writes([y])
+                .push_sync(|_| Ok(()))?;
+            plan.op("cpu-read")
+                .reads([y])
+                .push_sync(move |_| flag.store(true, Ordering::SeqCst))?;
+            Ok(())
+        })
+        .unwrap();
+    (plan, ran)
+}
+
+#[test]
+fn a_replayed_gpu_op_behind_another_starts_at_its_launch_and_finishes_after_it() {
+    let (engine, device) = launching_engine();
+    let [x, y] = [engine.new_var().unwrap(), engine.new_var().unwrap()];
+    let (plan, ran) = launching_plan(&engine, x, y);
+    engine.replay(&plan).unwrap();
+    // `b` launched while `a` is not done, ordered behind `a`'s fence.
+    assert_eq!(device.launched(1), [vec![], vec![0]]);
+    // `b`'s work is done first: it is finished only once `a` is, and the reader waits.
+    device.complete(1, Ok(()));
+    settle();
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "b finished before the work it ran behind"
+    );
+    device.complete(0, Ok(()));
+    engine.wait_for_var(y).unwrap();
+    engine.wait_for_all().unwrap();
+    assert!(ran.load(Ordering::SeqCst));
+}
+
+#[test]
+fn a_device_failure_of_a_replayed_gpu_op_reaches_the_gpu_op_released_at_its_launch() {
+    let (engine, device) = launching_engine();
+    let [x, y] = [engine.new_var().unwrap(), engine.new_var().unwrap()];
+    let (plan, ran) = launching_plan(&engine, x, y);
+    engine.replay(&plan).unwrap();
+    device.launched(1);
+    device.complete(1, Ok(()));
+    device.complete(0, kernel_fault());
+    let error = engine.wait_for_var(y).unwrap_err().to_string();
+    assert!(error.contains("`a`"), "b passes a's failure on: {error}");
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "the reader of a failed var ran"
+    );
+    engine.wait_for_var(x).unwrap_err();
+}
+
 #[test]
 fn a_write_launches_after_the_reads_before_it_and_waits_for_their_fences() {
     let (engine, device) = launching_engine();

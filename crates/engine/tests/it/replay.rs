@@ -16,7 +16,7 @@ use std::sync::{Arc, RwLock};
 use crate::common::{KINDS, RandomOp as Op, engine, mix, random_workload as workload};
 use depengine::{
     BackendError, BoxError, Context, DeviceBackend, DeviceCompletion, DeviceError, DeviceTask,
-    Engine, EngineConfig, EngineError, EngineKind, Executor, Plan, Task, Var,
+    Engine, EngineConfig, EngineError, EngineKind, Executor, Fence, Plan, Task, Var,
 };
 
 thread_local! {
@@ -26,9 +26,9 @@ thread_local! {
     static FAULT: Cell<bool> = const { Cell::new(false) };
 }
 
-/// A stand-in GPU device: one thread, its stream, runs the functions of its tasks in order and
-/// completes them once no task is queued (as a completion thread batches the ops whose events
-/// fired), each with a device failure if its function set `FAULT`.
+/// A stand-in GPU device: one thread, its stream, runs the functions of its tasks in order,
+/// reports each launched, and completes them once no task is queued (as a completion thread
+/// batches the ops whose events fired), each with a device failure if its function set `FAULT`.
 struct StreamDevice(mpsc::Sender<DeviceTask>);
 
 impl StreamDevice {
@@ -61,7 +61,9 @@ impl StreamDevice {
                     }
                     Err(TryRecvError::Disconnected) => break,
                 };
-                let completion = task.run();
+                let mut completion = task.run();
+                // One stream runs its tasks in order: a launch needs no fence of its own.
+                completion.launched(Fence::new(()));
                 done.push((completion, FAULT.replace(false)));
             }
             complete(&mut done);
