@@ -529,7 +529,7 @@ impl Replay {
     /// it released at its `launched` launch learn it, and it is counted.
     fn finished_gpu_op(self: &Arc<Self>, op: u32, launched: bool, work: Option<InFlight>) {
         let marker = TaskMarker::enter(self.state.id());
-        self.release_dependents_of(op, None, launched);
+        self.release_dependents_with::<true>(op, None, launched);
         if self.plan.inline {
             self.run_inline(1);
         } else {
@@ -630,13 +630,14 @@ impl Replay {
     /// thread; the others are released (`release`).
     #[inline]
     fn release_dependents(self: &Arc<Self>, op: u32, keep: Option<&mut Option<u32>>) {
-        self.release_dependents_of(op, keep, false);
+        self.release_dependents_with::<false>(op, keep, false);
     }
 
-    /// As `release_dependents`, for an op whose launch released its dependents along at-launch
-    /// edges already if `launched`.
+    /// As `release_dependents`; with `LAUNCHES`, for a sync GPU op, which has edges at launch
+    /// (the others have none: `mark_launches`), and whose launch released its dependents along
+    /// them already if `launched`.
     #[inline]
-    fn release_dependents_of(
+    fn release_dependents_with<const LAUNCHES: bool>(
         self: &Arc<Self>,
         op: u32,
         mut keep: Option<&mut Option<u32>>,
@@ -650,10 +651,14 @@ impl Replay {
             {
                 self.fail(edge.to, failure);
             }
-            if edge.at_launch {
+            if LAUNCHES && edge.at_launch {
                 self.launch_edge_done(edge.to, edge.sole, launched);
                 continue;
             }
+            debug_assert!(
+                !edge.at_launch,
+                "an edge at launch from an op that cannot launch"
+            );
             // A sole dependency's count-down is skipped: this thread releases the dependent,
             // which the pool (or this thread) hands over with what this op wrote.
             if !edge.sole && !self.counts.release(edge.to) {
