@@ -11,13 +11,18 @@
 //! its predecessors along such edges plus one, and the thread that takes it to zero finishes
 //! the op with the part held for it.
 //!
-//! Subtle: a predecessor writes the op's failure slot before it counts the join down, and the
-//! own part is stored before its count-down; the count-down is `AcqRel` (`ReleaseCounts`, whose
+//! A failure a predecessor passes on to an op its launch released is kept here
+//! ([`pass_on`](Launches::pass_on)), not in the op's failure slot: the op ran, and its own
+//! failure, if it has one, wins, as a pushed op's does.
+//!
+//! Subtle: a predecessor passes its failure on before it counts the join down, and the own
+//! part is stored before its count-down; the count-down is `AcqRel` (`ReleaseCounts`, whose
 //! loom model `replay_dependent_sees_every_dependency` checks it), so the finisher sees both.
 
 use depengine_device::Fence;
 use depengine_sync::{Mutex, OnceLock, lock};
 
+use crate::failure::OpFailure;
 use crate::plan::release_counts::ReleaseCounts;
 
 /// A replay's launches (see the module documentation), holding parts of type `P`.
@@ -27,7 +32,9 @@ pub(crate) struct Launches<P> {
     /// Per op, its predecessors along at-launch edges not finished, plus its own part.
     joins: ReleaseCounts,
     /// Per op, its own part, done while a predecessor is not finished.
-    parts: Box<[Mutex<Option<P>>]>,
+    parts: Box<[Mutex<Option<Box<P>>>]>,
+    /// Per op, the failure a predecessor that released it at its launch passed on.
+    passed_on: Box<[OnceLock<OpFailure>]>,
 }
 
 impl<P> Launches<P> {
@@ -40,6 +47,7 @@ impl<P> Launches<P> {
             fences: preds.iter().map(|_| OnceLock::new()).collect(),
             joins: ReleaseCounts::new(joins),
             parts: preds.iter().map(|_| Mutex::new(None)).collect(),
+            passed_on: preds.iter().map(|_| OnceLock::new()).collect(),
         }
     }
 
@@ -61,8 +69,19 @@ impl<P> Launches<P> {
     /// predecessors are finished, [`take_part`](Self::take_part)), `false` when the last of
     /// them will.
     pub(crate) fn own_done(&self, op: u32, part: P) -> bool {
-        *lock(&self.parts[op as usize]) = Some(part);
+        *lock(&self.parts[op as usize]) = Some(Box::new(part));
         self.joins.release(op)
+    }
+
+    /// A predecessor that released `op` at its launch failed: `failure` is `op`'s unless it
+    /// has one of its own (the first passed on is kept).
+    pub(crate) fn pass_on(&self, op: u32, failure: &OpFailure) {
+        let _ = self.passed_on[op as usize].set(failure.clone());
+    }
+
+    /// The failure passed on to `op` along an at-launch edge, if any.
+    pub(crate) fn passed_on(&self, op: u32) -> Option<&OpFailure> {
+        self.passed_on[op as usize].get()
     }
 
     /// A predecessor of `op` along an at-launch edge finished (after passing its failure on):
@@ -73,6 +92,6 @@ impl<P> Launches<P> {
 
     /// `op`'s part, held by [`own_done`](Self::own_done), for the thread that finishes it.
     pub(crate) fn take_part(&self, op: u32) -> Option<P> {
-        lock(&self.parts[op as usize]).take()
+        lock(&self.parts[op as usize]).take().map(|part| *part)
     }
 }

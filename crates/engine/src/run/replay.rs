@@ -53,6 +53,7 @@ use crate::op::plan::{FinishPlanOp, PlanFn, PlanInner, PlanOp, PlanOpDone, Targe
 use crate::op::record::{OpFn, OpRecord, Payload};
 use crate::op::vars::OpVars;
 use crate::plan::chain::ReplayLink;
+use crate::plan::deps::Edge;
 use crate::plan::launches::Launches;
 use crate::plan::release_counts::ReleaseCounts;
 use crate::profile::recorder::{ProfiledOp, Started};
@@ -426,13 +427,13 @@ impl Replay {
                 let returned =
                     self.within_frame(|| Self::call(plan_op, || func(plan_op.run, &vars)));
                 DeviceCompletion::for_op(Box::new(DeviceWork {
-                    part: Part {
+                    part: Some(Part {
                         returned: EngineState::outcome(&plan_op.name, returned),
                         device: Ok(()),
                         started,
                         launched: false,
                         work: Some(InFlight::counted(&self.state)),
-                    },
+                    }),
                     replay: Arc::clone(&self),
                     op,
                 }))
@@ -501,12 +502,16 @@ impl Replay {
             launched,
             work,
         } = part;
-        let context = self.plan.ops[op as usize].run.context;
-        self.state.workers.note_device_outcome(context, &device);
-        let outcome = match (returned, self.failure(op).cloned()) {
+        // Passed on before its release (it skipped), or at its predecessors' finish.
+        let passed_on = self.failure(op).cloned().or_else(|| {
+            let launches = self.launches.as_ref()?;
+            launches.passed_on(op).cloned()
+        });
+        let outcome = match (returned, passed_on) {
             (Err(own), _) => Err(own),
             (Ok(()), Some(passed_on)) => {
-                // Not its own: recorded, neither logged nor stored again.
+                // Not its own: stored, not logged.
+                self.fail(op, &passed_on);
                 let outcome = Err(passed_on);
                 self.state
                     .profile(|| self.profiled_op(op), started, &outcome);
@@ -646,14 +651,15 @@ impl Replay {
         let failure = self.failure(op).cloned();
         let target = self.plan.ops[op as usize].target;
         for edge in self.plan.deps.successors(op) {
+            if LAUNCHES && edge.at_launch {
+                let passed_on = failure.as_ref().filter(|_| edge.passes_failure);
+                self.launch_edge_done(*edge, passed_on, launched);
+                continue;
+            }
             if edge.passes_failure
                 && let Some(failure) = &failure
             {
                 self.fail(edge.to, failure);
-            }
-            if LAUNCHES && edge.at_launch {
-                self.launch_edge_done(edge.to, edge.sole, launched);
-                continue;
             }
             debug_assert!(
                 !edge.at_launch,
@@ -673,16 +679,23 @@ impl Replay {
         }
     }
 
-    /// A sync GPU op behind `to` along an at-launch edge (its only one if `sole`) finished:
-    /// `to` is released now unless that op's launch released it, and finished if its own part
-    /// was the last thing it waited for.
+    /// The sync GPU op at the start of at-launch `edge` finished, passing `failure` on: the
+    /// dependent, released at that op's launch if it `launched` (it ran: its own failure wins,
+    /// `Launches::pass_on`), else now (it skips), is finished if that was what it waited for.
     #[cold]
-    fn launch_edge_done(self: &Arc<Self>, to: u32, sole: bool, launched: bool) {
-        if !launched && (sole || self.counts.release(to)) {
+    fn launch_edge_done(self: &Arc<Self>, edge: Edge, failure: Option<&OpFailure>, launched: bool) {
+        let to = edge.to;
+        if let Some(failure) = failure {
+            match &self.launches {
+                Some(joins) if launched => joins.pass_on(to, failure),
+                _ => self.fail(to, failure),
+            }
+        }
+        if !launched && (edge.sole || self.counts.release(to)) {
             self.release(to);
         }
-        if let Some(launches) = &self.launches
-            && launches.upstream_done(to)
+        if let Some(joins) = &self.launches
+            && joins.upstream_done(to)
         {
             self.finish_held(to);
         }
@@ -878,18 +891,22 @@ impl Drop for OnDevice {
 
 /// A replayed sync GPU op whose function returned, as its executor reports on it: its launch
 /// releases the GPU ops behind it (`Replay::launched`); its completion is its own part
-/// (`Replay::part_done`).
+/// (`Replay::part_done`). Dropped uncompleted (a panic on the way), it fails the op.
 struct DeviceWork {
     replay: Arc<Replay>,
     op: u32,
-    part: Part,
+    /// `None` once completed.
+    part: Option<Part>,
 }
 
 impl DeviceOp for DeviceWork {
     fn launched(mut self: Box<Self>, fence: Fence) -> Box<dyn DeviceOp> {
         // An op whose function failed does not launch, as a pushed one (`run/device.rs`).
-        if self.part.returned.is_ok() && !self.part.launched {
-            self.part.launched = true;
+        if let Some(part) = &mut self.part
+            && part.returned.is_ok()
+            && !part.launched
+        {
+            part.launched = true;
             let marker = TaskMarker::enter(self.replay.state.id());
             self.replay.launched(self.op, fence);
             drop(marker);
@@ -897,14 +914,38 @@ impl DeviceOp for DeviceWork {
         self
     }
 
-    fn complete(mut self: Box<Self>, device: Result<(), DeviceError>) {
+    fn complete(self: Box<Self>, device: Result<(), DeviceError>) {
         let marker = TaskMarker::enter(self.replay.state.id());
-        self.part.device = device;
-        let DeviceWork { replay, op, part } = *self;
-        replay.part_done(op, part);
+        let mut work = *self;
+        work.report(device);
         // As for a priority task: this reference goes while the thread is still marked.
-        drop(replay);
+        drop(work);
         drop(marker);
+    }
+}
+
+impl DeviceWork {
+    /// The device is done with the op's work, with `device`: its own part is done.
+    fn report(&mut self, device: Result<(), DeviceError>) {
+        let Some(mut part) = self.part.take() else {
+            return;
+        };
+        let marker = TaskMarker::enter(self.replay.state.id());
+        // Noted at once, as for a pushed op: a lost device refuses the pushes after.
+        let context = self.replay.plan.ops[self.op as usize].run.context;
+        self.replay
+            .state
+            .workers
+            .note_device_outcome(context, &device);
+        part.device = device;
+        self.replay.part_done(self.op, part);
+        drop(marker);
+    }
+}
+
+impl Drop for DeviceWork {
+    fn drop(&mut self) {
+        self.report(Err(DeviceError::Dropped));
     }
 }
 

@@ -775,12 +775,13 @@ fn gpu_ops_behind_a_launched_op_start_at_once_after_its_fence_and_cpu_ops_wait_f
     assert!(ran.load(Ordering::SeqCst));
 }
 
-/// Captures `a` (GPU, writes `x`), `b` (GPU, reads `x`, writes `y`), and a CPU op reading `y`;
-/// returns the plan and the CPU op's flag.
+/// Captures `a` (GPU, writes `x`), `b` (GPU, reads `x`, writes `y`; its function fails if
+/// `b_fails`), and a CPU op reading `y`; returns the plan and the CPU op's flag.
 fn launching_plan(
     engine: &Engine,
     x: depengine::Var,
     y: depengine::Var,
+    b_fails: bool,
 ) -> (depengine::Plan, Arc<AtomicBool>) {
     let ran = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&ran);
@@ -794,7 +795,12 @@ fn launching_plan(
                 .on(Context::gpu(0))
                 .reads([x])
                 .writes([y])
-                .push_sync(|_| Ok(()))?;
+                .push_sync(move |_| {
+                    if b_fails {
+                        return Err::<(), BoxError>("b's own".into());
+                    }
+                    Ok(())
+                })?;
             plan.op("cpu-read")
                 .reads([y])
                 .push_sync(move |_| flag.store(true, Ordering::SeqCst))?;
@@ -808,7 +814,7 @@ fn launching_plan(
 fn a_replayed_gpu_op_behind_another_starts_at_its_launch_and_finishes_after_it() {
     let (engine, device) = launching_engine();
     let [x, y] = [engine.new_var().unwrap(), engine.new_var().unwrap()];
-    let (plan, ran) = launching_plan(&engine, x, y);
+    let (plan, ran) = launching_plan(&engine, x, y, false);
     engine.replay(&plan).unwrap();
     // `b` launched while `a` is not done, ordered behind `a`'s fence.
     assert_eq!(device.launched(1), [vec![], vec![0]]);
@@ -829,7 +835,7 @@ fn a_replayed_gpu_op_behind_another_starts_at_its_launch_and_finishes_after_it()
 fn a_device_failure_of_a_replayed_gpu_op_reaches_the_gpu_op_released_at_its_launch() {
     let (engine, device) = launching_engine();
     let [x, y] = [engine.new_var().unwrap(), engine.new_var().unwrap()];
-    let (plan, ran) = launching_plan(&engine, x, y);
+    let (plan, ran) = launching_plan(&engine, x, y, false);
     engine.replay(&plan).unwrap();
     device.launched(1);
     device.complete(1, Ok(()));
@@ -840,6 +846,21 @@ fn a_device_failure_of_a_replayed_gpu_op_reaches_the_gpu_op_released_at_its_laun
         !ran.load(Ordering::SeqCst),
         "the reader of a failed var ran"
     );
+    engine.wait_for_var(x).unwrap_err();
+}
+
+#[test]
+fn a_replayed_gpu_op_released_at_a_launch_keeps_its_own_failure() {
+    let (engine, device) = launching_engine();
+    let [x, y] = [engine.new_var().unwrap(), engine.new_var().unwrap()];
+    let (plan, _) = launching_plan(&engine, x, y, true);
+    engine.replay(&plan).unwrap();
+    device.launched(1);
+    // `a`'s device fails after `b` ran and failed on its own: `b` keeps its own failure.
+    device.complete(0, kernel_fault());
+    device.complete(1, Ok(()));
+    let error = engine.wait_for_var(y).unwrap_err().to_string();
+    assert!(error.contains("b's own"), "{error}");
     engine.wait_for_var(x).unwrap_err();
 }
 
