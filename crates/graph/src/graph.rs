@@ -1374,7 +1374,7 @@ impl<T, E> Graph<T, E> {
     /// Whether `var` is live and no op waits on it behind one that `is_last` accepts (given
     /// its payload): either none waits, or the last one waiting passes. For a caller that can
     /// make its op a continuation of that op, or of one holding `var` (the facade's chained
-    /// replays, `run/replay.rs`): the answer holds while that op does not release `var`, which
+    /// replays, `run/replay/`): the answer holds while that op does not release `var`, which
     /// the caller must ensure; an op pushed on `var` after the look queues behind it. `is_last`
     /// runs under the var's lock: it must not call into this graph.
     ///

@@ -21,7 +21,7 @@ use crate::plan::deps::PlanDeps;
 use crate::run::EngineState;
 
 /// The most ops one plan holds: ops are numbered by `u32`, with one counter past them
-/// (`run/replay.rs`).
+/// (`run/replay/`).
 const MAX_PLAN_OPS: usize = u32::MAX as usize - 1;
 
 /// The ops of a plan being captured, as [`Engine::capture`]'s closure receives it.

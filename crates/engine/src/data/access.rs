@@ -496,7 +496,7 @@ impl<'a> Cells<'a> {
 struct CellNotFound;
 
 /// The function of a captured typed op (`typed_capture.rs`): as [`sync_op`]'s, run once per
-/// replay with the vars of the op its replay runs (`run/replay.rs`, `PlanOpVars`).
+/// replay with the vars of the op its replay runs (`run/replay/`, `PlanOpVars`).
 pub(crate) fn plan_op<L, F, R>(func: F) -> PlanFn
 where
     L: AccessList,

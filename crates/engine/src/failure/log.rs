@@ -1,7 +1,7 @@
 //! [`FailureLog`]: what `wait_for_all` reports and clears (failure rule 4), in bounded memory.
 //!
 //! Every failed or skipped op adds the vars it wrote (a chain of replays, once, as its last
-//! left them: `run/replay.rs`), and every op's own (root) failure adds that failure. Only
+//! left them: `run/replay/`), and every op's own (root) failure adds that failure. Only
 //! `wait_for_all` empties the log, so a program that handles its failures
 //! with `wait_for_var` alone, and never calls `wait_for_all`, would grow it forever. The log
 //! therefore forgets what `wait_for_all` no longer needs, whenever it doubles:

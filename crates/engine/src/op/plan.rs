@@ -6,7 +6,7 @@
 //! op of the engine on the plan's vars (those it only reads as reads, the others as writes),
 //! whose payload is the plan: it waits for the ops pushed before it on those vars, and the ops
 //! pushed after wait for it. When it runs, the plan's ops are released by counters straight
-//! onto the CPU workers, or their device's executor for a GPU op (`run/replay.rs`), and it
+//! onto the CPU workers, or their device's executor for a GPU op (`run/replay/`), and it
 //! completes each var it writes with the outcome of the plan's last writer of that var.
 
 use std::fmt;
@@ -64,7 +64,7 @@ impl Drop for PlanOpDone {
     }
 }
 
-/// Where a replayed async op's completion goes: its replay (`run/replay.rs`), a trait object
+/// Where a replayed async op's completion goes: its replay (`run/replay/`), a trait object
 /// so that what an op is (this module) does not depend on how a replay runs (`run/`).
 pub(crate) trait FinishPlanOp: Send + Sync {
     /// Completes the plan's op `op` with `outcome` (recording it for the profiler if it
@@ -132,7 +132,7 @@ pub(crate) struct PlanInner {
     /// The roots (`PlanDeps::roots`), by where they run.
     pub(crate) roots: Box<[RootGroup]>,
     /// Captured on the naive engine: its CPU ops run on the threads that release them, from
-    /// its replays' inline queue (`run/replay.rs`); else each runs on a block.
+    /// its replays' inline queue (`run/replay/`); else each runs on a block.
     pub(crate) inline: bool,
     /// Its last pushed replay, on which replays queue (`plan/chain.rs`).
     pub(crate) chain: Chain,

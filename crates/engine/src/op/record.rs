@@ -129,7 +129,7 @@ pub(crate) enum OpFn {
     Operator(Arc<OperatorDef>),
     /// A bulk segment: sync ops run one after the other (`run/bulk/mod.rs`).
     Segment(Arc<Segment>),
-    /// A replay of a captured plan (`run/replay.rs`), and where replays queue behind it.
+    /// A replay of a captured plan (`run/replay/`), and where replays queue behind it.
     Replay(Arc<PlanInner>, Arc<ReplayLink>),
 }
 

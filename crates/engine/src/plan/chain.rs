@@ -1,5 +1,5 @@
 //! [`Chain`] and [`ReplayLink`]: replays of a plan queued behind the last one pushed, which
-//! take over its vars when it is done instead of entering the var queues (`run/replay.rs`,
+//! take over its vars when it is done instead of entering the var queues (`run/replay/`,
 //! "Chained replays").
 //!
 //! A replay of a plan that writes a var, pushed when the plan's last pushed replay is the last

@@ -328,7 +328,7 @@ mod tests {
             prop_assert_eq!(run(&order), run(&sequential));
         }
 
-        /// Failures as a replay passes them on (`run/replay.rs`: failures held before it reach
+        /// Failures as a replay passes them on (`run/replay/`: failures held before it reach
         /// the `entries`, a failed or skipped op's reach its dependents through the edges that
         /// pass them, each written var ends as its last writer did) equal the engine's rules
         /// in capture order: which ops run, and which vars end failed.

@@ -3,7 +3,7 @@
 //! (`release_counts.rs`), its GPU ops released at each other's launch (`launches.rs`), and the
 //! replays queued on its last pushed one (`chain.rs`). The plan
 //! itself is an op's payload (`op/plan.rs`); capture and replay are the engine's
-//! (`api/capture.rs`), a replay's run is `run/replay.rs`.
+//! (`api/capture.rs`), a replay's run is `run/replay/`.
 
 pub(crate) mod chain;
 pub(crate) mod deps;

@@ -27,7 +27,7 @@ pub(crate) struct GpuExecutors {
     /// Per GPU id, the fault that lost the device ([`DeviceError::Lost`]): set once, by the
     /// thread that completes the faulted op; read by every push of a GPU op.
     lost: Box<[OnceLock<DeviceError>]>,
-    /// Device ops handed to an executor (`run/device.rs`, `run/replay.rs` count them), and
+    /// Device ops handed to an executor (`run/device.rs`, `run/replay/device.rs` count them), and
     /// those whose work it reported done: for the shutdown that gives up on a hung device
     /// (`api/blocking.rs`), which the reports also show progress to.
     handed: AtomicUsize,

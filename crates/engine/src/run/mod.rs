@@ -279,7 +279,7 @@ impl EngineState {
 
     /// Pushes an admitted op (counted pending) that no bulk segment takes: as `push_record`,
     /// without its admission, for a caller that must admit before taking a lock it pushes
-    /// under (a replay, `run/replay.rs`). Counted out again if the graph refuses it.
+    /// under (a replay, `run/replay/`). Counted out again if the graph refuses it.
     pub(crate) fn push_admitted(
         self: &Arc<Self>,
         reads: &[Var],

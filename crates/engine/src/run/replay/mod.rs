@@ -1,14 +1,8 @@
 //! [`Replay`]: one replay of a plan, run when the replay's op is ready (it holds the plan's
 //! vars): its ops are released by counters (`plan/release_counts.rs`) straight onto their CPU
 //! blocks, and the thread that counts the last one finished completes the replay's op.
-//! A GPU op goes to its device's executor (`OnDevice`), handed over from a queue one at a time
-//! (an executor may complete an op inside its `execute_device`, which releases the next); its
-//! function runs on a worker there, and it is done when the executor reports the device done
-//! with the work it launched (an async one: when its own completion is); the executor's thread
-//! then releases its dependents. As when pushed, a sync GPU op behind another is released at
-//! that one's launch, its work ordered behind the launch's fence, and finished only after it
-//! (`plan/launches.rs`, `DeviceWork`); every other dependent waits for the work to finish. A
-//! skipped GPU op is done at once (after the ops it was released behind at their launch).
+//! A GPU op goes to its device's executor, and a sync one behind another is released at that
+//! one's launch (`device.rs`).
 //!
 //! The roots go to their blocks in jobs of a few, enough jobs for every worker to steal some.
 //! An op that releases dependents keeps the first one on its block to run next on the same
@@ -37,11 +31,13 @@
 //! so it sees them, and a replay in which nothing failed reads only the flag, a line nobody
 //! writes.
 
+mod device;
+
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fence};
+use depengine_device::DeviceError;
 use depengine_graph::{Access, ReadyOp, Var};
 use depengine_sync::{AtomicBool, Mutex, OnceLock, Ordering, lock};
 
@@ -53,7 +49,6 @@ use crate::op::plan::{FinishPlanOp, PlanFn, PlanInner, PlanOp, PlanOpDone, Targe
 use crate::op::record::{OpFn, OpRecord, Payload};
 use crate::op::vars::OpVars;
 use crate::plan::chain::ReplayLink;
-use crate::plan::deps::Edge;
 use crate::plan::launches::Launches;
 use crate::plan::release_counts::ReleaseCounts;
 use crate::profile::recorder::{ProfiledOp, Started};
@@ -63,7 +58,6 @@ use crate::run::device::InFlight;
 use crate::run::execute::op_span;
 use crate::thread;
 use crate::thread::frame;
-use crate::thread::task::TaskMarker;
 
 /// One replay of a plan (see the module documentation).
 struct Replay {
@@ -361,190 +355,6 @@ impl Replay {
         }
     }
 
-    /// Queues released GPU ops `ops` for their executors, and hands the queue over unless a
-    /// thread does already (`Queued`).
-    fn to_devices(self: &Arc<Self>, ops: impl Iterator<Item = u32>) {
-        lock(&self.devices).ops.extend(ops);
-        let mut op = lock(&self.devices).next(true);
-        while let Some(next) = op {
-            self.to_device(next);
-            op = lock(&self.devices).next(false);
-        }
-    }
-
-    /// Hands GPU op `op` to its device's executor; an executor it cannot have (the device was
-    /// lost since the replay was pushed) fails it, as the device would have failed it had the
-    /// op been pushed then; a skipped op is done at once.
-    fn to_device(self: &Arc<Self>, op: u32) {
-        let plan_op = &self.plan.ops[op as usize];
-        if self.failure(op).is_some() {
-            // Skipped (the profiler records it), as a pushed op: no device work to wait for.
-            let _ = self.run_op(op);
-            return self.part_done(op, Part::unrun(Ok(())));
-        }
-        // Its work behind the launched work of the ops it was released behind.
-        let fences = match &self.launches {
-            Some(launches) => launches.fences_of(&self.plan.deps.launch_preds[op as usize]),
-            None => Vec::new(),
-        };
-        let run = plan_op.run;
-        let copy = matches!(plan_op.target, Target::Device { copy: true });
-        let executor = self
-            .state
-            .route(run.context, run.property)
-            .and_then(|_| self.state.workers.executor(run.context, copy).cloned());
-        let task = OnDevice {
-            replay: Some(Arc::clone(self)),
-            op,
-        };
-        match executor {
-            Ok(executor) => {
-                let task = DeviceTask::new(run.priority, move || task.run()).after(fences);
-                executor.execute_device(task);
-            }
-            // The op fails, unrun.
-            Err(error) => task.fail(FailureCause::Error(Box::new(error))),
-        }
-    }
-
-    /// Runs GPU op `op`'s function on a device executor's worker. A sync op is finished by the
-    /// completion the executor completes when the device is done with the work it launched,
-    /// with its function's failure, else the device's, recorded for the profiler from its start
-    /// to then (as a pushed op's); an async one by its own completion.
-    fn run_device_op(self: Arc<Self>, op: u32) -> DeviceCompletion {
-        let marker = TaskMarker::enter(self.state.id());
-        let plan_op = &self.plan.ops[op as usize];
-        let completion = match &plan_op.func {
-            PlanFn::Sync(func) => {
-                let profiler = &self.state.profiler;
-                let started = profiler
-                    .wants(plan_op.profiled)
-                    .then(|| profiler.start(thread::profiled()));
-                let vars = PlanOpVars {
-                    state: &self.state,
-                    op: plan_op,
-                };
-                let returned =
-                    self.within_frame(|| Self::call(plan_op, || func(plan_op.run, &vars)));
-                DeviceCompletion::for_op(Box::new(DeviceWork {
-                    part: Some(Part {
-                        returned: EngineState::outcome(&plan_op.name, returned),
-                        device: Ok(()),
-                        started,
-                        launched: false,
-                        work: Some(InFlight::counted(&self.state)),
-                    }),
-                    replay: Arc::clone(&self),
-                    op,
-                }))
-            }
-            PlanFn::Async(_) => {
-                let _ = self.within_frame(|| self.run_op(op));
-                DeviceCompletion::new(drop)
-            }
-        };
-        // As for a priority task: this reference goes while the thread is still marked.
-        drop(self);
-        drop(marker);
-        completion
-    }
-
-    /// Sync GPU op `op`'s work was launched, behind `fence`: the GPU ops behind it go to their
-    /// devices, their work ordered behind it.
-    fn launched(self: &Arc<Self>, op: u32, fence: Fence) {
-        let Some(launches) = &self.launches else {
-            return;
-        };
-        launches.launched(op, fence);
-        for edge in self.plan.deps.successors(op) {
-            if edge.at_launch && (edge.sole || self.counts.release(edge.to)) {
-                self.release(edge.to);
-            }
-        }
-    }
-
-    /// Sync GPU op `op`'s own part is done: it finishes now, or once the ops it was released
-    /// behind at their launch are finished (`Launches`).
-    fn part_done(self: &Arc<Self>, op: u32, part: Part) {
-        match &self.launches {
-            Some(launches) if !self.plan.deps.launch_preds[op as usize].is_empty() => {
-                if launches.own_done(op, part) {
-                    self.finish_held(op);
-                }
-            }
-            _ => self.finish_part(op, part),
-        }
-    }
-
-    /// Finishes `op`, whose own part `Launches` holds, from a queue one thread at a time: a
-    /// finish passes to the ops it released at its launch, which may have done their part.
-    fn finish_held(self: &Arc<Self>, op: u32) {
-        let Some(launches) = &self.launches else {
-            return;
-        };
-        lock(&self.finishing).ops.push(op);
-        let mut next = lock(&self.finishing).next(true);
-        while let Some(op) = next {
-            if let Some(part) = launches.take_part(op) {
-                self.finish_part(op, part);
-            }
-            next = lock(&self.finishing).next(false);
-        }
-    }
-
-    /// Finishes sync GPU op `op`: with its function's failure, else one passed on to it (it
-    /// skipped, or it ran behind work that failed), else its device's.
-    fn finish_part(self: &Arc<Self>, op: u32, part: Part) {
-        let Part {
-            returned,
-            device,
-            started,
-            launched,
-            work,
-        } = part;
-        // Passed on before its release (it skipped), or at its predecessors' finish.
-        let passed_on = self.failure(op).cloned().or_else(|| {
-            let launches = self.launches.as_ref()?;
-            launches.passed_on(op).cloned()
-        });
-        let outcome = match (returned, passed_on) {
-            (Err(own), _) => Err(own),
-            (Ok(()), Some(passed_on)) => {
-                // Not its own: stored, not logged.
-                self.fail(op, &passed_on);
-                let outcome = Err(passed_on);
-                self.state
-                    .profile(|| self.profiled_op(op), started, &outcome);
-                return self.finished_gpu_op(op, launched, work);
-            }
-            (Ok(()), None) => {
-                device.map_err(|error| self.op_failure(op, FailureCause::Error(Box::new(error))))
-            }
-        };
-        self.state
-            .profile(|| self.profiled_op(op), started, &outcome);
-        if let Err(failure) = outcome {
-            self.state.log_own_failure(&failure);
-            self.fail(op, &failure);
-        }
-        self.finished_gpu_op(op, launched, work);
-    }
-
-    /// Sync GPU op `op` is finished (its failure stored): its dependents are released, those
-    /// it released at its `launched` launch learn it, and it is counted.
-    fn finished_gpu_op(self: &Arc<Self>, op: u32, launched: bool, work: Option<InFlight>) {
-        let marker = TaskMarker::enter(self.state.id());
-        self.release_dependents_with::<true>(op, None, launched);
-        if self.plan.inline {
-            self.run_inline(1);
-        } else {
-            self.count_finished(1);
-        }
-        // Counted as device work until the op is finished, as a pushed one (`run/device.rs`).
-        drop(work);
-        drop(marker);
-    }
-
     /// A failure of `op` of this cause.
     fn op_failure(&self, op: u32, cause: FailureCause) -> OpFailure {
         OpFailure::new(self.plan.ops[op as usize].name.to_cow(), cause)
@@ -676,28 +486,6 @@ impl Replay {
                 }
                 _ => self.release(edge.to),
             }
-        }
-    }
-
-    /// The sync GPU op at the start of at-launch `edge` finished, passing `failure` on: the
-    /// dependent, released at that op's launch if it `launched` (it ran: its own failure wins,
-    /// `Launches::pass_on`), else now (it skips), is finished if that was what it waited for.
-    #[cold]
-    fn launch_edge_done(self: &Arc<Self>, edge: Edge, failure: Option<&OpFailure>, launched: bool) {
-        let to = edge.to;
-        if let Some(failure) = failure {
-            match &self.launches {
-                Some(joins) if launched => joins.pass_on(to, failure),
-                _ => self.fail(to, failure),
-            }
-        }
-        if !launched && (edge.sole || self.counts.release(to)) {
-            self.release(to);
-        }
-        if let Some(joins) = &self.launches
-            && joins.upstream_done(to)
-        {
-            self.finish_held(to);
         }
     }
 
@@ -848,104 +636,6 @@ impl FinishPlanOp for Replay {
 
     fn plan_op_name(&self, op: u32) -> &OpName {
         &self.plan.ops[op as usize].name
-    }
-}
-
-/// A replayed GPU op handed to its device's executor (`Replay::to_device`): dropped unrun
-/// (an executor that drops its task, or none to hand it to), it fails the op, so that the
-/// replay still ends.
-struct OnDevice {
-    /// `None` once run.
-    replay: Option<Arc<Replay>>,
-    op: u32,
-}
-
-impl OnDevice {
-    fn run(mut self) -> DeviceCompletion {
-        match self.replay.take() {
-            Some(replay) => replay.run_device_op(self.op),
-            // `replay` is taken only here, and `run` consumes the task.
-            None => DeviceCompletion::new(drop),
-        }
-    }
-
-    /// Fails the op, unrun, with `cause`.
-    fn fail(mut self, cause: FailureCause) {
-        if let Some(replay) = self.replay.take() {
-            let failure = replay.op_failure(self.op, cause);
-            replay.part_done(self.op, Part::unrun(Err(failure)));
-        }
-    }
-}
-
-impl Drop for OnDevice {
-    fn drop(&mut self) {
-        if let Some(replay) = self.replay.take() {
-            let _marker = TaskMarker::enter(replay.state.id());
-            let cause = FailureCause::Error(Box::new(DeviceError::Dropped));
-            let failure = replay.op_failure(self.op, cause);
-            replay.part_done(self.op, Part::unrun(Err(failure)));
-        }
-    }
-}
-
-/// A replayed sync GPU op whose function returned, as its executor reports on it: its launch
-/// releases the GPU ops behind it (`Replay::launched`); its completion is its own part
-/// (`Replay::part_done`). Dropped uncompleted (a panic on the way), it fails the op.
-struct DeviceWork {
-    replay: Arc<Replay>,
-    op: u32,
-    /// `None` once completed.
-    part: Option<Part>,
-}
-
-impl DeviceOp for DeviceWork {
-    fn launched(mut self: Box<Self>, fence: Fence) -> Box<dyn DeviceOp> {
-        // An op whose function failed does not launch, as a pushed one (`run/device.rs`).
-        if let Some(part) = &mut self.part
-            && part.returned.is_ok()
-            && !part.launched
-        {
-            part.launched = true;
-            let marker = TaskMarker::enter(self.replay.state.id());
-            self.replay.launched(self.op, fence);
-            drop(marker);
-        }
-        self
-    }
-
-    fn complete(self: Box<Self>, device: Result<(), DeviceError>) {
-        let marker = TaskMarker::enter(self.replay.state.id());
-        let mut work = *self;
-        work.report(device);
-        // As for a priority task: this reference goes while the thread is still marked.
-        drop(work);
-        drop(marker);
-    }
-}
-
-impl DeviceWork {
-    /// The device is done with the op's work, with `device`: its own part is done.
-    fn report(&mut self, device: Result<(), DeviceError>) {
-        let Some(mut part) = self.part.take() else {
-            return;
-        };
-        let marker = TaskMarker::enter(self.replay.state.id());
-        // Noted at once, as for a pushed op: a lost device refuses the pushes after.
-        let context = self.replay.plan.ops[self.op as usize].run.context;
-        self.replay
-            .state
-            .workers
-            .note_device_outcome(context, &device);
-        part.device = device;
-        self.replay.part_done(self.op, part);
-        drop(marker);
-    }
-}
-
-impl Drop for DeviceWork {
-    fn drop(&mut self) {
-        self.report(Err(DeviceError::Dropped));
     }
 }
 
