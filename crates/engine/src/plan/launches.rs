@@ -11,9 +11,10 @@
 //! its predecessors along such edges plus one, and the thread that takes it to zero finishes
 //! the op with the part held for it.
 //!
-//! A failure a predecessor passes on to an op its launch released is kept here
-//! ([`pass_on`](Launches::pass_on)), not in the op's failure slot: the op ran, and its own
-//! failure, if it has one, wins, as a pushed op's does.
+//! A failure that a predecessor which launched passes on is kept here
+//! ([`pass_on`](Launches::pass_on)), not in the op's failure slot: the op may have run, and its
+//! own failure, if it has one, wins, as a pushed op's does; released after it, the op skips on
+//! it (`run/replay/device.rs`).
 //!
 //! Subtle: a predecessor passes its failure on before it counts the join down, and the own
 //! part is stored before its count-down; the count-down is `AcqRel` (`ReleaseCounts`, whose

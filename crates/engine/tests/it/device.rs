@@ -865,6 +865,52 @@ fn a_replayed_gpu_op_released_at_a_launch_keeps_its_own_failure() {
 }
 
 #[test]
+fn a_replayed_gpu_op_released_after_its_launched_input_failed_skips() {
+    let (engine, device) = launching_engine();
+    let [x, c, y] = [(); 3].map(|()| engine.new_var().unwrap());
+    let (open, gate) = std::sync::mpsc::channel::<()>();
+    let gate = Mutex::new(gate);
+    let (c_done, d_ran) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (c_flag, d_flag) = (Arc::clone(&c_done), Arc::clone(&d_ran));
+    let plan = engine
+        .capture("late input", |plan| {
+            plan.op("x")
+                .on(Context::gpu(0))
+                .writes([x])
+                .push_sync(|_| Ok(()))?;
+            plan.op("c").writes([c]).push_sync(move |_| {
+                let _ = gate.lock().unwrap().recv();
+                c_flag.store(true, Ordering::SeqCst);
+            })?;
+            plan.op("d")
+                .on(Context::gpu(0))
+                .reads([x, c])
+                .writes([y])
+                .push_sync(move |_| d_flag.store(true, Ordering::SeqCst))?;
+            Ok(())
+        })
+        .unwrap();
+    engine.replay(&plan).unwrap();
+    // `x` launched (`d` waits for `c` too), then its device fails: `x` is finished (the
+    // report finishes it on this thread).
+    device.launched(0);
+    device.complete(0, kernel_fault());
+    // Released now by `c`, `d` finds its input failed and skips.
+    open.send(()).unwrap();
+    while !c_done.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    settle();
+    // (Were `d` handed to the device, the handle's drop fails it when this panics.)
+    assert!(!d_ran.load(Ordering::SeqCst), "d ran on a failed input");
+    let error = engine.wait_for_var(y).unwrap_err().to_string();
+    assert!(error.contains("`x`"), "{error}");
+}
+
+#[test]
 fn a_write_launches_after_the_reads_before_it_and_waits_for_their_fences() {
     let (engine, device) = launching_engine();
     let [x, y] = [engine.new_var().unwrap(), engine.new_var().unwrap()];

@@ -39,6 +39,12 @@ impl Replay {
     /// op been pushed then; a skipped op is done at once.
     fn to_device(self: &Arc<Self>, op: u32) {
         let plan_op = &self.plan.ops[op as usize];
+        // A failure passed on by a predecessor that launched and finished before this op was
+        // released (by another) is an input's failure too: it skips, as a pushed op would find
+        // the failure on its var. Not run, it has no failure of its own to keep.
+        if let Some(passed_on) = self.launches.as_ref().and_then(|l| l.passed_on(op)) {
+            self.fail(op, passed_on);
+        }
         if self.failure(op).is_some() {
             // Skipped (the profiler records it), as a pushed op: no device work to wait for.
             let _ = self.run_op(op);
@@ -207,9 +213,11 @@ impl Replay {
         drop(marker);
     }
 
-    /// The sync GPU op at the start of at-launch `edge` finished, passing `failure` on: the
-    /// dependent, released at that op's launch if it `launched` (it ran: its own failure wins,
-    /// `Launches::pass_on`), else now (it skips), is finished if that was what it waited for.
+    /// The sync GPU op at the start of at-launch `edge` finished, passing `failure` on. If it
+    /// `launched`, its launch counted the dependent down, which may have run since: the failure
+    /// is kept aside (`Launches::pass_on`; its own failure wins, and if it is released only
+    /// now, by another, it skips on it: `to_device`); else the dependent is counted down now,
+    /// skipping on the failure. It is finished if this was what it waited for.
     #[cold]
     pub(super) fn launch_edge_done(
         self: &Arc<Self>,
