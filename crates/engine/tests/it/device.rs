@@ -507,15 +507,17 @@ fn inline_engine() -> Engine {
     engine_of("inline", || Arc::new(InlineDevice))
 }
 
-#[test]
-fn a_long_chain_of_replayed_gpu_ops_completed_inside_execute_device_keeps_the_stack_flat() {
-    const LINKS: usize = 100_000;
-    let engine = inline_engine();
-    let var = engine.new_var().unwrap();
+/// Captures `links` GPU ops writing `var`, one after another; returns the plan and their count
+/// of runs.
+fn gpu_chain_plan(
+    engine: &Engine,
+    var: depengine::Var,
+    links: usize,
+) -> (depengine::Plan, Arc<AtomicUsize>) {
     let ran = Arc::new(AtomicUsize::new(0));
     let plan = engine
         .capture("chain", |plan| {
-            for _ in 0..LINKS {
+            for _ in 0..links {
                 let ran = Arc::clone(&ran);
                 plan.op("link")
                     .on(Context::gpu(0))
@@ -527,6 +529,15 @@ fn a_long_chain_of_replayed_gpu_ops_completed_inside_execute_device_keeps_the_st
             Ok(())
         })
         .unwrap();
+    (plan, ran)
+}
+
+#[test]
+fn a_long_chain_of_replayed_gpu_ops_completed_inside_execute_device_keeps_the_stack_flat() {
+    const LINKS: usize = 100_000;
+    let engine = inline_engine();
+    let var = engine.new_var().unwrap();
+    let (plan, ran) = gpu_chain_plan(&engine, var, LINKS);
     engine.replay(&plan).unwrap();
     engine.wait_for_var(var).unwrap();
     assert_eq!(ran.load(Ordering::Relaxed), LINKS);
@@ -537,19 +548,7 @@ fn chained_replays_of_a_gpu_plan_completed_inside_execute_device_keep_the_stack_
     const REPLAYS: usize = 10_000;
     let engine = inline_engine();
     let var = engine.new_var().unwrap();
-    let ran = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&ran);
-    let plan = engine
-        .capture("one kernel", |plan| {
-            plan.op("kernel")
-                .on(Context::gpu(0))
-                .writes([var])
-                .push_sync(move |_| {
-                    counted.fetch_add(1, Ordering::Relaxed);
-                })?;
-            Ok(())
-        })
-        .unwrap();
+    let (plan, ran) = gpu_chain_plan(&engine, var, 1);
     // Every replay but the first is queued on the one before (`plan/chain.rs`): the first
     // waits behind an op that holds the var until all are pushed.
     let (open, gate) = std::sync::mpsc::channel::<()>();

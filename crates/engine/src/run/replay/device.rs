@@ -11,12 +11,12 @@
 use std::sync::Arc;
 
 use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fence};
-use depengine_sync::lock;
 
-use super::{Part, PlanOpVars, Replay};
+use super::{Part, PlanOpVars, Replay, run_queued};
 use crate::failure::{FailureCause, OpFailure};
 use crate::op::plan::{PlanFn, Target};
 use crate::plan::deps::Edge;
+use crate::plan::launches::Launches;
 use crate::run::EngineState;
 use crate::run::device::InFlight;
 use crate::thread;
@@ -26,12 +26,7 @@ impl Replay {
     /// Queues released GPU ops `ops` for their executors, and hands the queue over unless a
     /// thread does already (`Queued`).
     pub(super) fn to_devices(self: &Arc<Self>, ops: impl Iterator<Item = u32>) {
-        lock(&self.devices).ops.extend(ops);
-        let mut op = lock(&self.devices).next(true);
-        while let Some(next) = op {
-            self.to_device(next);
-            op = lock(&self.devices).next(false);
-        }
+        run_queued(&self.devices, ops, |op| self.to_device(op));
     }
 
     /// Hands GPU op `op` to its device's executor; an executor it cannot have (the device was
@@ -137,27 +132,21 @@ impl Replay {
         match &self.launches {
             Some(launches) if !self.plan.deps.launch_preds[op as usize].is_empty() => {
                 if launches.own_done(op, part) {
-                    self.finish_held(op);
+                    self.finish_held(launches, op);
                 }
             }
             _ => self.finish_part(op, part),
         }
     }
 
-    /// Finishes `op`, whose own part `Launches` holds, from a queue one thread at a time: a
+    /// Finishes `op`, whose own part `launches` holds, from a queue one thread at a time: a
     /// finish passes to the ops it released at its launch, which may have done their part.
-    fn finish_held(self: &Arc<Self>, op: u32) {
-        let Some(launches) = &self.launches else {
-            return;
-        };
-        lock(&self.finishing).ops.push(op);
-        let mut next = lock(&self.finishing).next(true);
-        while let Some(op) = next {
+    fn finish_held(self: &Arc<Self>, launches: &Launches<Part>, op: u32) {
+        run_queued(&self.finishing, [op], |op| {
             if let Some(part) = launches.take_part(op) {
                 self.finish_part(op, part);
             }
-            next = lock(&self.finishing).next(false);
-        }
+        });
     }
 
     /// Finishes sync GPU op `op`: with its function's failure, else one passed on to it (it
@@ -238,7 +227,7 @@ impl Replay {
         if let Some(joins) = &self.launches
             && joins.upstream_done(to)
         {
-            self.finish_held(to);
+            self.finish_held(joins, to);
         }
     }
 }
@@ -263,7 +252,12 @@ impl OnDevice {
 
     /// Fails the op, unrun, with `cause`.
     fn fail(mut self, cause: FailureCause) {
+        self.fail_unrun(cause);
+    }
+
+    fn fail_unrun(&mut self, cause: FailureCause) {
         if let Some(replay) = self.replay.take() {
+            let _marker = TaskMarker::enter(replay.state.id());
             let failure = replay.op_failure(self.op, cause);
             replay.part_done(self.op, Part::unrun(Err(failure)));
         }
@@ -272,12 +266,7 @@ impl OnDevice {
 
 impl Drop for OnDevice {
     fn drop(&mut self) {
-        if let Some(replay) = self.replay.take() {
-            let _marker = TaskMarker::enter(replay.state.id());
-            let cause = FailureCause::Error(Box::new(DeviceError::Dropped));
-            let failure = replay.op_failure(self.op, cause);
-            replay.part_done(self.op, Part::unrun(Err(failure)));
-        }
+        self.fail_unrun(FailureCause::Error(Box::new(DeviceError::Dropped)));
     }
 }
 

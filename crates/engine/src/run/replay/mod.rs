@@ -143,6 +143,17 @@ impl Queued {
     }
 }
 
+/// Queues `ops` on `queue`, then runs what it holds with `run`, one op after another, unless a
+/// thread runs it already (which then runs them).
+fn run_queued(queue: &Mutex<Queued>, ops: impl IntoIterator<Item = u32>, mut run: impl FnMut(u32)) {
+    lock(queue).ops.extend(ops);
+    let mut next = lock(queue).next(true);
+    while let Some(op) = next {
+        run(op);
+        next = lock(queue).next(false);
+    }
+}
+
 /// Where the failures a replay's vars hold on entry are found.
 struct EntryFailures {
     /// Some var may hold one in the graph (`Graph::op_failure` found one when the chain's
@@ -417,16 +428,13 @@ impl Replay {
     /// thread, further up the stack, or on another); then counts them finished, with
     /// `finished` more.
     fn run_inline(self: &Arc<Self>, mut finished: u32) {
-        let next = |starting: bool| lock(&self.inline).next(starting);
         self.within_frame(|| {
-            let mut op = next(true);
-            while let Some(ran) = op {
-                if self.run_op(ran) == Ran::Done {
-                    self.release_dependents(ran, None);
+            run_queued(&self.inline, [], |op| {
+                if self.run_op(op) == Ran::Done {
+                    self.release_dependents(op, None);
                     finished += 1;
                 }
-                op = next(false);
-            }
+            });
         });
         self.count_finished(finished);
     }
