@@ -30,6 +30,7 @@ use crate::completer::{Completer, device_error};
 use crate::device::GpuDevice;
 use crate::event::EventPool;
 use crate::fence::{self, StreamFence};
+use crate::graph;
 use crate::host_wait;
 use crate::run::CudaRun;
 
@@ -186,7 +187,12 @@ impl Executor for StreamExecutor {
                 {
                     fence::wait_for(run.stream(), &mut run.order(), task.fences());
                 }
-                let mut completion = task.run();
+                let (mut completion, recorded) = match (&run, task.recording().cloned()) {
+                    (Some(run), Some(recording)) => {
+                        graph::run_recorded(run.stream(), task, &recording)
+                    }
+                    _ => (task.run(), Ok(())),
+                };
                 let Some(run) = run else {
                     return completion.complete(Err(DeviceError::Failed {
                         backend: "cuda".to_owned(),
@@ -194,6 +200,11 @@ impl Executor for StreamExecutor {
                     }));
                 };
                 let after = run.take_after_work();
+                if let Err(error) = recorded {
+                    // Nothing of its graph was launched.
+                    completion.complete(Err(device_error(error)));
+                    return after.drop_all();
+                }
                 match run.events().record(run.stream()) {
                     Ok(event) => {
                         let event = Arc::new(event);

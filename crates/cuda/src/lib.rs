@@ -54,6 +54,7 @@ mod error;
 mod event;
 mod executor;
 mod fence;
+mod graph;
 mod host_wait;
 pub mod kernels;
 pub mod memory;

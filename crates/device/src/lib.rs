@@ -212,7 +212,75 @@ impl std::fmt::Debug for Fence {
 pub struct DeviceTask {
     priority: i32,
     fences: Vec<Fence>,
-    run: Box<dyn FnOnce() -> DeviceCompletion + Send + 'static>,
+    /// Where an executor that records device work keeps this task's (`recorded`).
+    recording: Option<Arc<Recording>>,
+    run: Box<dyn FnOnce(TaskRun) -> DeviceCompletion + Send + 'static>,
+}
+
+/// How a [`DeviceTask`]'s function is run: called, or (a recorded task whose work its executor
+/// recorded before) left uncalled while the executor launches that recorded work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskRun {
+    /// Its functions are called, and launch its work: [`DeviceTask::run`].
+    Call,
+    /// Its functions are not called: [`DeviceTask::replay`].
+    Replay,
+}
+
+/// Where an executor keeps the device work of a recorded [`DeviceTask`] (a CUDA graph of the
+/// launches its functions made), so that a later task of the same [`Recording`] launches that
+/// work again instead of calling its functions ([`DeviceTask::replay`]). Opaque to the engine,
+/// which hands the same recording to every run of the same work: a backend stores its own
+/// type, set once.
+///
+/// ```
+/// use depengine_device::Recording;
+///
+/// /// A backend's recorded work: here, the names of the kernels launched.
+/// struct Launches(Vec<&'static str>);
+///
+/// let recording = Recording::new();
+/// assert!(recording.get::<Launches>().is_none());
+/// assert!(recording.set(Launches(vec!["scale", "add"])).is_ok());
+/// // Set once: a second recording of the same work is handed back.
+/// assert!(recording.set(Launches(vec!["other"])).is_err());
+/// assert_eq!(recording.get::<Launches>().unwrap().0, ["scale", "add"]);
+/// assert!(recording.get::<u32>().is_none());
+/// ```
+#[derive(Default)]
+pub struct Recording(std::sync::OnceLock<Box<dyn Any + Send + Sync>>);
+
+impl Recording {
+    /// An empty recording.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The recorded work, if some was recorded and it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.get()?.downcast_ref()
+    }
+
+    /// Keeps `work` as the recorded work, unless some was kept already.
+    ///
+    /// # Errors
+    ///
+    /// `work`, given back, when the recording holds work already.
+    pub fn set<T: Any + Send + Sync>(&self, work: T) -> Result<(), T> {
+        let mut work = Some(work);
+        let _ = self
+            .0
+            .get_or_init(|| Box::new(work.take().expect("taken once")));
+        work.map_or(Ok(()), Err)
+    }
+}
+
+impl std::fmt::Debug for Recording {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recording")
+            .field("recorded", &self.0.get().is_some())
+            .finish()
+    }
 }
 
 impl DeviceTask {
@@ -221,6 +289,48 @@ impl DeviceTask {
         DeviceTask {
             priority,
             fences: Vec::new(),
+            recording: None,
+            run: Box::new(move |_| run()),
+        }
+    }
+
+    /// A task whose device work may be recorded: an executor that records work calls its
+    /// functions once (`run` with [`TaskRun::Call`]), keeping the work they launched in
+    /// `recording`, and for each later task of the same `recording` launches that work again
+    /// and calls `run` with [`TaskRun::Replay`], whose functions then do not run. An executor
+    /// that records nothing calls every task's functions ([`run`](Self::run)).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use depengine_device::{DeviceCompletion, DeviceTask, Recording, TaskRun};
+    ///
+    /// let recording = Arc::new(Recording::new());
+    /// let task = |expected: TaskRun| {
+    ///     DeviceTask::recorded(0, Arc::clone(&recording), move |how| {
+    ///         assert_eq!(how, expected); // `Call`: launch the work; `Replay`: launch nothing
+    ///         DeviceCompletion::new(drop)
+    ///     })
+    /// };
+    /// // The first run calls the functions, and its executor keeps what they launched.
+    /// let first = task(TaskRun::Call);
+    /// assert!(first.recording().is_some_and(|r| r.get::<&str>().is_none()));
+    /// first.run().complete(Ok(()));
+    /// recording.set("the launches").unwrap();
+    /// // A later one finds them recorded, launches them, and calls no function.
+    /// let later = task(TaskRun::Replay);
+    /// assert_eq!(later.recording().unwrap().get::<&str>(), Some(&"the launches"));
+    /// later.replay().complete(Ok(()));
+    /// ```
+    pub fn recorded(
+        priority: i32,
+        recording: Arc<Recording>,
+        run: impl FnOnce(TaskRun) -> DeviceCompletion + Send + 'static,
+    ) -> Self {
+        DeviceTask {
+            priority,
+            fences: Vec::new(),
+            recording: Some(recording),
             run: Box::new(run),
         }
     }
@@ -251,7 +361,25 @@ impl DeviceTask {
     /// device resources current): it starts the op's work, and the completion it returns
     /// must be completed once that work is done.
     pub fn run(self) -> DeviceCompletion {
-        (self.run)()
+        (self.run)(TaskRun::Call)
+    }
+
+    /// Where the task's device work is recorded, if it is a recorded task
+    /// ([`recorded`](Self::recorded)).
+    pub fn recording(&self) -> Option<&Arc<Recording>> {
+        self.recording.as_ref()
+    }
+
+    /// The completion of a recorded task whose work its executor launches from its
+    /// [`recording`](Self::recording) instead: the task's functions are not called (a task that
+    /// is not recorded has no work recorded, and runs as [`run`](Self::run)).
+    pub fn replay(self) -> DeviceCompletion {
+        let how = if self.recording.is_some() {
+            TaskRun::Replay
+        } else {
+            TaskRun::Call
+        };
+        (self.run)(how)
     }
 }
 
@@ -260,6 +388,7 @@ impl std::fmt::Debug for DeviceTask {
         f.debug_struct("DeviceTask")
             .field("priority", &self.priority)
             .field("fences", &self.fences.len())
+            .field("recorded", &self.recording.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -300,6 +429,12 @@ pub trait DeviceOp: Send + 'static {
 
     /// The op's work is done, with the device's outcome: `Ok` if it succeeded.
     fn complete(self: Box<Self>, outcome: Result<(), DeviceError>);
+
+    /// Whether the op's function failed, so that the work it launched is not the op's work: an
+    /// executor recording it keeps none of it. Ops that never fail so keep the default.
+    fn function_failed(&self) -> bool {
+        false
+    }
 }
 
 /// A [`DeviceOp`] that only completes: a function called with the outcome.
@@ -355,6 +490,12 @@ impl DeviceCompletion {
         if let Some(op) = self.op.take() {
             self.op = Some(op.launched(fence));
         }
+    }
+
+    /// Whether the op's function failed ([`DeviceOp::function_failed`]): the work it launched
+    /// is not to be recorded.
+    pub fn function_failed(&self) -> bool {
+        self.op.as_ref().is_some_and(|op| op.function_failed())
     }
 
     /// Finishes the op with `outcome`: `Ok` if its work on the device succeeded.

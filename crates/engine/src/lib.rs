@@ -221,7 +221,7 @@ pub use data::typed_op::TypedOp;
 pub use data::{DataRefused, TakeError};
 pub use depengine_device::{
     BackendError, DeviceBackend, DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Executor,
-    Fence, Task,
+    Fence, Recording, Task, TaskRun,
 };
 
 /// The CUDA backend (`depengine-cuda`), with the `cuda` feature: GPU ops run on its compute

@@ -18,6 +18,7 @@ use crate::op::record::{Completion, Route};
 use crate::op::result::IntoOpResult;
 use crate::plan::chain::Chain;
 use crate::plan::deps::PlanDeps;
+use crate::plan::gpu_graphs;
 use crate::run::EngineState;
 
 /// The most ops one plan holds: ops are numbered by `u32`, with one counter past them
@@ -44,6 +45,8 @@ const MAX_PLAN_OPS: usize = u32::MAX as usize - 1;
 pub struct Capture<'e> {
     engine: &'e Engine,
     ops: Vec<PlanOp>,
+    /// Whether its sync GPU ops are recorded as device graphs (`record_gpu_work`).
+    record_gpu_work: bool,
 }
 
 impl Capture<'_> {
@@ -60,6 +63,64 @@ impl Capture<'_> {
             profiled: false,
             refused: None,
         }
+    }
+}
+
+impl Capture<'_> {
+    /// Records the work of the plan's sync GPU ops as device graphs (CUDA graphs): the ops
+    /// captured one after another on one device's compute (or copy) executor, up to any other
+    /// op, make one graph. Its functions are called at the first replay, on a worker whose
+    /// stream records what they launch on it instead of running it; that first replay and
+    /// every later one launch the recorded work once, and the later ones call none of the
+    /// functions. Without it, each replay calls every function, and pays each op's launches.
+    ///
+    /// What changes for the ops of a graph:
+    /// - their functions run once, at the first replay: what they do on the host happens then
+    ///   only, and a kernel's arguments are those they gave then;
+    /// - a graph is one op of the plan (named `graph FIRST..LAST` for the profiler): a failure
+    ///   of one of its functions, of its recording, or of its work fails every var its ops
+    ///   write, and a failure on any var it uses skips it whole; a recording that failed is
+    ///   tried again at the next replay;
+    /// - work they launch other than on their worker's stream (`RunContext::cuda()`'s) is not
+    ///   recorded: it runs at the first replay only;
+    /// - an executor that records nothing (a stand-in device, the naive engine's inline
+    ///   ops) calls the functions at each replay, in capture order, still as one op.
+    ///
+    /// Recording needs the backend's own dependency tracking off
+    /// (`CudaBackend::without_event_tracking`): cudarc's waits for events recorded before the
+    /// recording make it fail (the graph's op fails with the driver's error).
+    ///
+    /// # Safety
+    ///
+    /// Each replay launches the work recorded at the first, with the device addresses the
+    /// functions gave it then, without calling them: every buffer that work uses (device
+    /// memory, pinned host memory) must stay allocated at that address for as long as the plan
+    /// lives. A buffer the functions took from typed data is therefore not replaced (nor
+    /// dropped) while the plan lives, as CUDA graphs require of every captured launch.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Context, Engine, EngineConfig};
+    ///
+    /// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
+    /// let var = engine.new_var()?;
+    /// let plan = engine.capture("step", |plan| {
+    ///     // SAFETY: the ops below launch no work, so no buffer is used.
+    ///     unsafe { plan.record_gpu_work() };
+    ///     plan.op("on the CPU").writes([var]).push_sync(|_| {})?;
+    ///     Ok(())
+    /// })?;
+    /// engine.replay(&plan)?;
+    /// engine.wait_for_var(var)?;
+    /// # Ok::<(), depengine::EngineError>(())
+    /// ```
+    #[allow(
+        unsafe_code,
+        reason = "a contract on the caller's buffers: the method itself does nothing unsafe"
+    )]
+    pub unsafe fn record_gpu_work(&mut self) {
+        self.record_gpu_work = true;
     }
 }
 
@@ -323,6 +384,7 @@ impl Engine {
         let mut capture = Capture {
             engine: self,
             ops: Vec::new(),
+            record_gpu_work: false,
         };
         if let Err(error) = build(&mut capture) {
             return Err(match error.downcast::<EngineError>() {
@@ -333,11 +395,17 @@ impl Engine {
                 },
             });
         }
-        let mut deps = PlanDeps::of(capture.ops.iter().map(|op| (&op.reads[..], &op.writes[..])));
-        let ops: Box<[PlanOp]> = capture.ops.into();
+        let ops = if capture.record_gpu_work {
+            gpu_graphs::group(capture.ops)
+        } else {
+            capture.ops
+        };
+        let mut deps = PlanDeps::of(ops.iter().map(|op| (&op.reads[..], &op.writes[..])));
+        let ops: Box<[PlanOp]> = ops.into();
         // A sync GPU op behind another is released at that one's launch, as when pushed.
         let launches = |op: &PlanOp| {
-            matches!(op.target, Target::Device { .. }) && matches!(op.func, PlanFn::Sync(_))
+            matches!(op.target, Target::Device { .. })
+                && matches!(op.func, PlanFn::Sync(_) | PlanFn::Graph(_))
         };
         deps.mark_launches(|from, to| launches(&ops[from as usize]) && launches(&ops[to as usize]));
         let mut roots: Vec<(Target, Vec<u32>)> = Vec::new();

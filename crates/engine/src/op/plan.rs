@@ -12,6 +12,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use depengine_device::Recording;
 use depengine_graph::Var;
 
 use crate::context::{Context, RunContext};
@@ -31,6 +32,18 @@ pub(crate) enum PlanFn {
     /// Done when it completes the `Completion` made of its `PlanOpDone`, possibly after it
     /// returned.
     Async(Box<AsyncPlanFn>),
+    /// Sync GPU ops recorded as one device graph (`plan/gpu_graphs.rs`): done when the device
+    /// is done with their work.
+    Graph(Box<GpuGraph>),
+}
+
+/// Sync GPU ops of a plan captured one after another on one device executor, replayed as one
+/// op whose work the executor records at its first run and launches again at each later one.
+pub(crate) struct GpuGraph {
+    /// The ops, in capture order.
+    pub(crate) members: Box<[GraphMember]>,
+    /// What the executor recorded of their work.
+    pub(crate) recording: Arc<Recording>,
 }
 
 /// A captured sync function.
@@ -156,6 +169,16 @@ pub(crate) enum Target {
     Device { copy: bool },
 }
 
+/// A sync GPU op of a [`GpuGraph`].
+pub(crate) struct GraphMember {
+    pub(crate) name: OpName,
+    pub(crate) func: Box<SyncPlanFn>,
+    pub(crate) run: RunContext,
+    /// Its reads and writes, as named.
+    pub(crate) reads: Box<[Var]>,
+    pub(crate) writes: Box<[Var]>,
+}
+
 /// One captured op.
 pub(crate) struct PlanOp {
     pub(crate) name: OpName,
@@ -175,9 +198,16 @@ impl Plan {
         &self.inner.name
     }
 
-    /// How many ops it holds.
+    /// How many ops it holds, as captured (each op of a device graph counted).
     pub fn len(&self) -> usize {
-        self.inner.ops.len()
+        self.inner
+            .ops
+            .iter()
+            .map(|op| match &op.func {
+                PlanFn::Graph(graph) => graph.members.len(),
+                PlanFn::Sync(_) | PlanFn::Async(_) => 1,
+            })
+            .sum()
     }
 
     /// Whether it holds no op.

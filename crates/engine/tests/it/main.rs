@@ -18,6 +18,7 @@ mod from_env;
 mod futures;
 #[cfg(feature = "cuda")]
 mod gpu;
+mod gpu_graphs;
 mod hazards;
 #[cfg(target_os = "linux")]
 mod memory_returned;

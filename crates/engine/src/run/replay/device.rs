@@ -10,14 +10,13 @@
 
 use std::sync::Arc;
 
-use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fence};
+use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fence, TaskRun};
 
-use super::{Part, PlanOpVars, Replay, run_queued};
+use super::{Part, Replay, run_queued};
 use crate::failure::{FailureCause, OpFailure};
 use crate::op::plan::{PlanFn, Target};
 use crate::plan::deps::Edge;
 use crate::plan::launches::Launches;
-use crate::run::EngineState;
 use crate::run::device::InFlight;
 use crate::thread;
 use crate::thread::task::TaskMarker;
@@ -62,50 +61,76 @@ impl Replay {
         };
         match executor {
             Ok(executor) => {
-                let task = DeviceTask::new(run.priority, move || task.run()).after(fences);
-                executor.execute_device(task);
+                let task = match &plan_op.func {
+                    PlanFn::Graph(graph) => {
+                        let recording = Arc::clone(&graph.recording);
+                        DeviceTask::recorded(run.priority, recording, move |how| task.run(how))
+                    }
+                    PlanFn::Sync(_) | PlanFn::Async(_) => {
+                        DeviceTask::new(run.priority, move || task.run(TaskRun::Call))
+                    }
+                };
+                executor.execute_device(task.after(fences));
             }
             // The op fails, unrun.
             Err(error) => task.fail(FailureCause::Error(Box::new(error))),
         }
     }
 
-    /// Runs GPU op `op`'s function on a device executor's worker. A sync op is finished by the
-    /// completion the executor completes when the device is done with the work it launched,
-    /// with its function's failure, else the device's, recorded for the profiler from its start
-    /// to then (as a pushed op's); an async one by its own completion.
-    fn run_device_op(self: Arc<Self>, op: u32) -> DeviceCompletion {
+    /// Runs GPU op `op`'s function on a device executor's worker (a graph's functions, unless
+    /// `how` says its executor launches the work it recorded of them). A sync op (or graph) is
+    /// finished by the completion the executor completes when the device is done with the work
+    /// launched, with the functions' failure, else the device's, recorded for the profiler from
+    /// its start to then (as a pushed op's); an async one by its own completion.
+    fn run_device_op(self: Arc<Self>, op: u32, how: TaskRun) -> DeviceCompletion {
         let marker = TaskMarker::enter(self.state.id());
         let plan_op = &self.plan.ops[op as usize];
-        let completion = match &plan_op.func {
+        let profiler = &self.state.profiler;
+        let start = || {
+            profiler
+                .wants(plan_op.profiled)
+                .then(|| profiler.start(thread::profiled()))
+        };
+        let (started, returned) = match &plan_op.func {
             PlanFn::Sync(func) => {
-                let profiler = &self.state.profiler;
-                let started = profiler
-                    .wants(plan_op.profiled)
-                    .then(|| profiler.start(thread::profiled()));
-                let vars = PlanOpVars {
-                    state: &self.state,
-                    op: plan_op,
+                let started = start();
+                let returned = self.within_frame(|| {
+                    self.call_sync(
+                        &plan_op.name,
+                        func,
+                        plan_op.run,
+                        &plan_op.reads,
+                        &plan_op.writes,
+                    )
+                });
+                (started, returned)
+            }
+            PlanFn::Graph(graph) => {
+                let started = start();
+                let returned = match how {
+                    TaskRun::Call => self.within_frame(|| self.call_graph(graph)),
+                    TaskRun::Replay => Ok(()),
                 };
-                let returned =
-                    self.within_frame(|| Self::call(plan_op, || func(plan_op.run, &vars)));
-                DeviceCompletion::for_op(Box::new(DeviceWork {
-                    part: Some(Part {
-                        returned: EngineState::outcome(&plan_op.name, returned),
-                        device: Ok(()),
-                        started,
-                        launched: false,
-                        work: Some(InFlight::counted(&self.state)),
-                    }),
-                    replay: Arc::clone(&self),
-                    op,
-                }))
+                (started, returned)
             }
             PlanFn::Async(_) => {
                 let _ = self.within_frame(|| self.run_op(op));
-                DeviceCompletion::new(drop)
+                drop(self);
+                drop(marker);
+                return DeviceCompletion::new(drop);
             }
         };
+        let completion = DeviceCompletion::for_op(Box::new(DeviceWork {
+            part: Some(Part {
+                returned,
+                device: Ok(()),
+                started,
+                launched: false,
+                work: Some(InFlight::counted(&self.state)),
+            }),
+            replay: Arc::clone(&self),
+            op,
+        }));
         // As for a priority task: this reference goes while the thread is still marked.
         drop(self);
         drop(marker);
@@ -242,9 +267,9 @@ struct OnDevice {
 }
 
 impl OnDevice {
-    fn run(mut self) -> DeviceCompletion {
+    fn run(mut self, how: TaskRun) -> DeviceCompletion {
         match self.replay.take() {
-            Some(replay) => replay.run_device_op(self.op),
+            Some(replay) => replay.run_device_op(self.op, how),
             // `replay` is taken only here, and `run` consumes the task.
             None => DeviceCompletion::new(drop),
         }
@@ -293,6 +318,12 @@ impl DeviceOp for DeviceWork {
             drop(marker);
         }
         self
+    }
+
+    fn function_failed(&self) -> bool {
+        self.part
+            .as_ref()
+            .is_some_and(|part| part.returned.is_err())
     }
 
     fn complete(self: Box<Self>, device: Result<(), DeviceError>) {

@@ -41,11 +41,11 @@ use depengine_device::DeviceError;
 use depengine_graph::{Access, ReadyOp, Var};
 use depengine_sync::{AtomicBool, Mutex, OnceLock, Ordering, lock};
 
-use crate::context::FnProperty;
+use crate::context::{FnProperty, RunContext};
 use crate::error::Result;
 use crate::failure::{FailureCause, OpFailure};
 use crate::name::OpName;
-use crate::op::plan::{FinishPlanOp, PlanFn, PlanInner, PlanOp, PlanOpDone, Target};
+use crate::op::plan::{FinishPlanOp, GpuGraph, PlanFn, PlanInner, PlanOpDone, SyncPlanFn, Target};
 use crate::op::record::{OpFn, OpRecord, Payload};
 use crate::op::vars::OpVars;
 use crate::plan::chain::ReplayLink;
@@ -522,44 +522,66 @@ impl Replay {
             return Ran::Done;
         }
         let started = recorded.then(|| profiler.start(thread::profiled()));
-        let vars = PlanOpVars {
-            state: &self.state,
-            op: plan_op,
-        };
-        match &plan_op.func {
-            PlanFn::Sync(func) => {
-                let returned = Self::call(plan_op, || func(plan_op.run, &vars));
-                let outcome = EngineState::outcome(&plan_op.name, returned);
-                self.state
-                    .profile(|| self.profiled_op(op), started, &outcome);
-                if let Err(failure) = outcome {
-                    self.state.log_own_failure(&failure);
-                    self.fail(op, &failure);
-                }
-                Ran::Done
-            }
+        let outcome = match &plan_op.func {
+            PlanFn::Sync(func) => self.call_sync(
+                &plan_op.name,
+                func,
+                plan_op.run,
+                &plan_op.reads,
+                &plan_op.writes,
+            ),
+            PlanFn::Graph(graph) => self.call_graph(graph),
             PlanFn::Async(func) => {
                 let done = PlanOpDone {
                     replay: Some(Arc::clone(self) as Arc<dyn FinishPlanOp>),
                     op,
                     started,
                 };
+                let vars = PlanOpVars::of(&self.state, &plan_op.reads, &plan_op.writes);
                 // A panic drops the completion (or `done`, before it became one) while
                 // unwinding, which fails the op.
-                let _ = Self::call(plan_op, || func(plan_op.run, &vars, done));
-                Ran::Pending
+                let _ = Self::call(&plan_op.name, || func(plan_op.run, &vars, done));
+                return Ran::Pending;
             }
+        };
+        self.state
+            .profile(|| self.profiled_op(op), started, &outcome);
+        if let Err(failure) = outcome {
+            self.state.log_own_failure(&failure);
+            self.fail(op, &failure);
         }
+        Ran::Done
     }
 
-    /// Calls `f`, `plan_op`'s function, catching a panic; the span is made inside the
+    /// Calls sync function `func` of op `name`, on `reads` and `writes`: its outcome.
+    #[inline]
+    fn call_sync(
+        &self,
+        name: &OpName,
+        func: &SyncPlanFn,
+        run: RunContext,
+        reads: &[Var],
+        writes: &[Var],
+    ) -> Result<(), OpFailure> {
+        let vars = PlanOpVars::of(&self.state, reads, writes);
+        EngineState::outcome(name, Self::call(name, || func(run, &vars)))
+    }
+
+    /// Calls the functions of `graph`'s ops one after another, up to the first that fails: the
+    /// graph's outcome (it fails as one op).
+    fn call_graph(&self, graph: &GpuGraph) -> Result<(), OpFailure> {
+        graph
+            .members
+            .iter()
+            .try_for_each(|op| self.call_sync(&op.name, &op.func, op.run, &op.reads, &op.writes))
+    }
+
+    /// Calls `f`, the function of op `name`, catching a panic; the span is made inside the
     /// `catch_unwind`, as a pushed op's (`run/execute.rs`). Its caller runs it inside the
     /// replay's frame (`within_frame`).
     #[inline]
-    fn call<R>(plan_op: &PlanOp, f: impl FnOnce() -> R) -> std::thread::Result<R> {
-        catch_unwind(AssertUnwindSafe(|| {
-            op_span(plan_op.name.as_str()).in_scope(f)
-        }))
+    fn call<R>(name: &OpName, f: impl FnOnce() -> R) -> std::thread::Result<R> {
+        catch_unwind(AssertUnwindSafe(|| op_span(name.as_str()).in_scope(f)))
     }
 
     /// Completes the replay's op: each written var with its last writer's outcome.
@@ -651,14 +673,26 @@ impl FinishPlanOp for Replay {
 /// op finds its data's cells (`data/access.rs`).
 struct PlanOpVars<'a> {
     state: &'a EngineState,
-    op: &'a PlanOp,
+    /// The op's reads and writes, as named.
+    reads: &'a [Var],
+    writes: &'a [Var],
+}
+
+impl<'a> PlanOpVars<'a> {
+    fn of(state: &'a EngineState, reads: &'a [Var], writes: &'a [Var]) -> Self {
+        PlanOpVars {
+            state,
+            reads,
+            writes,
+        }
+    }
 }
 
 impl OpVars for PlanOpVars<'_> {
     fn attachment(&self, access: Access, from_end: usize) -> Option<NonNull<()>> {
         let list = match access {
-            Access::Read => &self.op.reads,
-            Access::Write => &self.op.writes,
+            Access::Read => self.reads,
+            Access::Write => self.writes,
         };
         let at = list.len().checked_sub(from_end + 1)?;
         self.state.graph.attachment(list[at])
