@@ -12,6 +12,9 @@
 //! - `kernel_chain_cpu`, `kernel_chain_pusher_cpu`: the CPU time `kernel_chain` costs per op,
 //!   of the process's other threads (the engine's workers and completion threads) and of the
 //!   pushing thread (`us/op`, each thread's own clock).
+//! - `graph_chain`: the same chain's kernels as a plan of `GRAPH_LINKS` links captured once with
+//!   its GPU work recorded as a CUDA graph (`Capture::record_gpu_work`), replayed until `--ops`
+//!   kernels ran: per kernel (`us/op`). Raw: the launches of `kernel_chain`.
 //! - `empty_chain` (engine only): the chain of ops launching nothing: the engine's cost alone.
 //! - `kernel5_chain`, `kernel5_busy`: a chain of kernels of about 5 µs each (a spin, calibrated
 //!   on the device), `us/op`, and the share of the time the device is busy with them (`ratio`:
@@ -48,6 +51,8 @@ const BATCH: usize = 16 << 20;
 const BATCHES: usize = 8;
 /// The length of a kernel of `kernel5_chain`.
 const SHORT_KERNEL: Duration = Duration::from_micros(5);
+/// Links of the plan `graph_chain` replays.
+const GRAPH_LINKS: usize = 100;
 /// Samples of `latency_cpu`.
 const LATENCY_SAMPLES: usize = 101;
 
@@ -262,6 +267,10 @@ fn engine_workloads(args: &Args, device: &Device, ops: usize) -> Result<(), BoxE
         let chain = engine_chain(&engine, ops, true, &scale)?;
         report("kernel_chain_streams", chain.wall, "us/op");
     }
+    if args.wants("graph_chain") {
+        let chain = engine_graph_chain(&engine, ops, &scale)?;
+        report("graph_chain", chain.wall, "us/op");
+    }
     if args.wants("empty_chain") {
         let nothing: Launch = Arc::new(|_, _| Ok(()));
         let chain = engine_chain(&engine, ops, false, &nothing)?;
@@ -346,6 +355,42 @@ fn engine_chain(
     chain(ops / 10 + 1)?;
     let measured = Chain::measure(ops, || chain(ops))?;
     // The buffer goes once the ops on it completed.
+    drop(x);
+    Ok(measured)
+}
+
+/// `ops` chained kernels (rounded up to whole replays) as replays of a plan of `GRAPH_LINKS`
+/// links recorded as a CUDA graph, from the first replay to the last completion, after a
+/// warm-up (whose first replay records).
+fn engine_graph_chain(engine: &Engine, ops: usize, launch: &Launch) -> Result<Chain, BoxError> {
+    let x = chain_buffer(engine)?;
+    engine.wait_for_all()?;
+    let plan = engine.capture("graph chain", |plan| {
+        // SAFETY: `x`'s buffer is allocated above and never replaced; it is dropped after the
+        // plan, below.
+        unsafe { plan.record_gpu_work() };
+        for _ in 0..GRAPH_LINKS {
+            let launch = Arc::clone(launch);
+            plan.op("link").on(Context::gpu(0)).write(&x).push_sync(
+                move |run, x| -> Result<(), BoxError> {
+                    let cuda = run.cuda().ok_or("not on a GPU worker")?;
+                    launch(cuda.stream(), x.as_mut().ok_or("x unset")?)
+                },
+            )?;
+        }
+        Ok(())
+    })?;
+    let replays = ops.div_ceil(GRAPH_LINKS).max(1);
+    let chain = |count: usize| -> Result<(), BoxError> {
+        for _ in 0..count {
+            engine.replay(&plan)?;
+        }
+        engine.wait_for_all()?;
+        Ok(())
+    };
+    chain(replays / 10 + 1)?;
+    let measured = Chain::measure(replays * GRAPH_LINKS, || chain(replays))?;
+    drop(plan);
     drop(x);
     Ok(measured)
 }
@@ -468,6 +513,11 @@ fn raw_workloads(args: &Args, device: &Device, ops: usize) -> Result<(), BoxErro
         report("kernel_chain", chain.wall, "us/op");
         report("kernel_chain_cpu", chain.others_cpu, "us/op");
         report("kernel_chain_pusher_cpu", chain.pusher_cpu, "us/op");
+    }
+    if args.wants("graph_chain") {
+        // The same kernels launched one by one: what the graph saves.
+        let chain = raw_chain(device, ops, false, &scale)?;
+        report("graph_chain", chain.wall, "us/op");
     }
     if args.wants("kernel_chain_streams") {
         let chain = raw_chain(device, ops, true, &scale)?;

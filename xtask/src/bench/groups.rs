@@ -299,6 +299,7 @@ const GPU: Group = Group {
         "kernel_chain_cpu",
         "kernel_chain_pusher_cpu",
         "kernel_chain_streams",
+        "graph_chain",
         "empty_chain",
         "kernel5_chain",
         "kernel5_busy",

@@ -10,6 +10,7 @@
 //!   before it launched, so only the stream waits for the fences order them, and with the
 //!   waits switched off (`CudaBackend::without_fence_waits`) the same chain gives other
 //!   numbers;
+//! - the same chain's compute links as a plan recorded as a CUDA graph, replayed three times;
 //! - the same chain on every GPU at once, if there are several;
 //! - a chain that alternates GPU and CPU ops on one buffer;
 //! - copies from pinned memory to the device (`CopyToGpu` ops) overlapping the compute of the
@@ -314,6 +315,62 @@ fn a_chain_of_kernels_across_two_streams_matches_the_cpu() {
     let (x, expected) = push_chain(&engine, 0);
     let got = download(&engine.read(&x).unwrap()).unwrap();
     assert_eq!(mismatches(&got, &expected), 0);
+}
+
+#[test]
+fn a_plan_recorded_as_a_cuda_graph_replays_the_chain() {
+    const REPLAYS: usize = 3;
+    let Some(_gpus) = devices_or_skip() else {
+        return;
+    };
+    let engine = gpu_engine();
+    let x = engine.data_named("x", Slot::default()).unwrap();
+    let y = engine.data_named("y", Slot::default()).unwrap();
+    let host_y: Vec<f32> = (0..N).map(|i| (i % 7) as f32).collect();
+    {
+        let host_y = host_y.clone();
+        engine
+            .op("upload")
+            .on(Context::gpu(0))
+            .write(&x)
+            .write(&y)
+            .push_sync(move |run, (x, y)| -> Result<(), BoxError> {
+                upload(&run, x, &vec![1.0_f32; N])?;
+                upload(&run, y, &host_y)
+            })
+            .unwrap();
+    }
+    let plan = engine
+        .capture("chain", |plan| {
+            // SAFETY: the slots' buffers are made above and never replaced while the plan
+            // lives; each step's swap runs once, at the recording, and an even count of them
+            // leaves the result where the recorded work puts it at every replay.
+            unsafe { plan.record_gpu_work() };
+            for (step, factor) in FACTORS.into_iter().enumerate() {
+                plan.op(format!("step{step}"))
+                    .on(Context::gpu(0))
+                    .read(&y)
+                    .write(&x)
+                    .push_sync(move |run, (y, x)| add_spin_scale(&run, y, x, factor, 1000))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(FACTORS.len() % 2, 0, "the steps' swaps must cancel out");
+    for _ in 0..REPLAYS {
+        engine.replay(&plan).unwrap();
+    }
+    let expected: Vec<f32> = host_y
+        .iter()
+        .map(|&y| {
+            (0..REPLAYS).fold(1.0_f32, |x, _| {
+                FACTORS.iter().fold(x, |x, &factor| (x + y) * factor)
+            })
+        })
+        .collect();
+    let got = download(&engine.read(&x).unwrap()).unwrap();
+    assert_eq!(mismatches(&got, &expected), 0);
+    drop(plan);
 }
 
 #[test]
