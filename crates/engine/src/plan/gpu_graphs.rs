@@ -31,6 +31,8 @@ pub(crate) fn group(ops: Vec<PlanOp>) -> Vec<PlanOp> {
         {
             grouped.extend(run.take().map(graph_of));
         }
+        // Within: a sync GPU op joins the run; any other op (an async one on the same executor)
+        // ends it.
         match op {
             PlanOp {
                 name,
@@ -95,5 +97,142 @@ fn graph_of((target, _, members, profiled): (Target, Context, Vec<GraphMember>, 
             recording: Arc::new(Recording::new()),
             members: members.into(),
         })),
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::borrow::Cow;
+
+    use depengine_graph::{Graph, Var};
+    use proptest::prelude::*;
+
+    use super::group;
+    use crate::context::{Context, FnProperty, RunContext};
+    use crate::name::OpName;
+    use crate::op::plan::{PlanFn, PlanOp, Target};
+    use crate::plan::deps::PlanDeps;
+
+    /// Op number `index` on `context` (a GPU one on its device's executor, a CPU one inline),
+    /// sync or not, reading `reads` and writing `writes`.
+    fn op(index: usize, context: Context, sync: bool, reads: &[Var], writes: &[Var]) -> PlanOp {
+        PlanOp {
+            name: OpName::from(Cow::Owned(index.to_string())),
+            func: if sync {
+                PlanFn::Sync(Box::new(|_, _| Ok(())))
+            } else {
+                PlanFn::Async(Box::new(|_, _, _| {}))
+            },
+            run: RunContext {
+                context,
+                priority: 0,
+                property: FnProperty::Normal,
+            },
+            target: if context.is_gpu() {
+                Target::Device { copy: false }
+            } else {
+                Target::Inline
+            },
+            profiled: false,
+            reads: reads.into(),
+            writes: writes.into(),
+        }
+    }
+
+    proptest! {
+        /// Grouping runs of GPU ops into graphs, then running the graphs (each its ops in
+        /// capture order) in any order the grouped plan's counters allow, gives every op the
+        /// versions of its vars, and every var its last version, that the ungrouped capture
+        /// order gives: a graph is convex, and its reads and writes are its ops'.
+        #[test]
+        fn graphs_in_any_order_the_counters_allow_equal_the_capture_order(
+            ops in proptest::collection::vec(
+                (0u8..4, proptest::collection::vec(0usize..4, 0..3), proptest::collection::vec(0usize..4, 0..3)),
+                1..24,
+            ),
+            picks in proptest::collection::vec(any::<u32>(), 24),
+        ) {
+            let graph = Graph::<(), ()>::new();
+            let v: Vec<Var> = (0..4).map(|_| graph.new_var().unwrap()).collect();
+            // 0: a CPU op; 1, 2: a GPU op on device 0 or 1; 3: an async GPU op on device 0.
+            let lists: Vec<(u8, Vec<usize>, Vec<usize>)> = ops
+                .iter()
+                .map(|(place, r, w)| {
+                    let mut writes = w.clone();
+                    writes.sort_unstable();
+                    writes.dedup();
+                    let mut reads: Vec<usize> = r.iter().copied().filter(|i| !writes.contains(i)).collect();
+                    reads.sort_unstable();
+                    reads.dedup();
+                    (*place, reads, writes)
+                })
+                .collect();
+            let captured: Vec<PlanOp> = lists
+                .iter()
+                .enumerate()
+                .map(|(index, (place, r, w))| {
+                    let context = match place {
+                        0 => Context::cpu(0),
+                        3 => Context::gpu(0),
+                        device => Context::gpu(u32::from(*device) - 1),
+                    };
+                    let vars = |list: &[usize]| list.iter().map(|&i| v[i]).collect::<Vec<_>>();
+                    op(index, context, *place != 3, &vars(r), &vars(w))
+                })
+                .collect();
+            let grouped = group(captured);
+            // Each grouped op's captured ops, by index.
+            let members: Vec<Vec<usize>> = grouped
+                .iter()
+                .map(|op| match &op.func {
+                    PlanFn::Graph(graph) => graph
+                        .members
+                        .iter()
+                        .map(|member| member.name.as_str().parse().unwrap())
+                        .collect(),
+                    PlanFn::Sync(_) | PlanFn::Async(_) => vec![op.name.as_str().parse().unwrap()],
+                })
+                .collect();
+            // Only sync GPU ops in a graph, of one device.
+            for list in &members {
+                let place = lists[list[0]].0;
+                prop_assert!(list.len() == 1 || ((place == 1 || place == 2) && list.iter().all(|&i| lists[i].0 == place)));
+            }
+            let deps = PlanDeps::of(grouped.iter().map(|op| (&op.reads[..], &op.writes[..])));
+            // The sequential model: the version of each var each op meets, and the last ones.
+            let run = |order: &[usize]| {
+                let mut version = [0usize; 4];
+                let mut seen = vec![Vec::new(); lists.len()];
+                for &op in order {
+                    let (_, r, w) = &lists[op];
+                    for &var in r.iter().chain(w) {
+                        seen[op].push((var, version[var]));
+                    }
+                    for &var in w {
+                        version[var] = op + 1;
+                    }
+                }
+                (seen, version)
+            };
+            let sequential: Vec<usize> = (0..lists.len()).collect();
+            let mut counts = deps.counts.to_vec();
+            let mut ready: Vec<usize> = (0..grouped.len()).filter(|&i| counts[i] == 0).collect();
+            let mut order = Vec::new();
+            let mut step = 0;
+            while !ready.is_empty() {
+                let pick = picks[step % picks.len()] as usize % ready.len();
+                step += 1;
+                let op = ready.swap_remove(pick);
+                order.extend(&members[op]);
+                for edge in deps.successors(op as u32) {
+                    counts[edge.to as usize] -= 1;
+                    if counts[edge.to as usize] == 0 {
+                        ready.push(edge.to as usize);
+                    }
+                }
+            }
+            prop_assert_eq!(order.len(), lists.len());
+            prop_assert_eq!(run(&order), run(&sequential));
+        }
     }
 }
