@@ -181,6 +181,15 @@ impl Comm {
         }))
     }
 
+    /// The engine its ops are pushed on.
+    #[cfg_attr(
+        not(feature = "nccl"),
+        allow(dead_code, reason = "used by NCCL's start")
+    )]
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     /// This process's rank.
     pub fn rank(&self) -> usize {
         self.rank

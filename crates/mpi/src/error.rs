@@ -83,6 +83,24 @@ pub enum MpiError {
     /// message), or MPI called it where it could not be found.
     #[error("the reduction's function failed: {0}")]
     ReduceFailed(String),
+    /// NCCL cannot be used: on some rank, no CUDA driver, no such device, or no NCCL library
+    /// (this rank's reason, or that another rank cannot).
+    #[error("NCCL is not usable: {reason}")]
+    NoNccl {
+        /// Why.
+        reason: String,
+    },
+    /// NCCL returned an error (its result code, and what was being done).
+    #[error("NCCL error: {0}")]
+    Nccl(String),
+    /// A buffer of another length than the op needs.
+    #[error("a buffer of {len} elements where {expected} are needed")]
+    Lengths {
+        /// Its length.
+        len: usize,
+        /// The length needed.
+        expected: usize,
+    },
     /// The engine refused the push.
     #[error(transparent)]
     Engine(#[from] EngineError),

@@ -25,7 +25,9 @@
 //!
 //! Layout: `comm.rs` (the ops, and how their order is kept), `thread.rs` (the communication
 //! thread), `transfer.rs` (an op's call, and the rule that keeps its buffers valid),
-//! `combine.rs` (a reduction by the caller's function), `element.rs`, `reduce.rs`, `error.rs`. Design and use on a cluster: `docs/distributed.md`.
+//! `combine.rs` (a reduction by the caller's function), `element.rs`, `reduce.rs`, `error.rs`;
+//! `nccl.rs` (with the default `nccl` feature: [`NcclComm`], collectives on GPU buffers through
+//! NCCL). Design and use on a cluster: `docs/distributed.md`.
 
 #![deny(unsafe_code)]
 
@@ -37,6 +39,12 @@ mod combine;
 mod comm;
 mod element;
 mod error;
+#[cfg(feature = "nccl")]
+#[allow(
+    unsafe_code,
+    reason = "NCCL's communicator shared by the ops of one rank, and its library's presence"
+)]
+mod nccl;
 mod reduce;
 #[allow(
     unsafe_code,
@@ -52,4 +60,6 @@ mod transfer;
 pub use comm::Comm;
 pub use element::Element;
 pub use error::MpiError;
+#[cfg(feature = "nccl")]
+pub use nccl::NcclComm;
 pub use reduce::{Reduce, UserReduce};

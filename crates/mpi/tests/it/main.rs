@@ -11,5 +11,7 @@
 
 mod collectives;
 mod launch;
+#[cfg(feature = "nccl")]
+mod nccl;
 mod ordering;
 mod split;
