@@ -188,9 +188,7 @@ impl Executor for StreamExecutor {
                     fence::wait_for(run.stream(), &mut run.order(), task.fences());
                 }
                 let (mut completion, recorded) = match (&run, task.recording().cloned()) {
-                    (Some(run), Some(recording)) => {
-                        graph::run_recorded(run.stream(), task, &recording)
-                    }
+                    (Some(run), Some(recording)) => graph::run_recorded(run, task, &recording),
                     _ => (task.run(), Ok(())),
                 };
                 let Some(run) = run else {

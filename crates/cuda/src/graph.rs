@@ -1,21 +1,36 @@
 //! [`run_recorded`]: a recorded device task (`DeviceTask::recorded`, a plan's GPU ops made one
-//! graph) on a GPU worker. At its first run its functions are called while the worker's stream
-//! captures (thread-local mode: other threads' CUDA calls go on as usual), and the CUDA graph of
-//! what they launched there is instantiated, kept in the task's recording, and launched; each
-//! later run of the same recording launches that graph on the worker's stream and calls no
-//! function. Either way the worker then records its event after the launch, as for any op
-//! (`executor.rs`): one event, and one completion, for the whole graph.
+//! graph) on a GPU worker. At the run that records it, its functions are called with a capture
+//! stream of their own in place of the worker's (what `CudaRun::current` gives), capturing in
+//! thread-local mode, and the CUDA graph of what they launched there is instantiated, kept in
+//! the task's recording, and launched on the worker's stream; each later run of the same
+//! recording launches that graph on its worker's stream and calls no function. Either way the
+//! worker then records its event after the launch, as for any op (`executor.rs`): one event,
+//! and one completion, for the whole graph.
+//!
+//! Why a stream of its own: while a stream captures, every stream-ordered call on it joins the
+//! capture, whichever thread makes it; another thread freeing a buffer on the worker's stream
+//! (a value dropped after an earlier op's completion) would break it.
 //!
 //! A recording is kept only from a run whose functions all succeeded: the work a failed one
-//! launched is not the graph's work (and is not launched). A capture that CUDA ends with an
-//! error (a call not allowed while a stream captures, such as a wait for an event recorded
-//! before it) fails the op with that error, and the next run records again.
+//! launched is not the graph's work (and is not launched); a capture that CUDA ends with an
+//! error fails the op; either way, the next run records again. The capture is ended on every
+//! path, unwinding included. With cudarc's event tracking on, whose waits for events recorded
+//! before a capture would break it, nothing is recorded: the functions launch their work at
+//! every run, as an op's do.
+//!
+//! The driver is called directly for the capture and the graph: cudarc's wrappers first return
+//! (and clear) any error another thread stored on the context, which would leave a capture
+//! begun and not ended, or fail this op with another's error.
 
-use std::sync::Mutex;
+use std::sync::Arc;
 
-use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaGraph, CudaStream, DriverError, result};
+use cudarc::driver::sys::{CUgraph, CUgraphExec, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaContext, CudaStream, DriverError, result};
 use depengine_device::{DeviceCompletion, DeviceTask, Recording};
+use depengine_sync::{Mutex, lock};
+
+use crate::current::MadeCurrent;
+use crate::run::CudaRun;
 
 /// What a recording keeps: the graph of the work its functions launched, if they launched any.
 enum Recorded {
@@ -23,70 +38,167 @@ enum Recorded {
     Nothing,
 }
 
-/// A CUDA graph, launched on any worker's stream of its device.
-struct StreamGraph(Mutex<CudaGraph>);
+/// A captured CUDA graph and its executable form, launched on any worker's stream of its
+/// device.
+struct StreamGraph {
+    context: Arc<CudaContext>,
+    graph: CUgraph,
+    exec: CUgraphExec,
+    /// Held by each launch: CUDA requires the calls on one graph to be serialized.
+    launching: Mutex<()>,
+}
 
-// SAFETY: a graph's handles are the driver's, valid on every thread; CUDA requires only that
-// calls on one graph be serialized ("Graph object thread safety" in the CUDA programming guide),
-// and every call goes through the mutex (its launches) or through the drop, which has the only
-// reference. `CudaGraph` is not `Send` for that rule alone.
+// SAFETY: a graph's handles are the driver's, valid on every thread; CUDA requires only that the
+// calls on one graph be serialized ("Graph object thread safety" in its programming guide), and
+// every call goes through `launching` (a launch) or is the drop, which has the only reference.
 unsafe impl Send for StreamGraph {}
-// SAFETY: as for `Send`: a shared reference reaches the graph only through the mutex.
+// SAFETY: as for `Send`: a shared reference calls the driver only under `launching`.
 unsafe impl Sync for StreamGraph {}
 
 impl StreamGraph {
+    /// Instantiates `graph` (captured in `context`), taking it over.
+    fn instantiate(context: &Arc<CudaContext>, graph: CUgraph) -> Result<Self, DriverError> {
+        let current = MadeCurrent::new(context);
+        // SAFETY: `graph` was just captured and is not used elsewhere; the context is current.
+        let exec = current.and_then(|_current| unsafe {
+            result::graph::instantiate(graph, CUgraphInstantiate_flags(0))
+        });
+        match exec {
+            Ok(exec) => Ok(StreamGraph {
+                context: Arc::clone(context),
+                graph,
+                exec,
+                launching: Mutex::new(()),
+            }),
+            Err(error) => {
+                destroy(graph);
+                Err(error)
+            }
+        }
+    }
+
     /// Launches the graph on `stream` (of the graph's context), behind the work queued there.
     fn launch(&self, stream: &CudaStream) -> Result<(), DriverError> {
-        let graph = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        stream.context().bind_to_thread()?;
-        // SAFETY: the executable graph lives while the guard is held (the graph is dropped only
-        // with the last reference to the recording), the stream while `stream` is borrowed, and
-        // both belong to the context bound above. A launch in flight when the graph is dropped
-        // finishes first: CUDA frees an executable graph once its launches are done.
-        unsafe { result::graph::launch(graph.cu_graph_exec(), stream.cu_stream()) }
+        let _serial = lock(&self.launching);
+        let _current = MadeCurrent::new(&self.context)?;
+        // SAFETY: the executable graph lives as long as `self`, the stream while it is borrowed,
+        // both of the context made current; launches are serialized by `launching`. A launch in
+        // flight when the graph is destroyed finishes first (CUDA frees an executable graph once
+        // its launches are done).
+        unsafe { result::graph::launch(self.exec, stream.cu_stream()) }
     }
 }
 
-/// Runs recorded `task` on the worker whose stream is `stream`, with `recording` its recording
-/// (see the module documentation): the op's completion, and the outcome of recording or
-/// launching its graph (an `Err` fails the op; nothing of it was launched then).
+impl Drop for StreamGraph {
+    fn drop(&mut self) {
+        let _current = MadeCurrent::new(&self.context);
+        // SAFETY: the only reference: nothing launches it any more; a launch in flight finishes
+        // first (see `launch`). A failure leaves it to the context's end.
+        let _ = unsafe { result::graph::exec_destroy(self.exec) };
+        destroy(self.graph);
+    }
+}
+
+/// Destroys a captured graph that nothing else holds.
+fn destroy(graph: CUgraph) {
+    // SAFETY: the caller's graph, captured and not instantiated elsewhere, used by no one after.
+    let _ = unsafe { result::graph::destroy(graph) };
+}
+
+/// A stream capturing, until [`end`](Self::end) or the drop (an unwind) ends the capture.
+struct Capturing<'s> {
+    stream: &'s CudaStream,
+    context: &'s CudaContext,
+    ended: bool,
+}
+
+impl<'s> Capturing<'s> {
+    /// Begins capturing `stream`, of `context`, in thread-local mode.
+    fn begin(stream: &'s CudaStream, context: &'s CudaContext) -> Result<Self, DriverError> {
+        let _current = MadeCurrent::new(context)?;
+        let mode = CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        // SAFETY: the stream is borrowed, so alive; its context is current.
+        unsafe { result::stream::begin_capture(stream.cu_stream(), mode) }?;
+        Ok(Capturing {
+            stream,
+            context,
+            ended: false,
+        })
+    }
+
+    /// Ends the capture: the graph captured, `None` if nothing was.
+    fn end(mut self) -> Result<Option<CUgraph>, DriverError> {
+        self.ended = true;
+        let _current = MadeCurrent::new(self.context)?;
+        // SAFETY: the stream captures (since `begin`); ending it leaves the stream out of capture
+        // mode, whether the capture succeeded or not.
+        let graph = unsafe { result::stream::end_capture(self.stream.cu_stream()) }?;
+        Ok((!graph.is_null()).then_some(graph))
+    }
+}
+
+impl Drop for Capturing<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            let _current = MadeCurrent::new(self.context);
+            // SAFETY: as in `end`; the graph, if any, is no one's.
+            if let Ok(graph) = unsafe { result::stream::end_capture(self.stream.cu_stream()) }
+                && !graph.is_null()
+            {
+                destroy(graph);
+            }
+        }
+    }
+}
+
+/// Runs recorded `task` on the worker `run` (see the module documentation), with `recording`
+/// its recording: the op's completion, and the outcome of recording or launching its graph
+/// (an `Err` fails the op; nothing of the graph was launched then).
 pub(crate) fn run_recorded(
-    stream: &std::sync::Arc<CudaStream>,
+    run: &CudaRun,
     task: DeviceTask,
     recording: &Recording,
 ) -> (DeviceCompletion, Result<(), DriverError>) {
     match recording.get::<Recorded>() {
-        Some(Recorded::Graph(graph)) => return (task.replay(), graph.launch(stream)),
+        Some(Recorded::Graph(graph)) => return (task.replay(), graph.launch(run.stream())),
         Some(Recorded::Nothing) => return (task.replay(), Ok(())),
         None => {}
     }
-    let mode = CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-    if stream.begin_capture(mode).is_err() {
-        // Not captured: the functions launch their work as an op's do, and the next run
-        // tries to record again.
+    if run.context().is_event_tracking() {
         return (task.run(), Ok(()));
     }
-    let completion = task.run();
-    let captured = stream.end_capture(CUgraphInstantiate_flags(0));
-    if completion.function_failed() {
-        // Its own failure is the op's outcome; the graph is dropped unlaunched.
-        return (completion, Ok(()));
-    }
+    let capture = match run.context().new_stream() {
+        Ok(stream) => stream,
+        Err(error) => return (task.replay(), Err(error)),
+    };
+    let capturing = match Capturing::begin(&capture, run.context()) {
+        Ok(capturing) => capturing,
+        Err(error) => return (task.replay(), Err(error)),
+    };
+    let completion = CudaRun::with_stream(&capture, || task.run());
+    let captured = capturing.end();
     let recorded = match captured {
-        Ok(Some(graph)) => Recorded::Graph(StreamGraph(Mutex::new(graph))),
+        Ok(graph) if completion.function_failed() => {
+            // Its own failure is the op's outcome; the work is dropped unlaunched.
+            if let Some(graph) = graph {
+                destroy(graph);
+            }
+            return (completion, Ok(()));
+        }
+        Ok(Some(graph)) => match StreamGraph::instantiate(run.context(), graph) {
+            Ok(graph) => Recorded::Graph(graph),
+            Err(error) => return (completion, Err(error)),
+        },
         Ok(None) => Recorded::Nothing,
         Err(error) => return (completion, Err(error)),
     };
     let launched = match &recorded {
-        Recorded::Graph(graph) => graph.launch(stream),
+        Recorded::Graph(graph) => graph.launch(run.stream()),
         Recorded::Nothing => Ok(()),
     };
     if launched.is_ok() {
-        // A recording kept by a run beside this one wins; this graph goes once its launch is
-        // done.
+        // A recording kept meanwhile by a run beside this one (replays of a plan that writes
+        // nothing may overlap) wins; this graph goes once its launch is done.
         let _ = recording.set(recorded);
     }
     (completion, launched)

@@ -135,6 +135,31 @@ impl CudaRun {
         &self.events
     }
 
+    /// Runs `f` with the calling worker's stream (what `current()` gives) replaced by
+    /// `stream`, restored after (also on unwind): the functions of a recorded task launch into
+    /// a capture stream of their own (`graph.rs`).
+    pub(crate) fn with_stream<R>(stream: &Arc<CudaStream>, f: impl FnOnce() -> R) -> R {
+        /// Puts the worker's own stream back.
+        struct Restore(Option<Arc<CudaStream>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                if let Some(own) = self.0.take() {
+                    CURRENT.with(|current| {
+                        if let Some(run) = &mut *current.borrow_mut() {
+                            run.stream = own;
+                        }
+                    });
+                }
+            }
+        }
+        let _restore = Restore(CURRENT.with(|current| {
+            let mut current = current.borrow_mut();
+            let run = current.as_mut()?;
+            Some(std::mem::replace(&mut run.stream, Arc::clone(stream)))
+        }));
+        f()
+    }
+
     /// Makes `self` the calling thread's (a GPU worker's start hook).
     pub(crate) fn enter(self) {
         CURRENT.with(|current| *current.borrow_mut() = Some(self));

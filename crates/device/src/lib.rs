@@ -295,10 +295,10 @@ impl DeviceTask {
     }
 
     /// A task whose device work may be recorded: an executor that records work calls its
-    /// functions once (`run` with [`TaskRun::Call`]), keeping the work they launched in
-    /// `recording`, and for each later task of the same `recording` launches that work again
-    /// and calls `run` with [`TaskRun::Replay`], whose functions then do not run. An executor
-    /// that records nothing calls every task's functions ([`run`](Self::run)).
+    /// functions (`run` with [`TaskRun::Call`]) until a run succeeds in keeping the work they
+    /// launched in `recording`, and for each later task of the same `recording` launches that
+    /// work again and calls `run` with [`TaskRun::Replay`], whose functions then do not run.
+    /// An executor that records nothing calls every task's functions ([`run`](Self::run)).
     ///
     /// ```
     /// use std::sync::Arc;

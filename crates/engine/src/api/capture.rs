@@ -68,35 +68,43 @@ impl Capture<'_> {
 
 impl Capture<'_> {
     /// Records the work of the plan's sync GPU ops as device graphs (CUDA graphs): the ops
-    /// captured one after another on one device's compute (or copy) executor, up to any other
-    /// op, make one graph. Its functions are called at the first replay, on a worker whose
-    /// stream records what they launch on it instead of running it; that first replay and
-    /// every later one launch the recorded work once, and the later ones call none of the
-    /// functions. Without it, each replay calls every function, and pays each op's launches.
+    /// captured one after another on one device's executor, up to any other op, make one graph.
+    /// The replay that records a graph (the first) calls its functions with a capture stream in
+    /// place of their worker's, which records what they launch there instead of running it;
+    /// it and every later replay then launch the recorded work once, and the later ones call
+    /// none of the functions. Without it, each replay calls every function, and pays each op's
+    /// launches.
     ///
     /// What changes for the ops of a graph:
-    /// - their functions run once, at the first replay: what they do on the host happens then
-    ///   only, and a kernel's arguments are those they gave then;
+    /// - their functions run at the replay that records them: the first, and again at the next
+    ///   replay after a recording that failed (a function's failure, a capture or launch error),
+    ///   and once per replay recording beside another (replays of a plan that writes no var
+    ///   may overlap); what they do on the host, and a kernel's arguments, are those of then;
     /// - a graph is one op of the plan (named `graph FIRST..LAST` for the profiler): a failure
     ///   of one of its functions, of its recording, or of its work fails every var its ops
-    ///   write, and a failure on any var it uses skips it whole; a recording that failed is
-    ///   tried again at the next replay;
+    ///   write, and a failure on any var it uses skips it whole;
     /// - work they launch other than on their worker's stream (`RunContext::cuda()`'s) is not
-    ///   recorded: it runs at the first replay only;
-    /// - an executor that records nothing (a stand-in device, the naive engine's inline
-    ///   ops) calls the functions at each replay, in capture order, still as one op.
-    ///
-    /// Recording needs the backend's own dependency tracking off
-    /// (`CudaBackend::without_event_tracking`): cudarc's waits for events recorded before the
-    /// recording make it fail (the graph's op fails with the driver's error).
+    ///   recorded: it runs when they run only;
+    /// - where nothing is recorded, the functions run at each replay, in capture order, still as
+    ///   one op: an executor that does not record (a stand-in device), and the CUDA backend with
+    ///   cudarc's event tracking on (`CudaBackend::new()`: its waits would break a capture; turn
+    ///   it off with `CudaBackend::without_event_tracking`). The naive engine records nothing
+    ///   and groups nothing: its GPU ops run inline, one by one, as pushed.
     ///
     /// # Safety
     ///
     /// Each replay launches the work recorded at the first, with the device addresses the
-    /// functions gave it then, without calling them: every buffer that work uses (device
-    /// memory, pinned host memory) must stay allocated at that address for as long as the plan
-    /// lives. A buffer the functions took from typed data is therefore not replaced (nor
-    /// dropped) while the plan lives, as CUDA graphs require of every captured launch.
+    /// functions gave it then, without calling them, on whichever worker of the device runs the
+    /// replay. So, for as long as the plan lives:
+    /// - every buffer that work uses (device memory, pinned host memory) stays allocated at that
+    ///   address: a buffer the functions took from typed data is not replaced nor dropped;
+    /// - the functions allocate and free nothing on the stream they are given (an allocation
+    ///   there becomes the graph's own memory, which the buffer would then point into), and hand
+    ///   nothing the work uses to `CudaRun::drop_after_completion` (it would be freed after the
+    ///   first replay);
+    /// - the work uses no resource of the worker that recorded it beyond the ops' data (a
+    ///   library handle's workspace, a scratch buffer of the worker): another worker may launch
+    ///   it beside that worker's own work.
     ///
     /// # Examples
     ///
@@ -395,6 +403,7 @@ impl Engine {
                 },
             });
         }
+        let captured = capture.ops.len();
         let ops = if capture.record_gpu_work {
             gpu_graphs::group(capture.ops)
         } else {
@@ -445,6 +454,7 @@ impl Engine {
                 },
                 inline: self.state().workers().kind() == EngineKind::Naive,
                 ops,
+                captured,
                 deps,
                 chain: Chain::default(),
             }),

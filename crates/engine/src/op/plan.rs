@@ -141,6 +141,8 @@ pub(crate) struct PlanInner {
     /// The engine that captured it (`EngineState::id`).
     pub(crate) engine: u64,
     pub(crate) ops: Box<[PlanOp]>,
+    /// How many ops were captured (`ops` holds a device graph's as one).
+    pub(crate) captured: usize,
     pub(crate) deps: PlanDeps,
     /// The roots (`PlanDeps::roots`), by where they run.
     pub(crate) roots: Box<[RootGroup]>,
@@ -200,14 +202,7 @@ impl Plan {
 
     /// How many ops it holds, as captured (each op of a device graph counted).
     pub fn len(&self) -> usize {
-        self.inner
-            .ops
-            .iter()
-            .map(|op| match &op.func {
-                PlanFn::Graph(graph) => graph.members.len(),
-                PlanFn::Sync(_) | PlanFn::Async(_) => 1,
-            })
-            .sum()
+        self.inner.captured
     }
 
     /// Whether it holds no op.
@@ -220,7 +215,7 @@ impl fmt::Debug for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Plan")
             .field("name", &self.inner.name)
-            .field("ops", &self.inner.ops.len())
+            .field("ops", &self.inner.captured)
             .field("reads", &self.inner.deps.reads)
             .field("writes", &self.inner.deps.writes)
             .finish()

@@ -193,10 +193,12 @@ mod tests {
                     PlanFn::Sync(_) | PlanFn::Async(_) => vec![op.name.as_str().parse().unwrap()],
                 })
                 .collect();
-            // Only sync GPU ops in a graph, of one device.
-            for list in &members {
+            // Every sync GPU op in a graph, nothing else, one device's only.
+            for (op, list) in grouped.iter().zip(&members) {
                 let place = lists[list[0]].0;
-                prop_assert!(list.len() == 1 || ((place == 1 || place == 2) && list.iter().all(|&i| lists[i].0 == place)));
+                let graph = matches!(op.func, PlanFn::Graph(_));
+                prop_assert_eq!(graph, place == 1 || place == 2);
+                prop_assert!(list.iter().all(|&i| lists[i].0 == place));
             }
             let deps = PlanDeps::of(grouped.iter().map(|op| (&op.reads[..], &op.writes[..])));
             // The sequential model: the version of each var each op meets, and the last ones.

@@ -340,18 +340,24 @@ fn a_plan_recorded_as_a_cuda_graph_replays_the_chain() {
             })
             .unwrap();
     }
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let plan = engine
         .capture("chain", |plan| {
             // SAFETY: the slots' buffers are made above and never replaced while the plan
-            // lives; each step's swap runs once, at the recording, and an even count of them
-            // leaves the result where the recorded work puts it at every replay.
+            // lives, the steps allocate nothing; each step's swap runs once, at the recording
+            // (checked below), and an even count of them leaves the result where the recorded
+            // work puts it at every replay.
             unsafe { plan.record_gpu_work() };
             for (step, factor) in FACTORS.into_iter().enumerate() {
+                let calls = Arc::clone(&calls);
                 plan.op(format!("step{step}"))
                     .on(Context::gpu(0))
                     .read(&y)
                     .write(&x)
-                    .push_sync(move |run, (y, x)| add_spin_scale(&run, y, x, factor, 1000))?;
+                    .push_sync(move |run, (y, x)| {
+                        calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        add_spin_scale(&run, y, x, factor, 1000)
+                    })?;
             }
             Ok(())
         })
@@ -370,6 +376,8 @@ fn a_plan_recorded_as_a_cuda_graph_replays_the_chain() {
         .collect();
     let got = download(&engine.read(&x).unwrap()).unwrap();
     assert_eq!(mismatches(&got, &expected), 0);
+    let called = calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(called, FACTORS.len(), "the steps were not recorded once");
     drop(plan);
 }
 

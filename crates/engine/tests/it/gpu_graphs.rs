@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use depengine::{
     BackendError, BoxError, Context, DeviceBackend, DeviceTask, Engine, EngineConfig, EngineKind,
-    Executor, Plan, Task, Var,
+    Executor, Fence, Plan, Task, Var,
 };
 
 /// Work a GPU op's function launches on the stand-in device.
@@ -44,6 +44,9 @@ struct RecordingDevice {
     tasks: AtomicUsize,
     /// Of those, the ones that launched what was recorded before.
     replayed: AtomicUsize,
+    /// Whether it reports each op launched (with a fence) before completing it, as a CUDA
+    /// stream's executor does: the GPU ops behind it are released at the launch.
+    launches: bool,
 }
 
 impl Executor for RecordingDevice {
@@ -56,22 +59,27 @@ impl Executor for RecordingDevice {
         let Some(recording) = task.recording().cloned() else {
             return task.run().complete(Ok(()));
         };
-        if let Some(kernels) = recording.get::<Vec<Kernel>>() {
+        let mut completion = if let Some(kernels) = recording.get::<Vec<Kernel>>() {
             self.replayed.fetch_add(1, Ordering::SeqCst);
             let completion = task.replay();
             for kernel in kernels {
                 kernel();
             }
-            return completion.complete(Ok(()));
-        }
-        RECORDING.with(|recording| *recording.borrow_mut() = Some(Vec::new()));
-        let completion = task.run();
-        let kernels = RECORDING.with(|recording| recording.borrow_mut().take().unwrap());
-        if !completion.function_failed() {
-            for kernel in &kernels {
-                kernel();
+            completion
+        } else {
+            RECORDING.with(|recording| *recording.borrow_mut() = Some(Vec::new()));
+            let completion = task.run();
+            let kernels = RECORDING.with(|recording| recording.borrow_mut().take().unwrap());
+            if !completion.function_failed() {
+                for kernel in &kernels {
+                    kernel();
+                }
+                recording.set(kernels).ok().unwrap();
             }
-            recording.set(kernels).ok().unwrap();
+            completion
+        };
+        if self.launches {
+            completion.launched(Fence::new(()));
         }
         completion.complete(Ok(()));
     }
@@ -392,4 +400,90 @@ fn where_nothing_records_each_replay_calls_the_functions_in_capture_order() {
         );
         assert_eq!(step.calls.load(Ordering::SeqCst), LINKS * REPLAYS as usize);
     }
+}
+
+#[test]
+fn graphs_released_at_each_others_launch_pass_a_failure_on_across_devices() {
+    const REPLAYS: usize = 5;
+    let device = Arc::new(RecordingDevice {
+        launches: true,
+        ..RecordingDevice::default()
+    });
+    let engine = engine_on(EngineKind::ThreadedPerDevice, device.clone());
+    let [a, b, c] = vars(&engine);
+    let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let value = Arc::new(AtomicU64::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let plan = engine
+        .capture("across devices", |plan| {
+            // SAFETY: the kernels' value (an `Arc`) lives as long as they do.
+            unsafe { plan.record_gpu_work() };
+            // Graph 1 on GPU 0: sets the value to 1, then fails while `fail` is set.
+            let (to, failing) = (Arc::clone(&value), Arc::clone(&fail));
+            plan.op("set")
+                .on(Context::gpu(0))
+                .writes([a])
+                .push_sync(move |_| {
+                    let to = Arc::clone(&to);
+                    launch(move || to.store(1, Ordering::SeqCst));
+                })?;
+            plan.op("check").on(Context::gpu(0)).writes([a]).push_sync(
+                move |_| -> Result<(), BoxError> {
+                    if failing.load(Ordering::SeqCst) {
+                        return Err("check failed".into());
+                    }
+                    Ok(())
+                },
+            )?;
+            // Graph 2 on GPU 1, released at graph 1's launch; graph 3 on GPU 0 at graph 2's.
+            let to = Arc::clone(&value);
+            plan.op("double")
+                .on(Context::gpu(1))
+                .reads([a])
+                .writes([b])
+                .push_sync(move |_| {
+                    let to = Arc::clone(&to);
+                    launch(move || {
+                        to.fetch_add(to.load(Ordering::SeqCst), Ordering::SeqCst);
+                    });
+                })?;
+            let to = Arc::clone(&value);
+            plan.op("add one")
+                .on(Context::gpu(0))
+                .reads([b])
+                .writes([c])
+                .push_sync(move |_| {
+                    let to = Arc::clone(&to);
+                    launch(move || {
+                        to.fetch_add(1, Ordering::SeqCst);
+                    });
+                })?;
+            let (from, seen) = (Arc::clone(&value), Arc::clone(&seen));
+            plan.op("read").reads([c]).push_sync(move |_| {
+                seen.lock().unwrap().push(from.load(Ordering::SeqCst));
+            })?;
+            Ok::<(), BoxError>(())
+        })
+        .unwrap();
+    engine.replay(&plan).unwrap();
+    // Graph 1 failed as one: the graphs behind it skip, and `c` holds its failure (reported
+    // here; `wait_for_all` clears it from `a` and `b` too).
+    let error = engine.wait_for_var(c).unwrap_err().to_string();
+    assert!(error.contains("check failed"), "{error}");
+    engine.wait_for_all().unwrap();
+    assert!(seen.lock().unwrap().is_empty());
+    assert_eq!(
+        device.tasks.load(Ordering::SeqCst),
+        1,
+        "a skipped graph reached its device"
+    );
+    fail.store(false, Ordering::SeqCst);
+    for _ in 0..REPLAYS {
+        engine.replay(&plan).unwrap();
+    }
+    engine.wait_for_all().unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![3; REPLAYS]);
+    // Three graphs a replay; graph 1 recorded at its second run, the others at their first.
+    assert_eq!(device.tasks.load(Ordering::SeqCst), 1 + 3 * REPLAYS);
+    assert_eq!(device.replayed.load(Ordering::SeqCst), 3 * (REPLAYS - 1));
 }
