@@ -45,6 +45,9 @@ fn test_binary(build: Build, krate: &str, filters: &[&str]) -> Result {
         .run()
 }
 
+/// depengine-mpi with its `nccl` feature, as cargo arguments after the subcommand.
+const MPI_NCCL: [&str; 4] = ["-p", "depengine-mpi", "--features", "nccl"];
+
 /// Runs the checks, stopping at the first failure. `--no-bench` leaves out the bench smoke run.
 pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
     let mut with_bench = true;
@@ -86,10 +89,23 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
             "warnings",
         ])
         .run()?;
+    // depengine-mpi with NCCL (GPU buffers): checked, and its tests run (without a GPU: every
+    // rank's typed error).
+    Cmd::cargo()
+        .arg("clippy")
+        .args(MPI_NCCL)
+        .args(["--all-targets", "--", "-D", "warnings"])
+        .run()?;
     // depengine-mpi's tests start mpirun jobs; with this set they fail, rather than skip,
     // without it.
     Cmd::cargo()
         .args(["test", "--workspace"])
+        .env("DEPENGINE_REQUIRE_MPI", "1")
+        .run()?;
+    Cmd::cargo()
+        .arg("test")
+        .args(MPI_NCCL)
+        .args(["--test", "it", "--", "nccl::"])
         .env("DEPENGINE_REQUIRE_MPI", "1")
         .run()?;
     test_binary(Build::Debug, "depengine", &ENGINE_MEMORY_TEST)?;

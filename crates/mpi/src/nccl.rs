@@ -2,32 +2,43 @@
 //! loaded at run time), each a GPU op of the engine, one rank per GPU.
 //!
 //! Start. Every rank of an MPI communicator calls [`NcclComm::new`] at the same place of its
-//! order: each first checks that it can use NCCL (a CUDA driver, the device, `libnccl`), and a
-//! min-allreduce of those outcomes over MPI tells all whether all can, so that no rank enters
-//! NCCL's initialization (which waits for every rank) while another cannot. Rank 0 then makes
-//! NCCL's unique id and an MPI broadcast hands it to the others (with whether making it
-//! failed), and each rank joins the NCCL communicator on a stream of its own (dedicated to it).
+//! order: each first makes what it needs (a CUDA driver, the device, `libnccl`, a stream of its
+//! own), and a min-allreduce of those outcomes over MPI tells all whether all can, so that no
+//! rank enters NCCL's initialization (which waits for every rank) while another cannot. Rank 0
+//! then makes NCCL's unique id and an MPI broadcast hands it to the others (with whether making
+//! it failed); each joins the NCCL communicator, then runs a one-element allreduce on the
+//! calling thread, so that NCCL's connections are made there rather than on a GPU worker.
 //!
 //! Order. NCCL, as MPI, matches collectives in the order each rank issues them. Every op of a
 //! communicator writes its `order` var, so the engine runs them one after another in push
 //! order (a GPU op behind another is released at that one's launch, `docs/cuda.md`), and each
 //! enqueues its collective on the communicator's stream as its function runs: in push order.
+//! Ops run on the device's copy workers (communication, as copies are), so a collective holds
+//! back the later work of a copy stream, not of the compute streams.
 //!
-//! Streams. An op runs on a GPU worker, whose stream the engine orders with events. Its
-//! function makes the communicator's stream wait for the worker's (the op's inputs are ready
-//! there), enqueues the collective, and makes the worker's stream wait for the communicator's:
-//! the event the worker records after the function, which the engine's dependents wait for,
-//! covers the collective. The communicator lives until the last op's work is done
-//! (`CudaRun::drop_after_completion`).
+//! Streams. An op's function makes the communicator's stream wait for its worker's (the op's
+//! inputs are ready there), enqueues the collective, and makes the worker's stream wait for
+//! the communicator's: the event the worker records after the function, which the engine's
+//! dependents wait for, covers the collective. Once the collective is enqueued nothing fails
+//! the op early: if the wait cannot be enqueued, the worker waits for the collective on the
+//! host. The communicator lives until the last op's work is done
+//! (`CudaRun::drop_after_completion`). The driver is called directly for these waits: cudarc's
+//! wrappers first return any error another thread stored on the context.
+//!
+//! Failures. A failed (or skipped) op fails the `order` var, so this rank's later ops skip
+//! until [`NcclComm::wait`] reports it; the other ranks' matching collectives then never
+//! complete (NCCL cannot take back a collective enqueued on a stream, as MPI cannot cancel a
+//! pending one): a failure is recoverable only where every rank fails alike.
 
 use std::ffi::c_char;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cudarc::driver::sys::{CUevent_flags, CUevent_wait_flags};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError, result};
 use cudarc::nccl::{self, Id, NcclType, ReduceOp};
 use depengine::cuda::Driver;
-use depengine::{BoxError, Context, Data, Engine, EngineError, RunContext, Var};
+use depengine::{BoxError, Context, Data, Engine, EngineError, FnProperty, RunContext, Var};
 
 use crate::comm::Comm;
 use crate::error::MpiError;
@@ -39,8 +50,9 @@ const ID_BYTES: usize = 128;
 /// An NCCL communicator of the ranks of an MPI [`Comm`], one GPU each, whose collectives on GPU
 /// buffers ([`Data<CudaSlice<T>>`](depengine::Data)) are GPU ops of the engine: each writes the
 /// data it changes (and reads its input), and completes when its collective has finished on
-/// the device, while the engine's other work goes on. Push its ops in the same order on every
-/// rank, as a `Comm`'s.
+/// the device; they run on the device's copy workers, so compute ops go on meanwhile. Push its
+/// ops in the same order on every rank, as a `Comm`'s (a failure: see `nccl.rs`'s module
+/// documentation).
 ///
 /// # Examples
 ///
@@ -89,7 +101,8 @@ impl Drop for Shared {
     fn drop(&mut self) {
         if let Some(comm) = self.lock().take() {
             // cudarc's drop aborts the communicator and panics if that fails; this drop may run
-            // on a completion thread, which must go on.
+            // on a completion thread, which must go on (built with `panic = "abort"`, the
+            // process would end here instead).
             let _ = catch_unwind(AssertUnwindSafe(move || drop(comm)));
         }
     }
@@ -115,7 +128,7 @@ impl NcclComm {
             .map_err(EngineError::from)?;
         comm.allreduce(&all, Reduce::Min)?;
         let all_usable = engine.read(&all)?.first() == Some(&1);
-        here?;
+        let stream = here?;
         if !all_usable {
             return Err(MpiError::NoNccl {
                 reason: "another rank cannot use NCCL".to_owned(),
@@ -139,13 +152,15 @@ impl NcclComm {
         }
         let mut internal: [c_char; ID_BYTES] = [0; ID_BYTES];
         internal.copy_from_slice(&message[1..]);
-        let stream = CudaContext::new(device as usize)
-            .and_then(|context| context.new_stream())
-            .map_err(|error| MpiError::Nccl(format!("a stream for NCCL: {error}")))?;
+        let order = engine.new_var_named("nccl ops")?;
         let nccl = nccl::Comm::from_rank(stream, comm.rank(), comm.size(), Id::uninit(internal))
-            .map_err(|error| nccl_error("joining the communicator", &error))?;
+            .map_err(|error| nccl_error("joining the communicator", &error))
+            .and_then(|nccl| warm_up(&nccl).map(|()| nccl))
+            .inspect_err(|_| {
+                let _ = engine.delete_var(order, || {});
+            })?;
         Ok(NcclComm {
-            order: engine.new_var_named("nccl ops")?,
+            order,
             engine,
             device,
             rank: comm.rank(),
@@ -280,9 +295,12 @@ impl NcclComm {
         Ok(())
     }
 
-    /// An op of the communicator, on its GPU.
+    /// An op of the communicator, on its GPU's copy workers.
     fn op(&self, name: &'static str) -> depengine::OpBuilder<'_> {
-        self.engine.op(name).on(Context::gpu(self.device))
+        self.engine
+            .op(name)
+            .on(Context::gpu(self.device))
+            .prop(FnProperty::CopyToGpu)
     }
 
     /// `rank` as NCCL numbers it, if it is one of the communicator's.
@@ -316,8 +334,9 @@ impl std::fmt::Debug for NcclComm {
     }
 }
 
-/// Whether this process can use NCCL on `device`: a CUDA driver, the device, `libnccl`.
-fn usable(device: u32) -> Result<(), MpiError> {
+/// What this process needs to use NCCL on `device` (a CUDA driver, the device, `libnccl`): the
+/// stream its communicator will run on.
+fn usable(device: u32) -> Result<Arc<CudaStream>, MpiError> {
     let no = |reason: String| MpiError::NoNccl { reason };
     let driver = Driver::probe().map_err(|error| no(error.to_string()))?;
     if device as usize >= driver.device_count() {
@@ -330,10 +349,28 @@ fn usable(device: u32) -> Result<(), MpiError> {
     // does first; nothing of it is called here.
     if !unsafe { nccl::sys::is_culib_present() } {
         return Err(no(
-            "no NCCL library could be loaded (libnccl.so.2; PyPI: nvidia-nccl-cu12)".to_owned(),
+            "no NCCL library could be loaded: cudarc looks for libnccl.so (Debian's \
+             libnccl-dev, or a link to libnccl.so.2 on the loader's path)"
+                .to_owned(),
         ));
     }
-    Ok(())
+    CudaContext::new(device as usize)
+        .and_then(|context| context.new_stream())
+        .map_err(|error| no(format!("a stream for NCCL: {error}")))
+}
+
+/// A one-element allreduce on `comm`'s stream, waited for: NCCL makes its connections at the
+/// first collective, which may block the thread that issues it until the peers issue theirs.
+fn warm_up(comm: &nccl::Comm) -> Result<(), MpiError> {
+    let stream = comm.stream();
+    let mut one = stream
+        .alloc_zeros::<f32>(1)
+        .map_err(|error| MpiError::Nccl(format!("a warm-up buffer: {error}")))?;
+    comm.all_reduce_in_place(&mut one, &ReduceOp::Sum)
+        .map_err(|error| nccl_error("a warm-up allreduce", &error))?;
+    stream
+        .synchronize()
+        .map_err(|error| MpiError::Nccl(format!("a warm-up allreduce: {error}")))
 }
 
 /// On the op's GPU worker: orders the communicator's stream behind the worker's, enqueues the
@@ -347,15 +384,46 @@ fn issue(
     let cuda = run
         .cuda()
         .ok_or("an NCCL op ran on a thread that is no GPU worker")?;
+    // SAFETY: the worker's context, alive while `cuda` holds it, made current on the worker's
+    // own thread, which runs only this device's work.
+    unsafe { result::ctx::set_current(cuda.context().cu_ctx()) }?;
     let guard = shared.lock();
     let comm = guard.as_ref().ok_or("the NCCL communicator is gone")?;
     let stream: Arc<CudaStream> = comm.stream();
-    stream.join(cuda.stream())?;
+    stream_wait(&stream, cuda.stream())?;
     call(comm).map_err(|error| nccl_error("a collective", &error))?;
-    cuda.stream().join(&stream)?;
+    // Enqueued: from here on the op is done only when the collective is.
+    if stream_wait(cuda.stream(), &stream).is_err() {
+        // SAFETY: the stream is alive (`stream` holds it); the worker's context is current.
+        let waited = unsafe { result::stream::synchronize(stream.cu_stream()) };
+        drop(guard);
+        cuda.drop_after_completion(Arc::clone(shared));
+        waited.map_err(|error| MpiError::Nccl(format!("waiting for a collective: {error}")))?;
+        return Ok(());
+    }
     drop(guard);
     cuda.drop_after_completion(Arc::clone(shared));
     Ok(())
+}
+
+/// Makes `waiting` wait (on the device) for the work enqueued on `on` so far, through the
+/// driver (an event made, recorded, waited for and destroyed: CUDA keeps a wait enqueued on a
+/// destroyed event). Both streams are the current context's.
+fn stream_wait(waiting: &CudaStream, on: &CudaStream) -> Result<(), DriverError> {
+    let event = result::event::create(CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
+    // SAFETY: `event` was just made, the streams are alive (borrowed); the event is destroyed
+    // once, after the wait is enqueued.
+    unsafe {
+        let waited = result::event::record(event, on.cu_stream()).and_then(|()| {
+            result::stream::wait_event(
+                waiting.cu_stream(),
+                event,
+                CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        });
+        let _ = result::event::destroy(event);
+        waited
+    }
 }
 
 /// `Ok` if `len` is `expected`.
