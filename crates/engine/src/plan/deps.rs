@@ -210,9 +210,30 @@ impl PlanDeps {
     }
 }
 
+/// An order in which the counters of `deps` release its ops, picking among the ready ones as
+/// `picks` says (each modulo their count, in turn): for the property tests.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn counter_order(deps: &PlanDeps, picks: &[u32]) -> Vec<usize> {
+    let mut counts = deps.counts.to_vec();
+    let mut ready: Vec<usize> = (0..counts.len()).filter(|&i| counts[i] == 0).collect();
+    let mut order = Vec::new();
+    while !ready.is_empty() {
+        let pick = picks[order.len() % picks.len()] as usize % ready.len();
+        let op = ready.swap_remove(pick);
+        order.push(op);
+        for edge in deps.successors(op as u32) {
+            counts[edge.to as usize] -= 1;
+            if counts[edge.to as usize] == 0 {
+                ready.push(edge.to as usize);
+            }
+        }
+    }
+    order
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::{Edge, PlanDeps};
+    use super::{Edge, PlanDeps, counter_order};
     use depengine_graph::{Graph, Var};
     use proptest::prelude::*;
 
@@ -307,23 +328,7 @@ mod tests {
                 (seen, version)
             };
             let sequential: Vec<usize> = (0..lists.len()).collect();
-            // An order the counters allow, picking among the ready ops as `picks` says.
-            let mut counts = deps.counts.to_vec();
-            let mut ready: Vec<usize> = (0..lists.len()).filter(|&i| counts[i] == 0).collect();
-            let mut order = Vec::new();
-            let mut step = 0;
-            while !ready.is_empty() {
-                let pick = picks[step % picks.len()] as usize % ready.len();
-                step += 1;
-                let op = ready.swap_remove(pick);
-                order.push(op);
-                for edge in deps.successors(op as u32) {
-                    counts[edge.to as usize] -= 1;
-                    if counts[edge.to as usize] == 0 {
-                        ready.push(edge.to as usize);
-                    }
-                }
-            }
+            let order = counter_order(&deps, &picks);
             prop_assert_eq!(order.len(), lists.len());
             prop_assert_eq!(run(&order), run(&sequential));
         }

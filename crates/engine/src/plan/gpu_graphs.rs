@@ -111,7 +111,7 @@ mod tests {
     use crate::context::{Context, FnProperty, RunContext};
     use crate::name::OpName;
     use crate::op::plan::{PlanFn, PlanOp, Target};
-    use crate::plan::deps::PlanDeps;
+    use crate::plan::deps::{PlanDeps, counter_order};
 
     /// Op number `index` on `context` (a GPU one on its device's executor, a CPU one inline),
     /// sync or not, reading `reads` and writing `writes`.
@@ -217,22 +217,11 @@ mod tests {
                 (seen, version)
             };
             let sequential: Vec<usize> = (0..lists.len()).collect();
-            let mut counts = deps.counts.to_vec();
-            let mut ready: Vec<usize> = (0..grouped.len()).filter(|&i| counts[i] == 0).collect();
-            let mut order = Vec::new();
-            let mut step = 0;
-            while !ready.is_empty() {
-                let pick = picks[step % picks.len()] as usize % ready.len();
-                step += 1;
-                let op = ready.swap_remove(pick);
-                order.extend(&members[op]);
-                for edge in deps.successors(op as u32) {
-                    counts[edge.to as usize] -= 1;
-                    if counts[edge.to as usize] == 0 {
-                        ready.push(edge.to as usize);
-                    }
-                }
-            }
+            // A graph runs its ops in capture order.
+            let order: Vec<usize> = counter_order(&deps, &picks)
+                .into_iter()
+                .flat_map(|op| members[op].iter().copied())
+                .collect();
             prop_assert_eq!(order.len(), lists.len());
             prop_assert_eq!(run(&order), run(&sequential));
         }

@@ -246,11 +246,9 @@ fn skip<T>(reason: &str) -> Option<T> {
 /// The factors of the chain's links.
 const FACTORS: [f32; 8] = [0.5, 2.0, 0.25, 4.0, 0.5, 1.5, 0.75, 1.0];
 
-/// Pushes the chain on device `device`: an upload, then one `x = (x + y) * factor` op per
-/// factor, the odd ones on the device's copy stream (`CopyToGpu`) and the even ones on its
-/// compute stream, so that every link waits for an op of the other stream. Returns `x` and
-/// what it must hold at the end.
-fn push_chain(engine: &Engine, device: u32) -> (Data<Slot>, Vec<f32>) {
+/// Makes slots `x` (all ones) and `y` (`i % 7`) on device `device`, uploaded by a GPU op:
+/// returns them, and `y`'s values.
+fn push_upload(engine: &Engine, device: u32) -> (Data<Slot>, Data<Slot>, Vec<f32>) {
     let x = engine
         .data_named(format!("x{device}"), Slot::default())
         .unwrap();
@@ -258,19 +256,26 @@ fn push_chain(engine: &Engine, device: u32) -> (Data<Slot>, Vec<f32>) {
         .data_named(format!("y{device}"), Slot::default())
         .unwrap();
     let host_y: Vec<f32> = (0..N).map(|i| (i % 7) as f32).collect();
-    {
-        let host_y = host_y.clone();
-        engine
-            .op("upload")
-            .on(Context::gpu(device))
-            .write(&x)
-            .write(&y)
-            .push_sync(move |run, (x, y)| -> Result<(), BoxError> {
-                upload(&run, x, &vec![1.0_f32; N])?;
-                upload(&run, y, &host_y)
-            })
-            .unwrap();
-    }
+    let values = host_y.clone();
+    engine
+        .op("upload")
+        .on(Context::gpu(device))
+        .write(&x)
+        .write(&y)
+        .push_sync(move |run, (x, y)| -> Result<(), BoxError> {
+            upload(&run, x, &vec![1.0_f32; N])?;
+            upload(&run, y, &values)
+        })
+        .unwrap();
+    (x, y, host_y)
+}
+
+/// Pushes the chain on device `device`: an upload, then one `x = (x + y) * factor` op per
+/// factor, the odd ones on the device's copy stream (`CopyToGpu`) and the even ones on its
+/// compute stream, so that every link waits for an op of the other stream. Returns `x` and
+/// what it must hold at the end.
+fn push_chain(engine: &Engine, device: u32) -> (Data<Slot>, Vec<f32>) {
+    let (x, y, host_y) = push_upload(engine, device);
     for (step, factor) in FACTORS.into_iter().enumerate() {
         let property = if step % 2 == 1 {
             FnProperty::CopyToGpu
@@ -324,22 +329,7 @@ fn a_plan_recorded_as_a_cuda_graph_replays_the_chain() {
         return;
     };
     let engine = gpu_engine();
-    let x = engine.data_named("x", Slot::default()).unwrap();
-    let y = engine.data_named("y", Slot::default()).unwrap();
-    let host_y: Vec<f32> = (0..N).map(|i| (i % 7) as f32).collect();
-    {
-        let host_y = host_y.clone();
-        engine
-            .op("upload")
-            .on(Context::gpu(0))
-            .write(&x)
-            .write(&y)
-            .push_sync(move |run, (x, y)| -> Result<(), BoxError> {
-                upload(&run, x, &vec![1.0_f32; N])?;
-                upload(&run, y, &host_y)
-            })
-            .unwrap();
-    }
+    let (x, y, host_y) = push_upload(&engine, 0);
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let plan = engine
         .capture("chain", |plan| {
