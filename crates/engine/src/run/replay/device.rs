@@ -94,15 +94,8 @@ impl Replay {
         let (started, returned) = match &plan_op.func {
             PlanFn::Sync(func) => {
                 let started = start();
-                let returned = self.within_frame(|| {
-                    self.call_sync(
-                        &plan_op.name,
-                        func,
-                        plan_op.run,
-                        &plan_op.reads,
-                        &plan_op.writes,
-                    )
-                });
+                let returned =
+                    self.within_frame(|| self.call_sync(&plan_op.name, func, plan_op.run, plan_op));
                 (started, returned)
             }
             PlanFn::Graph(graph) => {

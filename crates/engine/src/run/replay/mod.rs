@@ -45,7 +45,9 @@ use crate::context::{FnProperty, RunContext};
 use crate::error::Result;
 use crate::failure::{FailureCause, OpFailure};
 use crate::name::OpName;
-use crate::op::plan::{FinishPlanOp, GpuGraph, PlanFn, PlanInner, PlanOpDone, SyncPlanFn, Target};
+use crate::op::plan::{
+    FinishPlanOp, GpuGraph, GraphMember, PlanFn, PlanInner, PlanOp, PlanOpDone, SyncPlanFn, Target,
+};
 use crate::op::record::{OpFn, OpRecord, Payload};
 use crate::op::vars::OpVars;
 use crate::plan::chain::ReplayLink;
@@ -523,13 +525,11 @@ impl Replay {
         }
         let started = recorded.then(|| profiler.start(thread::profiled()));
         let outcome = match &plan_op.func {
-            PlanFn::Sync(func) => self.call_sync(
-                &plan_op.name,
-                func,
-                plan_op.run,
-                &plan_op.reads,
-                &plan_op.writes,
-            ),
+            PlanFn::Sync(func) => {
+                let vars = PlanOpVars::of(&self.state, plan_op);
+                let returned = Self::call(&plan_op.name, || func(plan_op.run, &vars));
+                EngineState::outcome(&plan_op.name, returned)
+            }
             PlanFn::Graph(graph) => self.call_graph(graph),
             PlanFn::Async(func) => {
                 let done = PlanOpDone {
@@ -537,7 +537,7 @@ impl Replay {
                     op,
                     started,
                 };
-                let vars = PlanOpVars::of(&self.state, &plan_op.reads, &plan_op.writes);
+                let vars = PlanOpVars::of(&self.state, plan_op);
                 // A panic drops the completion (or `done`, before it became one) while
                 // unwinding, which fails the op.
                 let _ = Self::call(&plan_op.name, || func(plan_op.run, &vars, done));
@@ -553,27 +553,28 @@ impl Replay {
         Ran::Done
     }
 
-    /// Calls sync function `func` of op `name`, on `reads` and `writes`: its outcome.
+    /// Calls sync function `func` of `op`, named `name`: its outcome.
     #[inline]
     fn call_sync(
         &self,
         name: &OpName,
         func: &SyncPlanFn,
         run: RunContext,
-        reads: &[Var],
-        writes: &[Var],
+        op: &impl NamedVars,
     ) -> Result<(), OpFailure> {
-        let vars = PlanOpVars::of(&self.state, reads, writes);
+        let vars = PlanOpVars::of(&self.state, op);
         EngineState::outcome(name, Self::call(name, || func(run, &vars)))
     }
 
     /// Calls the functions of `graph`'s ops one after another, up to the first that fails: the
-    /// graph's outcome (it fails as one op).
+    /// graph's outcome (it fails as one op). Out of line: only a device's executor, or the
+    /// naive engine's inline queue, runs a graph.
+    #[inline(never)]
     fn call_graph(&self, graph: &GpuGraph) -> Result<(), OpFailure> {
         graph
             .members
             .iter()
-            .try_for_each(|op| self.call_sync(&op.name, &op.func, op.run, &op.reads, &op.writes))
+            .try_for_each(|op| self.call_sync(&op.name, &op.func, op.run, op))
     }
 
     /// Calls `f`, the function of op `name`, catching a panic; the span is made inside the
@@ -669,31 +670,46 @@ impl FinishPlanOp for Replay {
     }
 }
 
-/// The vars of a replayed op, which its replay holds while the function runs: where a typed
-/// op finds its data's cells (`data/access.rs`).
-struct PlanOpVars<'a> {
+/// The vars of a replayed op (`O`: a plan's op, or an op of a graph), which its replay holds
+/// while the function runs: where a typed op finds its data's cells (`data/access.rs`).
+struct PlanOpVars<'a, O> {
     state: &'a EngineState,
-    /// The op's reads and writes, as named.
-    reads: &'a [Var],
-    writes: &'a [Var],
+    op: &'a O,
 }
 
-impl<'a> PlanOpVars<'a> {
-    fn of(state: &'a EngineState, reads: &'a [Var], writes: &'a [Var]) -> Self {
-        PlanOpVars {
-            state,
-            reads,
-            writes,
+impl<'a, O: NamedVars> PlanOpVars<'a, O> {
+    fn of(state: &'a EngineState, op: &'a O) -> Self {
+        PlanOpVars { state, op }
+    }
+}
+
+/// A captured op's vars, as named: its reads or its writes.
+trait NamedVars {
+    fn named(&self, access: Access) -> &[Var];
+}
+
+impl NamedVars for PlanOp {
+    #[inline]
+    fn named(&self, access: Access) -> &[Var] {
+        match access {
+            Access::Read => &self.reads,
+            Access::Write => &self.writes,
         }
     }
 }
 
-impl OpVars for PlanOpVars<'_> {
+impl NamedVars for GraphMember {
+    fn named(&self, access: Access) -> &[Var] {
+        match access {
+            Access::Read => &self.reads,
+            Access::Write => &self.writes,
+        }
+    }
+}
+
+impl<O: NamedVars> OpVars for PlanOpVars<'_, O> {
     fn attachment(&self, access: Access, from_end: usize) -> Option<NonNull<()>> {
-        let list = match access {
-            Access::Read => self.reads,
-            Access::Write => self.writes,
-        };
+        let list = self.op.named(access);
         let at = list.len().checked_sub(from_end + 1)?;
         self.state.graph.attachment(list[at])
     }
