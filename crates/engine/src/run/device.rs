@@ -41,9 +41,10 @@
 //! finished by `run_function` as on a CPU worker; their device completion has nothing left
 //! to do.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fence};
+use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Executor, Fence};
 use depengine_graph::{LaunchedOp, ReadyOp, Var};
 use smallvec::SmallVec;
 
@@ -57,9 +58,14 @@ use crate::run::fences::{Behind, Registration, Upstream};
 use crate::thread::task::TaskMarker;
 
 impl EngineState {
+    /// Hands ready GPU op `op` to `executor` ([`hand_over`]).
+    pub(super) fn hand_to_device(self: &Arc<Self>, executor: &dyn Executor, op: ReadyOp<OpRecord>) {
+        hand_over(executor, self.device_task(op));
+    }
+
     /// The task that runs ready GPU op `op` on its device executor, after the fences of the
     /// launched ops it was released behind.
-    pub(super) fn device_task(self: &Arc<Self>, op: ReadyOp<OpRecord>) -> DeviceTask {
+    fn device_task(self: &Arc<Self>, op: ReadyOp<OpRecord>) -> DeviceTask {
         let priority = op.payload().priority;
         let Behind { fences, upstream } = self.fences.behind(op.reads(), op.writes());
         let unlaunched = Unlaunched {
@@ -303,6 +309,14 @@ impl Drop for Unlaunched {
             self.state.fail_unrun(op, failure);
         }
     }
+}
+
+/// Hands `task` to `executor`. A backend whose `execute_device` panics has dropped the task
+/// on the way (its op fails, `DeviceError::Dropped`), or keeps it: either way this thread goes
+/// on with what it was doing (the panic hook reported the panic), rather than unwinding through
+/// the engine, which would leave a replay's device queue (`run/replay/`) held by no thread.
+pub(super) fn hand_over(executor: &dyn Executor, task: DeviceTask) {
+    let _ = catch_unwind(AssertUnwindSafe(|| executor.execute_device(task)));
 }
 
 /// A sync GPU op whose function returned and whose device work the executor has not reported

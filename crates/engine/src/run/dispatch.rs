@@ -295,7 +295,7 @@ impl EngineState {
                 None => self.execute(op, None),
             },
             Route::Device { copy } => match self.workers.executor(record.context, copy) {
-                Ok(executor) => executor.execute_device(self.device_task(op)),
+                Ok(executor) => self.hand_to_device(&**executor, op),
                 // Resolving the route created the executor, so it is found; were it created
                 // here and the backend failed, the op would fail with the backend's error.
                 Err(error) => {

@@ -366,6 +366,64 @@ fn a_task_the_executor_drops_unrun_fails_its_op() {
     assert!(!ran.load(Ordering::SeqCst));
 }
 
+/// An executor whose `execute_device` panics, dropping the task as it unwinds (a backend's bug).
+struct PanicsDevice;
+
+impl Executor for PanicsDevice {
+    fn execute(&self, _priority: i32, task: Task) {
+        task();
+    }
+    fn execute_device(&self, task: DeviceTask) {
+        let _task = task;
+        panic!("a backend's bug");
+    }
+}
+
+#[test]
+fn a_backend_whose_execute_device_panics_fails_its_ops_and_every_replay_ends() {
+    let engine = engine_of("panics", || Arc::new(PanicsDevice));
+    let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+    let ran = gpu_then_cpu(&engine, a);
+    let error = engine.wait_for_var(a).unwrap_err().to_string();
+    assert!(error.contains("gpu-write"), "{error}");
+    assert!(!ran.load(Ordering::SeqCst));
+    let plan = engine
+        .capture("two gpu ops", |plan| {
+            plan.op("first")
+                .on(Context::gpu(0))
+                .writes([a])
+                .push_sync(|_| {})?;
+            plan.op("second")
+                .on(Context::gpu(0))
+                .reads([a])
+                .writes([b])
+                .push_sync(|_| {})?;
+            plan.op("third")
+                .on(Context::gpu(0))
+                .writes([a])
+                .push_sync(|_| {})?;
+            Ok::<(), BoxError>(())
+        })
+        .unwrap();
+    // Each replay's GPU ops are handed over from one queue: a panic left in it would hold it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = engine.clone();
+    std::thread::spawn(move || {
+        for _ in 0..3 {
+            waiter.replay(&plan).unwrap();
+            let _ = tx.send(waiter.wait_for_var(a).is_err() && waiter.wait_for_var(b).is_err());
+        }
+    });
+    for _ in 0..3 {
+        let failed = rx.recv_timeout(Duration::from_secs(30));
+        assert_eq!(
+            failed,
+            Ok(true),
+            "a replay did not end, or its ops did not fail"
+        );
+    }
+}
+
 /// Captures a plan: a CPU op writing `input`, a GPU op reading it and writing `output`, a CPU
 /// op reading `output`; returns the plan, the GPU op's count of runs and the last op's.
 fn cpu_gpu_cpu_plan(

@@ -17,7 +17,7 @@ use crate::failure::{FailureCause, OpFailure};
 use crate::op::plan::{PlanFn, Target};
 use crate::plan::deps::Edge;
 use crate::plan::launches::Launches;
-use crate::run::device::InFlight;
+use crate::run::device::{self, InFlight};
 use crate::thread;
 use crate::thread::task::TaskMarker;
 
@@ -70,7 +70,7 @@ impl Replay {
                         DeviceTask::new(run.priority, move || task.run(TaskRun::Call))
                     }
                 };
-                executor.execute_device(task.after(fences));
+                device::hand_over(&*executor, task.after(fences));
             }
             // The op fails, unrun.
             Err(error) => task.fail(FailureCause::Error(Box::new(error))),
