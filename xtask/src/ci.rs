@@ -108,6 +108,7 @@ pub(crate) fn main(mut args: impl Iterator<Item = String>) -> Result {
         .args(["--test", "it", "--", "nccl::"])
         .env("DEPENGINE_REQUIRE_MPI", "1")
         .run()?;
+    Cmd::cargo().arg("test").args(MPI_NCCL).arg("--doc").run()?;
     test_binary(Build::Debug, "depengine", &ENGINE_MEMORY_TEST)?;
     // The CUDA backend through the engine: without a GPU, the no-driver path (the GPU tests
     // skip).

@@ -110,10 +110,16 @@ impl StreamExecutor {
             message,
         };
         // The streams are made here, so that a failure is the caller's error rather than a
-        // worker's; a stream is not tied to a thread.
-        let streams: Arc<[Arc<CudaStream>]> = (0..threads)
-            .map(|_| device.context().new_stream())
-            .collect::<Result<_, _>>()
+        // worker's; a stream is not tied to a thread. Each worker has two: its own, and one on
+        // which it records device graphs (`graph.rs`).
+        let streams: Arc<[[Arc<CudaStream>; 2]]> = (0..threads)
+            .map(|_| {
+                Ok([
+                    device.context().new_stream()?,
+                    device.context().new_stream()?,
+                ])
+            })
+            .collect::<Result<_, cudarc::driver::DriverError>>()
             .map_err(|error| unavailable(format!("creating a stream: {error}")))?;
         let completers: Arc<[Arc<Completer>]> = (0..threads)
             .map(|index| Completer::start(&format!("{name}-{index}")).map(Arc::new))
@@ -127,7 +133,7 @@ impl StreamExecutor {
                         device.ordinal(),
                         index,
                         Arc::clone(device.context()),
-                        Arc::clone(&streams[index]),
+                        streams[index].clone(),
                         Arc::clone(&completers[index]),
                         EventPool::new(Arc::clone(device.context())),
                     )

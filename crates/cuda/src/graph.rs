@@ -1,13 +1,13 @@
 //! [`run_recorded`]: a recorded device task (`DeviceTask::recorded`, a plan's GPU ops made one
-//! graph) on a GPU worker. At the run that records it, its functions are called with a capture
-//! stream of their own in place of the worker's (what `CudaRun::current` gives), capturing in
+//! graph) on a GPU worker. At the run that records it, its functions are called with the
+//! worker's capture stream in place of its stream (what `CudaRun::current` gives), capturing in
 //! thread-local mode, and the CUDA graph of what they launched there is instantiated, kept in
 //! the task's recording, and launched on the worker's stream; each later run of the same
 //! recording launches that graph on its worker's stream and calls no function. Either way the
 //! worker then records its event after the launch, as for any op (`executor.rs`): one event,
 //! and one completion, for the whole graph.
 //!
-//! Why a stream of its own: while a stream captures, every stream-ordered call on it joins the
+//! Why a second stream: while a stream captures, every stream-ordered call on it joins the
 //! capture, whichever thread makes it; another thread freeing a buffer on the worker's stream
 //! (a value dropped after an earlier op's completion) would break it.
 //!
@@ -20,7 +20,8 @@
 //!
 //! The driver is called directly for the capture and the graph: cudarc's wrappers first return
 //! (and clear) any error another thread stored on the context, which would leave a capture
-//! begun and not ended, or fail this op with another's error.
+//! begun and not ended, or fail this op with another's error. Capture stops at calls that
+//! wait for the device (a synchronize, a copy to pageable memory): the capture then fails.
 
 use std::sync::Arc;
 
@@ -38,17 +39,26 @@ enum Recorded {
     Nothing,
 }
 
-/// A captured CUDA graph and its executable form, launched on any worker's stream of its
-/// device.
+/// A captured CUDA graph, owned: destroyed when dropped.
+struct CapturedGraph(CUgraph);
+
+impl Drop for CapturedGraph {
+    fn drop(&mut self) {
+        // SAFETY: the graph was captured for this value alone, and nothing uses it after: an
+        // executable graph instantiated from it is independent of it.
+        let _ = unsafe { result::graph::destroy(self.0) };
+    }
+}
+
+/// An executable CUDA graph, launched on any worker's stream of its device.
 struct StreamGraph {
     context: Arc<CudaContext>,
-    graph: CUgraph,
     exec: CUgraphExec,
     /// Held by each launch: CUDA requires the calls on one graph to be serialized.
     launching: Mutex<()>,
 }
 
-// SAFETY: a graph's handles are the driver's, valid on every thread; CUDA requires only that the
+// SAFETY: a graph's handle is the driver's, valid on every thread; CUDA requires only that the
 // calls on one graph be serialized ("Graph object thread safety" in its programming guide), and
 // every call goes through `launching` (a launch) or is the drop, which has the only reference.
 unsafe impl Send for StreamGraph {}
@@ -56,25 +66,17 @@ unsafe impl Send for StreamGraph {}
 unsafe impl Sync for StreamGraph {}
 
 impl StreamGraph {
-    /// Instantiates `graph` (captured in `context`), taking it over.
-    fn instantiate(context: &Arc<CudaContext>, graph: CUgraph) -> Result<Self, DriverError> {
-        let current = MadeCurrent::new(context);
-        // SAFETY: `graph` was just captured and is not used elsewhere; the context is current.
-        let exec = current.and_then(|_current| unsafe {
-            result::graph::instantiate(graph, CUgraphInstantiate_flags(0))
-        });
-        match exec {
-            Ok(exec) => Ok(StreamGraph {
-                context: Arc::clone(context),
-                graph,
-                exec,
-                launching: Mutex::new(()),
-            }),
-            Err(error) => {
-                destroy(graph);
-                Err(error)
-            }
-        }
+    /// Instantiates `graph` (captured in `context`).
+    fn instantiate(context: &Arc<CudaContext>, graph: &CapturedGraph) -> Result<Self, DriverError> {
+        let _current = MadeCurrent::new(context)?;
+        // SAFETY: the graph is alive (borrowed) and used by no other call meanwhile; the context
+        // is current.
+        let exec = unsafe { result::graph::instantiate(graph.0, CUgraphInstantiate_flags(0)) }?;
+        Ok(StreamGraph {
+            context: Arc::clone(context),
+            exec,
+            launching: Mutex::new(()),
+        })
     }
 
     /// Launches the graph on `stream` (of the graph's context), behind the work queued there.
@@ -91,18 +93,11 @@ impl StreamGraph {
 
 impl Drop for StreamGraph {
     fn drop(&mut self) {
-        let _current = MadeCurrent::new(&self.context);
         // SAFETY: the only reference: nothing launches it any more; a launch in flight finishes
-        // first (see `launch`). A failure leaves it to the context's end.
+        // first (see `launch`). The call needs no current context, so the dropping thread's is
+        // left alone; a failure leaves the graph to the context's end.
         let _ = unsafe { result::graph::exec_destroy(self.exec) };
-        destroy(self.graph);
     }
-}
-
-/// Destroys a captured graph that nothing else holds.
-fn destroy(graph: CUgraph) {
-    // SAFETY: the caller's graph, captured and not instantiated elsewhere, used by no one after.
-    let _ = unsafe { result::graph::destroy(graph) };
 }
 
 /// A stream capturing, until [`end`](Self::end) or the drop (an unwind) ends the capture.
@@ -127,26 +122,30 @@ impl<'s> Capturing<'s> {
     }
 
     /// Ends the capture: the graph captured, `None` if nothing was.
-    fn end(mut self) -> Result<Option<CUgraph>, DriverError> {
-        self.ended = true;
-        let _current = MadeCurrent::new(self.context)?;
+    fn end(mut self) -> Result<Option<CapturedGraph>, DriverError> {
+        self.end_capture()
+    }
+
+    fn end_capture(&mut self) -> Result<Option<CapturedGraph>, DriverError> {
+        // The worker's context is current (it began the capture); made so again if not.
+        let _current = MadeCurrent::new(self.context);
         // SAFETY: the stream captures (since `begin`); ending it leaves the stream out of capture
         // mode, whether the capture succeeded or not.
-        let graph = unsafe { result::stream::end_capture(self.stream.cu_stream()) }?;
-        Ok((!graph.is_null()).then_some(graph))
+        let graph = unsafe { result::stream::end_capture(self.stream.cu_stream()) };
+        self.ended = true;
+        let graph = graph?;
+        Ok(if graph.is_null() {
+            None
+        } else {
+            Some(CapturedGraph(graph))
+        })
     }
 }
 
 impl Drop for Capturing<'_> {
     fn drop(&mut self) {
         if !self.ended {
-            let _current = MadeCurrent::new(self.context);
-            // SAFETY: as in `end`; the graph, if any, is no one's.
-            if let Ok(graph) = unsafe { result::stream::end_capture(self.stream.cu_stream()) }
-                && !graph.is_null()
-            {
-                destroy(graph);
-            }
+            let _ = self.end_capture();
         }
     }
 }
@@ -160,32 +159,26 @@ pub(crate) fn run_recorded(
     recording: &Recording,
 ) -> (DeviceCompletion, Result<(), DriverError>) {
     match recording.get::<Recorded>() {
-        Some(Recorded::Graph(graph)) => return (task.replay(), graph.launch(run.stream())),
-        Some(Recorded::Nothing) => return (task.replay(), Ok(())),
+        Some(Recorded::Graph(graph)) => {
+            return (task.launch_recorded(), graph.launch(run.stream()));
+        }
+        Some(Recorded::Nothing) => return (task.launch_recorded(), Ok(())),
         None => {}
     }
     if run.context().is_event_tracking() {
         return (task.run(), Ok(()));
     }
-    let capture = match run.context().new_stream() {
-        Ok(stream) => stream,
-        Err(error) => return (task.replay(), Err(error)),
-    };
-    let capturing = match Capturing::begin(&capture, run.context()) {
+    let capture = run.capture_stream();
+    let capturing = match Capturing::begin(capture, run.context()) {
         Ok(capturing) => capturing,
-        Err(error) => return (task.replay(), Err(error)),
+        Err(error) => return (task.launch_recorded(), Err(error)),
     };
-    let completion = CudaRun::with_stream(&capture, || task.run());
+    let completion = CudaRun::with_stream(capture, || task.run());
     let captured = capturing.end();
     let recorded = match captured {
-        Ok(graph) if completion.function_failed() => {
-            // Its own failure is the op's outcome; the work is dropped unlaunched.
-            if let Some(graph) = graph {
-                destroy(graph);
-            }
-            return (completion, Ok(()));
-        }
-        Ok(Some(graph)) => match StreamGraph::instantiate(run.context(), graph) {
+        // Its own failure is the op's outcome; the work is dropped unlaunched.
+        Ok(_) if completion.function_failed() => return (completion, Ok(())),
+        Ok(Some(graph)) => match StreamGraph::instantiate(run.context(), &graph) {
             Ok(graph) => Recorded::Graph(graph),
             Err(error) => return (completion, Err(error)),
         },

@@ -35,6 +35,8 @@ pub struct CudaRun {
     worker: usize,
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// The stream on which the worker records device graphs (`graph.rs`).
+    capture: Arc<CudaStream>,
     /// The completion thread of `stream`, to which the worker hands each op it ran.
     completer: Arc<Completer>,
     /// The recycled events the worker records on `stream` after each op.
@@ -46,11 +48,12 @@ pub struct CudaRun {
 }
 
 impl CudaRun {
+    /// The resources of worker `worker` of `device`: `[its stream, its capture stream]`.
     pub(crate) fn new(
         device: u32,
         worker: usize,
         context: Arc<CudaContext>,
-        stream: Arc<CudaStream>,
+        [stream, capture]: [Arc<CudaStream>; 2],
         completer: Arc<Completer>,
         events: Arc<EventPool>,
     ) -> Self {
@@ -59,6 +62,7 @@ impl CudaRun {
             worker,
             context,
             stream,
+            capture,
             completer,
             events,
             after_work: Arc::default(),
@@ -118,6 +122,11 @@ impl CudaRun {
     /// The values to drop once the op that just ran on this worker completed.
     pub(crate) fn take_after_work(&self) -> AfterWork {
         std::mem::take(&mut *lock(&self.after_work))
+    }
+
+    /// The stream on which the worker records device graphs.
+    pub(crate) fn capture_stream(&self) -> &Arc<CudaStream> {
+        &self.capture
     }
 
     /// The completion thread of the worker's stream.

@@ -223,13 +223,13 @@ pub struct DeviceTask {
 pub enum TaskRun {
     /// Its functions are called, and launch its work: [`DeviceTask::run`].
     Call,
-    /// Its functions are not called: [`DeviceTask::replay`].
-    Replay,
+    /// Its functions are not called: [`DeviceTask::launch_recorded`].
+    LaunchRecorded,
 }
 
 /// Where an executor keeps the device work of a recorded [`DeviceTask`] (a CUDA graph of the
 /// launches its functions made), so that a later task of the same [`Recording`] launches that
-/// work again instead of calling its functions ([`DeviceTask::replay`]). Opaque to the engine,
+/// work again instead of calling its functions ([`DeviceTask::launch_recorded`]). Opaque to the engine,
 /// which hands the same recording to every run of the same work: a backend stores its own
 /// type, set once.
 ///
@@ -297,7 +297,7 @@ impl DeviceTask {
     /// A task whose device work may be recorded: an executor that records work calls its
     /// functions (`run` with [`TaskRun::Call`]) until a run succeeds in keeping the work they
     /// launched in `recording`, and for each later task of the same `recording` launches that
-    /// work again and calls `run` with [`TaskRun::Replay`], whose functions then do not run.
+    /// work again and calls `run` with [`TaskRun::LaunchRecorded`], whose functions then do not run.
     /// An executor that records nothing calls every task's functions ([`run`](Self::run)).
     ///
     /// ```
@@ -308,7 +308,7 @@ impl DeviceTask {
     /// let recording = Arc::new(Recording::new());
     /// let task = |expected: TaskRun| {
     ///     DeviceTask::recorded(0, Arc::clone(&recording), move |how| {
-    ///         assert_eq!(how, expected); // `Call`: launch the work; `Replay`: launch nothing
+    ///         assert_eq!(how, expected); // `Call`: launch the work; else launch nothing
     ///         DeviceCompletion::new(drop)
     ///     })
     /// };
@@ -318,9 +318,9 @@ impl DeviceTask {
     /// first.run().complete(Ok(()));
     /// recording.set("the launches").unwrap();
     /// // A later one finds them recorded, launches them, and calls no function.
-    /// let later = task(TaskRun::Replay);
+    /// let later = task(TaskRun::LaunchRecorded);
     /// assert_eq!(later.recording().unwrap().get::<&str>(), Some(&"the launches"));
-    /// later.replay().complete(Ok(()));
+    /// later.launch_recorded().complete(Ok(()));
     /// ```
     pub fn recorded(
         priority: i32,
@@ -373,9 +373,9 @@ impl DeviceTask {
     /// The completion of a recorded task whose work its executor launches from its
     /// [`recording`](Self::recording) instead: the task's functions are not called (a task that
     /// is not recorded has no work recorded, and runs as [`run`](Self::run)).
-    pub fn replay(self) -> DeviceCompletion {
+    pub fn launch_recorded(self) -> DeviceCompletion {
         let how = if self.recording.is_some() {
-            TaskRun::Replay
+            TaskRun::LaunchRecorded
         } else {
             TaskRun::Call
         };

@@ -26,7 +26,8 @@
 //! Layout: `comm.rs` (the ops, and how their order is kept), `thread.rs` (the communication
 //! thread), `transfer.rs` (an op's call, and the rule that keeps its buffers valid),
 //! `combine.rs` (a reduction by the caller's function), `element.rs`, `reduce.rs`, `error.rs`;
-//! `nccl.rs` (with the `nccl` feature: `NcclComm`, collectives on GPU buffers through NCCL). Design and use on a cluster: `docs/distributed.md`.
+//! `nccl.rs` (with the `nccl` feature: `NcclComm`, collectives on GPU buffers through NCCL).
+//! Design and use on a cluster: `docs/distributed.md`.
 
 #![deny(unsafe_code)]
 

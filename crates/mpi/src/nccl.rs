@@ -119,7 +119,9 @@ impl NcclComm {
     /// [`MpiError::NoNccl`] on every rank if some rank has no CUDA driver, no such device, or no
     /// NCCL library (each names its own reason, or that another rank cannot);
     /// [`MpiError::Nccl`] if NCCL's unique id or its initialization fails; the errors of
-    /// `comm`'s allreduce and broadcast.
+    /// `comm`'s allreduce and broadcast. A rank whose joining fails once all agreed leaves the
+    /// others waiting in NCCL's initialization (NCCL's own rule: every rank joins, or none
+    /// returns).
     pub fn new(comm: &Comm, device: u32) -> Result<NcclComm, MpiError> {
         let engine = comm.engine().clone();
         let here = usable(device);

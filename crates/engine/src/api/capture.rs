@@ -13,12 +13,12 @@ use crate::context::{Context, FnProperty, RunContext};
 use crate::error::{EngineError, Result};
 use crate::failure::BoxError;
 use crate::name::OpName;
+use crate::op::gpu_graphs;
 use crate::op::plan::{Plan, PlanFn, PlanInner, PlanOp, RootGroup, Target};
 use crate::op::record::{Completion, Route};
 use crate::op::result::IntoOpResult;
 use crate::plan::chain::Chain;
 use crate::plan::deps::PlanDeps;
-use crate::plan::gpu_graphs;
 use crate::run::EngineState;
 
 /// The most ops one plan holds: ops are numbered by `u32`, with one counter past them
@@ -86,10 +86,12 @@ impl Capture<'_> {
     /// - work they launch other than on their worker's stream (`RunContext::cuda()`'s) is not
     ///   recorded: it runs when they run only;
     /// - where nothing is recorded, the functions run at each replay, in capture order, still as
-    ///   one op: an executor that does not record (a stand-in device), and the CUDA backend with
-    ///   cudarc's event tracking on (`CudaBackend::new()`: its waits would break a capture; turn
-    ///   it off with `CudaBackend::without_event_tracking`). The naive engine records nothing
-    ///   and groups nothing: its GPU ops run inline, one by one, as pushed.
+    ///   one op: on an executor that does not record (a stand-in device), on the naive engine
+    ///   (its GPU ops run inline), and on the CUDA backend with cudarc's event tracking on
+    ///   (`CudaBackend::new()`: its waits would break a capture; turn it off with
+    ///   `CudaBackend::without_event_tracking`);
+    /// - a call that waits for the device inside a recorded function (a synchronize, a copy to
+    ///   pageable host memory) breaks the capture: the graph's op fails, at each replay.
     ///
     /// # Safety
     ///
@@ -108,20 +110,46 @@ impl Capture<'_> {
     ///
     /// # Examples
     ///
-    /// ```
+    /// ```no_run
+    /// # #[cfg(feature = "cuda")]
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    ///
+    /// use depengine::cuda::CudaBackend;
     /// use depengine::{Context, Engine, EngineConfig};
     ///
-    /// let engine = Engine::new(EngineConfig::default().cpu_worker_threads(1))?;
-    /// let var = engine.new_var()?;
-    /// let plan = engine.capture("step", |plan| {
-    ///     // SAFETY: the ops below launch no work, so no buffer is used.
+    /// // SAFETY: the buffers are used only inside ops that name their data.
+    /// let backend = unsafe { CudaBackend::without_event_tracking() };
+    /// let engine = Engine::new(EngineConfig::default().device_backend(Arc::new(backend)))?;
+    /// let x = engine.data(None::<depengine::cuda::cudarc::driver::CudaSlice<f32>>)?;
+    /// engine.op("allocate").on(Context::gpu(0)).write(&x).push_sync(|run, x| {
+    ///     *x = Some(run.cuda().ok_or("no GPU worker")?.stream().alloc_zeros::<f32>(256)?);
+    ///     Ok::<(), depengine::BoxError>(())
+    /// })?;
+    /// let step = engine.capture("step", |plan| {
+    ///     // SAFETY: `x`'s buffer is allocated above and never replaced while the plan lives;
+    ///     // the functions only launch on their stream.
     ///     unsafe { plan.record_gpu_work() };
-    ///     plan.op("on the CPU").writes([var]).push_sync(|_| {})?;
+    ///     for k in 0..10 {
+    ///         plan.op(format!("kernel {k}")).on(Context::gpu(0)).write(&x).push_sync(
+    ///             |run, x| -> Result<(), depengine::BoxError> {
+    ///                 let cuda = run.cuda().ok_or("no GPU worker")?;
+    ///                 // ... launch a kernel on `cuda.stream()` that updates `x` ...
+    ///                 # let _ = (cuda, x);
+    ///                 Ok(())
+    ///             },
+    ///         )?;
+    ///     }
     ///     Ok(())
     /// })?;
-    /// engine.replay(&plan)?;
-    /// engine.wait_for_var(var)?;
-    /// # Ok::<(), depengine::EngineError>(())
+    /// for _ in 0..100 {
+    ///     engine.replay(&step)?; // one graph launch each, the functions called at the first
+    /// }
+    /// engine.wait_for_all()?;
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(feature = "cuda"))]
+    /// # fn main() {}
     /// ```
     #[allow(
         unsafe_code,
@@ -414,7 +442,7 @@ impl Engine {
         // A sync GPU op behind another is released at that one's launch, as when pushed.
         let launches = |op: &PlanOp| {
             matches!(op.target, Target::Device { .. })
-                && matches!(op.func, PlanFn::Sync(_) | PlanFn::Graph(_))
+                && matches!(op.func, PlanFn::Sync(_) | PlanFn::DeviceGraph(_))
         };
         deps.mark_launches(|from, to| launches(&ops[from as usize]) && launches(&ops[to as usize]));
         let mut roots: Vec<(Target, Vec<u32>)> = Vec::new();

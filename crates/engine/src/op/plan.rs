@@ -32,9 +32,9 @@ pub(crate) enum PlanFn {
     /// Done when it completes the `Completion` made of its `PlanOpDone`, possibly after it
     /// returned.
     Async(Box<AsyncPlanFn>),
-    /// Sync GPU ops recorded as one device graph (`plan/gpu_graphs.rs`): done when the device
+    /// Sync GPU ops recorded as one device graph (`op/gpu_graphs.rs`): done when the device
     /// is done with their work.
-    Graph(Box<GpuGraph>),
+    DeviceGraph(Box<GpuGraph>),
 }
 
 /// Sync GPU ops of a plan captured one after another on one device executor, replayed as one

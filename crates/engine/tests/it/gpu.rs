@@ -263,6 +263,8 @@ fn push_upload(engine: &Engine, device: u32) -> (Data<Slot>, Data<Slot>, Vec<f32
         .write(&x)
         .write(&y)
         .push_sync(move |run, (x, y)| -> Result<(), BoxError> {
+            // Loaded here, not inside a plan's recorded function (a capture).
+            kernels_on(&cuda(&run)?)?;
             upload(&run, x, &vec![1.0_f32; N])?;
             upload(&run, y, &values)
         })

@@ -61,7 +61,7 @@ impl Executor for RecordingDevice {
         };
         let mut completion = if let Some(kernels) = recording.get::<Vec<Kernel>>() {
             self.replayed.fetch_add(1, Ordering::SeqCst);
-            let completion = task.replay();
+            let completion = task.launch_recorded();
             for kernel in kernels {
                 kernel();
             }

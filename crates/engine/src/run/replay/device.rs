@@ -62,7 +62,7 @@ impl Replay {
         match executor {
             Ok(executor) => {
                 let task = match &plan_op.func {
-                    PlanFn::Graph(graph) => {
+                    PlanFn::DeviceGraph(graph) => {
                         let recording = Arc::clone(&graph.recording);
                         DeviceTask::recorded(run.priority, recording, move |how| task.run(how))
                     }
@@ -98,11 +98,11 @@ impl Replay {
                     self.within_frame(|| self.call_sync(&plan_op.name, func, plan_op.run, plan_op));
                 (started, returned)
             }
-            PlanFn::Graph(graph) => {
+            PlanFn::DeviceGraph(graph) => {
                 let started = start();
                 let returned = match how {
-                    TaskRun::Call => self.within_frame(|| self.call_graph(graph)),
-                    TaskRun::Replay => Ok(()),
+                    TaskRun::Call => self.within_frame(|| self.call_device_graph(graph)),
+                    TaskRun::LaunchRecorded => Ok(()),
                 };
                 (started, returned)
             }

@@ -530,7 +530,7 @@ impl Replay {
                 let returned = Self::call(&plan_op.name, || func(plan_op.run, &vars));
                 EngineState::outcome(&plan_op.name, returned)
             }
-            PlanFn::Graph(graph) => self.call_graph(graph),
+            PlanFn::DeviceGraph(graph) => self.call_device_graph(graph),
             PlanFn::Async(func) => {
                 let done = PlanOpDone {
                     replay: Some(Arc::clone(self) as Arc<dyn FinishPlanOp>),
@@ -570,7 +570,7 @@ impl Replay {
     /// graph's outcome (it fails as one op). Out of line: only a device's executor, or the
     /// naive engine's inline queue, runs a graph.
     #[inline(never)]
-    fn call_graph(&self, graph: &GpuGraph) -> Result<(), OpFailure> {
+    fn call_device_graph(&self, graph: &GpuGraph) -> Result<(), OpFailure> {
         graph
             .members
             .iter()

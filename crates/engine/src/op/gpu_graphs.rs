@@ -1,5 +1,5 @@
 //! [`group`]: a plan's sync GPU ops captured one after another on one device executor, made
-//! one op each run (`PlanFn::Graph`), whose work the executor records once and launches again
+//! one op each run (`PlanFn::DeviceGraph`), whose work the executor records once and launches again
 //! at each later replay (`Capture::record_gpu_work`).
 //!
 //! Why one after another: ops next to each other in capture order are *convex*, no path of
@@ -20,7 +20,8 @@ use crate::name::OpName;
 use crate::op::plan::{GpuGraph, GraphMember, PlanFn, PlanOp, Target};
 
 /// The ops of a plan as captured, each run of sync GPU ops one after another on one executor
-/// made one `PlanFn::Graph` op (a run of one as well: its function may launch many kernels).
+/// (or inline, on the naive engine) made one `PlanFn::DeviceGraph` op (a run of one as well:
+/// its function may launch many kernels).
 pub(crate) fn group(ops: Vec<PlanOp>) -> Vec<PlanOp> {
     let mut grouped: Vec<PlanOp> = Vec::with_capacity(ops.len());
     // The run being grouped: its executor's target and context, and its ops.
@@ -38,11 +39,11 @@ pub(crate) fn group(ops: Vec<PlanOp>) -> Vec<PlanOp> {
                 name,
                 func: PlanFn::Sync(func),
                 run: context,
-                target: target @ Target::Device { .. },
+                target,
                 profiled,
                 reads,
                 writes,
-            } => {
+            } if on_device(target, context.context) => {
                 let (_, _, members, any_profiled) =
                     run.get_or_insert_with(|| (target, context.context, Vec::new(), false));
                 *any_profiled |= profiled;
@@ -62,6 +63,16 @@ pub(crate) fn group(ops: Vec<PlanOp>) -> Vec<PlanOp> {
     }
     grouped.extend(run.map(graph_of));
     grouped
+}
+
+/// Whether an op on `target` and `context` is a GPU op: on its device's executor, or (the
+/// naive engine's) inline.
+fn on_device(target: Target, context: Context) -> bool {
+    match target {
+        Target::Device { .. } => true,
+        Target::Inline => context.is_gpu(),
+        Target::Block(_) => false,
+    }
 }
 
 /// One op of `members` (one or more, in capture order) on `target`: the first one's place and
@@ -93,7 +104,7 @@ fn graph_of((target, _, members, profiled): (Target, Context, Vec<GraphMember>, 
         profiled,
         reads: reads.into(),
         writes: writes.into(),
-        func: PlanFn::Graph(Box::new(GpuGraph {
+        func: PlanFn::DeviceGraph(Box::new(GpuGraph {
             recording: Arc::new(Recording::new()),
             members: members.into(),
         })),
@@ -152,8 +163,8 @@ mod tests {
             ),
             picks in proptest::collection::vec(any::<u32>(), 24),
         ) {
-            let graph = Graph::<(), ()>::new();
-            let v: Vec<Var> = (0..4).map(|_| graph.new_var().unwrap()).collect();
+            let deps_graph = Graph::<(), ()>::new();
+            let v: Vec<Var> = (0..4).map(|_| deps_graph.new_var().unwrap()).collect();
             // 0: a CPU op; 1, 2: a GPU op on device 0 or 1; 3: an async GPU op on device 0.
             let lists: Vec<(u8, Vec<usize>, Vec<usize>)> = ops
                 .iter()
@@ -185,7 +196,7 @@ mod tests {
             let members: Vec<Vec<usize>> = grouped
                 .iter()
                 .map(|op| match &op.func {
-                    PlanFn::Graph(graph) => graph
+                    PlanFn::DeviceGraph(graph) => graph
                         .members
                         .iter()
                         .map(|member| member.name.as_str().parse().unwrap())
@@ -196,8 +207,8 @@ mod tests {
             // Every sync GPU op in a graph, nothing else, one device's only.
             for (op, list) in grouped.iter().zip(&members) {
                 let place = lists[list[0]].0;
-                let graph = matches!(op.func, PlanFn::Graph(_));
-                prop_assert_eq!(graph, place == 1 || place == 2);
+                let grouped_op = matches!(op.func, PlanFn::DeviceGraph(_));
+                prop_assert_eq!(grouped_op, place == 1 || place == 2);
                 prop_assert!(list.iter().all(|&i| lists[i].0 == place));
             }
             let deps = PlanDeps::of(grouped.iter().map(|op| (&op.reads[..], &op.writes[..])));
