@@ -16,7 +16,10 @@
 //! CUDA stream waiting for an event) reports, before that, that the op's work was launched,
 //! with a [`Fence`] after it ([`DeviceCompletion::launched`]): the engine then releases the
 //! device ops behind it at once, each with the fences it must start after
-//! ([`DeviceTask::fences`]), and holds the CPU ops behind it until the completion.
+//! ([`DeviceTask::fences`]), and holds the CPU ops behind it until the completion. A recorded
+//! task ([`DeviceTask::recorded`]) lets an executor that can record device work (a CUDA graph)
+//! keep what its functions launched in a [`Recording`] and launch that again for the later tasks
+//! of the same recording, calling no function.
 //!
 //! ```
 //! use std::sync::{Arc, mpsc};
