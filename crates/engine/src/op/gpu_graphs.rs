@@ -24,13 +24,10 @@ use crate::op::plan::{GpuGraph, GraphMember, PlanFn, PlanOp, Target};
 /// its function may launch many kernels).
 pub(crate) fn group(ops: Vec<PlanOp>) -> Vec<PlanOp> {
     let mut grouped: Vec<PlanOp> = Vec::with_capacity(ops.len());
-    // The run being grouped: its executor's target and context, and its ops.
-    let mut run: Option<(Target, Context, Vec<GraphMember>, bool)> = None;
+    let mut open: Option<GpuRun> = None;
     for op in ops {
-        if let Some((target, context, _, _)) = &run
-            && (op.target != *target || op.run.context != *context)
-        {
-            grouped.extend(run.take().map(graph_of));
+        if open.as_ref().is_some_and(|run| !run.same_executor(&op)) {
+            grouped.extend(open.take().map(GpuRun::into_op));
         }
         // Within: a sync GPU op joins the run; any other op (an async one on the same executor)
         // ends it.
@@ -38,30 +35,33 @@ pub(crate) fn group(ops: Vec<PlanOp>) -> Vec<PlanOp> {
             PlanOp {
                 name,
                 func: PlanFn::Sync(func),
-                run: context,
+                run,
                 target,
                 profiled,
                 reads,
                 writes,
-            } if on_device(target, context.context) => {
-                let (_, _, members, any_profiled) =
-                    run.get_or_insert_with(|| (target, context.context, Vec::new(), false));
-                *any_profiled |= profiled;
-                members.push(GraphMember {
+            } if on_device(target, run.context) => {
+                let open = open.get_or_insert_with(|| GpuRun {
+                    target,
+                    members: Vec::new(),
+                    profiled: false,
+                });
+                open.profiled |= profiled;
+                open.members.push(GraphMember {
                     name,
                     func,
-                    run: context,
+                    run,
                     reads,
                     writes,
                 });
             }
             op => {
-                grouped.extend(run.take().map(graph_of));
+                grouped.extend(open.take().map(GpuRun::into_op));
                 grouped.push(op);
             }
         }
     }
-    grouped.extend(run.map(graph_of));
+    grouped.extend(open.map(GpuRun::into_op));
     grouped
 }
 
@@ -75,39 +75,57 @@ fn on_device(target: Target, context: Context) -> bool {
     }
 }
 
-/// One op of `members` (one or more, in capture order) on `target`: the first one's place and
-/// context, every var any of them writes as a write, the others they read as reads.
-fn graph_of((target, _, members, profiled): (Target, Context, Vec<GraphMember>, bool)) -> PlanOp {
-    let mut seen: HashSet<Var> = HashSet::new();
-    let writes: Vec<Var> = members
-        .iter()
-        .flat_map(|op| &*op.writes)
-        .filter(|&&var| seen.insert(var))
-        .copied()
-        .collect();
-    let reads: Vec<Var> = members
-        .iter()
-        .flat_map(|op| &*op.reads)
-        .filter(|&&var| seen.insert(var))
-        .copied()
-        .collect();
-    let (first, last) = (&members[0], &members[members.len() - 1]);
-    let name = if members.len() == 1 {
-        format!("graph {}", first.name)
-    } else {
-        format!("graph {}..{}", first.name, last.name)
-    };
-    PlanOp {
-        name: OpName::from(Cow::Owned(name)),
-        run: first.run,
-        target,
-        profiled,
-        reads: reads.into(),
-        writes: writes.into(),
-        func: PlanFn::DeviceGraph(Box::new(GpuGraph {
-            recording: Arc::new(Recording::new()),
-            members: members.into(),
-        })),
+/// The run of sync GPU ops being grouped: one or more, in capture order.
+struct GpuRun {
+    target: Target,
+    members: Vec<GraphMember>,
+    /// Some op of it is marked for the profiler.
+    profiled: bool,
+}
+
+impl GpuRun {
+    /// Whether `op` runs where the run's ops do: the same target and context.
+    fn same_executor(&self, op: &PlanOp) -> bool {
+        op.target == self.target && op.run.context == self.members[0].run.context
+    }
+
+    /// The run as one op: the first op's place and context, every var any of its ops writes as
+    /// a write, the others they read as reads.
+    fn into_op(self) -> PlanOp {
+        let GpuRun {
+            target,
+            members,
+            profiled,
+        } = self;
+        let mut seen: HashSet<Var> = HashSet::new();
+        let mut vars = |named: fn(&GraphMember) -> &[Var]| -> Box<[Var]> {
+            members
+                .iter()
+                .flat_map(named)
+                .filter(|&&var| seen.insert(var))
+                .copied()
+                .collect()
+        };
+        let writes = vars(|op| &op.writes);
+        let reads = vars(|op| &op.reads);
+        let (first, last) = (&members[0], &members[members.len() - 1]);
+        let name = if members.len() == 1 {
+            format!("graph {}", first.name)
+        } else {
+            format!("graph {}..{}", first.name, last.name)
+        };
+        PlanOp {
+            name: OpName::from(Cow::Owned(name)),
+            run: first.run,
+            target,
+            profiled,
+            reads,
+            writes,
+            func: PlanFn::DeviceGraph(Box::new(GpuGraph {
+                recording: Arc::new(Recording::new()),
+                members: members.into(),
+            })),
+        }
     }
 }
 
