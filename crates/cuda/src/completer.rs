@@ -15,9 +15,10 @@
 //! microseconds completes without a sleep and a wake-up; once the backoff is spent, it sleeps
 //! in the driver on the oldest event (a blocking-sync event) instead of burning a core.
 //!
-//! An error from the newest query (a fault, or an error cudarc stored on the context, which a
-//! query reports once) fails the oldest op still pending, as a wait for its event would have;
-//! a sticky fault, reported by every later query, then fails each later op in turn.
+//! Each op takes the outcome of its own event's query: when the newest query reports an error,
+//! the ops before it are queried one by one, so that the error fails the op whose event it is
+//! (a sticky fault, which every query reports, fails each op pending). An error that cudarc
+//! stored on the context is no op's: the queries are the driver's own (`host_wait.rs`).
 //!
 //! # Values dropped after an op's work
 //!
@@ -218,14 +219,9 @@ fn complete_launched<P: StreamPoint>(shared: &Shared<P>) {
                 op.complete(Ok(()));
             }
             backoff = Backoff::new();
-        } else if let Some(Err(error)) = newest {
-            // A fault, or an error stored on the context (reported once): the oldest op takes
-            // it, as a wait for its event would have.
-            if let Some(oldest) = mine.pop_front() {
-                oldest.complete(Err(error));
-            }
-            backoff = Backoff::new();
         } else if complete_passed(&mut mine) {
+            // The newest still runs, or its query failed: each op of the passed prefix took its
+            // own query's outcome.
             backoff = Backoff::new();
         } else if backoff.is_completed() {
             // Nothing came of the polling: asleep in the driver until the oldest is done.
@@ -303,9 +299,8 @@ mod tests {
         moved: std::sync::Condvar,
         calls: AtomicUsize,
         asleep: AtomicBool,
-        /// An error stored on the context: reported once, by the first call that finds its
-        /// point passed (as `host_wait` reports cudarc's).
-        stored: std::sync::Mutex<Option<DeviceError>>,
+        /// The one point whose query, once it passed, reports an error of its own.
+        failing: AtomicUsize,
     }
 
     impl Stream {
@@ -317,7 +312,7 @@ mod tests {
                 moved: std::sync::Condvar::new(),
                 calls: AtomicUsize::new(0),
                 asleep: AtomicBool::new(false),
-                stored: std::sync::Mutex::new(None),
+                failing: AtomicUsize::new(usize::MAX),
             })
         }
 
@@ -344,7 +339,13 @@ mod tests {
             if index >= self.passed.load(Ordering::SeqCst) {
                 return None;
             }
-            Some(self.stored.lock().unwrap().take().map_or(Ok(()), Err))
+            if index == self.failing.load(Ordering::SeqCst) {
+                return Some(Err(DeviceError::Failed {
+                    backend: "stand-in".to_owned(),
+                    message: "this point's own error".to_owned(),
+                }));
+            }
+            Some(Ok(()))
         }
 
         /// Waits until the completer sleeps on a point.
@@ -432,17 +433,14 @@ mod tests {
     }
 
     #[test]
-    fn an_error_stored_on_the_context_fails_one_op() {
+    fn an_error_of_the_newest_query_fails_its_own_op_only() {
         let stream = Stream::new();
+        stream.failing.store(2, Ordering::SeqCst);
         stream.pass(3);
-        *stream.stored.lock().unwrap() = Some(DeviceError::Failed {
-            backend: "stand-in".to_owned(),
-            message: "a free failed".to_owned(),
-        });
-        let completer = Completer::start("stored").unwrap();
+        let completer = Completer::start("own-error").unwrap();
         let rx = hand_over(&completer, &stream, 3);
         let outcomes: Vec<(usize, bool)> = rx.iter().take(3).collect();
-        assert_eq!(outcomes, [(0, false), (1, true), (2, true)]);
+        assert_eq!(outcomes, [(0, true), (1, true), (2, false)]);
     }
 
     #[test]

@@ -74,8 +74,8 @@ impl EventPool {
             Arc::ptr_eq(stream.context(), &self.context),
             "a stream of another context"
         );
-        // Returns an error stored on the context by another call, as cudarc's own record does.
-        self.context.bind_to_thread()?;
+        // Not cudarc's bind, which would return an error another call stored (`stray.rs`).
+        let _current = MadeCurrent::new(&self.context)?;
         let popped = lock(&self.free).pop();
         let raw = if let Some(raw) = popped {
             raw
@@ -105,19 +105,18 @@ impl EventPool {
         &self.context
     }
 
-    /// Destroys `raw` (an event of the pool's context); a failure is stored on the context,
-    /// as cudarc's `CudaEvent` does on drop, after an error already stored there (which stays
-    /// the one a later call reports).
+    /// Destroys `raw` (an event of the pool's context); a failure, which belongs to no op, is
+    /// reported as a warning (`stray.rs`).
     fn destroy(&self, raw: RawEvent) {
-        let stored = self.context.check_err();
         // Made current here, on whichever thread drops the event, and the context that
         // thread had, if any, made current again after.
         let current = MadeCurrent::new(&self.context);
         // SAFETY: `raw` was created in the pool's context, made current above, and nothing
         // refers to it any more.
         let destroyed = unsafe { result::event::destroy(raw.0) };
-        self.context
-            .record_err(stored.and(current.map(drop)).and(destroyed));
+        if let Err(error) = current.map(drop).and(destroyed) {
+            tracing::warn!(target: "depengine_cuda", %error, "destroying a CUDA event failed");
+        }
     }
 }
 
@@ -181,26 +180,7 @@ impl std::fmt::Debug for Event {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Driver;
-
-    /// A context on device 0, or `None` (with the reason printed) where there is no GPU; with
-    /// `DEPENGINE_REQUIRE_GPU` set, a failure instead.
-    fn context_or_skip() -> Option<Arc<CudaContext>> {
-        let reason = match Driver::probe() {
-            Ok(driver) if driver.device_count() > 0 => match CudaContext::new(0) {
-                Ok(context) => return Some(context),
-                Err(error) => error.to_string(),
-            },
-            Ok(_) => "the CUDA driver reports no device".to_owned(),
-            Err(error) => error.to_string(),
-        };
-        assert!(
-            std::env::var_os("DEPENGINE_REQUIRE_GPU").is_none(),
-            "DEPENGINE_REQUIRE_GPU is set, but there is no GPU: {reason}"
-        );
-        eprintln!("skipped: {reason}");
-        None
-    }
+    use crate::gpu_or_skip::context_or_skip;
 
     #[test]
     fn a_dropped_event_is_recorded_again_for_the_next_op() {

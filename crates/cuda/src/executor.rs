@@ -33,6 +33,7 @@ use crate::fence::{self, StreamFence};
 use crate::graph;
 use crate::host_wait;
 use crate::run::CudaRun;
+use crate::stray;
 
 thread_local! {
     /// Set while this GPU worker reports an op's launch: the GPU ops that the launch releases
@@ -188,11 +189,18 @@ impl Executor for StreamExecutor {
                 // Every worker of this block made its `CudaRun` current in its start hook,
                 // before its first task: `None` would be a task run by another thread.
                 let run = CudaRun::current();
-                if let Some(run) = &run
-                    && fence_waits
-                {
-                    fence::wait_for(run.stream(), &mut run.order(), task.fences());
-                }
+                let waited = match &run {
+                    Some(run) => {
+                        // So that the function's cudarc calls return errors of their own.
+                        stray::report(run.context(), run.device());
+                        if fence_waits {
+                            fence::wait_for(run.stream(), &mut run.order(), task.fences())
+                        } else {
+                            Ok(())
+                        }
+                    }
+                    None => Ok(()),
+                };
                 let (mut completion, recorded) = match (&run, task.recording().cloned()) {
                     (Some(run), Some(recording)) => graph::run_recorded(run, task, &recording),
                     _ => (task.run(), Ok(())),
@@ -204,8 +212,18 @@ impl Executor for StreamExecutor {
                     }));
                 };
                 let after = run.take_after_work();
-                if let Err(error) = recorded {
+                let failed = match (recorded, waited) {
                     // Nothing of its graph was launched.
+                    (Err(error), _) => Some(error),
+                    // Its stream could not be ordered after the work it depends on: the work
+                    // it launched must end before it completes (as below).
+                    (Ok(()), Err(error)) => {
+                        let _ = host_wait::stream(run.stream());
+                        Some(error)
+                    }
+                    (Ok(()), Ok(())) => None,
+                };
+                if let Some(error) = failed {
                     completion.complete(Err(device_error(error)));
                     return after.drop_all();
                 }

@@ -19,6 +19,7 @@ use cudarc::driver::sys::CUevent_wait_flags;
 use cudarc::driver::{CudaStream, DriverError, result};
 use depengine_device::Fence;
 
+use crate::current::MadeCurrent;
 use crate::event::Event;
 use crate::host_wait;
 
@@ -134,40 +135,44 @@ impl Placed<Arc<CudaStream>> for Fence {
 }
 
 /// Makes `stream`'s next work start after each of `fences` recorded on another stream, but
-/// for those `order` finds covered. A wait that fails becomes a host wait for the event, on
-/// this failure path only, so the order holds (but is not counted as covering: the next op
-/// waits again); its error is put back on the context, where the op's completion finds it and
-/// fails (`host_wait.rs`): cudarc's `wait` returns, before waiting, an error some other call
-/// stored there, which would otherwise be lost (the context keeps one error: the host wait's
-/// own, if any, is of the same context, and a sticky one fails that completion's wait again).
-/// The failure of the work behind a fence reaches the ops behind it through the engine, which
-/// completes them with it (`docs/cuda.md`, failures), whether or not their own work fails too
-/// (it does on the same device: CUDA's errors are sticky within a context). Fences of another
-/// backend carry no order this backend knows: there are none, as an engine has one backend.
+/// for those `order` finds covered. A wait that CUDA refuses becomes a host wait for the event,
+/// on this failure path only, so the order holds (but is not counted as covering: the next op
+/// waits again); only if that fails too is the error returned, the op's own (`executor.rs`
+/// fails the op with it). The failure of the work behind a fence reaches the ops behind it
+/// through the engine, which completes them with it (`docs/cuda.md`, failures), whether or not
+/// their own work fails too (it does on the same device: CUDA's errors are sticky within a
+/// context). Fences of another backend carry no order this backend knows: there are none, as an
+/// engine has one backend.
 pub(crate) fn wait_for(
     stream: &Arc<CudaStream>,
     order: &mut StreamOrder<Arc<CudaStream>>,
     fences: &[Fence],
-) {
+) -> Result<(), DriverError> {
+    let mut failed = Ok(());
     order.wait_for(stream, fences, |fence| {
         let Some(point) = fence.downcast_ref::<StreamFence>() else {
             return false;
         };
-        match device_wait(stream, &point.event) {
-            Ok(()) => true,
-            Err(error) => {
-                let _ = host_wait::event(&point.event);
-                stream.context().record_err::<()>(Err(error));
-                false
-            }
+        let Err(refused) = device_wait(stream, &point.event) else {
+            return true;
+        };
+        match host_wait::event(&point.event) {
+            Ok(()) => tracing::warn!(
+                target: "depengine_cuda",
+                error = %refused,
+                "a stream could not wait for another's event; the worker waited for it instead",
+            ),
+            Err(error) => failed = failed.and(Err(error)),
         }
+        false
     });
+    failed
 }
 
-/// Makes `stream`'s next work wait (on the device) for `event`. Returns, before waiting, an
-/// error some other call stored on the context, as cudarc's own `CudaStream::wait` does.
+/// Makes `stream`'s next work wait (on the device) for `event`.
 fn device_wait(stream: &CudaStream, event: &Event) -> Result<(), DriverError> {
-    stream.context().bind_to_thread()?;
+    // Not cudarc's bind, which would return an error another call stored (`stray.rs`).
+    let _current = MadeCurrent::new(stream.context())?;
     // SAFETY: both are alive (borrowed); the stream belongs to the context made current above,
     // and the event may belong to another (a fence of another GPU), which `cuStreamWaitEvent`
     // allows.

@@ -54,12 +54,15 @@ mod error;
 mod event;
 mod executor;
 mod fence;
+#[cfg(test)]
+mod gpu_or_skip;
 mod graph;
 mod host_wait;
 pub mod kernels;
 pub mod memory;
 mod peer;
 mod run;
+mod stray;
 
 pub use backend::CudaBackend;
 pub use driver::Driver;

@@ -12,6 +12,7 @@
 //!   numbers;
 //! - the same chain's compute links as a plan recorded as a CUDA graph, replayed three times;
 //! - the same chain on every GPU at once, if there are several;
+//! - an error stored on the context as a failed `Drop` stores it, failing no op;
 //! - a chain that alternates GPU and CPU ops on one buffer;
 //! - copies from pinned memory to the device (`CopyToGpu` ops) overlapping the compute of the
 //!   batch before, measured against the copies and the compute run one after the other;
@@ -31,8 +32,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use depengine::cuda::cudarc::driver::sys::CUresult;
 use depengine::cuda::cudarc::driver::{
-    CudaFunction, CudaModule, CudaSlice, LaunchConfig, PinnedHostSlice, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, DriverError, LaunchConfig, PinnedHostSlice,
+    PushKernelArg,
 };
 use depengine::cuda::{CudaBackend, Driver, kernels, memory};
 use depengine::{
@@ -322,6 +325,43 @@ fn a_chain_of_kernels_across_two_streams_matches_the_cpu() {
     let (x, expected) = push_chain(&engine, 0);
     let got = download(&engine.read(&x).unwrap()).unwrap();
     assert_eq!(mismatches(&got, &expected), 0);
+}
+
+#[test]
+fn an_error_a_drop_stored_on_the_context_fails_no_op() {
+    let Some(_gpus) = devices_or_skip() else {
+        return;
+    };
+    let engine = gpu_engine();
+    let (x, y, host_y) = push_upload(&engine, 0);
+    let context: Arc<Mutex<Option<Arc<CudaContext>>>> = Arc::default();
+    let slot = Arc::clone(&context);
+    engine
+        .op("context")
+        .on(Context::gpu(0))
+        .read(&x)
+        .push_sync(move |run, _x| -> Result<(), BoxError> {
+            *slot.lock().unwrap() = Some(Arc::clone(cuda(&run)?.context()));
+            Ok(())
+        })
+        .unwrap();
+    engine.wait_for_all().unwrap();
+    let context = context.lock().unwrap().take().unwrap();
+    // What cudarc does, on any thread, when a buffer's free fails in its `Drop`.
+    context.record_err::<()>(Err(DriverError(CUresult::CUDA_ERROR_INVALID_VALUE)));
+    engine
+        .op("step")
+        .on(Context::gpu(0))
+        .read(&y)
+        .write(&x)
+        .push_sync(move |run, (y, x)| add_then_scale(&run, y, x, 2.0))
+        .unwrap();
+    let got = download(&engine.read(&x).unwrap()).unwrap();
+    let expected: Vec<f32> = host_y.iter().map(|&y| (1.0 + y) * 2.0).collect();
+    assert_eq!(mismatches(&got, &expected), 0);
+    context
+        .check_err()
+        .expect("the worker took the stored error");
 }
 
 #[test]
