@@ -161,6 +161,19 @@ impl PriorityBlock {
         Arc::clone(&self.heap)
     }
 
+    /// Whether the calling thread is one of this block's workers.
+    ///
+    /// ```
+    /// use depengine_cpu::PriorityBlock;
+    ///
+    /// let block = PriorityBlock::new("copies", 1).unwrap();
+    /// assert!(!block.is_current());
+    /// ```
+    #[inline]
+    pub fn is_current(&self) -> bool {
+        self.pool.current_thread_index().is_some()
+    }
+
     /// Whether tasks are queued (not yet taken by a worker).
     pub fn has_queued(&self) -> bool {
         !lock(&self.heap).entries.is_empty()

@@ -1,19 +1,23 @@
 //! [`Completer`]: the thread that completes a stream's ops, in stream order, once the device
 //! has done their work.
 //!
-//! A GPU worker runs an op's function (which launches work on the worker's stream), records an
-//! event on the stream, and hands the event with the op's completion to its stream's
-//! completer; then it takes its next op. A stream runs its work in order, so its events fire in
-//! the order they were recorded: once one has fired, so have all before it.
+//! A GPU worker runs an op's function (which launches work on the worker's stream), and hands
+//! the op's completion to its stream's completer, with an event recorded after it or, while its
+//! chain goes on, none (`tail.rs`); then it takes its next op. A stream runs its work in order,
+//! so its events fire in the order they were recorded, and each covers the ops before it: once
+//! one has fired, every op handed over before it is done.
 //!
 //! # Batched completion
 //!
 //! Each round, the completer asks whether the *newest* event handed to it has fired: if so,
 //! every op handed over up to it completes, with no further driver call. If not, it completes
-//! the oldest ops whose events fired, one query each, up to the first that has not. When
-//! nothing was done, it polls again with backoff (spins, then yields), so that work of a few
-//! microseconds completes without a sleep and a wake-up; once the backoff is spent, it sleeps
-//! in the driver on the oldest event (a blocking-sync event) instead of burning a core.
+//! the oldest ops whose events fired, one query each, up to the first that has not (an op with
+//! no event completes with the next event's outcome). When nothing was done, it polls again
+//! with backoff (spins, then yields), so that work of a few microseconds completes without a
+//! sleep and a wake-up; once the backoff is spent, it sleeps in the driver on the oldest event
+//! (a blocking-sync event) instead of burning a core. If its newest ops came with no event, it
+//! first records one itself ([`PointSource`]): the worker may be blocked in a function that
+//! waits for them.
 //!
 //! Each op takes the outcome of its own event's query: when the newest query reports an error,
 //! the ops before it are queried one by one, so that the error fails the op whose event it is
@@ -70,6 +74,16 @@ impl StreamPoint for StdArc<Event> {
     }
 }
 
+/// Where the completer gets a point of its own, after every op handed to it: its stream's tail
+/// (a stand-in in the tests).
+pub(crate) trait PointSource<P>: Send + Sync + 'static {
+    /// A point after all the work launched on the stream so far.
+    fn record(&self) -> Result<P, DeviceError>;
+
+    /// Waits until all the work launched on the stream so far is done: where `record` failed.
+    fn wait_all(&self) -> Result<(), DeviceError>;
+}
+
 /// Values to drop once an op's work is done.
 #[derive(Default)]
 pub(crate) struct AfterWork(Vec<Box<dyn Send>>);
@@ -94,10 +108,10 @@ impl std::fmt::Debug for AfterWork {
     }
 }
 
-/// An op handed to the completer: the point after its work, its completion, and what to drop
-/// once it completed.
+/// An op handed to the completer: the point after its work (or none: the next one covers it),
+/// its completion, and what to drop once it completed.
 struct Handed<P> {
-    point: P,
+    point: Option<P>,
     completion: DeviceCompletion,
     after: AfterWork,
 }
@@ -139,8 +153,9 @@ pub(crate) struct Completer<P: StreamPoint = StdArc<Event>> {
 }
 
 impl<P: StreamPoint> Completer<P> {
-    /// Starts the completer thread of the stream of worker `name`.
-    pub(crate) fn start(name: &str) -> std::io::Result<Self> {
+    /// Starts the completer thread of the stream of worker `name`, whose points `source`
+    /// records.
+    pub(crate) fn start(name: &str, source: StdArc<dyn PointSource<P>>) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             launched: Mutex::new(Launched {
                 ops: VecDeque::new(),
@@ -152,7 +167,7 @@ impl<P: StreamPoint> Completer<P> {
             .name(format!("{name}-done"))
             .spawn({
                 let shared = Arc::clone(&shared);
-                move || complete_launched(&shared)
+                move || complete_launched(&shared, &*source)
             })?;
         Ok(Completer {
             shared,
@@ -160,9 +175,15 @@ impl<P: StreamPoint> Completer<P> {
         })
     }
 
-    /// Hands over an op whose work was launched before `point`, with the values to drop once
-    /// it completed.
-    pub(crate) fn launched(&self, point: P, completion: DeviceCompletion, after: AfterWork) {
+    /// Hands over an op whose work was launched before `point` (or before the point of an op
+    /// handed over later, or one the completer records), with the values to drop once it
+    /// completed.
+    pub(crate) fn launched(
+        &self,
+        point: Option<P>,
+        completion: DeviceCompletion,
+        after: AfterWork,
+    ) {
         lock(&self.shared.launched).ops.push_back(Handed {
             point,
             completion,
@@ -199,7 +220,7 @@ impl<P: StreamPoint> Drop for Completer<P> {
 /// The completer thread (see "Batched completion"), until the worker side is closed and
 /// nothing is left. It moves the ops handed over into its own queue each round, so the worker
 /// waits for the lock only while that move lasts.
-fn complete_launched<P: StreamPoint>(shared: &Shared<P>) {
+fn complete_launched<P: StreamPoint>(shared: &Shared<P>, source: &dyn PointSource<P>) {
     let mut mine: VecDeque<Handed<P>> = VecDeque::new();
     let mut backoff = Backoff::new();
     loop {
@@ -213,9 +234,10 @@ fn complete_launched<P: StreamPoint>(shared: &Shared<P>) {
             }
             mine.extend(launched.ops.drain(..));
         }
-        let newest = mine.back().map(|newest| newest.point.passed());
-        if let Some(Ok(true)) = newest {
-            for op in mine.drain(..) {
+        let newest = mine.iter().rposition(|op| op.point.is_some());
+        let passed = newest.and_then(|newest| mine[newest].point.as_ref().map(P::passed));
+        if let (Some(newest), Some(Ok(true))) = (newest, passed) {
+            for op in mine.drain(..=newest) {
                 op.complete(Ok(()));
             }
             backoff = Backoff::new();
@@ -225,10 +247,7 @@ fn complete_launched<P: StreamPoint>(shared: &Shared<P>) {
             backoff = Backoff::new();
         } else if backoff.is_completed() {
             // Nothing came of the polling: asleep in the driver until the oldest is done.
-            if let Some(oldest) = mine.pop_front() {
-                let outcome = oldest.point.wait();
-                oldest.complete(outcome);
-            }
+            sleep_on_oldest(&mut mine, source);
             backoff = Backoff::new();
         } else {
             backoff.snooze();
@@ -236,21 +255,43 @@ fn complete_launched<P: StreamPoint>(shared: &Shared<P>) {
     }
 }
 
-/// Completes the oldest of `ops` whose points passed (or failed), up to the first still
-/// running; returns whether it completed any.
+/// Completes the oldest of `ops` whose points passed (or failed), each with the ops with no
+/// point before it, up to the first still running; returns whether it completed any.
 fn complete_passed<P: StreamPoint>(ops: &mut VecDeque<Handed<P>>) -> bool {
     let mut any = false;
-    while let Some(oldest) = ops.pop_front() {
-        match oldest.point.passed() {
-            Ok(false) => {
-                ops.push_front(oldest);
-                break;
-            }
-            outcome => oldest.complete(outcome.map(drop)),
+    while let Some(next) = ops.iter().position(|op| op.point.is_some()) {
+        let outcome = match ops[next].point.as_ref().map(P::passed) {
+            Some(Ok(false)) | None => break,
+            Some(outcome) => outcome.map(drop),
+        };
+        for op in ops.drain(..=next) {
+            op.complete(outcome.clone());
         }
         any = true;
     }
     any
+}
+
+/// Sleeps in the driver until the oldest point of `ops` passed, then completes the ops up to
+/// it. Without one, records one after them all first; if that fails, waits for the stream.
+fn sleep_on_oldest<P: StreamPoint>(ops: &mut VecDeque<Handed<P>>, source: &dyn PointSource<P>) {
+    if let Some(oldest) = ops.iter().position(|op| op.point.is_some()) {
+        let outcome = ops[oldest].point.as_ref().map_or(Ok(()), P::wait);
+        for op in ops.drain(..=oldest) {
+            op.complete(outcome.clone());
+        }
+        return;
+    }
+    if let Ok(point) = source.record() {
+        if let Some(newest) = ops.back_mut() {
+            newest.point = Some(point);
+        }
+    } else {
+        let outcome = source.wait_all();
+        for op in ops.drain(..) {
+            op.complete(outcome.clone());
+        }
+    }
 }
 
 /// A CUDA error as a device op's failure; a sticky one as the loss of the device.
@@ -301,6 +342,26 @@ mod tests {
         asleep: AtomicBool,
         /// The one point whose query, once it passed, reports an error of its own.
         failing: AtomicUsize,
+        /// Ops handed over so far: their points are `0..handed`.
+        handed: AtomicUsize,
+        /// Points the completer recorded itself.
+        records: AtomicUsize,
+    }
+
+    /// The completer's own points: each after every op handed over.
+    impl PointSource<Point> for StdArc<Stream> {
+        fn record(&self) -> Result<Point, DeviceError> {
+            self.records.fetch_add(1, Ordering::SeqCst);
+            let newest = self.handed.load(Ordering::SeqCst).checked_sub(1);
+            Ok(Point(
+                StdArc::clone(self),
+                newest.expect("an op was handed over"),
+            ))
+        }
+
+        fn wait_all(&self) -> Result<(), DeviceError> {
+            unreachable!("the stand-in's records succeed")
+        }
     }
 
     impl Stream {
@@ -313,6 +374,8 @@ mod tests {
                 calls: AtomicUsize::new(0),
                 asleep: AtomicBool::new(false),
                 failing: AtomicUsize::new(usize::MAX),
+                handed: AtomicUsize::new(0),
+                records: AtomicUsize::new(0),
             })
         }
 
@@ -381,6 +444,11 @@ mod tests {
         }
     }
 
+    /// A completer of `stream`, which records its points there.
+    fn start(name: &str, stream: &StdArc<Stream>) -> Completer<Point> {
+        Completer::start(name, StdArc::new(StdArc::clone(stream))).unwrap()
+    }
+
     /// Hands `count` ops to `completer`, on points `0..count` of `stream`; each reports its
     /// index and outcome to the receiver.
     fn hand_over(
@@ -388,11 +456,22 @@ mod tests {
         stream: &StdArc<Stream>,
         count: usize,
     ) -> mpsc::Receiver<(usize, bool)> {
+        hand_over_with(completer, stream, &vec![true; count])
+    }
+
+    /// Hands an op to `completer` per entry of `points`, with its point (`true`) or none; each
+    /// reports its index and outcome to the receiver.
+    fn hand_over_with(
+        completer: &Completer<Point>,
+        stream: &StdArc<Stream>,
+        points: &[bool],
+    ) -> mpsc::Receiver<(usize, bool)> {
         let (tx, rx) = mpsc::channel();
-        for index in 0..count {
+        for (index, &point) in points.iter().enumerate() {
             let tx = tx.clone();
+            stream.handed.fetch_add(1, Ordering::SeqCst);
             completer.launched(
-                Point(StdArc::clone(stream), index),
+                point.then(|| Point(StdArc::clone(stream), index)),
                 DeviceCompletion::new(move |outcome| tx.send((index, outcome.is_ok())).unwrap()),
                 AfterWork::default(),
             );
@@ -401,9 +480,54 @@ mod tests {
     }
 
     #[test]
+    fn ops_handed_with_no_point_complete_with_the_next_one() {
+        let stream = Stream::new();
+        let completer = start("no-point", &stream);
+        let rx = hand_over_with(&completer, &stream, &[false, false, true, false, true]);
+        stream.until_asleep();
+        stream.pass(2);
+        // Points 0 and 1 were never recorded: nothing tells that their ops are done.
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
+        stream.pass(3);
+        let first: Vec<(usize, bool)> = rx.iter().take(3).collect();
+        assert_eq!(first, [(0, true), (1, true), (2, true)]);
+        stream.pass(5);
+        let rest: Vec<(usize, bool)> = rx.iter().take(2).collect();
+        assert_eq!(rest, [(3, true), (4, true)]);
+        assert_eq!(stream.records.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn the_completer_records_a_point_after_its_newest_ops_handed_with_none() {
+        let stream = Stream::new();
+        let completer = start("records", &stream);
+        let rx = hand_over_with(&completer, &stream, &[true, false, false]);
+        stream.pass(1);
+        assert_eq!(rx.recv().unwrap(), (0, true));
+        // No op will come: the worker may be blocked waiting for these.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while stream.records.load(Ordering::SeqCst) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the completer recorded no point after ops handed with none"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stream.pass(3);
+        let rest: Vec<(usize, bool)> = (0..2)
+            .map_while(|_| rx.recv_timeout(Duration::from_secs(20)).ok())
+            .collect();
+        if rest.len() < 2 {
+            // Its thread would still wait for them: a drop would join it forever.
+            std::mem::forget(completer);
+        }
+        assert_eq!(rest, [(1, true), (2, true)]);
+    }
+
+    #[test]
     fn ops_done_together_complete_on_one_look_at_the_newest() {
         let stream = Stream::new();
-        let completer = Completer::start("batched").unwrap();
+        let completer = start("batched", &stream);
         let ops = 100;
         let rx = hand_over(&completer, &stream, ops);
         stream.until_asleep();
@@ -422,7 +546,7 @@ mod tests {
     #[test]
     fn a_fault_fails_every_op_not_completed_in_stream_order() {
         let stream = Stream::new();
-        let completer = Completer::start("fault").unwrap();
+        let completer = start("fault", &stream);
         let rx = hand_over(&completer, &stream, 6);
         stream.pass(3);
         let before: Vec<(usize, bool)> = rx.iter().take(3).collect();
@@ -437,7 +561,7 @@ mod tests {
         let stream = Stream::new();
         stream.failing.store(2, Ordering::SeqCst);
         stream.pass(3);
-        let completer = Completer::start("own-error").unwrap();
+        let completer = start("own-error", &stream);
         let rx = hand_over(&completer, &stream, 3);
         let outcomes: Vec<(usize, bool)> = rx.iter().take(3).collect();
         assert_eq!(outcomes, [(0, true), (1, true), (2, false)]);
@@ -452,12 +576,13 @@ mod tests {
             }
         }
         let stream = Stream::new();
-        let completer = Completer::start("after-work").unwrap();
+        let completer = start("after-work", &stream);
         let (tx, rx) = mpsc::channel();
         let mut after = AfterWork::default();
         after.push(Box::new(Told(tx.clone())));
+        stream.handed.store(1, Ordering::SeqCst);
         completer.launched(
-            Point(StdArc::clone(&stream), 0),
+            Some(Point(StdArc::clone(&stream), 0)),
             DeviceCompletion::new(move |_| tx.send("completed").unwrap()),
             after,
         );
@@ -473,11 +598,12 @@ mod tests {
     #[test]
     fn a_completer_dropped_on_its_own_thread_finishes_alone() {
         let stream = Stream::new();
-        let completer = StdArc::new(Completer::start("self-drop").unwrap());
+        let completer = StdArc::new(start("self-drop", &stream));
         let (tx, rx) = mpsc::channel();
         let last = StdArc::clone(&completer);
+        stream.handed.store(1, Ordering::SeqCst);
         completer.launched(
-            Point(StdArc::clone(&stream), 0),
+            Some(Point(StdArc::clone(&stream), 0)),
             DeviceCompletion::new(move |_| {
                 // The completion holds the last reference: the completer drops here, on its
                 // own thread.
@@ -498,7 +624,7 @@ mod tests {
     #[test]
     fn dropping_the_completer_completes_every_op_it_holds() {
         let stream = Stream::new();
-        let completer = Completer::start("drop").unwrap();
+        let completer = start("drop", &stream);
         let rx = hand_over(&completer, &stream, 5);
         let passer = {
             let stream = StdArc::clone(&stream);

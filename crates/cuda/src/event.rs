@@ -1,9 +1,9 @@
-//! [`Event`]: the CUDA event a GPU worker records after each op, recycled through its
-//! stream's [`EventPool`].
+//! [`Event`]: the CUDA event recorded on a GPU worker's stream after its ops, recycled through
+//! the stream's [`EventPool`].
 //!
-//! Every GPU op gets one event: recorded on its worker's stream after its work, it is the op's
-//! fence (other streams wait for it, `fence.rs`) and the point its completer waits for
-//! (`completer.rs`). Creating and destroying an event per op costs more than the launch it
+//! An event recorded on a stream after an op's work covers the op: other streams wait for it
+//! (`fence.rs`) and the completer waits for it (`completer.rs`); when one is recorded is the
+//! stream's tail's choice (`tail.rs`). Creating and destroying an event per op costs more than the launch it
 //! fences: with the worker creating events while the completer destroyed them, the two threads
 //! contend inside the driver (`docs/decisions.md`, "Events recycled per stream"). So each
 //! stream keeps a pool: an event is created once, and when its last holder (the completer, the

@@ -7,9 +7,10 @@
 //! [`CudaRun`] current, so that the op it runs finds the stream (`CudaRun::current`). A
 //! device op ([`Executor::execute_device`]) first makes the worker's stream wait for the fences
 //! of the launched ops it was released behind (`fence.rs`), then runs its function on the
-//! worker, which records an event of its stream's pool (`event.rs`), reports the op launched with
-//! that event as its fence (releasing the GPU ops behind it), and hands the event and the op's
-//! completion to its stream's completer; the op completes when the event has fired
+//! worker, which numbers the op on its stream (`tail.rs`), reports it launched with that place
+//! as its fence (releasing the GPU ops behind it), and hands the op's completion to its stream's
+//! completer, with an event recorded after it unless the launch kept a GPU op to run next here
+//! (at most `UNRECORDED_MAX` in a row); the op completes when an event after it has fired
 //! (`completer.rs`).
 //!
 //! A GPU op released by that launch, on a worker of the same block, waits in the worker's slot
@@ -24,7 +25,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 use depengine_cpu::{BlockOptions, PriorityBlock, WorkerBlock};
-use depengine_device::{BackendError, DeviceError, DeviceTask, Executor, Task};
+use depengine_device::{BackendError, DeviceError, DeviceTask, Executor, Fence, Task};
 
 use crate::completer::{Completer, device_error};
 use crate::device::GpuDevice;
@@ -34,12 +35,15 @@ use crate::graph;
 use crate::host_wait;
 use crate::run::CudaRun;
 use crate::stray;
+use crate::tail::{StreamTail, UNRECORDED_MAX};
 
 thread_local! {
     /// Set while this GPU worker reports an op's launch: the GPU ops that the launch releases
     /// are kept for this worker (`queue_next`). Those pushed by an op's function are not: the
     /// function may wait for them, and no other worker would run one kept here.
     static REPORTING_LAUNCH: Cell<bool> = const { Cell::new(false) };
+    /// Whether the launch being reported kept a GPU op to run next on this worker.
+    static KEPT_NEXT: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Marks the calling worker as reporting a launch until dropped (also on unwind).
@@ -48,7 +52,15 @@ struct ReportingLaunch;
 impl ReportingLaunch {
     fn enter() -> Self {
         REPORTING_LAUNCH.with(|flag| flag.set(true));
+        KEPT_NEXT.with(|kept| kept.set(false));
         ReportingLaunch
+    }
+
+    /// Ends the report: whether the launch kept a GPU op to run next on this worker.
+    fn end(self) -> bool {
+        let kept = KEPT_NEXT.with(Cell::get);
+        drop(self);
+        kept
     }
 }
 
@@ -122,8 +134,20 @@ impl StreamExecutor {
             })
             .collect::<Result<_, cudarc::driver::DriverError>>()
             .map_err(|error| unavailable(format!("creating a stream: {error}")))?;
+        let tails: Arc<[Arc<StreamTail>]> = streams
+            .iter()
+            .map(|[stream, _]| {
+                StreamTail::new(
+                    Arc::clone(stream),
+                    EventPool::new(Arc::clone(device.context())),
+                )
+            })
+            .collect();
         let completers: Arc<[Arc<Completer>]> = (0..threads)
-            .map(|index| Completer::start(&format!("{name}-{index}")).map(Arc::new))
+            .map(|index| {
+                let tail = Arc::clone(&tails[index]);
+                Completer::start(&format!("{name}-{index}"), tail).map(Arc::new)
+            })
             .collect::<Result<_, _>>()
             .map_err(|error| unavailable(format!("starting a completion thread: {error}")))?;
         let options = {
@@ -136,7 +160,7 @@ impl StreamExecutor {
                         Arc::clone(device.context()),
                         streams[index].clone(),
                         Arc::clone(&completers[index]),
-                        EventPool::new(Arc::clone(device.context())),
+                        Arc::clone(&tails[index]),
                     )
                     .enter();
                 })),
@@ -168,10 +192,13 @@ impl StreamExecutor {
         if !REPORTING_LAUNCH.with(Cell::get) {
             return self.queue(priority, task);
         }
+        // Kept only by a worker of this block: released by a launch on another, it is queued.
         match &self.block {
-            Block::Compute(block) => block.spawn_next(task),
-            Block::Copy(block) => block.push_next(priority, task),
+            Block::Compute(block) if block.is_current() => block.spawn_next(task),
+            Block::Copy(block) if block.is_current() => block.push_next(priority, task),
+            _ => return self.queue(priority, task),
         }
+        KEPT_NEXT.with(|kept| kept.set(true));
     }
 }
 
@@ -227,24 +254,32 @@ impl Executor for StreamExecutor {
                     completion.complete(Err(device_error(error)));
                     return after.drop_all();
                 }
-                match run.events().record(run.stream()) {
-                    Ok(event) => {
-                        let event = Arc::new(event);
-                        let reporting = ReportingLaunch::enter();
-                        let fence = StreamFence::fence(run.stream(), &mut run.order(), &event);
-                        completion.launched(fence);
-                        drop(reporting);
-                        run.completer().launched(event, completion, after);
+                let tail = run.tail();
+                let (seq, uncovered) = tail.launch();
+                let reporting = ReportingLaunch::enter();
+                completion.launched(Fence::new(StreamFence {
+                    tail: Arc::clone(tail),
+                    seq,
+                }));
+                let kept_next = reporting.end();
+                // The op kept next comes with an event, or one after it does: the completer
+                // records one if none comes (`tail.rs`).
+                let point = if kept_next && uncovered + 1 < UNRECORDED_MAX {
+                    None
+                } else {
+                    match tail.covering(seq) {
+                        Ok(event) => Some(event),
+                        Err(error) => {
+                            // No event to wait for: the work launched so far must end before
+                            // the op completes (and its buffers may be reused), so this worker
+                            // waits for its stream, on this failure path only.
+                            let _ = host_wait::stream(run.stream());
+                            completion.complete(Err(device_error(error)));
+                            return after.drop_all();
+                        }
                     }
-                    Err(error) => {
-                        // No event to wait for: the work launched so far must end before the
-                        // op completes (and its buffers may be reused), so this worker waits
-                        // for its stream, on this failure path only.
-                        let _ = host_wait::stream(run.stream());
-                        completion.complete(Err(device_error(error)));
-                        after.drop_all();
-                    }
-                }
+                };
+                run.completer().launched(point, completion, after);
             }),
         );
     }

@@ -1,13 +1,14 @@
 //! [`StreamFence`]: the fence a GPU worker reports once an op's work was launched, and the waits
 //! that order the work of the ops released behind it.
 //!
-//! After an op's function returns, its worker records an event on its stream: the fence, the
-//! stream's `seq`-th. The engine releases the GPU ops behind the op at once
+//! An op's fence is its place on its worker's stream: the stream's tail and the op's number
+//! there (`tail.rs`). The engine releases the GPU ops behind the op at once
 //! (`depengine-device`'s `DeviceCompletion::launched`), each with the fences of the launched ops
 //! it depends on; before running such an op, its worker makes its own stream wait for them
-//! (`cuStreamWaitEvent`: the device waits, not the host). A stream runs its work in order, so
+//! (`cuStreamWaitEvent` on an event that covers the fence: the device waits, not the host). A
+//! stream runs its work in order, so
 //!
-//! - a fence recorded on the worker's own stream needs no wait;
+//! - a fence of the worker's own stream needs no wait, and no event;
 //! - of several fences of one stream, the newest covers the others: one wait per stream;
 //! - a fence no newer than one the worker's stream already waited for is covered by that wait,
 //!   since everything launched on the stream since runs after it ([`StreamOrder`] keeps, per
@@ -22,29 +23,12 @@ use depengine_device::Fence;
 use crate::current::MadeCurrent;
 use crate::event::Event;
 use crate::host_wait;
+use crate::tail::StreamTail;
 
-/// The fence of a launched GPU op: an event recorded on the stream its work was launched on,
-/// after that work, and its place among that stream's fences.
+/// The fence of a launched GPU op: its stream's tail, and its number there.
 pub(crate) struct StreamFence {
-    pub(crate) stream: Arc<CudaStream>,
-    pub(crate) event: Arc<Event>,
-    /// Fences recorded on `stream` before this one.
-    seq: u64,
-}
-
-impl StreamFence {
-    /// The engine's fence for `event`, just recorded on `order`'s stream `stream`.
-    pub(crate) fn fence(
-        stream: &Arc<CudaStream>,
-        order: &mut StreamOrder<Arc<CudaStream>>,
-        event: &Arc<Event>,
-    ) -> Fence {
-        Fence::new(StreamFence {
-            stream: Arc::clone(stream),
-            event: Arc::clone(event),
-            seq: order.next_fence(),
-        })
-    }
+    pub(crate) tail: Arc<StreamTail>,
+    pub(crate) seq: u64,
 }
 
 /// A stream's identity, for [`StreamOrder`]: an `Arc` held in the order keeps its stream's
@@ -59,34 +43,21 @@ impl SameStream for Arc<CudaStream> {
     }
 }
 
-/// What one worker's stream is ordered after (see the module documentation): the fences it
-/// recorded, and per other stream `S`, the newest fence its work waits for. Only its worker
-/// touches it.
+/// What one worker's stream is ordered after (see the module documentation): per other stream
+/// `S`, the newest fence its work waits for. Only its worker touches it.
 #[derive(Debug)]
 pub(crate) struct StreamOrder<S> {
-    /// Fences recorded on this stream so far.
-    recorded: u64,
     /// Per other stream, the newest of its fences this one waited for.
     waited: Vec<(S, u64)>,
 }
 
 impl<S> Default for StreamOrder<S> {
     fn default() -> Self {
-        StreamOrder {
-            recorded: 0,
-            waited: Vec::new(),
-        }
+        StreamOrder { waited: Vec::new() }
     }
 }
 
 impl<S: SameStream + Clone> StreamOrder<S> {
-    /// The place of the fence being recorded on this stream.
-    fn next_fence(&mut self) -> u64 {
-        let seq = self.recorded;
-        self.recorded += 1;
-        seq
-    }
-
     /// Calls `wait` for each of `fences` that this stream `own` must wait for: not its own,
     /// the newest of its stream among `fences` (the first, of equal ones), and newer than what
     /// this stream waited for on that stream. A wait `wait` reports done (`true`) covers its
@@ -130,13 +101,13 @@ pub(crate) trait Placed<S> {
 impl Placed<Arc<CudaStream>> for Fence {
     fn place(&self) -> Option<(&Arc<CudaStream>, u64)> {
         let point = self.downcast_ref::<StreamFence>()?;
-        Some((&point.stream, point.seq))
+        Some((point.tail.stream(), point.seq))
     }
 }
 
-/// Makes `stream`'s next work start after each of `fences` recorded on another stream, but
-/// for those `order` finds covered. A wait that CUDA refuses becomes a host wait for the event,
-/// on this failure path only, so the order holds (but is not counted as covering: the next op
+/// Makes `stream`'s next work start after each of `fences` of another stream, but for those
+/// `order` finds covered. A wait that CUDA refuses (or an event it cannot record) becomes a host
+/// wait, on this failure path only, so the order holds (but is not counted as covering: the next op
 /// waits again); only if that fails too is the error returned, the op's own (`executor.rs`
 /// fails the op with it). The failure of the work behind a fence reaches the ops behind it
 /// through the engine, which completes them with it (`docs/cuda.md`, failures), whether or not
@@ -153,11 +124,17 @@ pub(crate) fn wait_for(
         let Some(point) = fence.downcast_ref::<StreamFence>() else {
             return false;
         };
-        let Err(refused) = device_wait(stream, &point.event) else {
-            return true;
+        let waited = point.tail.covering(point.seq).map(|event| {
+            let refused = device_wait(stream, &event);
+            (event, refused)
+        });
+        let host_waited = match waited {
+            Ok((_, Ok(()))) => return true,
+            Ok((event, Err(refused))) => host_wait::event(&event).map(|()| refused),
+            Err(refused) => host_wait::stream(point.tail.stream()).map(|()| refused),
         };
-        match host_wait::event(&point.event) {
-            Ok(()) => tracing::warn!(
+        match host_waited {
+            Ok(refused) => tracing::warn!(
                 target: "depengine_cuda",
                 error = %refused,
                 "a stream could not wait for another's event; the worker waited for it instead",
@@ -247,11 +224,5 @@ mod tests {
         let mut order = StreamOrder::default();
         order.wait_for(&OWN, &[(Stream(1), 4)], |_| false);
         assert_eq!(waits(&mut order, &[(Stream(1), 4)]), [(Stream(1), 4)]);
-    }
-
-    #[test]
-    fn fences_are_numbered_in_record_order() {
-        let mut order = StreamOrder::<Stream>::default();
-        assert_eq!((order.next_fence(), order.next_fence()), (0, 1));
     }
 }

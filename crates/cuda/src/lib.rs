@@ -63,6 +63,7 @@ pub mod memory;
 mod peer;
 mod run;
 mod stray;
+mod tail;
 
 pub use backend::CudaBackend;
 pub use driver::Driver;

@@ -9,8 +9,8 @@ use cudarc::driver::{CudaContext, CudaStream};
 use depengine_sync::{Mutex, MutexGuard, lock};
 
 use crate::completer::{AfterWork, Completer};
-use crate::event::EventPool;
 use crate::fence::StreamOrder;
+use crate::tail::StreamTail;
 
 thread_local! {
     /// The stream of the GPU worker this thread is, if it is one: set by the worker's start
@@ -39,8 +39,8 @@ pub struct CudaRun {
     capture: Arc<CudaStream>,
     /// The completion thread of `stream`, to which the worker hands each op it ran.
     completer: Arc<Completer>,
-    /// The recycled events the worker records on `stream` after each op.
-    events: Arc<EventPool>,
+    /// The worker's stream as the ops launched on it, and their events (`tail.rs`).
+    tail: Arc<StreamTail>,
     /// The values to drop once the op running on the worker completed.
     after_work: Arc<Mutex<AfterWork>>,
     /// What `stream` is ordered after: its fences, and those of other streams it waited for.
@@ -55,7 +55,7 @@ impl CudaRun {
         context: Arc<CudaContext>,
         [stream, capture]: [Arc<CudaStream>; 2],
         completer: Arc<Completer>,
-        events: Arc<EventPool>,
+        tail: Arc<StreamTail>,
     ) -> Self {
         CudaRun {
             device,
@@ -64,7 +64,7 @@ impl CudaRun {
             stream,
             capture,
             completer,
-            events,
+            tail,
             after_work: Arc::default(),
             order: Arc::default(),
         }
@@ -139,9 +139,10 @@ impl CudaRun {
         lock(&self.order)
     }
 
-    /// The events the worker records on its stream.
-    pub(crate) fn events(&self) -> &Arc<EventPool> {
-        &self.events
+    /// The worker's stream as the ops launched on it (its own stream, even while `stream`
+    /// is the capture stream).
+    pub(crate) fn tail(&self) -> &Arc<StreamTail> {
+        &self.tail
     }
 
     /// Runs `f` with the calling worker's stream (what `current()` gives) replaced by

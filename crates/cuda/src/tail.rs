@@ -1,0 +1,121 @@
+//! [`StreamTail`]: a GPU worker's stream as the ops launched on it, numbered, and the events
+//! that mark how far its work has gone, recorded only when someone needs one.
+//!
+//! A stream runs its work in order, so one event covers every op launched before it. The
+//! worker numbers each op it launches (its place, the op's fence: `fence.rs`) and records an
+//! event only when it must: when its chain ends (no GPU op kept to run next on it) or every
+//! [`UNRECORDED_MAX`] ops. Between, the ops need one only if someone waits for them:
+//!
+//! - another stream, that waits for a fence: [`covering`](StreamTail::covering) gives the
+//!   newest event if it covers the fence's op, or records one now, on this stream, from the
+//!   waiting worker's thread;
+//! - the completer, whose newest ops came with no event (`completer.rs`): it records one when
+//!   it has nothing else to do, so an op's completion never waits for a worker that blocks.
+//!
+//! # Why an event recorded by another thread covers the op
+//!
+//! The worker launches an op's work on the stream, then numbers it under the tail's lock, then
+//! hands the number on (in the op's fence, or with the op to the completer). Whoever records
+//! under the same lock after that sees the number, and records after the work: the launch was
+//! made before the lock was released. An event is labelled with the count of ops numbered when
+//! it is recorded, never more, so a later caller reuses it only for ops it covers.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DriverError};
+use depengine_device::DeviceError;
+use depengine_sync::{Mutex, lock};
+
+use crate::completer::{PointSource, device_error};
+use crate::event::{Event, EventPool};
+use crate::host_wait;
+
+/// Ops a worker launches in a row, with more kept to run on it, before it records an event
+/// anyway: its completer finds an event that fired at least this often.
+pub(crate) const UNRECORDED_MAX: u64 = 8;
+
+/// See the module documentation. Shared by its worker, its completer and the workers that
+/// wait for its fences.
+pub(crate) struct StreamTail {
+    stream: Arc<CudaStream>,
+    events: Arc<EventPool>,
+    state: Mutex<Numbered>,
+}
+
+/// The ops numbered on a stream, and its newest event.
+struct Numbered {
+    /// Ops launched and numbered so far: the next one's number.
+    launched: u64,
+    /// The newest event recorded on the stream, and how many ops it covers.
+    newest: Option<(u64, Arc<Event>)>,
+}
+
+impl StreamTail {
+    /// The tail of `stream`, whose events come from `events` (of the stream's context).
+    pub(crate) fn new(stream: Arc<CudaStream>, events: Arc<EventPool>) -> Arc<Self> {
+        Arc::new(StreamTail {
+            stream,
+            events,
+            state: Mutex::new(Numbered {
+                launched: 0,
+                newest: None,
+            }),
+        })
+    }
+
+    /// The stream.
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Numbers the op whose work the calling worker just launched: its number, and how many
+    /// ops before it no event covers.
+    pub(crate) fn launch(&self) -> (u64, u64) {
+        let mut state = lock(&self.state);
+        let seq = state.launched;
+        state.launched += 1;
+        let covered = state.newest.as_ref().map_or(0, |(covers, _)| *covers);
+        (seq, seq - covered)
+    }
+
+    /// An event after the work of op `seq` (numbered by [`launch`](Self::launch)): the newest,
+    /// if it covers it, else one recorded now.
+    pub(crate) fn covering(&self, seq: u64) -> Result<Arc<Event>, DriverError> {
+        let mut state = lock(&self.state);
+        if let Some((covers, event)) = &state.newest
+            && *covers > seq
+        {
+            return Ok(Arc::clone(event));
+        }
+        self.record(&mut state)
+    }
+
+    /// Records an event after every op numbered so far, the newest from now on.
+    fn record(&self, state: &mut Numbered) -> Result<Arc<Event>, DriverError> {
+        let event = Arc::new(self.events.record(&self.stream)?);
+        state.newest = Some((state.launched, Arc::clone(&event)));
+        Ok(event)
+    }
+}
+
+impl PointSource<Arc<Event>> for StreamTail {
+    fn record(&self) -> Result<Arc<Event>, DeviceError> {
+        let mut state = lock(&self.state);
+        match &state.newest {
+            Some((covers, event)) if *covers == state.launched => Ok(Arc::clone(event)),
+            _ => self.record(&mut state).map_err(device_error),
+        }
+    }
+
+    fn wait_all(&self) -> Result<(), DeviceError> {
+        host_wait::stream(&self.stream).map_err(device_error)
+    }
+}
+
+impl std::fmt::Debug for StreamTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamTail")
+            .field("launched", &lock(&self.state).launched)
+            .finish_non_exhaustive()
+    }
+}
