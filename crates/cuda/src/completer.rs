@@ -15,13 +15,14 @@
 //! no event completes with the next event's outcome). When nothing was done, it polls again
 //! with backoff (spins, then yields), so that work of a few microseconds completes without a
 //! sleep and a wake-up; once the backoff is spent, it sleeps in the driver on the oldest event
-//! (a blocking-sync event) instead of burning a core. If its newest ops came with no event, it
-//! first records one itself ([`PointSource`]): the worker may be blocked in a function that
-//! waits for them.
+//! (a blocking-sync event) instead of burning a core. If its newest ops came with no event and
+//! the worker hands nothing more for [`WORKER_GRACE`], it first records one itself
+//! ([`PointSource`]): the worker may be blocked in a function that waits for them.
 //!
-//! Each op takes the outcome of its own event's query: when the newest query reports an error,
-//! the ops before it are queried one by one, so that the error fails the op whose event it is
-//! (a sticky fault, which every query reports, fails each op pending). An error that cudarc
+//! Each op takes the outcome of the query of the first event after it: when the newest query
+//! reports an error, the ones before it are queried one by one, so that the error fails the
+//! ops that event covers and no earlier one (a sticky fault, which every query reports, fails
+//! each op pending). An error that cudarc
 //! stored on the context is no op's: the queries are the driver's own (`host_wait.rs`).
 //!
 //! # Values dropped after an op's work
@@ -32,7 +33,8 @@
 //!
 //! # Shutdown
 //!
-//! Dropping the completer completes every op handed to it (waiting for their events), then
+//! Dropping the completer completes every op handed to it (waiting for events after them,
+//! recording one if they came with none), then
 //! joins the thread; dropped on that very thread (by a completion that released the last
 //! `CudaRun` holding it), it lets the thread finish alone.
 //!
@@ -45,10 +47,11 @@ use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc as StdArc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use cudarc::driver::sys::CUresult;
 use depengine_device::{DeviceCompletion, DeviceError};
-use depengine_sync::{Arc, Backoff, Condvar, Mutex, lock, wait};
+use depengine_sync::{Arc, Backoff, Condvar, Mutex, lock, wait, wait_timeout};
 
 use crate::event::Event;
 use crate::host_wait;
@@ -73,6 +76,11 @@ impl StreamPoint for StdArc<Event> {
         host_wait::event(self).map_err(device_error)
     }
 }
+
+/// How long the completer, whose newest ops came with no point, waits for the worker's next op
+/// (which may bring one) before it records a point itself: longer than a worker takes to run
+/// an op's function, far shorter than a blocked one.
+const WORKER_GRACE: Duration = Duration::from_micros(200);
 
 /// Where the completer gets a point of its own, after every op handed to it: its stream's tail
 /// (a stand-in in the tests).
@@ -246,13 +254,28 @@ fn complete_launched<P: StreamPoint>(shared: &Shared<P>, source: &dyn PointSourc
             // own query's outcome.
             backoff = Backoff::new();
         } else if backoff.is_completed() {
-            // Nothing came of the polling: asleep in the driver until the oldest is done.
+            // Nothing came of the polling: asleep in the driver until the oldest is done, once
+            // there is a point to sleep on (the worker's next op may bring one).
+            if mine.iter().all(|op| op.point.is_none()) && handed_more_soon(shared) {
+                backoff = Backoff::new();
+                continue;
+            }
             sleep_on_oldest(&mut mine, source);
             backoff = Backoff::new();
         } else {
             backoff.snooze();
         }
     }
+}
+
+/// Whether the worker hands over more ops within [`WORKER_GRACE`] (at once if it is closed).
+fn handed_more_soon<P>(shared: &Shared<P>) -> bool {
+    let launched = lock(&shared.launched);
+    if !launched.ops.is_empty() || launched.closed {
+        return !launched.ops.is_empty();
+    }
+    let (launched, _) = wait_timeout(&shared.changed, launched, WORKER_GRACE);
+    !launched.ops.is_empty()
 }
 
 /// Completes the oldest of `ops` whose points passed (or failed), each with the ops with no
@@ -282,15 +305,22 @@ fn sleep_on_oldest<P: StreamPoint>(ops: &mut VecDeque<Handed<P>>, source: &dyn P
         }
         return;
     }
-    if let Ok(point) = source.record() {
-        if let Some(newest) = ops.back_mut() {
-            newest.point = Some(point);
+    match source.record() {
+        Ok(point) => {
+            if let Some(newest) = ops.back_mut() {
+                newest.point = Some(point);
+            }
+            return;
         }
-    } else {
-        let outcome = source.wait_all();
-        for op in ops.drain(..) {
-            op.complete(outcome.clone());
-        }
+        Err(error) => tracing::warn!(
+            target: "depengine_cuda",
+            %error,
+            "the completer could not record an event; it waits for its stream",
+        ),
+    }
+    let outcome = source.wait_all();
+    for op in ops.drain(..) {
+        op.complete(outcome.clone());
     }
 }
 
@@ -346,11 +376,19 @@ mod tests {
         handed: AtomicUsize,
         /// Points the completer recorded itself.
         records: AtomicUsize,
+        /// Whether the completer's records fail (it then waits for the stream).
+        records_fail: AtomicBool,
     }
 
     /// The completer's own points: each after every op handed over.
     impl PointSource<Point> for StdArc<Stream> {
         fn record(&self) -> Result<Point, DeviceError> {
+            if self.records_fail.load(Ordering::SeqCst) {
+                return Err(DeviceError::Failed {
+                    backend: "stand-in".to_owned(),
+                    message: "no event".to_owned(),
+                });
+            }
             self.records.fetch_add(1, Ordering::SeqCst);
             let newest = self.handed.load(Ordering::SeqCst).checked_sub(1);
             Ok(Point(
@@ -360,7 +398,8 @@ mod tests {
         }
 
         fn wait_all(&self) -> Result<(), DeviceError> {
-            unreachable!("the stand-in's records succeed")
+            let newest = self.handed.load(Ordering::SeqCst).checked_sub(1);
+            Point(StdArc::clone(self), newest.expect("an op was handed over")).wait()
         }
     }
 
@@ -376,6 +415,7 @@ mod tests {
                 failing: AtomicUsize::new(usize::MAX),
                 handed: AtomicUsize::new(0),
                 records: AtomicUsize::new(0),
+                records_fail: AtomicBool::new(false),
             })
         }
 
@@ -467,15 +507,21 @@ mod tests {
         points: &[bool],
     ) -> mpsc::Receiver<(usize, bool)> {
         let (tx, rx) = mpsc::channel();
+        // Handed over together, as one batch: the completer never sees a part of them.
+        let mut launched = lock(&completer.shared.launched);
         for (index, &point) in points.iter().enumerate() {
             let tx = tx.clone();
             stream.handed.fetch_add(1, Ordering::SeqCst);
-            completer.launched(
-                point.then(|| Point(StdArc::clone(stream), index)),
-                DeviceCompletion::new(move |outcome| tx.send((index, outcome.is_ok())).unwrap()),
-                AfterWork::default(),
-            );
+            launched.ops.push_back(Handed {
+                point: point.then(|| Point(StdArc::clone(stream), index)),
+                completion: DeviceCompletion::new(move |outcome| {
+                    tx.send((index, outcome.is_ok())).unwrap();
+                }),
+                after: AfterWork::default(),
+            });
         }
+        drop(launched);
+        completer.shared.changed.notify_one();
         rx
     }
 
@@ -635,6 +681,36 @@ mod tests {
         };
         drop(completer);
         assert_eq!(rx.try_iter().count(), 5, "ops left uncompleted at the drop");
+        passer.join().unwrap();
+    }
+
+    #[test]
+    fn a_completer_whose_record_fails_waits_for_the_stream() {
+        let stream = Stream::new();
+        stream.records_fail.store(true, Ordering::SeqCst);
+        let completer = start("record-fails", &stream);
+        let rx = hand_over_with(&completer, &stream, &[false, false]);
+        stream.until_asleep();
+        assert!(rx.try_recv().is_err(), "completed while the work ran");
+        stream.pass(2);
+        let outcomes: Vec<(usize, bool)> = rx.iter().take(2).collect();
+        assert_eq!(outcomes, [(0, true), (1, true)]);
+    }
+
+    #[test]
+    fn dropping_the_completer_completes_the_ops_it_holds_with_no_point() {
+        let stream = Stream::new();
+        let completer = start("drop-no-point", &stream);
+        let rx = hand_over_with(&completer, &stream, &[true, false, false]);
+        let passer = {
+            let stream = StdArc::clone(&stream);
+            std::thread::spawn(move || {
+                stream.until_asleep();
+                stream.pass(3);
+            })
+        };
+        drop(completer);
+        assert_eq!(rx.try_iter().count(), 3, "ops left uncompleted at the drop");
         passer.join().unwrap();
     }
 

@@ -24,8 +24,8 @@ impl GpuDevice {
         if !track_events {
             // SAFETY: `CudaBackend::without_event_tracking`'s caller promised that every use
             // of a buffer made on this device from now on is ordered by the engine: made on the
-            // stream of a sync GPU op naming the buffer's var (completed only when the event
-            // recorded after its function has fired), or after such ops completed. That is the
+            // stream of a sync GPU op naming the buffer's var (completed only when an event
+            // recorded after its function returned has fired), or after such ops completed. That is the
             // order cudarc's per-buffer events would otherwise enforce.
             unsafe { context.disable_event_tracking() };
         }

@@ -7,8 +7,8 @@
 //! fences: with the worker creating events while the completer destroyed them, the two threads
 //! contend inside the driver (`docs/decisions.md`, "Events recycled per stream"). So each
 //! stream keeps a pool: an event is created once, and when its last holder (the completer, the
-//! engine's register of launched ops' fences, or the task of an op released behind it) drops
-//! it, it goes back to the pool, to be recorded again for a later op of the same stream.
+//! stream's tail, which keeps its last few, or a worker whose stream waits for it) drops it, it
+//! goes back to the pool, to be recorded again on the same stream.
 //!
 //! # Why recording a recycled event is safe
 //!
@@ -54,7 +54,7 @@ unsafe impl Sync for RawEvent {}
 pub(crate) struct EventPool {
     context: Arc<CudaContext>,
     /// Events recorded before and no longer referred to. Pushed by whichever thread drops an
-    /// [`Event`], popped by the stream's worker.
+    /// [`Event`], popped by whichever records one on the stream (`tail.rs`).
     free: Mutex<Vec<RawEvent>>,
 }
 

@@ -42,8 +42,8 @@ thread_local! {
     /// are kept for this worker (`queue_next`). Those pushed by an op's function are not: the
     /// function may wait for them, and no other worker would run one kept here.
     static REPORTING_LAUNCH: Cell<bool> = const { Cell::new(false) };
-    /// Whether the launch being reported kept a GPU op to run next on this worker.
-    static KEPT_NEXT: Cell<bool> = const { Cell::new(false) };
+    /// The GPU ops the launch being reported released: `(kept for this worker, queued)`.
+    static RELEASED: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
 }
 
 /// Marks the calling worker as reporting a launch until dropped (also on unwind).
@@ -52,15 +52,16 @@ struct ReportingLaunch;
 impl ReportingLaunch {
     fn enter() -> Self {
         REPORTING_LAUNCH.with(|flag| flag.set(true));
-        KEPT_NEXT.with(|kept| kept.set(false));
+        RELEASED.with(|released| released.set((0, 0)));
         ReportingLaunch
     }
 
-    /// Ends the report: whether the launch kept a GPU op to run next on this worker.
+    /// Ends the report: whether the launch released one GPU op, kept to run next on this
+    /// worker, and no other (which would wait for the op's fence on another stream).
     fn end(self) -> bool {
-        let kept = KEPT_NEXT.with(Cell::get);
+        let released = RELEASED.with(Cell::get);
         drop(self);
-        kept
+        released == (1, 0)
     }
 }
 
@@ -192,13 +193,27 @@ impl StreamExecutor {
         if !REPORTING_LAUNCH.with(Cell::get) {
             return self.queue(priority, task);
         }
+        let count = |kept: u32, queued: u32| {
+            RELEASED.with(|released| {
+                let (was_kept, was_queued) = released.get();
+                released.set((was_kept + kept, was_queued + queued));
+            });
+        };
         // Kept only by a worker of this block: released by a launch on another, it is queued.
         match &self.block {
-            Block::Compute(block) if block.is_current() => block.spawn_next(task),
-            Block::Copy(block) if block.is_current() => block.push_next(priority, task),
-            _ => return self.queue(priority, task),
+            Block::Compute(block) if block.is_current() => {
+                count(1, 0);
+                block.spawn_next(task);
+            }
+            Block::Copy(block) if block.is_current() => {
+                count(1, 0);
+                block.push_next(priority, task);
+            }
+            _ => {
+                count(0, 1);
+                self.queue(priority, task);
+            }
         }
-        KEPT_NEXT.with(|kept| kept.set(true));
     }
 }
 
@@ -261,20 +276,26 @@ impl Executor for StreamExecutor {
                     tail: Arc::clone(tail),
                     seq,
                 }));
-                let kept_next = reporting.end();
+                let chain_goes_on = reporting.end();
                 // The op kept next comes with an event, or one after it does: the completer
                 // records one if none comes (`tail.rs`).
-                let point = if kept_next && uncovered + 1 < UNRECORDED_MAX {
+                let point = if chain_goes_on && uncovered + 1 < UNRECORDED_MAX {
                     None
                 } else {
                     match tail.covering(seq) {
-                        Ok(event) => Some(event),
-                        Err(error) => {
+                        Ok(covering) => Some(covering.event),
+                        Err(refused) => {
                             // No event to wait for: the work launched so far must end before
                             // the op completes (and its buffers may be reused), so this worker
-                            // waits for its stream, on this failure path only.
-                            let _ = host_wait::stream(run.stream());
-                            completion.complete(Err(device_error(error)));
+                            // waits for its stream, on this failure path only; the op's
+                            // outcome is that wait's.
+                            tracing::warn!(
+                                target: "depengine_cuda",
+                                error = %refused,
+                                "recording an event failed; the worker waited for its stream",
+                            );
+                            let waited = host_wait::stream(run.stream());
+                            completion.complete(waited.map_err(device_error));
                             return after.drop_all();
                         }
                     }

@@ -60,9 +60,15 @@ impl<S> Default for StreamOrder<S> {
 impl<S: SameStream + Clone> StreamOrder<S> {
     /// Calls `wait` for each of `fences` that this stream `own` must wait for: not its own,
     /// the newest of its stream among `fences` (the first, of equal ones), and newer than what
-    /// this stream waited for on that stream. A wait `wait` reports done (`true`) covers its
-    /// stream's fences up to it from then on. A fence with no place here (`Placed`) is skipped.
-    fn wait_for<F: Placed<S>>(&mut self, own: &S, fences: &[F], mut wait: impl FnMut(&F) -> bool) {
+    /// this stream waited for on that stream. A wait `wait` reports done (`Some(last)`, at least
+    /// the fence's own place) covers its stream's fences up to `last` from then on. A fence with
+    /// no place here (`Placed`) is skipped.
+    fn wait_for<F: Placed<S>>(
+        &mut self,
+        own: &S,
+        fences: &[F],
+        mut wait: impl FnMut(&F) -> Option<u64>,
+    ) {
         for (index, fence) in fences.iter().enumerate() {
             let Some((stream, seq)) = fence.place() else {
                 continue;
@@ -82,10 +88,11 @@ impl<S: SameStream + Clone> StreamOrder<S> {
             if waited.as_ref().is_some_and(|(_, newest)| *newest >= seq) {
                 continue;
             }
-            if wait(fence) {
+            if let Some(last) = wait(fence) {
+                let last = last.max(seq);
                 match waited {
-                    Some((_, newest)) => *newest = seq,
-                    None => self.waited.push((stream.clone(), seq)),
+                    Some((_, newest)) => *newest = last,
+                    None => self.waited.push((stream.clone(), last)),
                 }
             }
         }
@@ -121,16 +128,15 @@ pub(crate) fn wait_for(
 ) -> Result<(), DriverError> {
     let mut failed = Ok(());
     order.wait_for(stream, fences, |fence| {
-        let Some(point) = fence.downcast_ref::<StreamFence>() else {
-            return false;
-        };
-        let waited = point.tail.covering(point.seq).map(|event| {
-            let refused = device_wait(stream, &event);
-            (event, refused)
+        let point = fence.downcast_ref::<StreamFence>()?;
+        let waited = point.tail.covering(point.seq).map(|covering| {
+            let refused = device_wait(stream, &covering.event);
+            (covering, refused)
         });
         let host_waited = match waited {
-            Ok((_, Ok(()))) => return true,
-            Ok((event, Err(refused))) => host_wait::event(&event).map(|()| refused),
+            // The event covers the stream's ops up to `covers - 1`.
+            Ok((covering, Ok(()))) => return Some(covering.covers - 1),
+            Ok((covering, Err(refused))) => host_wait::event(&covering.event).map(|()| refused),
             Err(refused) => host_wait::stream(point.tail.stream()).map(|()| refused),
         };
         match host_waited {
@@ -141,7 +147,7 @@ pub(crate) fn wait_for(
             ),
             Err(error) => failed = failed.and(Err(error)),
         }
-        false
+        None
     });
     failed
 }
@@ -190,7 +196,7 @@ mod tests {
         let mut waited = Vec::new();
         order.wait_for(&OWN, fences, |&fence| {
             waited.push(fence);
-            true
+            Some(fence.1)
         });
         waited
     }
@@ -220,9 +226,17 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_on_an_event_that_covers_later_fences_covers_them_too() {
+        let mut order = StreamOrder::default();
+        order.wait_for(&OWN, &[(Stream(1), 2)], |_| Some(6));
+        assert_eq!(waits(&mut order, &[(Stream(1), 5)]), []);
+        assert_eq!(waits(&mut order, &[(Stream(1), 7)]), [(Stream(1), 7)]);
+    }
+
+    #[test]
     fn a_wait_that_failed_covers_nothing() {
         let mut order = StreamOrder::default();
-        order.wait_for(&OWN, &[(Stream(1), 4)], |_| false);
+        order.wait_for(&OWN, &[(Stream(1), 4)], |_| None);
         assert_eq!(waits(&mut order, &[(Stream(1), 4)]), [(Stream(1), 4)]);
     }
 }

@@ -4,8 +4,8 @@
 //! thread-local mode, and the CUDA graph of what they launched there is instantiated, kept in
 //! the task's recording, and launched on the worker's stream; each later run of the same
 //! recording launches that graph on its worker's stream and calls no function. Either way the
-//! worker then records its event after the launch, as for any op (`executor.rs`): one event,
-//! and one completion, for the whole graph.
+//! worker then numbers it on its stream, as any op (`executor.rs`): one fence, and one
+//! completion, for the whole graph.
 //!
 //! Why a second stream: while a stream captures, every stream-ordered call on it joins the
 //! capture, whichever thread makes it; another thread freeing a buffer on the worker's stream

@@ -155,11 +155,9 @@ pub fn compile_for(major: i32, minor: i32) -> Result<Vec<u8>, CudaError> {
 /// As [`compile_for`]; a driver call that fails is [`CudaError::Driver`].
 pub fn load(context: &Arc<CudaContext>) -> Result<Arc<CudaModule>, CudaError> {
     let driver = |call| move |source| CudaError::Driver { call, source };
-    // cudarc's calls first return an error some other call stored on the context: named as
-    // such, not as the call it would come out of.
-    context
-        .check_err()
-        .map_err(driver("an earlier call (its error stored on the context)"))?;
+    // cudarc's calls first return an error some other call stored on the context: no error of
+    // this load's (`stray.rs`).
+    crate::stray::report(context, context.ordinal() as u32);
     let (major, minor) = context
         .compute_capability()
         .map_err(driver("cuDeviceGetAttribute"))?;

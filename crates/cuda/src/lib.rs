@@ -14,13 +14,14 @@
 //!   compute workers (a `depengine-cpu` `WorkerBlock`) and copy workers (a `PriorityBlock`,
 //!   highest priority first), each worker with a non-blocking stream of its own, made current
 //!   for the op it runs ([`CudaRun::current`]);
-//! - the path of a GPU op: its stream first waits (on the device) for the events of the
+//! - the path of a GPU op: its stream first waits (on the device) for events after the
 //!   launched GPU ops it was released behind; its function launches work on the worker's
-//!   stream and returns; the worker records an event on the stream, reports the op launched
-//!   with that event as its fence (the engine releases the GPU ops behind it then), and hands
-//!   the event, with the op's completion, to its stream's completion thread, which completes
-//!   the op (releasing its CPU dependents) once the event has fired. The engine never makes a
-//!   worker wait for the device; a stream's ops complete in stream order;
+//!   stream and returns; the worker numbers the op on its stream, reports it launched with that
+//!   place as its fence (the engine releases the GPU ops behind it then), and hands the op's
+//!   completion to its stream's completion thread, with an event recorded after it unless a
+//!   chain goes on on that worker; that thread completes the op (releasing its CPU dependents)
+//!   once an event after it has fired. The engine never makes a worker wait for the device; a
+//!   stream's ops complete in stream order;
 //! - [`Driver::probe`]: whether a driver and devices are there, without a panic on a machine
 //!   that has neither (the backend probes at the first request for a device's workers, and
 //!   reports the reason as a `BackendError`);

@@ -20,8 +20,8 @@ thread_local! {
 
 /// The CUDA resources of the GPU worker running an op: the device's (primary) context and the
 /// worker's own non-blocking stream. An op launches its work on [`stream`](Self::stream) and
-/// returns without waiting for it: the worker records an event on the stream after the
-/// function returns, and the engine completes the op when that event has fired.
+/// returns without waiting for it: the engine completes the op once an event recorded on the
+/// stream after the function returned has fired.
 ///
 /// [`current`](Self::current) is `None` on any thread that is not one of this crate's GPU
 /// workers, such as the threads of a test without a GPU:
@@ -43,7 +43,7 @@ pub struct CudaRun {
     tail: Arc<StreamTail>,
     /// The values to drop once the op running on the worker completed.
     after_work: Arc<Mutex<AfterWork>>,
-    /// What `stream` is ordered after: its fences, and those of other streams it waited for.
+    /// What `stream` is ordered after: the fences of other streams it waited for.
     order: Arc<Mutex<StreamOrder<Arc<CudaStream>>>>,
 }
 

@@ -3,14 +3,17 @@
 //!
 //! A stream runs its work in order, so one event covers every op launched before it. The
 //! worker numbers each op it launches (its place, the op's fence: `fence.rs`) and records an
-//! event only when it must: when its chain ends (no GPU op kept to run next on it) or every
-//! [`UNRECORDED_MAX`] ops. Between, the ops need one only if someone waits for them:
+//! event after it unless its launch released exactly one GPU op, kept to run next on this
+//! worker, and fewer than [`UNRECORDED_MAX`] ops in a row went without one: a chain makes one
+//! event every so many links, a branch or the chain's end one at once. Between, the ops need
+//! one only if someone waits for them:
 //!
 //! - another stream, that waits for a fence: [`covering`](StreamTail::covering) gives the
-//!   newest event if it covers the fence's op, or records one now, on this stream, from the
-//!   waiting worker's thread;
+//!   oldest of the last events that covers the fence's op, or records one now, on this
+//!   stream, from the waiting worker's thread (it then waits for the later work too);
 //! - the completer, whose newest ops came with no event (`completer.rs`): it records one when
-//!   it has nothing else to do, so an op's completion never waits for a worker that blocks.
+//!   the worker has handed nothing for a while, so an op's completion never waits for a worker
+//!   that blocks.
 //!
 //! # Why an event recorded by another thread covers the op
 //!
@@ -20,6 +23,7 @@
 //! made before the lock was released. An event is labelled with the count of ops numbered when
 //! it is recorded, never more, so a later caller reuses it only for ops it covers.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DriverError};
@@ -34,6 +38,10 @@ use crate::host_wait;
 /// anyway: its completer finds an event that fired at least this often.
 pub(crate) const UNRECORDED_MAX: u64 = 8;
 
+/// Events a tail keeps, newest last: a waiter takes the oldest that covers its fence, so that
+/// it waits for as little of the stream's later work as it can.
+const KEPT_EVENTS: usize = 8;
+
 /// See the module documentation. Shared by its worker, its completer and the workers that
 /// wait for its fences.
 pub(crate) struct StreamTail {
@@ -42,12 +50,26 @@ pub(crate) struct StreamTail {
     state: Mutex<Numbered>,
 }
 
-/// The ops numbered on a stream, and its newest event.
+/// The ops numbered on a stream, and its latest events.
 struct Numbered {
     /// Ops launched and numbered so far: the next one's number.
     launched: u64,
-    /// The newest event recorded on the stream, and how many ops it covers.
-    newest: Option<(u64, Arc<Event>)>,
+    /// The events recorded on the stream lately, oldest first, each with how many ops it
+    /// covers (the ops numbered when it was recorded).
+    recent: VecDeque<(u64, Arc<Event>)>,
+}
+
+impl Numbered {
+    /// How many ops the newest event covers.
+    fn covered(&self) -> u64 {
+        self.recent.back().map_or(0, |(covers, _)| *covers)
+    }
+}
+
+/// An event on a stream and how many of its ops it covers (numbers `0..covers`).
+pub(crate) struct Covering {
+    pub(crate) event: Arc<Event>,
+    pub(crate) covers: u64,
 }
 
 impl StreamTail {
@@ -58,7 +80,7 @@ impl StreamTail {
             events,
             state: Mutex::new(Numbered {
                 launched: 0,
-                newest: None,
+                recent: VecDeque::with_capacity(KEPT_EVENTS),
             }),
         })
     }
@@ -74,36 +96,45 @@ impl StreamTail {
         let mut state = lock(&self.state);
         let seq = state.launched;
         state.launched += 1;
-        let covered = state.newest.as_ref().map_or(0, |(covers, _)| *covers);
-        (seq, seq - covered)
+        (seq, seq - state.covered())
     }
 
-    /// An event after the work of op `seq` (numbered by [`launch`](Self::launch)): the newest,
-    /// if it covers it, else one recorded now.
-    pub(crate) fn covering(&self, seq: u64) -> Result<Arc<Event>, DriverError> {
+    /// An event after the work of op `seq` (numbered by [`launch`](Self::launch)): the oldest
+    /// kept that covers it, else one recorded now.
+    pub(crate) fn covering(&self, seq: u64) -> Result<Covering, DriverError> {
         let mut state = lock(&self.state);
-        if let Some((covers, event)) = &state.newest
-            && *covers > seq
-        {
-            return Ok(Arc::clone(event));
+        if let Some((covers, event)) = state.recent.iter().find(|(covers, _)| *covers > seq) {
+            return Ok(Covering {
+                event: Arc::clone(event),
+                covers: *covers,
+            });
         }
         self.record(&mut state)
     }
 
     /// Records an event after every op numbered so far, the newest from now on.
-    fn record(&self, state: &mut Numbered) -> Result<Arc<Event>, DriverError> {
+    fn record(&self, state: &mut Numbered) -> Result<Covering, DriverError> {
         let event = Arc::new(self.events.record(&self.stream)?);
-        state.newest = Some((state.launched, Arc::clone(&event)));
-        Ok(event)
+        if state.recent.len() == KEPT_EVENTS {
+            state.recent.pop_front();
+        }
+        state.recent.push_back((state.launched, Arc::clone(&event)));
+        Ok(Covering {
+            event,
+            covers: state.launched,
+        })
     }
 }
 
 impl PointSource<Arc<Event>> for StreamTail {
     fn record(&self) -> Result<Arc<Event>, DeviceError> {
         let mut state = lock(&self.state);
-        match &state.newest {
+        match state.recent.back() {
             Some((covers, event)) if *covers == state.launched => Ok(Arc::clone(event)),
-            _ => self.record(&mut state).map_err(device_error),
+            _ => self
+                .record(&mut state)
+                .map(|covering| covering.event)
+                .map_err(device_error),
         }
     }
 

@@ -7,11 +7,11 @@
 //!                  │                     which the graph released it: run/fences.rs)
 //!                  worker: its work waits for the fences, then task.run() ── the function
 //!                  │        launches on the worker's stream; its outcome is kept (Returned)
-//!                  ├─► records an event: completion.launched(fence)
+//!                  ├─► reports the launch: completion.launched(fence)
 //!                  │       if the function succeeded: the fence registered on the op's vars,
 //!                  │       Graph::launch releases the device ops behind it (LaunchedWork)
-//!                  └─► hands the event and the completion to its stream's completion thread
-//!                          ── the event fired ──► completion.complete(device's outcome)
+//!                  └─► hands the completion to its stream's completion thread
+//!                          ── an event after it fired ──► completion.complete(device's outcome)
 //!                                   │
 //!    finish: the function's outcome, else a failure passed on from the launched ops it was
 //!            released behind (run/fences.rs, Failures), else the device's; Graph::complete
