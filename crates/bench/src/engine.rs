@@ -41,6 +41,11 @@
 //!   `chain` and of the random graph captured once as a plan (`Engine::capture`), replayed
 //!   back to back until N ops ran (`Engine::replay`): the cost of a static graph beside its
 //!   dynamic twin; `replay_random_1us_overhead` against the plan's own bound, as above.
+//! - `device_chain`, `device_random_empty`: `chain` and `random_empty` as GPU ops on a stand-in
+//!   device (`standin_device.rs`) whose one worker reports each op launched, then complete, as
+//!   soon as its function returns: the engine's own cost of a GPU op (its fences registered,
+//!   the ops behind it released at its launch, its completion) beside a CPU op's, no driver in
+//!   it. Not on the naive engine.
 //! - `latency`: push-to-start of one op on an idle engine, one op every 2 ms (past the
 //!   workers' shortest spin window, so the first ops find them asleep; from the third on, a
 //!   worker that learned the period searches through it, see `crates/pool/src/spin_window.rs`),
@@ -68,11 +73,29 @@
 use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
-use depengine::{Completion, Data, Engine, EngineConfig, EngineKind, FnProperty, Plan, Var};
+use std::sync::Arc;
+
+use depengine::{
+    Completion, Context, Data, Engine, EngineConfig, EngineKind, FnProperty, Plan, Var,
+};
 
 use crate::args::{Args, ns_per, report};
+use crate::standin_device::StandinBackend;
 
 const RANDOM_VARS: usize = 1024;
+/// The workloads on the random graph.
+const RANDOM_GRAPH_WORKLOADS: [&str; 8] = [
+    "random_empty",
+    "random_1us",
+    "device_random_empty",
+    "random_empty_typed",
+    "random_empty_shared",
+    "replay_random_empty",
+    "replay_random_1us",
+    "replay_random_1us_overhead",
+];
+/// Where the ops of the CPU workloads run.
+const CPU: Context = Context::cpu(0);
 const SPIN: Duration = Duration::from_micros(1);
 const LATENCY_SAMPLES: usize = 101;
 
@@ -130,24 +153,20 @@ fn run_system(args: &Args) -> Result<(), String> {
         report("independent", independent(&engine, n)?, "ns/op");
     }
     chains(args, &engine, n)?;
-    let graph = if [
-        "random_empty",
-        "random_1us",
-        "random_empty_typed",
-        "random_empty_shared",
-        "replay_random_empty",
-        "replay_random_1us",
-        "replay_random_1us_overhead",
-    ]
-    .iter()
-    .any(|workload| args.wants(workload))
+    let graph = if RANDOM_GRAPH_WORKLOADS
+        .iter()
+        .any(|workload| args.wants(workload))
     {
         RandomGraph::new(n)
     } else {
         RandomGraph::new(0)
     };
     if args.wants("random_empty") {
-        report("random_empty", random(&engine, &graph, false)?, "ns/op");
+        report(
+            "random_empty",
+            random(&engine, &graph, false, CPU)?,
+            "ns/op",
+        );
     }
     if args.wants("random_empty_typed") {
         report(
@@ -170,7 +189,7 @@ fn run_system(args: &Args) -> Result<(), String> {
         args.threads
     };
     if args.wants("random_1us") || args.wants("random_1us_overhead") {
-        let measured = random(&engine, &graph, true)?;
+        let measured = random(&engine, &graph, true, CPU)?;
         report("random_1us", measured, "ns/op");
         let ideal = graph.ideal_ns(n, workers) / n.max(1) as f64;
         report("random_1us_overhead", measured - ideal, "ns/op");
@@ -194,6 +213,37 @@ fn run_system(args: &Args) -> Result<(), String> {
     }
     if args.wants("latency") {
         report("latency", latency(&engine)?, "us");
+    }
+    drop(engine);
+    device_ops(args, setup, n, &graph)
+}
+
+/// The `device_` workloads, on an engine of their own whose GPU 0 is a stand-in device.
+fn device_ops(args: &Args, setup: Setup, n: usize, graph: &RandomGraph) -> Result<(), String> {
+    let wanted = ["device_chain", "device_random_empty"];
+    if setup.kind == EngineKind::Naive || !wanted.iter().any(|workload| args.wants(workload)) {
+        return Ok(());
+    }
+    let backend = StandinBackend::new()?;
+    let engine = Engine::new(
+        setup
+            .config()?
+            .gpu_worker_threads(1)
+            .gpu_copy_threads(1)
+            .device_backend(Arc::new(backend)),
+    )
+    .map_err(err)?;
+    warm_up(&engine, FnProperty::Normal)?;
+    let gpu = Context::gpu(0);
+    if args.wants("device_chain") {
+        report("device_chain", chain(&engine, n, gpu)?, "ns/op");
+    }
+    if args.wants("device_random_empty") {
+        report(
+            "device_random_empty",
+            random(&engine, graph, false, gpu)?,
+            "ns/op",
+        );
     }
     Ok(())
 }
@@ -523,12 +573,13 @@ fn independent(engine: &Engine, n: usize) -> Result<f64, String> {
     Ok(ns_per(start.elapsed(), n as u64))
 }
 
-fn chain(engine: &Engine, n: usize) -> Result<f64, String> {
+fn chain(engine: &Engine, n: usize, on: Context) -> Result<f64, String> {
     let var = engine.new_var().map_err(err)?;
     let start = Instant::now();
     for _ in 0..n {
         engine
             .op("chain")
+            .on(on)
             .writes([var])
             .push_sync(|_| Ok(()))
             .map_err(err)?;
@@ -542,7 +593,7 @@ fn chain(engine: &Engine, n: usize) -> Result<f64, String> {
 /// The `chain` workloads.
 fn chains(args: &Args, engine: &Engine, n: usize) -> Result<(), String> {
     if args.wants("chain") {
-        report("chain", chain(engine, n)?, "ns/op");
+        report("chain", chain(engine, n, CPU)?, "ns/op");
     }
     if args.wants("chain_typed") {
         report("chain_typed", chain_typed(engine, n)?, "ns/op");
@@ -750,12 +801,12 @@ fn spin(time: Duration) {
     }
 }
 
-fn random(engine: &Engine, graph: &RandomGraph, spin: bool) -> Result<f64, String> {
+fn random(engine: &Engine, graph: &RandomGraph, spin: bool, on: Context) -> Result<f64, String> {
     let pool = vars(engine, RANDOM_VARS)?;
     let start = Instant::now();
     for ([r0, r1], w) in graph.iter() {
         let (reads, writes) = ([pool[r0], pool[r1]], [pool[w]]);
-        let builder = engine.op("random").reads(reads).writes(writes);
+        let builder = engine.op("random").on(on).reads(reads).writes(writes);
         if spin {
             builder.push_sync(|_| {
                 spin_1us();

@@ -13,6 +13,7 @@ mod graph;
 mod mpi;
 mod other_threads;
 mod pool;
+mod standin_device;
 mod taskbench;
 
 use std::process::ExitCode;

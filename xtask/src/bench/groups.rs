@@ -195,6 +195,8 @@ const ENGINE: Group = Group {
         "replay_random_empty",
         "replay_random_1us",
         "replay_random_1us_overhead",
+        "device_chain",
+        "device_random_empty",
         "latency",
     ],
     full_sizes: &["--ops", "200000"],
