@@ -20,7 +20,9 @@
 //! for it never waits for work that has not been launched.
 //!
 //! Only device ops touch the registry (a CPU-only engine never locks it); its one lock is held
-//! for a lookup or an update of the vars of one op.
+//! for a lookup or an update of the vars of one op. The fences are kept per var slot, indexed
+//! by the var's index in the graph (no hashing; a slot keeps its storage for the next var
+//! there), as MXNet keeps them on each var.
 //!
 //! # Failures
 //!
@@ -39,7 +41,6 @@
 //! That comes soon: the op's work ran behind the fence, so the earlier op's work is done and
 //! its completion on its way. The outcomes form no cycle: an op waits only for ops before it.
 
-use std::collections::HashMap;
 use std::mem;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -47,6 +48,7 @@ use std::sync::Arc;
 use depengine_device::Fence;
 use depengine_graph::{Access, Var};
 use depengine_sync::{Mutex, lock};
+use smallvec::SmallVec;
 
 use crate::failure::OpFailure;
 
@@ -72,8 +74,53 @@ pub(crate) struct LaunchedFences {
 struct ByVar {
     /// The id of the next launched op.
     next_op: u64,
-    /// Per var with launched ops: their fences, oldest first.
-    fences: HashMap<Var, Vec<RegisteredFence>>,
+    /// Fences registered and not removed, over every var: `behind` looks at none when there are
+    /// none.
+    live: usize,
+    /// Per var index (`Var::index`), the fences of the launched ops on the var there.
+    slots: Vec<VarSlot>,
+}
+
+/// The launched ops' fences of one var, oldest first.
+#[derive(Default)]
+struct VarSlot {
+    /// The var the fences are of: the slot is the next var's at that index once it was deleted.
+    var: Option<Var>,
+    fences: Vec<RegisteredFence>,
+}
+
+impl ByVar {
+    /// The fences of `var`, its slot made (or taken over from a deleted var) if need be.
+    fn fences_mut(&mut self, var: Var) -> &mut Vec<RegisteredFence> {
+        let index = var.index() as usize;
+        if index >= self.slots.len() {
+            self.slots.resize_with(index + 1, VarSlot::default);
+        }
+        let slot = &mut self.slots[index];
+        if slot.var != Some(var) {
+            // A var is deleted only once its ops completed, so their fences went with them.
+            debug_assert!(slot.fences.is_empty(), "fences of a deleted var");
+            self.live -= slot.fences.len();
+            slot.fences.clear();
+            slot.var = Some(var);
+        }
+        &mut slot.fences
+    }
+
+    /// The fences of `var`.
+    fn fences(&self, var: Var) -> &[RegisteredFence] {
+        match self.slots.get(var.index() as usize) {
+            Some(slot) if slot.var == Some(var) => &slot.fences,
+            _ => &[],
+        }
+    }
+
+    /// Removes the fences of launched op `op` from `slot`.
+    fn remove_from(live: &mut usize, fences: &mut Vec<RegisteredFence>, op: u64) {
+        let before = fences.len();
+        fences.retain(|registered| registered.op != op);
+        *live -= before - fences.len();
+    }
 }
 
 /// What a device op released behind launched ops starts and completes after.
@@ -102,12 +149,13 @@ impl LaunchedFences {
             .map(|var| (var, Access::Read))
             .chain(writes.map(|var| (var, Access::Write)));
         for (var, access) in uses {
-            state.fences.entry(var).or_default().push(RegisteredFence {
+            state.fences_mut(var).push(RegisteredFence {
                 op,
                 access,
                 fence: fence.clone(),
                 outcome: Arc::clone(&outcome),
             });
+            state.live += 1;
         }
         Registration { op, outcome }
     }
@@ -116,13 +164,13 @@ impl LaunchedFences {
     /// outcome stored on its vars), which used `vars`: the device ops released from now on no
     /// longer start or complete after it (one that uses a var it failed is skipped instead).
     pub(crate) fn remove(&self, registration: &Registration, vars: impl Iterator<Item = Var>) {
-        let mut state = lock(&self.state);
+        let mut guard = lock(&self.state);
+        let state = &mut *guard;
         for var in vars {
-            if let Some(fences) = state.fences.get_mut(&var) {
-                fences.retain(|registered| registered.op != registration.op);
-                if fences.is_empty() {
-                    state.fences.remove(&var);
-                }
+            if let Some(slot) = state.slots.get_mut(var.index() as usize)
+                && slot.var == Some(var)
+            {
+                ByVar::remove_from(&mut state.live, &mut slot.fences, registration.op);
             }
         }
     }
@@ -130,10 +178,11 @@ impl LaunchedFences {
     /// Removes the fences of `registration`'s op from every var, for an op whose vars are no
     /// longer known (a launch the graph refused): a visit of every fence, on that path only.
     pub(crate) fn remove_everywhere(&self, registration: &Registration) {
-        lock(&self.state).fences.retain(|_, fences| {
-            fences.retain(|registered| registered.op != registration.op);
-            !fences.is_empty()
-        });
+        let mut guard = lock(&self.state);
+        let state = &mut *guard;
+        for slot in &mut state.slots {
+            ByVar::remove_from(&mut state.live, &mut slot.fences, registration.op);
+        }
     }
 
     /// What a device op that reads `reads` and writes `writes` starts and completes after (see
@@ -149,20 +198,19 @@ impl LaunchedFences {
             upstream: Upstream(Vec::new()),
         };
         let state = lock(&self.state);
-        if state.fences.is_empty() {
+        if state.live == 0 {
             return behind;
         }
-        let mut fenced: Vec<u64> = Vec::new();
-        let mut writers_seen: Vec<u64> = Vec::new();
+        // Inline for a few launched ops: no allocation per lookup.
+        let mut fenced: SmallVec<[u64; 4]> = SmallVec::new();
+        let mut writers_seen: SmallVec<[u64; 4]> = SmallVec::new();
         let uses = reads
             .map(|var| (var, Access::Read))
             .chain(writes.map(|var| (var, Access::Write)));
         for (var, access) in uses {
             let conflicting = state
-                .fences
-                .get(&var)
-                .into_iter()
-                .flatten()
+                .fences(var)
+                .iter()
                 .filter(|registered| access == Access::Write || registered.access == Access::Write);
             for registered in conflicting {
                 if !fenced.contains(&registered.op) {
@@ -347,15 +395,40 @@ mod tests {
     }
 
     #[test]
-    fn removing_the_last_fence_of_a_var_forgets_the_var() {
+    fn removing_an_ops_fences_leaves_none_behind() {
         let fences = LaunchedFences::default();
         let [x, y] = vars();
         let op = fences.register([].into_iter(), [x].into_iter(), &Fence::new("writes x"));
         fences.remove(&op, [x].into_iter());
-        assert!(lock(&fences.state).fences.is_empty());
+        assert_eq!(lock(&fences.state).live, 0);
         let op = fences.register([y].into_iter(), [x].into_iter(), &Fence::new("x, y"));
         fences.remove_everywhere(&op);
-        assert!(lock(&fences.state).fences.is_empty());
+        assert_eq!(lock(&fences.state).live, 0);
+        assert!(
+            fences
+                .behind([].into_iter(), [x, y].into_iter())
+                .fences
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_var_at_the_index_of_a_deleted_one_has_fences_of_its_own() {
+        let graph: Graph<()> = Graph::new();
+        let fences = LaunchedFences::default();
+        let old = graph.new_var().unwrap();
+        let op = fences.register([].into_iter(), [old].into_iter(), &Fence::new("old"));
+        fences.remove(&op, [old].into_iter());
+        graph.delete_var(old, || {}).unwrap().call_if_reclaimed();
+        let new = graph.new_var().unwrap();
+        assert_eq!(new.index(), old.index(), "the slot was not reused");
+        fences.register([].into_iter(), [new].into_iter(), &Fence::new("new"));
+        let behind = |var| labels(&fences.behind([var].into_iter(), [].into_iter()).fences);
+        assert_eq!(behind(new), ["new"]);
+        assert!(
+            behind(old).is_empty(),
+            "a deleted var's handle found the new var's fence"
+        );
     }
 
     #[test]
