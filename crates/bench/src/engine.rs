@@ -84,9 +84,10 @@ use crate::standin_device::StandinBackend;
 
 const RANDOM_VARS: usize = 1024;
 /// The workloads on the random graph.
-const RANDOM_GRAPH_WORKLOADS: [&str; 8] = [
+const RANDOM_GRAPH_WORKLOADS: [&str; 9] = [
     "random_empty",
     "random_1us",
+    "random_1us_overhead",
     "device_random_empty",
     "random_empty_typed",
     "random_empty_shared",

@@ -9,9 +9,9 @@
 //! of the launched ops it was released behind (`fence.rs`), then runs its function on the
 //! worker, which numbers the op on its stream (`tail.rs`), reports it launched with that place
 //! as its fence (releasing the GPU ops behind it), and hands the op's completion to its stream's
-//! completer, with an event recorded after it unless the launch kept a GPU op to run next here
-//! (at most `UNRECORDED_MAX` in a row); the op completes when an event after it has fired
-//! (`completer.rs`).
+//! completer, with an event recorded after it unless the launch released exactly one GPU op,
+//! kept to run next here (at most `UNRECORDED_MAX` in a row); the op completes when an event
+//! after it has fired (`completer.rs`).
 //!
 //! A GPU op released by that launch, on a worker of the same block, waits in the worker's slot
 //! for its next task (`spawn_next`, `push_next`) instead of the block's queues, where an idle
@@ -39,7 +39,7 @@ use crate::tail::{StreamTail, UNRECORDED_MAX};
 
 thread_local! {
     /// Set while this GPU worker reports an op's launch: the GPU ops that the launch releases
-    /// are kept for this worker (`queue_next`). Those pushed by an op's function are not: the
+    /// are kept for this worker (`queue_device`). Those pushed by an op's function are not: the
     /// function may wait for them, and no other worker would run one kept here.
     static REPORTING_LAUNCH: Cell<bool> = const { Cell::new(false) };
     /// The GPU ops the launch being reported released: `(kept for this worker, queued)`.

@@ -98,8 +98,10 @@ impl ByVar {
         }
         let slot = &mut self.slots[index];
         if slot.var != Some(var) {
-            // A var is deleted only once its ops completed, so their fences went with them.
-            debug_assert!(slot.fences.is_empty(), "fences of a deleted var");
+            // Subtle: the fences of a deleted var can still be here. A launched op completes in
+            // the graph before its fence goes (`run/device.rs`), and its var may be deleted and
+            // its index taken by a new var in between; the new var's ops have nothing to do
+            // with them, and the old op's `remove` skips a slot that names another var.
             self.live -= slot.fences.len();
             slot.fences.clear();
             slot.var = Some(var);
@@ -112,6 +114,13 @@ impl ByVar {
         match self.slots.get(var.index() as usize) {
             Some(slot) if slot.var == Some(var) => &slot.fences,
             _ => &[],
+        }
+    }
+
+    /// Gives back the storage of the slots, once no fence is left (the engine is idle).
+    fn trim(&mut self) {
+        if self.live == 0 {
+            self.slots = Vec::new();
         }
     }
 
@@ -183,6 +192,11 @@ impl LaunchedFences {
         for slot in &mut state.slots {
             ByVar::remove_from(&mut state.live, &mut slot.fences, registration.op);
         }
+    }
+
+    /// Gives back the storage a burst of launched ops grew, if none is left.
+    pub(crate) fn trim(&self) {
+        lock(&self.state).trim();
     }
 
     /// What a device op that reads `reads` and writes `writes` starts and completes after (see
@@ -429,6 +443,42 @@ mod tests {
             behind(old).is_empty(),
             "a deleted var's handle found the new var's fence"
         );
+    }
+
+    #[test]
+    fn a_new_var_at_the_index_of_one_whose_op_still_completes_leaves_that_op_alone() {
+        let graph: Graph<()> = Graph::new();
+        let fences = LaunchedFences::default();
+        let old = graph.new_var().unwrap();
+        let completing = fences.register([].into_iter(), [old].into_iter(), &Fence::new("old"));
+        // The op completed in the graph, and its var was deleted, before its fence went.
+        graph.delete_var(old, || {}).unwrap().call_if_reclaimed();
+        let new = graph.new_var().unwrap();
+        assert_eq!(new.index(), old.index(), "the slot was not reused");
+        fences.register([].into_iter(), [new].into_iter(), &Fence::new("new"));
+        fences.remove(&completing, [old].into_iter());
+        let behind = labels(&fences.behind([].into_iter(), [new].into_iter()).fences);
+        assert_eq!(
+            behind,
+            ["new"],
+            "the old op's removal took the new var's fence"
+        );
+        assert_eq!(lock(&fences.state).live, 1);
+    }
+
+    #[test]
+    fn trimming_gives_the_slots_back_only_once_no_fence_is_left() {
+        let fences = LaunchedFences::default();
+        let [x] = vars();
+        let op = fences.register([].into_iter(), [x].into_iter(), &Fence::new("x"));
+        fences.trim();
+        assert_eq!(
+            labels(&fences.behind([x].into_iter(), [].into_iter()).fences),
+            ["x"]
+        );
+        fences.remove(&op, [x].into_iter());
+        fences.trim();
+        assert!(lock(&fences.state).slots.is_empty());
     }
 
     #[test]
