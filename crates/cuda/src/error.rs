@@ -70,6 +70,12 @@ pub enum CudaError {
         /// The worker's device.
         worker: u32,
     },
+    /// A stream of another device than the GPU worker's.
+    #[error("a stream of another device than GPU {worker}'s")]
+    ForeignStream {
+        /// The worker's device.
+        worker: u32,
+    },
     /// NVRTC could not compile the kernels.
     #[error("NVRTC could not compile the kernels: {message}")]
     Compile {

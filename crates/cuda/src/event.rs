@@ -68,10 +68,12 @@ impl EventPool {
     }
 
     /// Records an event of the pool (a free one, or a new one) on `stream`, after the work
-    /// launched on it so far. `stream` must belong to the pool's context.
+    /// launched on it so far. `stream` must belong to the pool's context (the same driver
+    /// context, whichever `CudaContext` value made it).
     pub(crate) fn record(self: &Arc<Self>, stream: &CudaStream) -> Result<Event, DriverError> {
-        debug_assert!(
-            Arc::ptr_eq(stream.context(), &self.context),
+        debug_assert_eq!(
+            stream.context().cu_ctx(),
+            self.context.cu_ctx(),
             "a stream of another context"
         );
         // Not cudarc's bind, which would return an error another call stored (`stray.rs`).

@@ -153,7 +153,7 @@ pub(crate) fn wait_for(
 }
 
 /// Makes `stream`'s next work wait (on the device) for `event`.
-fn device_wait(stream: &CudaStream, event: &Event) -> Result<(), DriverError> {
+pub(crate) fn device_wait(stream: &CudaStream, event: &Event) -> Result<(), DriverError> {
     // Not cudarc's bind, which would return an error another call stored (`stray.rs`).
     let _current = MadeCurrent::new(stream.context())?;
     // SAFETY: both are alive (borrowed); the stream belongs to the context made current above,

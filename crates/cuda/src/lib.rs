@@ -63,6 +63,7 @@ pub mod kernels;
 pub mod memory;
 mod peer;
 mod run;
+mod side_stream;
 mod stray;
 mod tail;
 

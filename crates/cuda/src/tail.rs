@@ -90,6 +90,11 @@ impl StreamTail {
         &self.stream
     }
 
+    /// The recycled events of the stream's context.
+    pub(crate) fn events(&self) -> &Arc<EventPool> {
+        &self.events
+    }
+
     /// Numbers the op whose work the calling worker just launched: its number, and how many
     /// ops before it no event covers.
     pub(crate) fn launch(&self) -> (u64, u64) {

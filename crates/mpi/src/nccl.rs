@@ -22,8 +22,8 @@
 //! dependents wait for, covers the collective. Once the collective is enqueued nothing fails
 //! the op early: if the wait cannot be enqueued, the worker waits for the collective on the
 //! host. The communicator lives until the last op's work is done
-//! (`CudaRun::drop_after_completion`). The driver is called directly for these waits: cudarc's
-//! wrappers first return any error another thread stored on the context.
+//! (`CudaRun::drop_after_completion`). The waits are `CudaRun::stream_wait`'s: the worker's
+//! recycled events, no error another thread stored on the context taken as theirs.
 //!
 //! Failures. A failed (or skipped) op fails the `order` var, so this rank's later ops skip
 //! until [`NcclComm::wait`] reports it; the other ranks' matching collectives then never
@@ -34,8 +34,7 @@ use std::ffi::c_char;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use cudarc::driver::sys::{CUevent_flags, CUevent_wait_flags};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError, result};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, result};
 use cudarc::nccl::{self, Id, NcclType, ReduceOp};
 use depengine::cuda::Driver;
 use depengine::{BoxError, Context, Data, Engine, EngineError, FnProperty, RunContext, Var};
@@ -392,10 +391,10 @@ fn issue(
     let guard = shared.lock();
     let comm = guard.as_ref().ok_or("the NCCL communicator is gone")?;
     let stream: Arc<CudaStream> = comm.stream();
-    stream_wait(&stream, cuda.stream())?;
+    cuda.stream_wait(&stream, cuda.stream())?;
     call(comm).map_err(|error| nccl_error("a collective", &error))?;
     // Enqueued: from here on the op is done only when the collective is.
-    if stream_wait(cuda.stream(), &stream).is_err() {
+    if cuda.stream_wait(cuda.stream(), &stream).is_err() {
         // SAFETY: the stream is alive (`stream` holds it); the worker's context is current.
         let waited = unsafe { result::stream::synchronize(stream.cu_stream()) };
         drop(guard);
@@ -406,26 +405,6 @@ fn issue(
     drop(guard);
     cuda.drop_after_completion(Arc::clone(shared));
     Ok(())
-}
-
-/// Makes `waiting` wait (on the device) for the work enqueued on `on` so far, through the
-/// driver (an event made, recorded, waited for and destroyed: CUDA keeps a wait enqueued on a
-/// destroyed event). Both streams are the current context's.
-fn stream_wait(waiting: &CudaStream, on: &CudaStream) -> Result<(), DriverError> {
-    let event = result::event::create(CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
-    // SAFETY: `event` was just made, the streams are alive (borrowed); the event is destroyed
-    // once, after the wait is enqueued.
-    unsafe {
-        let waited = result::event::record(event, on.cu_stream()).and_then(|()| {
-            result::stream::wait_event(
-                waiting.cu_stream(),
-                event,
-                CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-            )
-        });
-        let _ = result::event::destroy(event);
-        waited
-    }
 }
 
 /// `Ok` if `len` is `expected`.

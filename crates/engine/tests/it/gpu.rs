@@ -13,6 +13,7 @@
 //! - the same chain's compute links as a plan recorded as a CUDA graph, replayed three times;
 //! - the same chain on every GPU at once, if there are several;
 //! - an error stored on the context as a failed `Drop` stores it, failing no op;
+//! - work an op queues on a side stream, ordered both ways by `CudaRun::stream_wait`;
 //! - a chain that alternates GPU and CPU ops on one buffer;
 //! - copies from pinned memory to the device (`CopyToGpu` ops) overlapping the compute of the
 //!   batch before, measured against the copies and the compute run one after the other;
@@ -34,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use depengine::cuda::cudarc::driver::sys::CUresult;
 use depengine::cuda::cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, DriverError, LaunchConfig, PinnedHostSlice,
-    PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig,
+    PinnedHostSlice, PushKernelArg,
 };
 use depengine::cuda::{CudaBackend, Driver, kernels, memory};
 use depengine::{
@@ -143,8 +144,19 @@ fn add_spin_scale(
     spin: i64,
 ) -> Result<(), BoxError> {
     let run = cuda(run)?;
-    let kernels = kernels_on(&run)?;
-    let stream = run.stream();
+    add_spin_scale_on(&run, run.stream(), y, x, factor, spin)
+}
+
+/// As [`add_spin_scale`], on `stream`, a stream of `run`'s device.
+fn add_spin_scale_on(
+    run: &depengine::cuda::CudaRun,
+    stream: &CudaStream,
+    y: &Slot,
+    x: &mut Slot,
+    factor: f32,
+    spin: i64,
+) -> Result<(), BoxError> {
+    let kernels = kernels_on(run)?;
     let Slot { data, spare } = x;
     let (input, sum) = (
         data.as_ref().ok_or("x unset")?,
@@ -362,6 +374,44 @@ fn an_error_a_drop_stored_on_the_context_fails_no_op() {
     context
         .check_err()
         .expect("the worker took the stored error");
+}
+
+#[test]
+fn work_on_a_side_stream_ordered_by_stream_wait_is_the_ops() {
+    let Some(_gpus) = devices_or_skip() else {
+        return;
+    };
+    let engine = gpu_engine();
+    let (x, y, host_y) = push_upload(&engine, 0);
+    engine
+        .op("side")
+        .on(Context::gpu(0))
+        .read(&y)
+        .write(&x)
+        .push_sync(move |run, (y, x)| -> Result<(), BoxError> {
+            let cuda = cuda(&run)?;
+            let side = cuda.context().new_stream()?;
+            cuda.stream_wait(&side, cuda.stream())?;
+            add_spin_scale_on(&cuda, &side, y, x, 2.0, SPIN_CYCLES)?;
+            cuda.stream_wait(cuda.stream(), &side)?;
+            cuda.drop_after_completion(side);
+            Ok(())
+        })
+        .unwrap();
+    // On the worker's stream: started before the side work ended, it would see `x` unscaled.
+    engine
+        .op("after")
+        .on(Context::gpu(0))
+        .read(&y)
+        .write(&x)
+        .push_sync(move |run, (y, x)| add_then_scale(&run, y, x, 0.5))
+        .unwrap();
+    let got = download(&engine.read(&x).unwrap()).unwrap();
+    let expected: Vec<f32> = host_y
+        .iter()
+        .map(|&y| ((1.0 + y) * 2.0 + y) * 0.5)
+        .collect();
+    assert_eq!(mismatches(&got, &expected), 0);
 }
 
 #[test]

@@ -1,0 +1,62 @@
+//! [`CudaRun::stream_wait`]: work a GPU op queues on a stream beside its worker's (a library's,
+//! such as NCCL's), ordered both ways on the device with the worker's recycled events.
+//!
+//! The op's inputs are ready when the work queued on its worker's stream so far is done, and
+//! the op is done when its worker's stream passes the event recorded after its function
+//! (`tail.rs`). So a side stream waits for the worker's stream before its work, and the worker's
+//! stream waits for the side stream after it: the op's completion then covers the side work,
+//! and no thread waits for the device.
+
+use cudarc::driver::CudaStream;
+
+use crate::error::CudaError;
+use crate::fence;
+use crate::run::CudaRun;
+
+impl CudaRun {
+    /// Makes the work queued on `waiting` from now on start, on the device, after the work
+    /// queued on `on` so far. For an op that queues work on a stream of its own beside its
+    /// worker's: `run.stream_wait(&side, run.stream())` before that work, `run.stream_wait(
+    /// run.stream(), &side)` after it, and the op completes only once the side work is done.
+    /// Both streams must be of the worker's device. The event comes from the worker's
+    /// recycled pool: no event is made or destroyed.
+    ///
+    /// ```no_run
+    /// use depengine_cuda::CudaRun;
+    ///
+    /// // Inside a GPU op's function:
+    /// let run = CudaRun::current().expect("a GPU worker");
+    /// let side = run.context().new_stream()?;
+    /// run.stream_wait(&side, run.stream())?;
+    /// // ... queue work on `side` ...
+    /// run.stream_wait(run.stream(), &side)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::ForeignStream`] if a stream is of another device; [`CudaError::Driver`] if
+    /// the event cannot be recorded or waited for (nothing is ordered then).
+    pub fn stream_wait(&self, waiting: &CudaStream, on: &CudaStream) -> Result<(), CudaError> {
+        let own = self.context().cu_ctx();
+        if waiting.context().cu_ctx() != own || on.context().cu_ctx() != own {
+            return Err(CudaError::ForeignStream {
+                worker: self.device(),
+            });
+        }
+        let event = self
+            .tail()
+            .events()
+            .record(on)
+            .map_err(|source| CudaError::Driver {
+                call: "cuEventRecord",
+                source,
+            })?;
+        // The event goes back to the pool when dropped: the wait enqueued on it keeps the
+        // record made here (`event.rs`).
+        fence::device_wait(waiting, &event).map_err(|source| CudaError::Driver {
+            call: "cuStreamWaitEvent",
+            source,
+        })
+    }
+}
