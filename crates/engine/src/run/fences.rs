@@ -209,7 +209,7 @@ impl LaunchedFences {
     ) -> Behind {
         let mut behind = Behind {
             fences: Vec::new(),
-            upstream: Upstream(Vec::new()),
+            upstream: Upstream(SmallVec::new()),
         };
         let state = lock(&self.state);
         if state.live == 0 {
@@ -313,8 +313,9 @@ impl LaunchedOutcome {
 }
 
 /// The outcomes of the launched writers a device op was released behind (see "Failures" in
-/// the module documentation). Empty for every op but those released at a launch.
-pub(crate) struct Upstream(Vec<Arc<LaunchedOutcome>>);
+/// the module documentation). Empty for every op but those released at a launch; inline for
+/// a few (no allocation per op of a chain).
+pub(crate) struct Upstream(SmallVec<[Arc<LaunchedOutcome>; 2]>);
 
 impl Upstream {
     /// Calls `then` once every outcome is known, or one is a failure, with the first failure
@@ -509,7 +510,7 @@ mod tests {
         failed.settle(Some(&failure("y")));
         assert!(matches!(lock(&passed_on(behind_x))[..], [None]));
         assert!(matches!(lock(&passed_on(behind_y))[..], [Some(_)]));
-        assert!(matches!(lock(&passed_on(Upstream(Vec::new())))[..], [None]));
+        assert!(matches!(lock(&passed_on(Upstream(SmallVec::new())))[..], [None]));
     }
 
     #[test]
