@@ -25,8 +25,8 @@ impl GpuDevice {
             // SAFETY: `CudaBackend::without_event_tracking`'s caller promised that every use
             // of a buffer made on this device from now on is ordered by the engine: made on the
             // stream of a sync GPU op naming the buffer's var (completed only when an event
-            // recorded after its function returned has fired), or after such ops completed. That is the
-            // order cudarc's per-buffer events would otherwise enforce.
+            // recorded after its function returned has fired), or after such ops completed.
+            // That is the order cudarc's per-buffer events would otherwise enforce.
             unsafe { context.disable_event_tracking() };
         }
         Ok(GpuDevice { ordinal, context })

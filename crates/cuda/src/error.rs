@@ -70,8 +70,8 @@ pub enum CudaError {
         /// The worker's device.
         worker: u32,
     },
-    /// A stream of another device than the GPU worker's.
-    #[error("a stream of another device than GPU {worker}'s")]
+    /// A stream of another CUDA context than the GPU worker's (its device's primary context).
+    #[error("a stream of another CUDA context than GPU {worker}'s")]
     ForeignStream {
         /// The worker's device.
         worker: u32,

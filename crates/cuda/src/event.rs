@@ -1,14 +1,15 @@
 //! [`Event`]: the CUDA event recorded on a GPU worker's stream after its ops, recycled through
-//! the stream's [`EventPool`].
+//! the worker's [`EventPool`].
 //!
 //! An event recorded on a stream after an op's work covers the op: other streams wait for it
 //! (`fence.rs`) and the completer waits for it (`completer.rs`); when one is recorded is the
-//! stream's tail's choice (`tail.rs`). Creating and destroying an event per op costs more than the launch it
-//! fences: with the worker creating events while the completer destroyed them, the two threads
-//! contend inside the driver (`docs/decisions.md`, "Events recycled per stream"). So each
-//! stream keeps a pool: an event is created once, and when its last holder (the completer, the
-//! stream's tail, which keeps its last few, or a worker whose stream waits for it) drops it, it
-//! goes back to the pool, to be recorded again on the same stream.
+//! stream's tail's choice (`tail.rs`). Creating and destroying an event per op costs more than
+//! the launch it fences: with the worker creating events while the completer destroyed them,
+//! the two threads contend inside the driver (`docs/decisions.md`, "Events recycled per
+//! stream"). So each worker keeps a pool: an event is created once, and when its last holder
+//! (the completer, the stream's tail, which keeps its last few, a worker whose stream waits for
+//! it, or `CudaRun::stream_wait`) drops it, it goes back to the pool, to be recorded again on
+//! the worker's stream or a side stream of the same context (`side_stream.rs`).
 //!
 //! # Why recording a recycled event is safe
 //!
@@ -50,7 +51,8 @@ unsafe impl Send for RawEvent {}
 // use of the object.
 unsafe impl Sync for RawEvent {}
 
-/// The recycled events of one stream: see the module documentation.
+/// The recycled events of one worker's stream and its side streams: see the module
+/// documentation.
 pub(crate) struct EventPool {
     context: Arc<CudaContext>,
     /// Events recorded before and no longer referred to. Pushed by whichever thread drops an
@@ -140,8 +142,8 @@ impl Drop for EventPool {
     }
 }
 
-/// An event of an [`EventPool`], recorded on the pool's stream; it returns to the pool when
-/// dropped.
+/// An event of an [`EventPool`], recorded on a stream of the pool's context; it returns to the
+/// pool when dropped.
 pub(crate) struct Event {
     raw: RawEvent,
     pool: Arc<EventPool>,

@@ -9,7 +9,8 @@
 //!
 //! Why a second stream: while a stream captures, every stream-ordered call on it joins the
 //! capture, whichever thread makes it; another thread freeing a buffer on the worker's stream
-//! (a value dropped after an earlier op's completion) would break it.
+//! (a value dropped after an earlier op's completion) would break it. (A side stream that a
+//! function orders with `CudaRun::stream_wait` joins the capture: `side_stream.rs`.)
 //!
 //! A recording is kept only from a run whose functions all succeeded: the work a failed one
 //! launched is not the graph's work (and is not launched); a capture that CUDA ends with an

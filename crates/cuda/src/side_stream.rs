@@ -2,10 +2,15 @@
 //! such as NCCL's), ordered both ways on the device with the worker's recycled events.
 //!
 //! The op's inputs are ready when the work queued on its worker's stream so far is done, and
-//! the op is done when its worker's stream passes the event recorded after its function
-//! (`tail.rs`). So a side stream waits for the worker's stream before its work, and the worker's
-//! stream waits for the side stream after it: the op's completion then covers the side work,
-//! and no thread waits for the device.
+//! the op is done when its worker's stream passes an event recorded after it (`tail.rs`). So a
+//! side stream waits for the worker's stream before its work, and the worker's stream waits for
+//! the side stream after it: the op's completion then covers the side work, and no thread waits
+//! for the device.
+//!
+//! In a recorded plan's function (`graph.rs`), the worker's stream is its capture stream: the
+//! first wait makes the side stream join the capture, so its work becomes part of the graph,
+//! and the second, which must come, joins it back (else the capture fails, and the op). A side
+//! stream that other threads use would take their calls into the capture too.
 
 use cudarc::driver::CudaStream;
 
@@ -18,8 +23,9 @@ impl CudaRun {
     /// queued on `on` so far. For an op that queues work on a stream of its own beside its
     /// worker's: `run.stream_wait(&side, run.stream())` before that work, `run.stream_wait(
     /// run.stream(), &side)` after it, and the op completes only once the side work is done.
-    /// Both streams must be of the worker's device. The event comes from the worker's
-    /// recycled pool: no event is made or destroyed.
+    /// Both streams must be of the worker's context. The event comes from the worker's
+    /// recycled pool: no event is made or destroyed. In a recorded plan's function, the side
+    /// stream joins the capture: only one no other thread uses, and joined back.
     ///
     /// ```no_run
     /// use depengine_cuda::CudaRun;
@@ -35,7 +41,7 @@ impl CudaRun {
     ///
     /// # Errors
     ///
-    /// [`CudaError::ForeignStream`] if a stream is of another device; [`CudaError::Driver`] if
+    /// [`CudaError::ForeignStream`] if a stream is of another context; [`CudaError::Driver`] if
     /// the event cannot be recorded or waited for (nothing is ordered then).
     pub fn stream_wait(&self, waiting: &CudaStream, on: &CudaStream) -> Result<(), CudaError> {
         let own = self.context().cu_ctx();
@@ -49,7 +55,7 @@ impl CudaRun {
             .events()
             .record(on)
             .map_err(|source| CudaError::Driver {
-                call: "cuEventRecord",
+                call: "recording an event (cuEventRecord)",
                 source,
             })?;
         // The event goes back to the pool when dropped: the wait enqueued on it keeps the

@@ -18,10 +18,11 @@
 //!
 //! Streams. An op's function makes the communicator's stream wait for its worker's (the op's
 //! inputs are ready there), enqueues the collective, and makes the worker's stream wait for
-//! the communicator's: the event the worker records after the function, which the engine's
-//! dependents wait for, covers the collective. Once the collective is enqueued nothing fails
-//! the op early: if the wait cannot be enqueued, the worker waits for the collective on the
-//! host. The communicator lives until the last op's work is done
+//! the communicator's: an event recorded on the worker's stream after the op (its own or a
+//! later op's), which the engine's dependents wait for, covers the collective. A wait that
+//! cannot be enqueued becomes a host wait, so every rank enqueues its collective (a rank that
+//! failed early would leave the others' waiting). Not for a recorded plan: the communicator's
+//! stream, which other threads use, would join the capture (`CudaRun::stream_wait`). The communicator lives until the last op's work is done
 //! (`CudaRun::drop_after_completion`). The waits are `CudaRun::stream_wait`'s: the worker's
 //! recycled events, no error another thread stored on the context taken as theirs.
 //!
@@ -391,7 +392,13 @@ fn issue(
     let guard = shared.lock();
     let comm = guard.as_ref().ok_or("the NCCL communicator is gone")?;
     let stream: Arc<CudaStream> = comm.stream();
-    cuda.stream_wait(&stream, cuda.stream())?;
+    if cuda.stream_wait(&stream, cuda.stream()).is_err() {
+        // The collective goes out all the same, or the other ranks' would wait for it forever:
+        // once the worker's stream, holding the op's inputs, is done.
+        // SAFETY: the worker's stream is alive (`cuda` holds it); its context is current.
+        unsafe { result::stream::synchronize(cuda.stream().cu_stream()) }
+            .map_err(|error| MpiError::Nccl(format!("waiting for the op's inputs: {error}")))?;
+    }
     call(comm).map_err(|error| nccl_error("a collective", &error))?;
     // Enqueued: from here on the op is done only when the collective is.
     if cuda.stream_wait(cuda.stream(), &stream).is_err() {

@@ -11,7 +11,7 @@
 //!                  │       if the function succeeded: the fence registered on the op's vars,
 //!                  │       Graph::launch releases the device ops behind it (LaunchedWork)
 //!                  └─► hands the completion to its stream's completion thread
-//!                          ── an event after it fired ──► completion.complete(device's outcome)
+//!                        ── an event after it fired ──► completion.complete(device's outcome)
 //!                                   │
 //!    finish: the function's outcome, else a failure passed on from the launched ops it was
 //!            released behind (run/fences.rs, Failures), else the device's; Graph::complete

@@ -510,7 +510,10 @@ mod tests {
         failed.settle(Some(&failure("y")));
         assert!(matches!(lock(&passed_on(behind_x))[..], [None]));
         assert!(matches!(lock(&passed_on(behind_y))[..], [Some(_)]));
-        assert!(matches!(lock(&passed_on(Upstream(SmallVec::new())))[..], [None]));
+        assert!(matches!(
+            lock(&passed_on(Upstream(SmallVec::new())))[..],
+            [None]
+        ));
     }
 
     #[test]

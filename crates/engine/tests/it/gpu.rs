@@ -13,7 +13,8 @@
 //! - the same chain's compute links as a plan recorded as a CUDA graph, replayed three times;
 //! - the same chain on every GPU at once, if there are several;
 //! - an error stored on the context as a failed `Drop` stores it, failing no op;
-//! - work an op queues on a side stream, ordered both ways by `CudaRun::stream_wait`;
+//! - work an op queues on a side stream, ordered both ways by `CudaRun::stream_wait` (without
+//!   the wait back, the next op sees it unfinished);
 //! - a chain that alternates GPU and CPU ops on one buffer;
 //! - copies from pinned memory to the device (`CopyToGpu` ops) overlapping the compute of the
 //!   batch before, measured against the copies and the compute run one after the other;
@@ -376,13 +377,14 @@ fn an_error_a_drop_stored_on_the_context_fails_no_op() {
         .expect("the worker took the stored error");
 }
 
-#[test]
-fn work_on_a_side_stream_ordered_by_stream_wait_is_the_ops() {
-    let Some(_gpus) = devices_or_skip() else {
-        return;
-    };
+/// `x = ((1 + y) * 2 + y) * 0.5`: the first step's kernels on a side stream of its op (with
+/// the waits of `CudaRun::stream_wait` before them, and, if `join`, after them), the second on
+/// the worker's stream. Returns how many elements differ from the CPU's arithmetic.
+fn side_stream_mismatches(join: bool) -> usize {
     let engine = gpu_engine();
     let (x, y, host_y) = push_upload(&engine, 0);
+    let kept: Arc<Mutex<Option<Arc<CudaStream>>>> = Arc::default();
+    let keep = Arc::clone(&kept);
     engine
         .op("side")
         .on(Context::gpu(0))
@@ -393,8 +395,10 @@ fn work_on_a_side_stream_ordered_by_stream_wait_is_the_ops() {
             let side = cuda.context().new_stream()?;
             cuda.stream_wait(&side, cuda.stream())?;
             add_spin_scale_on(&cuda, &side, y, x, 2.0, SPIN_CYCLES)?;
-            cuda.stream_wait(cuda.stream(), &side)?;
-            cuda.drop_after_completion(side);
+            if join {
+                cuda.stream_wait(cuda.stream(), &side)?;
+            }
+            *keep.lock().unwrap() = Some(side);
             Ok(())
         })
         .unwrap();
@@ -407,11 +411,28 @@ fn work_on_a_side_stream_ordered_by_stream_wait_is_the_ops() {
         .push_sync(move |run, (y, x)| add_then_scale(&run, y, x, 0.5))
         .unwrap();
     let got = download(&engine.read(&x).unwrap()).unwrap();
+    // Unjoined, the side work may still run: its buffers must outlive it.
+    let side = kept.lock().unwrap().take().expect("the side op ran");
+    side.synchronize().unwrap();
     let expected: Vec<f32> = host_y
         .iter()
         .map(|&y| ((1.0 + y) * 2.0 + y) * 0.5)
         .collect();
-    assert_eq!(mismatches(&got, &expected), 0);
+    mismatches(&got, &expected)
+}
+
+#[test]
+fn work_on_a_side_stream_ordered_by_stream_wait_is_the_ops() {
+    let Some(_gpus) = devices_or_skip() else {
+        return;
+    };
+    assert_eq!(side_stream_mismatches(true), 0);
+    // Without the wait back, the next op's kernels run beside the side work.
+    assert_ne!(
+        side_stream_mismatches(false),
+        0,
+        "the side work was waited for anyway"
+    );
 }
 
 #[test]
