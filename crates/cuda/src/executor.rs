@@ -25,9 +25,11 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 use depengine_cpu::{BlockOptions, PriorityBlock, WorkerBlock};
-use depengine_device::{BackendError, DeviceError, DeviceTask, Executor, Fence, Task};
+use depengine_device::{
+    BackendError, DeviceCompletion, DeviceError, DeviceTask, Executor, Fence, Task,
+};
 
-use crate::completer::{Completer, device_error};
+use crate::completer::{AfterWork, Completer, device_error};
 use crate::device::GpuDevice;
 use crate::event::EventPool;
 use crate::fence::{self, StreamFence};
@@ -227,81 +229,88 @@ impl Executor for StreamExecutor {
         let fence_waits = self.fence_waits;
         self.queue_device(
             task.priority(),
-            Box::new(move || {
-                // Every worker of this block made its `CudaRun` current in its start hook,
-                // before its first task: `None` would be a task run by another thread.
-                let run = CudaRun::current();
-                let waited = match &run {
-                    Some(run) => {
-                        // So that the function's cudarc calls return errors of their own.
-                        stray::report(run.context(), run.device());
-                        if fence_waits {
-                            fence::wait_for(run.stream(), &mut run.order(), task.fences())
-                        } else {
-                            Ok(())
-                        }
-                    }
-                    None => Ok(()),
-                };
-                let (mut completion, recorded) = match (&run, task.recording().cloned()) {
-                    (Some(run), Some(recording)) => graph::run_recorded(run, task, &recording),
-                    _ => (task.run(), Ok(())),
-                };
-                let Some(run) = run else {
-                    return completion.complete(Err(DeviceError::Failed {
-                        backend: "cuda".to_owned(),
-                        message: "a GPU op ran on a thread that is no GPU worker".to_owned(),
-                    }));
-                };
-                let after = run.take_after_work();
-                let failed = match (recorded, waited) {
-                    // Nothing of its graph was launched.
-                    (Err(error), _) => Some(error),
-                    // Its stream could not be ordered after the work it depends on: the work
-                    // it launched must end before it completes (as below).
-                    (Ok(()), Err(error)) => {
-                        let _ = host_wait::stream(run.stream());
-                        Some(error)
-                    }
-                    (Ok(()), Ok(())) => None,
-                };
-                if let Some(error) = failed {
-                    completion.complete(Err(device_error(error)));
-                    return after.drop_all();
-                }
-                let tail = run.tail();
-                let (seq, uncovered) = tail.launch();
-                let reporting = ReportingLaunch::enter();
-                completion.launched(Fence::new(StreamFence {
-                    tail: Arc::clone(tail),
-                    seq,
-                }));
-                let chain_goes_on = reporting.end();
-                // The op kept next comes with an event, or one after it does: the completer
-                // records one if none comes (`tail.rs`).
-                let point = if chain_goes_on && uncovered + 1 < UNRECORDED_MAX {
-                    None
-                } else {
-                    match tail.covering(seq) {
-                        Ok(covering) => Some(covering.event),
-                        Err(refused) => {
-                            // No event to wait for: the work launched so far must end before
-                            // the op completes (and its buffers may be reused), so this worker
-                            // waits for its stream, on this failure path only; the op's
-                            // outcome is that wait's.
-                            tracing::warn!(
-                                target: "depengine_cuda",
-                                error = %refused,
-                                "recording an event failed; the worker waited for its stream",
-                            );
-                            let waited = host_wait::stream(run.stream());
-                            completion.complete(waited.map_err(device_error));
-                            return after.drop_all();
-                        }
-                    }
-                };
-                run.completer().launched(point, completion, after);
-            }),
+            Box::new(move || run_on_worker(task, fence_waits)),
         );
+    }
+}
+
+/// Runs device task `task` on the calling GPU worker: its stream waits for the task's fences
+/// (if `fence_waits`), its function (or recorded graph) launches its work, and the op is
+/// reported launched and handed to the stream's completer ([`hand_over`]).
+fn run_on_worker(task: DeviceTask, fence_waits: bool) {
+    // Every worker of the block made its `CudaRun` current in its start hook, before its first
+    // task: `None` would be a task run by another thread.
+    let Some(run) = CudaRun::current() else {
+        return task.run().complete(Err(DeviceError::Failed {
+            backend: "cuda".to_owned(),
+            message: "a GPU op ran on a thread that is no GPU worker".to_owned(),
+        }));
+    };
+    // So that the function's cudarc calls return errors of their own.
+    stray::report(run.context(), run.device());
+    let waited = if fence_waits {
+        fence::wait_for(run.stream(), &mut run.order(), task.fences())
+    } else {
+        Ok(())
+    };
+    let (completion, recorded) = match task.recording().cloned() {
+        Some(recording) => graph::run_recorded(&run, task, &recording),
+        None => (task.run(), Ok(())),
+    };
+    let after = run.take_after_work();
+    let failed = match (recorded, waited) {
+        // Nothing of its graph was launched.
+        (Err(error), _) => Some(error),
+        // Its stream could not be ordered after the work it depends on: the work it launched
+        // must end before it completes (as in `hand_over`).
+        (Ok(()), Err(error)) => {
+            let _ = host_wait::stream(run.stream());
+            Some(error)
+        }
+        (Ok(()), Ok(())) => None,
+    };
+    match failed {
+        Some(error) => {
+            completion.complete(Err(device_error(error)));
+            after.drop_all();
+        }
+        None => hand_over(&run, completion, after),
+    }
+}
+
+/// Reports the op whose work `run`'s worker just launched as launched, at its place on the
+/// stream (releasing the GPU ops behind it), then hands it, with the values to drop after it,
+/// to the stream's completer: with an event recorded after it, unless the chain goes on on
+/// this worker (the op kept next comes with one, or one after it does; the completer records
+/// one if none comes: `tail.rs`).
+fn hand_over(run: &CudaRun, mut completion: DeviceCompletion, after: AfterWork) {
+    let tail = run.tail();
+    let (seq, uncovered) = tail.launch();
+    let reporting = ReportingLaunch::enter();
+    completion.launched(Fence::new(StreamFence {
+        tail: Arc::clone(tail),
+        seq,
+    }));
+    let chain_goes_on = reporting.end();
+    if chain_goes_on && uncovered + 1 < UNRECORDED_MAX {
+        return run.completer().launched(None, completion, after);
+    }
+    match tail.covering(seq) {
+        Ok(covering) => run
+            .completer()
+            .launched(Some(covering.event), completion, after),
+        Err(refused) => {
+            // No event to wait for: the work launched so far must end before the op completes
+            // (and its buffers may be reused), so this worker waits for its stream, on this
+            // failure path only; the op's outcome is that wait's.
+            tracing::warn!(
+                target: "depengine_cuda",
+                error = %refused,
+                "recording an event failed; the worker waited for its stream",
+            );
+            let waited = host_wait::stream(run.stream());
+            completion.complete(waited.map_err(device_error));
+            after.drop_all();
+        }
     }
 }

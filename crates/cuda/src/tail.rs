@@ -132,15 +132,12 @@ impl StreamTail {
 }
 
 impl PointSource<Arc<Event>> for StreamTail {
+    /// An event after every op numbered so far: after the newest, which covers the others.
     fn record(&self) -> Result<Arc<Event>, DeviceError> {
-        let mut state = lock(&self.state);
-        match state.recent.back() {
-            Some((covers, event)) if *covers == state.launched => Ok(Arc::clone(event)),
-            _ => self
-                .record(&mut state)
-                .map(|covering| covering.event)
-                .map_err(device_error),
-        }
+        let newest = lock(&self.state).launched.saturating_sub(1);
+        self.covering(newest)
+            .map(|covering| covering.event)
+            .map_err(device_error)
     }
 
     fn wait_all(&self) -> Result<(), DeviceError> {
