@@ -77,6 +77,8 @@
 use std::any::Any;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 /// A unit of work handed to an executor: runs once, on whatever thread the executor picks.
 ///
 /// ```
@@ -214,7 +216,8 @@ impl std::fmt::Debug for Fence {
 /// ```
 pub struct DeviceTask {
     priority: i32,
-    fences: Vec<Fence>,
+    /// Inline for the few an op is usually released behind: no allocation per op of a chain.
+    fences: SmallVec<[Fence; 2]>,
     /// Where an executor that records device work keeps this task's (`recorded`).
     recording: Option<Arc<Recording>>,
     run: Box<dyn FnOnce(TaskRun) -> DeviceCompletion + Send + 'static>,
@@ -291,7 +294,7 @@ impl DeviceTask {
     pub fn new(priority: i32, run: impl FnOnce() -> DeviceCompletion + Send + 'static) -> Self {
         DeviceTask {
             priority,
-            fences: Vec::new(),
+            fences: SmallVec::new(),
             recording: None,
             run: Box::new(move |_| run()),
         }
@@ -332,7 +335,7 @@ impl DeviceTask {
     ) -> Self {
         DeviceTask {
             priority,
-            fences: Vec::new(),
+            fences: SmallVec::new(),
             recording: Some(recording),
             run: Box::new(run),
         }
@@ -341,8 +344,8 @@ impl DeviceTask {
     /// The same task, whose work must start after `fences` (the launched device ops it was
     /// released behind).
     #[must_use]
-    pub fn after(mut self, fences: Vec<Fence>) -> Self {
-        self.fences = fences;
+    pub fn after(mut self, fences: impl IntoIterator<Item = Fence>) -> Self {
+        self.fences = fences.into_iter().collect();
         self
     }
 

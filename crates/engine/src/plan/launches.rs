@@ -22,6 +22,7 @@
 
 use depengine_device::Fence;
 use depengine_sync::{Mutex, OnceLock, lock};
+use smallvec::SmallVec;
 
 use crate::failure::OpFailure;
 use crate::plan::release_counts::ReleaseCounts;
@@ -58,8 +59,8 @@ impl<P> Launches<P> {
     }
 
     /// The fences of `preds` (an op's predecessors along at-launch edges) that launched: what
-    /// its work waits for.
-    pub(crate) fn fences_of(&self, preds: &[u32]) -> Vec<Fence> {
+    /// its work waits for; inline for a few (no allocation per op of a chain).
+    pub(crate) fn fences_of(&self, preds: &[u32]) -> SmallVec<[Fence; 2]> {
         preds
             .iter()
             .filter_map(|&pred| self.fences[pred as usize].get().cloned())

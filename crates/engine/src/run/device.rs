@@ -6,10 +6,11 @@
 //! dispatch ──► executor.execute_device(task, after the fences of the launched ops behind
 //!                  │                     which the graph released it: run/fences.rs)
 //!                  worker: its work waits for the fences, then task.run() ── the function
-//!                  │        launches on the worker's stream; its outcome is kept (Returned)
+//!                  │        launches on the worker's stream; its outcome is kept
+//!                  │        (AwaitingDevice, Step::Returned: one box for the op's two steps)
 //!                  ├─► reports the launch: completion.launched(fence)
 //!                  │       if the function succeeded: the fence registered on the op's vars,
-//!                  │       Graph::launch releases the device ops behind it (LaunchedWork)
+//!                  │       Graph::launch releases the device ops behind it (Step::Launched)
 //!                  └─► hands the completion to its stream's completion thread
 //!                        ── an event after it fired ──► completion.complete(device's outcome)
 //!                                   │
@@ -55,6 +56,7 @@ use crate::profile::recorder::Started;
 use crate::run::EngineState;
 use crate::run::dispatch::Dispatcher;
 use crate::run::fences::{Behind, Registration, Upstream};
+use crate::run::in_place;
 use crate::thread::task::TaskMarker;
 
 impl EngineState {
@@ -85,13 +87,12 @@ impl EngineState {
         let marker = TaskMarker::enter(self.id);
         let mut completion = None;
         self.run_function(op, None, |op, outcome, started| {
-            completion = Some(DeviceCompletion::for_op(Box::new(Returned {
+            completion = Some(DeviceCompletion::for_op(Box::new(AwaitingDevice {
                 state: Arc::clone(&self),
-                op,
-                outcome,
                 started,
                 upstream,
                 in_flight: InFlight::counted(&self),
+                step: Step::Returned { op, outcome },
             })));
         });
         // An op finished without a sync function's outcome (skipped, async) waits for nothing.
@@ -103,40 +104,120 @@ impl EngineState {
     }
 }
 
-/// A GPU op whose function returned, holding its vars until the executor reports on it.
-struct Returned {
+/// A GPU op whose function returned, holding its vars until the executor reports on it: that
+/// its work launched (optionally), then that the work is done. One box for both steps.
+struct AwaitingDevice {
     state: Arc<EngineState>,
-    op: ReadyOp<OpRecord>,
-    /// What the function returned (or its panic), as the op's outcome.
-    outcome: Result<(), OpFailure>,
     /// When it started, for a profiled op.
     started: Option<Started>,
     /// The outcomes of the launched ops it was released behind (`run/fences.rs`, "Failures").
     upstream: Upstream,
     in_flight: InFlight,
+    step: Step,
 }
 
-impl DeviceOp for Returned {
+/// How far the executor has reported on an [`AwaitingDevice`] op.
+enum Step {
+    /// The function returned `outcome` (or panicked); no launch reported.
+    Returned {
+        op: ReadyOp<OpRecord>,
+        outcome: Result<(), OpFailure>,
+    },
+    /// The function succeeded and its work launched: the device ops behind it were released;
+    /// the others wait for its completion.
+    Launched {
+        /// `None` had the graph refused the launch, which it does only for another graph's
+        /// op (then only the op's count is finished).
+        op: Option<LaunchedOp<OpRecord>>,
+        /// Its fence's place in the registry, settled with its outcome at its completion.
+        registration: Registration,
+    },
+}
+
+impl DeviceOp for AwaitingDevice {
     /// The function succeeded and its work was launched: the op launches in the graph, which
     /// releases the device ops behind it, after `fence`.
     fn launched(self: Box<Self>, fence: Fence) -> Box<dyn DeviceOp> {
-        if self.outcome.is_err() {
-            // It completes with its own failure, once the work it launched before failing
-            // is done (its buffers may still be in use).
-            return self;
-        }
-        let Returned {
+        let launched: Box<Self> =
+            in_place::change_in_place(self, |awaiting| awaiting.launch(&fence));
+        launched
+    }
+
+    /// The device is done with the work the function launched: the op finishes with the
+    /// function's failure if it failed, else, once the launched ops it was released behind
+    /// are known, with the first failure among them, else with the device's outcome.
+    fn complete(self: Box<Self>, device: Result<(), DeviceError>) {
+        let AwaitingDevice {
             state,
-            op,
             started,
             upstream,
             in_flight,
-            ..
+            step,
         } = *self;
+        match step {
+            Step::Returned { op, outcome } => {
+                state
+                    .workers
+                    .note_device_outcome(op.payload().context, &device);
+                if let Err(own) = outcome {
+                    // Its own failure wins over anything passed on: no need to wait.
+                    finish(state, op, started, Err(own), true);
+                    return drop(in_flight);
+                }
+                upstream.then(move |passed_on| {
+                    let (outcome, root) = match passed_on {
+                        Some(failure) => (Err(failure), false),
+                        None => (device.map_err(|e| device_failure(op.payload(), e)), true),
+                    };
+                    finish(state, op, started, outcome, root);
+                    drop(in_flight);
+                });
+            }
+            Step::Launched { op, registration } => {
+                let launched = LaunchedWork {
+                    state,
+                    op,
+                    registration,
+                    started,
+                    in_flight,
+                };
+                launched.complete(upstream, device);
+            }
+        }
+    }
+}
+
+impl AwaitingDevice {
+    /// The op after its work launched: launched in the graph, unless its function failed
+    /// (then it completes with its own failure, once the work it launched before failing is
+    /// done: its buffers may still be in use), or a launch was reported already.
+    fn launch(self, fence: &Fence) -> Self {
+        let AwaitingDevice {
+            state,
+            started,
+            upstream,
+            in_flight,
+            step,
+        } = self;
+        let op = match step {
+            Step::Returned {
+                op,
+                outcome: Ok(()),
+            } => op,
+            step => {
+                return AwaitingDevice {
+                    state,
+                    started,
+                    upstream,
+                    in_flight,
+                    step,
+                };
+            }
+        };
         let marker = TaskMarker::enter(state.id);
         // Registered before the launch releases anything: every device op it releases
         // finds the fence (`run/fences.rs`).
-        let registration = state.fences.register(op.reads(), op.writes(), &fence);
+        let registration = state.fences.register(op.reads(), op.writes(), fence);
         // Our own op, so the graph takes it; were it refused (another graph's op), its fence
         // goes and only its count is finished, at its completion.
         let launched = state
@@ -146,104 +227,63 @@ impl DeviceOp for Returned {
             state.fences.remove_everywhere(&registration);
         }
         drop(marker);
-        Box::new(LaunchedWork {
+        AwaitingDevice {
             state,
-            op: launched.ok(),
-            registration,
             started,
             upstream,
             in_flight,
-        })
-    }
-
-    /// The device is done with the work the function launched: the op finishes with the
-    /// function's failure if it failed, else, once the launched ops it was released behind
-    /// are known, with the first failure among them, else with the device's outcome.
-    fn complete(self: Box<Self>, device: Result<(), DeviceError>) {
-        let Returned {
-            state,
-            op,
-            outcome,
-            started,
-            upstream,
-            in_flight,
-        } = *self;
-        state
-            .workers
-            .note_device_outcome(op.payload().context, &device);
-        if let Err(own) = outcome {
-            // Its own failure wins over anything passed on: no need to wait.
-            Returned::finish(state, op, started, Err(own), true);
-            return drop(in_flight);
+            step: Step::Launched {
+                op: launched.ok(),
+                registration,
+            },
         }
-        upstream.then(move |passed_on| {
-            let (outcome, root) = match passed_on {
-                Some(failure) => (Err(failure), false),
-                None => (device.map_err(|e| device_failure(op.payload(), e)), true),
-            };
-            Returned::finish(state, op, started, outcome, root);
-            drop(in_flight);
-        });
     }
 }
 
-impl Returned {
-    /// Completes the op with `outcome` (`root`: its own failure, not passed on).
-    fn finish(
-        state: Arc<EngineState>,
-        op: ReadyOp<OpRecord>,
-        started: Option<Started>,
-        outcome: Result<(), OpFailure>,
-        root: bool,
-    ) {
-        let marker = TaskMarker::enter(state.id);
-        state.profile(|| op.payload().profiled_op(), started, &outcome);
-        state.finish(op, outcome, root, None);
-        // As for a priority task: this reference goes while the thread is still marked.
-        drop(state);
-        drop(marker);
-    }
+/// Completes the op with `outcome` (`root`: its own failure, not passed on).
+fn finish(
+    state: Arc<EngineState>,
+    op: ReadyOp<OpRecord>,
+    started: Option<Started>,
+    outcome: Result<(), OpFailure>,
+    root: bool,
+) {
+    let marker = TaskMarker::enter(state.id);
+    state.profile(|| op.payload().profiled_op(), started, &outcome);
+    state.finish(op, outcome, root, None);
+    // As for a priority task: this reference goes while the thread is still marked.
+    drop(state);
+    drop(marker);
 }
 
-/// A GPU op whose work was launched: the device ops behind it were released; the others wait
-/// for its completion.
+/// A GPU op whose launched work is done, completing.
 struct LaunchedWork {
     state: Arc<EngineState>,
-    /// The op; `None` had the graph refused the launch, which it does only for another
-    /// graph's op (then only the op's count is finished).
     op: Option<LaunchedOp<OpRecord>>,
-    /// Its fence's place in the registry, settled with its outcome at its completion.
     registration: Registration,
     started: Option<Started>,
-    /// The outcomes of the launched ops it was released behind (`run/fences.rs`, "Failures").
-    upstream: Upstream,
     in_flight: InFlight,
 }
 
-impl DeviceOp for LaunchedWork {
-    fn launched(self: Box<Self>, _fence: Fence) -> Box<dyn DeviceOp> {
-        self
-    }
-
-    /// The launched work is done: once the launched ops it was released behind are known, the
-    /// op completes with the first failure among them, else with the device's outcome,
-    /// releasing the CPU ops behind it; then its fence goes, and the device ops released
-    /// behind it learn that outcome.
+impl LaunchedWork {
+    /// Once the launched ops it was released behind (`upstream`) are known, the op completes
+    /// with the first failure among them, else with the device's outcome, releasing the CPU
+    /// ops behind it; then its fence goes, and the device ops released behind it learn that
+    /// outcome.
     ///
     /// The fence goes after the completion: a device op released from now on (behind another
     /// launched op) either finds this op's registration, and takes its outcome, or was
     /// released after the fence went, when the failure is stored on the op's vars and skips
     /// it (failure rule 2). With the fence removed first, one released in between would do
     /// neither.
-    fn complete(self: Box<Self>, device: Result<(), DeviceError>) {
+    fn complete(self, upstream: Upstream, device: Result<(), DeviceError>) {
         let LaunchedWork {
             state,
             op,
             registration,
             started,
-            upstream,
             in_flight,
-        } = *self;
+        } = self;
         if let Some(op) = &op {
             state
                 .workers

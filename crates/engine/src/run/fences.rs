@@ -134,8 +134,9 @@ impl ByVar {
 
 /// What a device op released behind launched ops starts and completes after.
 pub(crate) struct Behind {
-    /// The fences its work starts after, each once.
-    pub(crate) fences: Vec<Fence>,
+    /// The fences its work starts after, each once; inline for a few (no allocation per op of
+    /// a chain).
+    pub(crate) fences: SmallVec<[Fence; 2]>,
     /// The outcomes it completes after.
     pub(crate) upstream: Upstream,
 }
@@ -208,7 +209,7 @@ impl LaunchedFences {
         writes: impl Iterator<Item = Var>,
     ) -> Behind {
         let mut behind = Behind {
-            fences: Vec::new(),
+            fences: SmallVec::new(),
             upstream: Upstream(SmallVec::new()),
         };
         let state = lock(&self.state);

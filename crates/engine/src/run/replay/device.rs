@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fence, TaskRun};
+use smallvec::SmallVec;
 
 use super::{Part, Replay, run_queued};
 use crate::failure::{FailureCause, OpFailure};
@@ -47,7 +48,7 @@ impl Replay {
         // Its work behind the launched work of the ops it was released behind.
         let fences = match &self.launches {
             Some(launches) => launches.fences_of(&self.plan.deps.launch_preds[op as usize]),
-            None => Vec::new(),
+            None => SmallVec::new(),
         };
         let run = plan_op.run;
         let copy = matches!(plan_op.target, Target::Device { copy: true });
