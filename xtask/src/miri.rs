@@ -25,13 +25,11 @@ pub(crate) fn available() -> bool {
 /// The engine's tests that take its routes into the pool's and the graph's `unsafe` code, at
 /// their small Miri sizes: a chain on one var (pushes through the `Incoming` ring, drainers,
 /// `wait_for_var`'s write through the ring), reads and writes interleaved on the workers, async
-/// ops completed from foreign threads, waits inside an op, which read the op's vars through its
-/// frame (`thread/frame.rs`), a replayed op's included, and GPU ops on a stand-in device that
-/// reports their launches (`run/in_place.rs`). `depengine`'s own `unsafe` code, its typed data
-/// (`data/`), its op functions stored in their records (`op/sync_fn.rs`), the frames and the
-/// boxes changed in place, runs under these, [`DATA_TESTS`] and the unit tests of `sync_fn` and
-/// `in_place`, chosen so that the Miri run fits CI. Full names in the engine's test binary
-/// (`tests/it/api.rs`, `tests/it/replay.rs`, `tests/it/device.rs`).
+/// ops completed from foreign threads, and waits inside an op, which read the op's vars through
+/// its frame (`thread/frame.rs`), a replayed op's included. `depengine`'s own `unsafe` code,
+/// its typed data (`data/`), its op functions stored in their records (`op/sync_fn.rs`) and the
+/// frames, runs under these, [`DATA_TESTS`] and `sync_fn`'s unit test, chosen so that the Miri
+/// run fits CI. Full names in the engine's test binary (`tests/it/api.rs`, `tests/it/replay.rs`).
 const ENGINE_TESTS: &[&str] = &[
     "api::ops_on_one_var_run_in_push_order",
     "api::reads_see_the_write_before_them",
@@ -39,8 +37,6 @@ const ENGINE_TESTS: &[&str] = &[
     "api::waiting_inside_an_op_on_its_own_vars_is_an_error",
     "replay::a_failed_op_skips_its_dependents_and_fails_only_what_it_writes",
     "replay::a_wait_inside_a_replayed_op_on_the_plans_vars_is_refused",
-    "device::gpu_ops_behind_a_launched_op_start_at_once_after_its_fence_and_cpu_ops_wait_for_all",
-    "device::an_op_whose_function_failed_does_not_launch",
 ];
 
 /// The engine's typed-data tests (`tests/it/data.rs`) that take every role of `data/cell.rs`: ops
@@ -146,10 +142,9 @@ fn engine_tests() -> Result {
         .args(DATA_TESTS)
         .run()?;
     // The op function stored in its record (`op/sync_fn.rs`), inline, in a block and boxed,
-    // called and dropped unrun, and a boxed value changed in place (`run/in_place.rs`); the
-    // tests above call the one on every route, and the other as GPU ops launch.
+    // called and dropped unrun; the tests above call it on every route.
     miri_test(&["depengine"])
-        .args(["--lib", "--", "op::sync_fn", "run::in_place"])
+        .args(["--lib", "--", "op::sync_fn"])
         .run()
 }
 

@@ -56,7 +56,6 @@ use crate::profile::recorder::Started;
 use crate::run::EngineState;
 use crate::run::dispatch::Dispatcher;
 use crate::run::fences::{Behind, Registration, Upstream};
-use crate::run::in_place;
 use crate::thread::task::TaskMarker;
 
 impl EngineState {
@@ -135,12 +134,12 @@ enum Step {
 }
 
 impl DeviceOp for AwaitingDevice {
-    /// The function succeeded and its work was launched: the op launches in the graph, which
-    /// releases the device ops behind it, after `fence`.
-    fn launched(self: Box<Self>, fence: Fence) -> Box<dyn DeviceOp> {
-        let launched: Box<Self> =
-            in_place::change_in_place(self, |awaiting| awaiting.launch(&fence));
-        launched
+    /// The op's work was launched: unless its function failed, the op launches in the graph,
+    /// which releases the device ops behind it, after `fence`.
+    fn launched(mut self: Box<Self>, fence: Fence) -> Box<dyn DeviceOp> {
+        // Moved out of its box and back into it: the same allocation for the next step.
+        *self = (*self).launch(&fence);
+        self
     }
 
     /// The device is done with the work the function launched: the op finishes with the

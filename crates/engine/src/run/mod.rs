@@ -53,11 +53,6 @@ mod dispatch;
 mod execute;
 mod fences;
 mod held_vars;
-#[allow(
-    unsafe_code,
-    reason = "a boxed value changed in its own allocation: its safety argument is in_place.rs"
-)]
-mod in_place;
 mod replay;
 mod retired;
 
