@@ -142,6 +142,16 @@ impl DeviceOp for AwaitingDevice {
         self
     }
 
+    fn function_failed(&self) -> bool {
+        matches!(
+            self.step,
+            Step::Returned {
+                outcome: Err(_),
+                ..
+            }
+        )
+    }
+
     /// The device is done with the work the function launched: the op finishes with the
     /// function's failure if it failed, else, once the launched ops it was released behind
     /// are known, with the first failure among them, else with the device's outcome.

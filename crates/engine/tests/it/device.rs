@@ -663,6 +663,8 @@ struct Launches {
     fences: Vec<Vec<usize>>,
     /// The completions of launched ops not released yet, with their launch order.
     held: Vec<(usize, DeviceCompletion)>,
+    /// The launch orders of the ops whose completion said their function failed.
+    functions_failed: Vec<usize>,
     /// The test panicked (`DeviceHandle`): completions are no longer held.
     closed: bool,
 }
@@ -712,6 +714,9 @@ impl Executor for LaunchingDevice {
             state.fences.len() - 1
         };
         let mut completion = task.run();
+        if completion.function_failed() {
+            self.state.lock().unwrap().functions_failed.push(order);
+        }
         // Unlocked: the launch releases the device ops behind this one, which come back here.
         completion.launched(depengine::Fence::new(order));
         let mut state = self.state.lock().unwrap();
@@ -1060,6 +1065,9 @@ fn an_op_whose_function_failed_does_not_launch() {
         1,
         "released behind a failed function"
     );
+    // So that an executor recording work keeps none of what it launched.
+    let functions_failed = device.state.lock().unwrap().functions_failed.clone();
+    assert_eq!(functions_failed, [0]);
     device.complete(0, Ok(()));
     // The op behind is skipped (its var failed): its function never runs.
     let error = engine.wait_for_var(x).unwrap_err().to_string();
