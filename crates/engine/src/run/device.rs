@@ -137,8 +137,34 @@ impl DeviceOp for AwaitingDevice {
     /// The op's work was launched: unless its function failed, the op launches in the graph,
     /// which releases the device ops behind it, after `fence`.
     fn launched(mut self: Box<Self>, fence: Fence) -> Box<dyn DeviceOp> {
-        // Moved out of its box and back into it: the same allocation for the next step.
-        *self = (*self).launch(&fence);
+        // The op moves out of the box and back, as the next step: one allocation for both.
+        let Step::Returned {
+            op,
+            outcome: Ok(()),
+        } = self.step
+        else {
+            // Its function failed: it completes with its own failure, once the work it
+            // launched before failing is done (its buffers may still be in use).
+            return self;
+        };
+        let state = &self.state;
+        let marker = TaskMarker::enter(state.id);
+        // Registered before the launch releases anything: every device op it releases
+        // finds the fence (`run/fences.rs`).
+        let registration = state.fences.register(op.reads(), op.writes(), &fence);
+        // Our own op, so the graph takes it; were it refused (another graph's op), its fence
+        // goes and only its count is finished, at its completion.
+        let launched = state
+            .graph
+            .launch(op, &mut Dispatcher::new(state, false, None));
+        if launched.is_err() {
+            state.fences.remove_everywhere(&registration);
+        }
+        drop(marker);
+        self.step = Step::Launched {
+            op: launched.ok(),
+            registration,
+        };
         self
     }
 
@@ -192,59 +218,6 @@ impl DeviceOp for AwaitingDevice {
                 };
                 launched.complete(upstream, device);
             }
-        }
-    }
-}
-
-impl AwaitingDevice {
-    /// The op after its work launched: launched in the graph, unless its function failed
-    /// (then it completes with its own failure, once the work it launched before failing is
-    /// done: its buffers may still be in use), or a launch was reported already.
-    fn launch(self, fence: &Fence) -> Self {
-        let AwaitingDevice {
-            state,
-            started,
-            upstream,
-            in_flight,
-            step,
-        } = self;
-        let op = match step {
-            Step::Returned {
-                op,
-                outcome: Ok(()),
-            } => op,
-            step => {
-                return AwaitingDevice {
-                    state,
-                    started,
-                    upstream,
-                    in_flight,
-                    step,
-                };
-            }
-        };
-        let marker = TaskMarker::enter(state.id);
-        // Registered before the launch releases anything: every device op it releases
-        // finds the fence (`run/fences.rs`).
-        let registration = state.fences.register(op.reads(), op.writes(), fence);
-        // Our own op, so the graph takes it; were it refused (another graph's op), its fence
-        // goes and only its count is finished, at its completion.
-        let launched = state
-            .graph
-            .launch(op, &mut Dispatcher::new(&state, false, None));
-        if launched.is_err() {
-            state.fences.remove_everywhere(&registration);
-        }
-        drop(marker);
-        AwaitingDevice {
-            state,
-            started,
-            upstream,
-            in_flight,
-            step: Step::Launched {
-                op: launched.ok(),
-                registration,
-            },
         }
     }
 }
