@@ -22,8 +22,8 @@
 //! Each op takes the outcome of the query of the first event after it: when the newest query
 //! reports an error, the ones before it are queried one by one, so that the error fails the
 //! ops that event covers and no earlier one (a sticky fault, which every query reports, fails
-//! each op pending). An error that cudarc
-//! stored on the context is no op's: the queries are the driver's own (`host_wait.rs`).
+//! each op pending). An error that cudarc stored on the context is no op's: the queries are the
+//! driver's own (`host_wait.rs`).
 //!
 //! # Values dropped after an op's work
 //!
@@ -34,9 +34,9 @@
 //! # Shutdown
 //!
 //! Dropping the completer completes every op handed to it (waiting for events after them,
-//! recording one if they came with none), then
-//! joins the thread; dropped on that very thread (by a completion that released the last
-//! `CudaRun` holding it), it lets the thread finish alone.
+//! recording one if they came with none), then joins the thread; dropped on that very thread
+//! (by a completion that released the last `CudaRun` holding it), it lets the thread finish
+//! alone.
 //!
 //! The engine never makes a GPU worker wait for the device (a blocking cudarc call inside an
 //! op's function, such as a copy from pageable host memory, still waits), and no CUDA host
@@ -270,11 +270,10 @@ fn complete_launched<P: StreamPoint>(shared: &Shared<P>, source: &dyn PointSourc
 
 /// Whether the worker hands over more ops within [`WORKER_GRACE`] (at once if it is closed).
 fn handed_more_soon<P>(shared: &Shared<P>) -> bool {
-    let launched = lock(&shared.launched);
-    if !launched.ops.is_empty() || launched.closed {
-        return !launched.ops.is_empty();
+    let mut launched = lock(&shared.launched);
+    if launched.ops.is_empty() && !launched.closed {
+        launched = wait_timeout(&shared.changed, launched, WORKER_GRACE).0;
     }
-    let (launched, _) = wait_timeout(&shared.changed, launched, WORKER_GRACE);
     !launched.ops.is_empty()
 }
 
@@ -667,18 +666,21 @@ mod tests {
         );
     }
 
+    /// Passes `points` on `stream`, from another thread, once the completer sleeps on it.
+    fn pass_once_asleep(stream: &StdArc<Stream>, points: usize) -> std::thread::JoinHandle<()> {
+        let stream = StdArc::clone(stream);
+        std::thread::spawn(move || {
+            stream.until_asleep();
+            stream.pass(points);
+        })
+    }
+
     #[test]
     fn dropping_the_completer_completes_every_op_it_holds() {
         let stream = Stream::new();
         let completer = start("drop", &stream);
         let rx = hand_over(&completer, &stream, 5);
-        let passer = {
-            let stream = StdArc::clone(&stream);
-            std::thread::spawn(move || {
-                stream.until_asleep();
-                stream.pass(5);
-            })
-        };
+        let passer = pass_once_asleep(&stream, 5);
         drop(completer);
         assert_eq!(rx.try_iter().count(), 5, "ops left uncompleted at the drop");
         passer.join().unwrap();
@@ -702,13 +704,7 @@ mod tests {
         let stream = Stream::new();
         let completer = start("drop-no-point", &stream);
         let rx = hand_over_with(&completer, &stream, &[true, false, false]);
-        let passer = {
-            let stream = StdArc::clone(&stream);
-            std::thread::spawn(move || {
-                stream.until_asleep();
-                stream.pass(3);
-            })
-        };
+        let passer = pass_once_asleep(&stream, 3);
         drop(completer);
         assert_eq!(rx.try_iter().count(), 3, "ops left uncompleted at the drop");
         passer.join().unwrap();

@@ -3,13 +3,13 @@
 //!
 //! An event recorded on a stream after an op's work covers the op: other streams wait for it
 //! (`fence.rs`) and the completer waits for it (`completer.rs`); when one is recorded is the
-//! stream's tail's choice (`tail.rs`). Creating and destroying an event per op costs more than
-//! the launch it fences: with the worker creating events while the completer destroyed them,
-//! the two threads contend inside the driver (`docs/decisions.md`, "Events recycled per
-//! stream"). So each worker keeps a pool: an event is created once, and when its last holder
-//! (the completer, the stream's tail, which keeps its last few, a worker whose stream waits for
-//! it, or `CudaRun::stream_wait`) drops it, it goes back to the pool, to be recorded again on
-//! the worker's stream or a side stream of the same context (`side_stream.rs`).
+//! stream's tail's choice (`tail.rs`). Creating and destroying events on the op path costs more
+//! than the launches they fence, as the threads that create and destroy them contend inside the
+//! driver (`docs/decisions.md`, "Events recycled per stream"). So each worker keeps a pool: an
+//! event is created once, and when its last holder (the completer, the stream's tail, which keeps
+//! its last few, a worker whose stream waits for it, or `CudaRun::stream_wait`) drops it, it goes
+//! back to the pool, to be recorded again on the worker's stream or a side stream of the same
+//! context (`side_stream.rs`).
 //!
 //! # Why recording a recycled event is safe
 //!
@@ -34,9 +34,9 @@ use depengine_sync::{Mutex, lock};
 
 use crate::current::MadeCurrent;
 
-/// Free events a pool keeps; past this, an event dropped is destroyed. A stream has at most
-/// as many events out as it has ops launched and not yet completed (plus the fences the engine
-/// still holds): a burst past this many returns the rest to the driver.
+/// Free events a pool keeps; past this, an event dropped is destroyed. The events out are the
+/// tail's last few (`tail.rs`), those of the ops the completer holds, and those of stream waits
+/// in progress: a burst past this many returns the rest to the driver.
 const MAX_FREE: usize = 1024;
 
 /// A CUDA event handle.
@@ -56,7 +56,8 @@ unsafe impl Sync for RawEvent {}
 pub(crate) struct EventPool {
     context: Arc<CudaContext>,
     /// Events recorded before and no longer referred to. Pushed by whichever thread drops an
-    /// [`Event`], popped by whichever records one on the stream (`tail.rs`).
+    /// [`Event`], popped by whichever records one on the stream or a side stream (`tail.rs`,
+    /// `side_stream.rs`).
     free: Mutex<Vec<RawEvent>>,
 }
 

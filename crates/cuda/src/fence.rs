@@ -99,8 +99,8 @@ impl<S: SameStream + Clone> StreamOrder<S> {
     }
 }
 
-/// Where a fence was recorded, for [`StreamOrder`]: its stream and its place among that
-/// stream's fences; `None` for a fence of another backend (an engine has one, so none comes).
+/// Where a fence was recorded, for [`StreamOrder`]: its stream and the op's number on that
+/// stream (`tail.rs`); `None` for a fence of another backend (an engine has one, so none comes).
 pub(crate) trait Placed<S> {
     fn place(&self) -> Option<(&S, u64)>;
 }

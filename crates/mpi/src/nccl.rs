@@ -22,9 +22,10 @@
 //! later op's), which the engine's dependents wait for, covers the collective. A wait that
 //! cannot be enqueued becomes a host wait, so every rank enqueues its collective (a rank that
 //! failed early would leave the others' waiting). Not for a recorded plan: the communicator's
-//! stream, which other threads use, would join the capture (`CudaRun::stream_wait`). The communicator lives until the last op's work is done
-//! (`CudaRun::drop_after_completion`). The waits are `CudaRun::stream_wait`'s: the worker's
-//! recycled events, no error another thread stored on the context taken as theirs.
+//! stream, which other threads use, would join the capture (`CudaRun::stream_wait`). The
+//! communicator lives until the last op's work is done (`CudaRun::drop_after_completion`). The
+//! waits are `CudaRun::stream_wait`'s: the worker's recycled events, no error another thread
+//! stored on the context taken as theirs.
 //!
 //! Failures. A failed (or skipped) op fails the `order` var, so this rank's later ops skip
 //! until [`NcclComm::wait`] reports it; the other ranks' matching collectives then never

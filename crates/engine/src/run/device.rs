@@ -200,10 +200,7 @@ impl DeviceOp for AwaitingDevice {
                     return drop(in_flight);
                 }
                 upstream.then(move |passed_on| {
-                    let (outcome, root) = match passed_on {
-                        Some(failure) => (Err(failure), false),
-                        None => (device.map_err(|e| device_failure(op.payload(), e)), true),
-                    };
+                    let (outcome, root) = outcome_of(passed_on, device, op.payload());
                     finish(state, op, started, outcome, root);
                     drop(in_flight);
                 });
@@ -276,10 +273,7 @@ impl LaunchedWork {
             if let Some(op) = op {
                 // Inline up to a typed op's most vars: no allocation per completion.
                 let vars: SmallVec<[Var; MAX_ACCESSES]> = op.reads().chain(op.writes()).collect();
-                let (outcome, root) = match passed_on {
-                    Some(failure) => (Err(failure), false),
-                    None => (device.map_err(|e| device_failure(op.payload(), e)), true),
-                };
+                let (outcome, root) = outcome_of(passed_on, device, op.payload());
                 let failure = outcome.as_ref().err().cloned();
                 state.profile(|| op.payload().profiled_op(), started, &outcome);
                 state.finish_launched(op, outcome, root);
@@ -296,9 +290,21 @@ impl LaunchedWork {
     }
 }
 
-/// The failure of the op of `record`, whose work failed on the device.
-fn device_failure(record: &OpRecord, error: DeviceError) -> OpFailure {
-    record.failure(FailureCause::Error(Box::new(error)))
+/// The outcome of the op of `record` whose work the device reported on (`device`), once the
+/// launched ops it was released behind are known: the first failure among them (`passed_on`,
+/// not its own), else the device's (`root`: its own).
+fn outcome_of(
+    passed_on: Option<OpFailure>,
+    device: Result<(), DeviceError>,
+    record: &OpRecord,
+) -> (Result<(), OpFailure>, bool) {
+    match passed_on {
+        Some(failure) => (Err(failure), false),
+        None => (
+            device.map_err(|error| record.failure(FailureCause::Error(Box::new(error)))),
+            true,
+        ),
+    }
 }
 
 /// A GPU op handed to its executor and not run yet: if the executor drops the task unrun, the

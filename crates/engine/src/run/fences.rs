@@ -19,10 +19,11 @@
 //! beside it) and is left out by the rule above, or is harmless: it was recorded, so waiting
 //! for it never waits for work that has not been launched.
 //!
-//! Only device ops touch the registry (a CPU-only engine never locks it); its one lock is held
-//! for a lookup or an update of the vars of one op. The fences are kept per var slot, indexed
-//! by the var's index in the graph (no hashing; a slot keeps its storage for the next var
-//! there), as MXNet keeps them on each var.
+//! Only device ops register, look up and remove fences (a CPU-only engine locks the registry
+//! only at the idle trim); its one lock is held for a lookup or an update of the vars of one
+//! op. The fences are kept per var slot, indexed by the var's index in the graph, as MXNet
+//! keeps them on each var: a slot serves the next var at its index, and the idle trim gives
+//! the slots back once no fence is left.
 //!
 //! # Failures
 //!
