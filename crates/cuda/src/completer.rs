@@ -12,7 +12,7 @@
 //! Each round, the completer asks whether the *newest* event handed to it has fired: if so,
 //! every op handed over up to it completes, with no further driver call. If not, it completes
 //! the oldest ops whose events fired, one query each, up to the first that has not (an op with
-//! no event completes with the next event's outcome). When nothing was done, it polls again
+//! no event completes with the next event's outcome); the newest is not queried twice. When nothing was done, it polls again
 //! with backoff (spins, then yields), so that work of a few microseconds completes without a
 //! sleep and a wake-up; once the backoff is spent, it sleeps in the driver on the oldest event
 //! (a blocking-sync event) instead of burning a core. If its newest ops came with no event and
@@ -242,16 +242,7 @@ fn complete_launched<P: StreamPoint>(shared: &Shared<P>, source: &dyn PointSourc
             }
             mine.extend(launched.ops.drain(..));
         }
-        let newest = mine.iter().rposition(|op| op.point.is_some());
-        let passed = newest.and_then(|newest| mine[newest].point.as_ref().map(P::passed));
-        if let (Some(newest), Some(Ok(true))) = (newest, passed) {
-            for op in mine.drain(..=newest) {
-                op.complete(Ok(()));
-            }
-            backoff = Backoff::new();
-        } else if complete_passed(&mut mine) {
-            // The newest still runs, or its query failed: each op of the passed prefix took its
-            // own query's outcome.
+        if complete_done(&mut mine) {
             backoff = Backoff::new();
         } else if backoff.is_completed() {
             // Nothing came of the polling: asleep in the driver until the oldest is done, once
@@ -277,19 +268,42 @@ fn handed_more_soon<P>(shared: &Shared<P>) -> bool {
     !launched.ops.is_empty()
 }
 
-/// Completes the oldest of `ops` whose points passed (or failed), each with the ops with no
-/// point before it, up to the first still running; returns whether it completed any.
-fn complete_passed<P: StreamPoint>(ops: &mut VecDeque<Handed<P>>) -> bool {
+/// One look at `ops` (see "Batched completion"): completes those whose work is done; returns
+/// whether it completed any. The newest point is queried first, once: if it passed, every op up
+/// to it completes; else the points before it are queried, oldest first, up to the first still
+/// running, and the newest's outcome is taken as it was found.
+fn complete_done<P: StreamPoint>(ops: &mut VecDeque<Handed<P>>) -> bool {
+    let Some(mut newest) = ops.iter().rposition(|op| op.point.is_some()) else {
+        return false;
+    };
+    let newest_passed = ops[newest].point.as_ref().map_or(Ok(false), P::passed);
+    if let Ok(true) = newest_passed {
+        for op in ops.drain(..=newest) {
+            op.complete(Ok(()));
+        }
+        return true;
+    }
+    // The newest still runs, or its query failed: each op of the passed prefix takes the
+    // outcome of the first point after it.
     let mut any = false;
     while let Some(next) = ops.iter().position(|op| op.point.is_some()) {
-        let outcome = match ops[next].point.as_ref().map(P::passed) {
-            Some(Ok(false)) | None => break,
-            Some(outcome) => outcome.map(drop),
+        let passed = if next == newest {
+            newest_passed.clone()
+        } else {
+            ops[next].point.as_ref().map_or(Ok(false), P::passed)
+        };
+        let outcome = match passed {
+            Ok(false) => break,
+            passed => passed.map(drop),
         };
         for op in ops.drain(..=next) {
             op.complete(outcome.clone());
         }
         any = true;
+        if next == newest {
+            break;
+        }
+        newest -= next + 1;
     }
     any
 }
@@ -586,6 +600,43 @@ mod tests {
         let calls = stream.calls.load(Ordering::Relaxed) - before;
         // The sleep's end, for the oldest, then one query of the newest for the others.
         assert!(calls <= 3, "{calls} calls for {ops} ops done together");
+    }
+
+    #[test]
+    fn a_look_queries_each_point_at_most_once() {
+        let stream = Stream::new();
+        let (tx, rx) = mpsc::channel();
+        let handed = |index: usize| {
+            let tx = tx.clone();
+            Handed {
+                point: Some(Point(StdArc::clone(&stream), index)),
+                completion: DeviceCompletion::new(move |outcome| {
+                    tx.send((index, outcome.is_ok())).unwrap();
+                }),
+                after: AfterWork::default(),
+            }
+        };
+        let calls = || stream.calls.load(Ordering::SeqCst);
+        let mut ops: VecDeque<Handed<Point>> = (0..3).map(handed).collect();
+        stream.pass(1);
+        // The newest runs: the oldest is queried (passed), then the next (running).
+        assert!(complete_done(&mut ops));
+        assert_eq!(calls(), 3);
+        assert_eq!(rx.try_recv(), Ok((0, true)));
+        // Still running: the newest is queried, the one before it, and not the newest again.
+        assert!(!complete_done(&mut ops));
+        assert_eq!(calls(), 5);
+        ops.pop_front().unwrap().complete(Ok(()));
+        assert_eq!(rx.try_recv(), Ok((1, true)));
+        // One point left, running: one query.
+        assert!(!complete_done(&mut ops));
+        assert_eq!(calls(), 6, "the newest point queried twice in one look");
+        // Its query fails: one query, and its op fails with it.
+        stream.fault(2);
+        assert!(complete_done(&mut ops));
+        assert_eq!(calls(), 7, "the newest point queried twice in one look");
+        assert_eq!(rx.try_recv(), Ok((2, false)));
+        assert!(ops.is_empty());
     }
 
     #[test]

@@ -113,14 +113,13 @@ impl Placed<Arc<CudaStream>> for Fence {
 }
 
 /// Makes `stream`'s next work start after each of `fences` of another stream, but for those
-/// `order` finds covered. A wait that CUDA refuses (or an event it cannot record) becomes a host
-/// wait, on this failure path only, so the order holds (but is not counted as covering: the next op
-/// waits again); only if that fails too is the error returned, the op's own (`executor.rs`
-/// fails the op with it). The failure of the work behind a fence reaches the ops behind it
-/// through the engine, which completes them with it (`docs/cuda.md`, failures), whether or not
-/// their own work fails too (it does on the same device: CUDA's errors are sticky within a
-/// context). Fences of another backend carry no order this backend knows: there are none, as an
-/// engine has one backend.
+/// `order` finds covered ([`order_after`]: a host wait where CUDA refuses, not counted as
+/// covering, so the next op waits again); only if that fails too is the error returned, the
+/// op's own (`executor.rs` fails the op with it). The failure of the work behind a fence reaches
+/// the ops behind it through the engine, which completes them with it (`docs/cuda.md`,
+/// failures), whether or not their own work fails too (it does on the same device: CUDA's
+/// errors are sticky within a context). Fences of another backend carry no order this backend
+/// knows: there are none, as an engine has one backend.
 pub(crate) fn wait_for(
     stream: &Arc<CudaStream>,
     order: &mut StreamOrder<Arc<CudaStream>>,
@@ -129,31 +128,57 @@ pub(crate) fn wait_for(
     let mut failed = Ok(());
     order.wait_for(stream, fences, |fence| {
         let point = fence.downcast_ref::<StreamFence>()?;
-        let waited = point.tail.covering(point.seq).map(|covering| {
-            let refused = device_wait(stream, &covering.event);
-            (covering, refused)
-        });
-        let host_waited = match waited {
+        let covering = point.tail.covering(point.seq);
+        let event = covering.as_ref().map(|covering| &*covering.event);
+        match order_after(stream, point.tail.stream(), event.map_err(|error| *error)) {
             // The event covers the stream's ops up to `covers - 1`.
-            Ok((covering, Ok(()))) => return Some(covering.covers - 1),
-            Ok((covering, Err(refused))) => host_wait::event(&covering.event).map(|()| refused),
-            Err(refused) => host_wait::stream(point.tail.stream()).map(|()| refused),
-        };
-        match host_waited {
-            Ok(refused) => tracing::warn!(
-                target: "depengine_cuda",
-                error = %refused,
-                "a stream could not wait for another's event; the worker waited for it instead",
-            ),
-            Err(error) => failed = failed.and(Err(error)),
+            Ok(Ordered::OnDevice) => covering.ok().map(|covering| covering.covers - 1),
+            Ok(Ordered::ByHost) => None,
+            Err(error) => {
+                failed = failed.and(Err(error));
+                None
+            }
         }
-        None
     });
     failed
 }
 
+/// How [`order_after`] ordered a stream after another's work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ordered {
+    /// The stream waits on the device (`cuStreamWaitEvent`).
+    OnDevice,
+    /// CUDA refused that, and the calling thread waited until the work was done.
+    ByHost,
+}
+
+/// Makes `waiting`'s next work start after the work before `event`, recorded on `on` (or, if
+/// recording it failed, all the work queued on `on`): on the device, or where CUDA refuses, by
+/// a host wait on this failure path only (warned), so that the order holds either way. The
+/// error if the host wait fails too. One mechanism for the engine's fence waits and
+/// [`CudaRun::stream_wait`](crate::CudaRun::stream_wait).
+pub(crate) fn order_after(
+    waiting: &CudaStream,
+    on: &CudaStream,
+    event: Result<&Event, DriverError>,
+) -> Result<Ordered, DriverError> {
+    let refused = match event {
+        Ok(event) => match device_wait(waiting, event) {
+            Ok(()) => return Ok(Ordered::OnDevice),
+            Err(refused) => host_wait::event(event).map(|()| refused),
+        },
+        Err(refused) => host_wait::stream(on).map(|()| refused),
+    }?;
+    tracing::warn!(
+        target: "depengine_cuda",
+        error = %refused,
+        "a stream could not wait for another's work on the device; the thread waited for it",
+    );
+    Ok(Ordered::ByHost)
+}
+
 /// Makes `stream`'s next work wait (on the device) for `event`.
-pub(crate) fn device_wait(stream: &CudaStream, event: &Event) -> Result<(), DriverError> {
+fn device_wait(stream: &CudaStream, event: &Event) -> Result<(), DriverError> {
     // Not cudarc's bind, which would return an error another call stored (`stray.rs`).
     let _current = MadeCurrent::new(stream.context())?;
     // SAFETY: both are alive (borrowed); the stream belongs to the context made current above,

@@ -24,8 +24,10 @@ impl CudaRun {
     /// worker's: `run.stream_wait(&side, run.stream())` before that work, `run.stream_wait(
     /// run.stream(), &side)` after it, and the op completes only once the side work is done.
     /// Both streams must be of the worker's context. The event comes from the worker's
-    /// recycled pool: no event is made or destroyed. In a recorded plan's function, the side
-    /// stream joins the capture: only one no other thread uses, and joined back.
+    /// recycled pool: no event is made or destroyed. Where CUDA refuses the wait on the device
+    /// (or the event), the calling thread waits for `on`'s work instead (warned), as the
+    /// engine's own fence waits do. In a recorded plan's function, the side stream joins the
+    /// capture: only one no other thread uses, and joined back.
     ///
     /// ```no_run
     /// use depengine_cuda::CudaRun;
@@ -42,7 +44,7 @@ impl CudaRun {
     /// # Errors
     ///
     /// [`CudaError::ForeignStream`] if a stream is of another context; [`CudaError::Driver`] if
-    /// the event cannot be recorded or waited for (nothing is ordered then).
+    /// neither the device nor the host could wait (nothing is ordered then).
     pub fn stream_wait(&self, waiting: &CudaStream, on: &CudaStream) -> Result<(), CudaError> {
         let own = self.context().cu_ctx();
         if waiting.context().cu_ctx() != own || on.context().cu_ctx() != own {
@@ -50,19 +52,14 @@ impl CudaRun {
                 worker: self.device(),
             });
         }
-        let event = self
-            .tail()
-            .events()
-            .record(on)
-            .map_err(|source| CudaError::Driver {
-                call: "recording an event (cuEventRecord)",
-                source,
-            })?;
         // The event goes back to the pool when dropped: the wait enqueued on it keeps the
         // record made here (`event.rs`).
-        fence::device_wait(waiting, &event).map_err(|source| CudaError::Driver {
-            call: "cuStreamWaitEvent",
-            source,
-        })
+        let event = self.tail().events().record(on);
+        fence::order_after(waiting, on, event.as_ref().map_err(|error| *error))
+            .map(drop)
+            .map_err(|source| CudaError::Driver {
+                call: "waiting for a stream (cuStreamWaitEvent, else on the host)",
+                source,
+            })
     }
 }

@@ -393,25 +393,16 @@ fn issue(
     let guard = shared.lock();
     let comm = guard.as_ref().ok_or("the NCCL communicator is gone")?;
     let stream: Arc<CudaStream> = comm.stream();
-    if cuda.stream_wait(&stream, cuda.stream()).is_err() {
-        // The collective goes out all the same, or the other ranks' would wait for it forever:
-        // once the worker's stream, holding the op's inputs, is done.
-        // SAFETY: the worker's stream is alive (`cuda` holds it); its context is current.
-        unsafe { result::stream::synchronize(cuda.stream().cu_stream()) }
-            .map_err(|error| MpiError::Nccl(format!("waiting for the op's inputs: {error}")))?;
-    }
+    // Ordered on the host where the device refuses (`stream_wait`): the collective must go
+    // out, or the other ranks' would wait for it forever.
+    cuda.stream_wait(&stream, cuda.stream())
+        .map_err(|error| MpiError::Nccl(format!("waiting for the op's inputs: {error}")))?;
     call(comm).map_err(|error| nccl_error("a collective", &error))?;
     // Enqueued: from here on the op is done only when the collective is.
-    if cuda.stream_wait(cuda.stream(), &stream).is_err() {
-        // SAFETY: the stream is alive (`stream` holds it); the worker's context is current.
-        let waited = unsafe { result::stream::synchronize(stream.cu_stream()) };
-        drop(guard);
-        cuda.drop_after_completion(Arc::clone(shared));
-        waited.map_err(|error| MpiError::Nccl(format!("waiting for a collective: {error}")))?;
-        return Ok(());
-    }
+    let joined = cuda.stream_wait(cuda.stream(), &stream);
     drop(guard);
     cuda.drop_after_completion(Arc::clone(shared));
+    joined.map_err(|error| MpiError::Nccl(format!("waiting for a collective: {error}")))?;
     Ok(())
 }
 
