@@ -85,7 +85,7 @@ pub enum Visit {
     Continue,
 }
 
-impl<T, E> Graph<T, E> {
+impl<T, E, L: Default> Graph<T, E, L> {
     /// Walks the waiting ops held back, directly or transitively, by the ops that hold `held`
     /// (vars granted to running ops that will not complete while the caller waits), calling
     /// `visit` once with the id and payload of each. As soon as `visit` returns
@@ -192,7 +192,7 @@ struct Fifo {
 }
 
 impl Fifo {
-    fn copy<T, E>(graph: &Graph<T, E>, var: Var) -> Option<Self> {
+    fn copy<T, E, L: Default>(graph: &Graph<T, E, L>, var: Var) -> Option<Self> {
         let (waiting, launch_held) = graph.waiting_behind_holders(var).ok()?;
         let position = waiting
             .iter()
@@ -235,9 +235,9 @@ impl Walk {
 
     /// Queues the requests on `var` held back by `op` (`None`: by the var's holders), as
     /// reached from `from`.
-    fn held_back_on<T, E>(
+    fn held_back_on<T, E, L: Default>(
         &mut self,
-        graph: &Graph<T, E>,
+        graph: &Graph<T, E, L>,
         var: Var,
         op: Option<(OpId, Access)>,
         from: Option<OpId>,
@@ -341,7 +341,7 @@ mod tests {
             .push_with(Waits::Launch, &[a], &[], "kernel's reader", &mut ready)
             .unwrap();
         let kernel = ready.remove(0);
-        let launched = graph.launch(kernel, &mut ready).unwrap();
+        let launched = graph.launch(kernel, |_, &mut ()| {}, &mut ready).unwrap();
         assert_eq!(ready.len(), 1, "the reader runs behind the launched kernel");
         // Behind the launched write, not behind the running reader: the host read waits for
         // the kernel's completion only; the write waits for both.
@@ -350,7 +350,7 @@ mod tests {
         assert_eq!(ready.len(), 1);
         assert_eq!(reached(&graph, &[a]), ["host write"]);
         graph
-            .complete_launched(launched, Ok(()), &mut ready)
+            .complete_launched(launched, Ok(()), |_, &mut ()| {}, &mut ready)
             .unwrap();
         assert_eq!(ready.len(), 2, "the host read runs beside the reader");
     }

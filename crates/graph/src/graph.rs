@@ -95,23 +95,26 @@ const MERGE_EVERY: usize = crate::incoming::CAPACITY / 2;
 
 /// The rare part of a var, kept out of line in the queue's cold part (allocated the first time a
 /// var needs it, and kept with the slot).
-struct VarCold<E> {
+struct VarCold<E, L> {
     on_deleted: Option<OnDeleted>,
     failure: Option<E>,
+    /// What the caller keeps on the var for the ops launched on it (`Graph::launch`).
+    launched: L,
 }
 
-impl<E> Default for VarCold<E> {
+impl<E, L: Default> Default for VarCold<E, L> {
     fn default() -> Self {
         VarCold {
             on_deleted: None,
             failure: None,
+            launched: L::default(),
         }
     }
 }
 
 /// Everything about one var, under its mutex. With the mutex it fits one cache line (see
 /// `VarSlot`); `on_deleted` and `failure` live in the queue's cold part.
-struct VarState<E> {
+struct VarState<E, L> {
     /// Bumped when the slot is reclaimed; a handle with another generation is stale.
     generation: u32,
     /// Whether the var takes pushes, waits to be reclaimed, or was retired.
@@ -127,10 +130,10 @@ struct VarState<E> {
     /// Completions that left ops waiting since the last one that merged the ring (see
     /// `settle`; other merges leave it be).
     unmerged: u8,
-    queue: VarQueue<VarCold<E>>,
+    queue: VarQueue<VarCold<E, L>>,
 }
 
-impl<E> VarState<E> {
+impl<E, L: Default> VarState<E, L> {
     fn failure(&self) -> Option<&E> {
         if !self.failed {
             return None;
@@ -174,8 +177,8 @@ enum Life {
 /// var's attachment and read credits are the slot's head, beside the slab's link, on the line
 /// before these two (`Slot::Header`, [`VarHead`]).
 #[repr(C, align(64))]
-struct VarSlot<E> {
-    state: Mutex<VarState<E>>,
+struct VarSlot<E, L> {
+    state: Mutex<VarState<E, L>>,
     incoming: Incoming,
 }
 
@@ -208,11 +211,11 @@ impl Default for Attachment {
     }
 }
 
-impl<E> Slot for VarSlot<E> {
+impl<E, L> Slot for VarSlot<E, L> {
     type Header = VarHead;
 }
 
-impl<E> Default for VarSlot<E> {
+impl<E, L> Default for VarSlot<E, L> {
     fn default() -> Self {
         VarSlot {
             state: Mutex::new(VarState {
@@ -253,12 +256,15 @@ struct Reclaimed {
     on_deleted: Option<OnDeleted>,
 }
 
-type Guard<'a, E> = MutexGuard<'a, VarState<E>>;
+type Guard<'a, E, L> = MutexGuard<'a, VarState<E, L>>;
+
+/// A var's slot locked ([`Graph::lock_slot`]): its head, the slot, and the guard of its state.
+type LockedSlot<'a, E, L> = (&'a VarHead, &'a VarSlot<E, L>, Guard<'a, E, L>);
 
 /// One var of an op pushed on several vars (`push_each`): its slot, the handle's key and how
 /// the op uses it.
-struct Request<'g, E> {
-    slot: &'g VarSlot<E>,
+struct Request<'g, E, L> {
+    slot: &'g VarSlot<E, L>,
     key: VarKey,
     access: Access,
 }
@@ -287,8 +293,12 @@ fn next_graph_id() -> u32 {
 /// The dependency graph: decides when each pushed op may run.
 ///
 /// `T` is the payload the caller stores with each op (the engine's op record); `E` is the failure
-/// type recorded on vars (cloned onto every var a failed op wrote). All methods take `&self`: share
-/// the graph with an `Arc`. See the [crate documentation](crate) for an example.
+/// type recorded on vars (cloned onto every var a failed op wrote); `L` is what the caller keeps on
+/// each var for the ops launched on it (the engine: their fences, as `MXNet` keeps them on its
+/// vars), changed by [`launch`](Self::launch) and [`complete_launched`](Self::complete_launched)
+/// under the var's lock, beside the release they make, and read by
+/// [`launched_on`](Self::launched_on). All methods take `&self`: share the graph with an `Arc`.
+/// See the [crate documentation](crate) for an example.
 ///
 /// # Examples
 ///
@@ -313,9 +323,9 @@ fn next_graph_id() -> u32 {
 /// assert_eq!(graph.var_failure(x)?, None);
 /// # Ok::<(), depengine_graph::GraphError>(())
 /// ```
-pub struct Graph<T, E = Failure> {
+pub struct Graph<T, E = Failure, L = ()> {
     id: u32,
-    vars: Slab<VarSlot<E>>,
+    vars: Slab<VarSlot<E, L>>,
     ops: Slab<OpSlot<T>>,
     live_vars: AtomicUsize,
     failed_vars: AtomicUsize,
@@ -327,13 +337,13 @@ pub struct Graph<T, E = Failure> {
     push_lock: CachePadded<Mutex<u32>>,
 }
 
-impl<T, E> Default for Graph<T, E> {
+impl<T, E, L: Default> Default for Graph<T, E, L> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<T, E> Graph<T, E> {
+impl<T, E, L: Default> Graph<T, E, L> {
     /// An empty graph.
     pub fn new() -> Self {
         Graph {
@@ -433,7 +443,7 @@ impl<T, E> Graph<T, E> {
     }
 
     /// The head and the slot of `var`, checking only that it belongs to this graph.
-    fn var_slot(&self, var: Var) -> Result<(&VarHead, &VarSlot<E>), GraphError> {
+    fn var_slot(&self, var: Var) -> Result<(&VarHead, &VarSlot<E, L>), GraphError> {
         if var.graph != self.id {
             return Err(GraphError::ForeignVar { var });
         }
@@ -443,12 +453,12 @@ impl<T, E> Graph<T, E> {
     }
 
     /// Locks `var`'s state, checking that the handle is current (deletion may be pending).
-    fn lock_current(&self, var: Var) -> Result<Guard<'_, E>, GraphError> {
+    fn lock_current(&self, var: Var) -> Result<Guard<'_, E, L>, GraphError> {
         Ok(self.lock_slot(var)?.2)
     }
 
     /// As `lock_current`, also returning the slot and its head.
-    fn lock_slot(&self, var: Var) -> Result<(&VarHead, &VarSlot<E>, Guard<'_, E>), GraphError> {
+    fn lock_slot(&self, var: Var) -> Result<LockedSlot<'_, E, L>, GraphError> {
         let (head, slot) = self.var_slot(var)?;
         let state = lock(&slot.state);
         if state.generation != var.generation {
@@ -459,7 +469,7 @@ impl<T, E> Graph<T, E> {
 
     /// As `lock_current`, with the requests of the var's `Incoming` ring merged into its FIFO
     /// (for callers that read the FIFO).
-    fn lock_merged(&self, var: Var) -> Result<Guard<'_, E>, GraphError> {
+    fn lock_merged(&self, var: Var) -> Result<Guard<'_, E, L>, GraphError> {
         let (_, slot, mut state) = self.lock_slot(var)?;
         Self::merge_behind_waiters(slot, &mut state);
         Ok(state)
@@ -468,7 +478,7 @@ impl<T, E> Graph<T, E> {
     /// Moves the requests of `slot`'s `Incoming` ring to the back of its FIFO, oldest first, as
     /// their pushes would have appended them (var lock held). Ops the merge grants (only
     /// possible once the FIFO has no waiting op, see `settle`) go to `on_grant`.
-    fn merge(slot: &VarSlot<E>, state: &mut VarState<E>, on_grant: &mut impl FnMut(u32)) {
+    fn merge(slot: &VarSlot<E, L>, state: &mut VarState<E, L>, on_grant: &mut impl FnMut(u32)) {
         if !state.open {
             return;
         }
@@ -482,7 +492,7 @@ impl<T, E> Graph<T, E> {
 
     /// `merge` where the ring is open, hence the FIFO holds a waiting op (the invariant of
     /// `incoming.rs`): every merged op queues behind it and none is granted.
-    fn merge_behind_waiters(slot: &VarSlot<E>, state: &mut VarState<E>) {
+    fn merge_behind_waiters(slot: &VarSlot<E, L>, state: &mut VarState<E, L>) {
         debug_assert!(!state.open || state.queue.waiting_len() > 0);
         Self::merge(slot, state, &mut |_| {
             debug_assert!(false, "an open ring merged behind no waiting op");
@@ -490,7 +500,7 @@ impl<T, E> Graph<T, E> {
     }
 
     /// Closes `slot`'s ring, merging what it holds (var lock held).
-    fn close(slot: &VarSlot<E>, state: &mut VarState<E>) {
+    fn close(slot: &VarSlot<E, L>, state: &mut VarState<E, L>) {
         if !state.open {
             return;
         }
@@ -511,7 +521,7 @@ impl<T, E> Graph<T, E> {
     /// pusher that keeps ahead of the completions would otherwise fill the ring, then take the
     /// lock to merge it while the completing thread waits for that lock (`docs/decisions.md`,
     /// "The ring merged every 16 completions while ops wait").
-    fn settle(slot: &VarSlot<E>, state: &mut VarState<E>, on_grant: &mut impl FnMut(u32)) {
+    fn settle(slot: &VarSlot<E, L>, state: &mut VarState<E, L>, on_grant: &mut impl FnMut(u32)) {
         if state.open && state.queue.waiting_len() > 0 {
             state.unmerged += 1;
             if usize::from(state.unmerged) >= MERGE_EVERY {
@@ -621,7 +631,7 @@ impl<T, E> Graph<T, E> {
     /// since, or no slot is left: the caller pushes it the locked way, which reports errors.
     fn try_push_incoming(
         &self,
-        slot: &VarSlot<E>,
+        slot: &VarSlot<E, L>,
         waits: Waits,
         deps: DepList,
         payload: T,
@@ -768,7 +778,7 @@ impl<T, E> Graph<T, E> {
         // The vars' slots and the requests, looked up once and kept: the dependency list moves
         // into the op's slot when the op parks.
         let n = deps.all().len();
-        let mut requests: SmallVec<[Request<'_, E>; REQUESTS_INLINE]> = SmallVec::new();
+        let mut requests: SmallVec<[Request<'_, E, L>; REQUESTS_INLINE]> = SmallVec::new();
         for (position, &key) in deps.all().iter().enumerate() {
             let (_, slot) = self.var_slot(key.var(self.id))?;
             requests.push(Request {
@@ -930,6 +940,7 @@ impl<T, E> Graph<T, E> {
                 key.index,
                 deps.access(pos),
                 Step::Complete(failure.as_ref()),
+                &mut |_, _| {},
                 dispatch,
             );
         }
@@ -944,16 +955,22 @@ impl<T, E> Graph<T, E> {
     /// failure cleared, as by a successful write; the outcome of the work comes with the
     /// completion.
     ///
+    /// `on_var(access, launched)` is called on each of the op's vars, with how the op uses it
+    /// and the var's [`L`](Graph), under the var's lock, before the var releases anything: an
+    /// op released by the launch finds there what it was given
+    /// ([`launched_on`](Self::launched_on)).
+    ///
     /// The graph does not look at the payload here or at the completion, so the op may carry
     /// another type than the graph's own (see [`ReadyOp::map`]) from its dispatch on.
     ///
     /// # Errors
     ///
-    /// [`GraphError::ForeignOp`] if `op` came from another graph; the op is dropped, and that
-    /// graph's vars stay held by it.
+    /// [`GraphError::ForeignOp`] if `op` came from another graph (`on_var` is not called); the op
+    /// is dropped, and that graph's vars stay held by it.
     pub fn launch<U, D>(
         &self,
         op: ReadyOp<U>,
+        mut on_var: impl FnMut(Access, &mut L),
         dispatch: &mut D,
     ) -> Result<LaunchedOp<U>, GraphError>
     where
@@ -969,7 +986,13 @@ impl<T, E> Graph<T, E> {
             deps,
         } = op;
         for (pos, &key) in deps.all().iter().enumerate() {
-            self.release(key.index, deps.access(pos), Step::Launch, dispatch);
+            self.release(
+                key.index,
+                deps.access(pos),
+                Step::Launch,
+                &mut on_var,
+                dispatch,
+            );
         }
         Ok(LaunchedOp {
             graph,
@@ -982,16 +1005,19 @@ impl<T, E> Graph<T, E> {
     /// for completion (dispatching those that become ready) and returns its payload. A failure
     /// in `outcome` is stored on every var the op wrote (replacing any older one); a success
     /// leaves them as they are (the launch cleared their failures, and an op launched behind
-    /// this one may have written them since).
+    /// this one may have written them since). `on_var` is called as by [`launch`](Self::launch),
+    /// in the same section of each var's lock as the failure is stored: an op that looks at the
+    /// var's `L` later finds the failure there instead.
     ///
     /// # Errors
     ///
-    /// [`GraphError::ForeignOp`] if `op` came from another graph; the op is dropped, and that
-    /// graph's vars stay held by it.
+    /// [`GraphError::ForeignOp`] if `op` came from another graph (`on_var` is not called); the op
+    /// is dropped, and that graph's vars stay held by it.
     pub fn complete_launched<U, D>(
         &self,
         op: LaunchedOp<U>,
         outcome: Result<(), E>,
+        mut on_var: impl FnMut(Access, &mut L),
         dispatch: &mut D,
     ) -> Result<U, GraphError>
     where
@@ -1008,6 +1034,7 @@ impl<T, E> Graph<T, E> {
                 key.index,
                 deps.access(pos),
                 Step::CompleteLaunched(failure.as_ref()),
+                &mut on_var,
                 dispatch,
             );
         }
@@ -1045,14 +1072,26 @@ impl<T, E> Graph<T, E> {
                 Access::Write => failure_of(pos),
                 Access::Read => None,
             };
-            self.release(key.index, access, Step::Complete(failure), dispatch);
+            self.release(
+                key.index,
+                access,
+                Step::Complete(failure),
+                &mut |_, _| {},
+                dispatch,
+            );
         }
         Ok(payload)
     }
 
     /// Transition 3 or 4 (or 5, 6: `step`) on one var, then dispatch whatever it made ready.
-    fn release<D>(&self, var: u32, access: Access, step: Step<'_, E>, dispatch: &mut D)
-    where
+    fn release<D>(
+        &self,
+        var: u32,
+        access: Access,
+        step: Step<'_, E>,
+        on_launched: &mut impl FnMut(Access, &mut L),
+        dispatch: &mut D,
+    ) where
         D: Dispatch<T> + ?Sized,
         E: Clone,
     {
@@ -1089,6 +1128,9 @@ impl<T, E> Graph<T, E> {
                     }
                     Step::CompleteLaunched(None) => {}
                 }
+            }
+            if let Step::Launch | Step::CompleteLaunched(_) = step {
+                on_launched(access, &mut state.queue.extra_or_default().launched);
             }
             let ops = &self.ops;
             let mut on_grant = |op| {
@@ -1183,7 +1225,7 @@ impl<T, E> Graph<T, E> {
         });
     }
 
-    fn record_outcome(&self, state: &mut VarState<E>, failure: Option<&E>)
+    fn record_outcome(&self, state: &mut VarState<E, L>, failure: Option<&E>)
     where
         E: Clone,
     {
@@ -1220,7 +1262,7 @@ impl<T, E> Graph<T, E> {
     }
 
     /// Reclaims an idle, deleted var (under its lock).
-    fn reclaim(&self, slot: &VarSlot<E>, state: &mut VarState<E>) -> Reclaimed {
+    fn reclaim(&self, slot: &VarSlot<E, L>, state: &mut VarState<E, L>) -> Reclaimed {
         if state.take_failure().is_some() {
             self.failed_vars.fetch_sub(1, Ordering::Relaxed);
         }
@@ -1352,7 +1394,7 @@ impl<T, E> Graph<T, E> {
     }
 
     /// The ops waiting in a var's FIFO (its ring merged), in push order (var lock held).
-    fn waiting_ops(&self, state: &VarState<E>) -> Vec<PendingOp> {
+    fn waiting_ops(&self, state: &VarState<E, L>) -> Vec<PendingOp> {
         state
             .queue
             .waiting()
@@ -1523,6 +1565,39 @@ impl<T, E> Graph<T, E> {
         self.id
     }
 
+    /// `look` at what the caller keeps on `var` for the ops launched on it (the `L` that
+    /// [`launch`](Self::launch) and [`complete_launched`](Self::complete_launched) change), under
+    /// the var's lock.
+    ///
+    /// ```
+    /// use depengine_graph::{Graph, ReadyOp};
+    ///
+    /// // Each var keeps the names of the ops launched on it.
+    /// let graph: Graph<&str, String, Vec<&str>> = Graph::new();
+    /// let x = graph.new_var()?;
+    /// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
+    /// graph.push(&[], &[x], "kernel", &mut ready)?;
+    /// let op = ready.pop().unwrap();
+    /// let launched = graph.launch(op, |_, names| names.push("kernel"), &mut ready)?;
+    /// assert_eq!(graph.launched_on(x, Clone::clone)?, ["kernel"]);
+    /// let forget = |_, names: &mut Vec<&str>| names.retain(|&name| name != "kernel");
+    /// graph.complete_launched(launched, Ok(()), forget, &mut ready)?;
+    /// assert!(graph.launched_on(x, Vec::is_empty)?);
+    /// # Ok::<(), depengine_graph::GraphError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`GraphError::DeletedVar`] for a stale handle (its slot holds another var now), and the
+    /// errors of a handle of another graph.
+    pub fn launched_on<R>(&self, var: Var, look: impl FnOnce(&L) -> R) -> Result<R, GraphError> {
+        let state = self.lock_current(var)?;
+        match state.queue.extra() {
+            Some(cold) => Ok(look(&cold.launched)),
+            None => Ok(look(&L::default())),
+        }
+    }
+
     /// The failure recorded on `var`, if any.
     ///
     /// # Errors
@@ -1654,18 +1729,25 @@ mod layout_tests {
 
     /// A var's locked state is exactly one cache line (std's futex mutex is 8 bytes before the
     /// state), its `Incoming` ring the next one; its slab entry adds the line of the link, the
-    /// attachment and the read credits before them.
+    /// attachment and the read credits before them. Whatever the caller keeps for launched ops
+    /// (`L`, in the cold part) adds nothing to them.
     #[test]
     fn var_slot_is_two_cache_lines_after_its_link_and_attachment() {
-        assert_eq!(std::mem::align_of::<VarSlot<Failure>>(), 64);
-        assert_eq!(std::mem::size_of::<Mutex<VarState<Failure>>>(), 64);
-        assert_eq!(std::mem::size_of::<Mutex<VarState<&'static str>>>(), 64);
-        assert_eq!(std::mem::offset_of!(VarSlot<Failure>, incoming), 64);
-        assert_eq!(std::mem::size_of::<VarSlot<Failure>>(), 128);
+        assert_eq!(std::mem::align_of::<VarSlot<Failure, Vec<u64>>>(), 64);
+        assert_eq!(
+            std::mem::size_of::<Mutex<VarState<Failure, Vec<u64>>>>(),
+            64
+        );
+        assert_eq!(std::mem::size_of::<Mutex<VarState<&'static str, ()>>>(), 64);
+        assert_eq!(
+            std::mem::offset_of!(VarSlot<Failure, Vec<u64>>, incoming),
+            64
+        );
+        assert_eq!(std::mem::size_of::<VarSlot<Failure, Vec<u64>>>(), 128);
         // The slab's entry: the link, the attachment and the read credits on one line, then the
         // slot.
         assert_eq!(
-            std::mem::size_of::<depengine_slab::Entry<VarSlot<Failure>>>(),
+            std::mem::size_of::<depengine_slab::Entry<VarSlot<Failure, Vec<u64>>>>(),
             192
         );
     }

@@ -552,7 +552,9 @@ fn a_launched_completion_races_a_ring_push() {
         graph
             .push_with(crate::Waits::Launch, &[], &[a], 0, &mut ready)
             .unwrap();
-        let launched = graph.launch(ready.pop().unwrap(), &mut ready).unwrap();
+        let launched = graph
+            .launch(ready.pop().unwrap(), |_, &mut ()| {}, &mut ready)
+            .unwrap();
         assert!(ready.is_empty());
         graph.push(&[], &[a], 1, &mut ready).unwrap();
         assert!(ready.is_empty(), "the launched write holds it back");
@@ -562,7 +564,7 @@ fn a_launched_completion_races_a_ring_push() {
             thread::spawn(move || {
                 let mut released = Vec::new();
                 graph
-                    .complete_launched(launched, Ok(()), &mut released)
+                    .complete_launched(launched, Ok(()), |_, &mut ()| {}, &mut released)
                     .unwrap();
                 released
             })
@@ -577,6 +579,56 @@ fn a_launched_completion_races_a_ring_push() {
         assert!(status.write_running && status.launched == 0);
         let done = complete_writes_one_at_a_time(&graph, a, released);
         assert_each_once(done, &[1, 2]);
+    });
+}
+
+/// What a launched op leaves on its var for the ops released behind it (`Graph::launch`'s
+/// `on_var`) and the failure its completion stores there change in one section of the var's
+/// lock: a write of `a` launches, noting itself on `a`; a write pushed behind it, released at
+/// once, looks at `a`'s notes and then at its own failure, while another thread completes the
+/// launched write with a failure, removing its note. The released write finds the note or the
+/// failure, never neither (with the note removed in a section of its own before the failure's,
+/// it can find neither: tried).
+#[test]
+fn a_launched_ops_note_and_its_failure_change_together() {
+    type Noting = Graph<u32, &'static str, Vec<u32>>;
+    loom::model(|| {
+        let graph = Arc::new(Noting::new());
+        let a = graph.new_var().unwrap();
+        let mut ready = Vec::new();
+        graph
+            .push_with(crate::Waits::Launch, &[], &[a], 0, &mut ready)
+            .unwrap();
+        let write = ready.pop().unwrap();
+        let launched = graph
+            .launch(write, |_, noted| noted.push(0), &mut ready)
+            .unwrap();
+        graph
+            .push_with(crate::Waits::Launch, &[], &[a], 1, &mut ready)
+            .unwrap();
+        let behind = ready.pop().expect("released behind the launched write");
+        let completer = {
+            let graph = graph.clone();
+            thread::spawn(move || {
+                let mut released = Vec::new();
+                graph
+                    .complete_launched(
+                        launched,
+                        Err("fault"),
+                        |_, noted| noted.retain(|&op| op != 0),
+                        &mut released,
+                    )
+                    .unwrap();
+            })
+        };
+        let noted = graph.launched_on(a, |noted| noted.contains(&0)).unwrap();
+        let failed = graph.op_failure(&behind).is_some();
+        completer.join().unwrap();
+        assert!(
+            noted || failed,
+            "the released write found neither the launched write's note nor its failure"
+        );
+        graph.complete(behind, Ok(()), &mut ready).unwrap();
     });
 }
 

@@ -337,10 +337,11 @@ impl<T: fmt::Debug> fmt::Debug for ReadyOp<T> {
 /// let x = graph.new_var()?;
 /// let mut ready: Vec<ReadyOp<&str>> = Vec::new();
 /// graph.push(&[], &[x], "kernel", &mut ready)?;
-/// let launched: LaunchedOp<&str> = graph.launch(ready.pop().unwrap(), &mut ready)?;
+/// let op = ready.pop().unwrap();
+/// let launched: LaunchedOp<&str> = graph.launch(op, |_, &mut ()| {}, &mut ready)?;
 /// assert_eq!(launched.writes().collect::<Vec<_>>(), [x]);
 /// assert_eq!(graph.var_status(x)?.launched, 1);
-/// assert_eq!(graph.complete_launched(launched, Ok(()), &mut ready)?, "kernel");
+/// assert_eq!(graph.complete_launched(launched, Ok(()), |_, &mut ()| {}, &mut ready)?, "kernel");
 /// assert_eq!(graph.var_status(x)?.pending(), 0);
 /// # Ok::<(), depengine_graph::GraphError>(())
 /// ```

@@ -675,6 +675,41 @@ fn trim_gives_back_the_storage_of_parked_ops_and_keeps_it_for_repeats() {
     assert_eq!(burst(), (0, kept), "without growing");
 }
 
+/// What the caller notes on a launched op's vars (`L`) stays there until the op's completion
+/// changes it, and `launched_on` reads it; a stale handle is refused.
+#[test]
+fn a_launched_ops_notes_stay_on_its_vars_until_its_completion() {
+    use crate::Waits;
+
+    let graph: Graph<u32, &'static str, Vec<(u32, Access)>> = Graph::new();
+    let [a, b] = [(); 2].map(|()| graph.new_var().unwrap());
+    let mut ready = Vec::new();
+    graph
+        .push_with(Waits::Launch, &[a], &[b], 1, &mut ready)
+        .unwrap();
+    let op = ready.pop().unwrap();
+    let launched = graph
+        .launch(op, |access, noted| noted.push((1, access)), &mut ready)
+        .unwrap();
+    let noted = |var| graph.launched_on(var, Clone::clone).unwrap();
+    assert_eq!(noted(a), [(1, Access::Read)]);
+    assert_eq!(noted(b), [(1, Access::Write)]);
+    graph
+        .complete_launched(
+            launched,
+            Ok(()),
+            |_, noted| noted.retain(|&(op, _)| op != 1),
+            &mut ready,
+        )
+        .unwrap();
+    assert!(noted(a).is_empty() && noted(b).is_empty());
+    graph.delete_var(a, || {}).unwrap().call_if_reclaimed();
+    assert_eq!(
+        graph.launched_on(a, Clone::clone),
+        Err(GraphError::DeletedVar { var: a })
+    );
+}
+
 /// A deleted var whose FIFO still has a read at its front, held back by a launched write, while
 /// other reads run: the read is granted as soon as the launched write completes (not once the
 /// running reads end), and the last read to complete reclaims the var.
@@ -691,14 +726,17 @@ fn a_deleted_var_grants_a_read_its_launch_held_back_while_reads_run() {
         .unwrap();
     graph.push(&[a], &[], 3, &mut ready).unwrap();
     let write = ready.pop().unwrap();
-    let launched = graph.launch(write, &mut ready).unwrap();
+    let launched = graph.launch(write, |_, &mut ()| {}, &mut ready).unwrap();
     assert_eq!(
         names(&ready),
         [2],
         "the read that waits for the launch runs"
     );
     let calls = delete_counting_calls(&graph, a);
-    assert_eq!(graph.complete_launched(launched, Ok(()), &mut ready), Ok(1));
+    assert_eq!(
+        graph.complete_launched(launched, Ok(()), |_, &mut ()| {}, &mut ready),
+        Ok(1)
+    );
     assert_eq!(
         names(&ready),
         [2, 3],

@@ -116,10 +116,10 @@ pub enum Access {
 /// graph.push_with(Waits::Launch, &[x], &[], "kernel 2", &mut ready)?;
 /// graph.push(&[x], &[], "host read", &mut ready)?;
 /// let first = ready.pop().unwrap();
-/// let launched = graph.launch(first, &mut ready)?;
+/// let launched = graph.launch(first, |_, &mut ()| {}, &mut ready)?;
 /// // The second kernel may start behind the first one's work; the host read may not.
 /// assert_eq!(ready.iter().map(|op| *op.payload()).collect::<Vec<_>>(), ["kernel 2"]);
-/// graph.complete_launched(launched, Ok(()), &mut ready)?;
+/// graph.complete_launched(launched, Ok(()), |_, &mut ()| {}, &mut ready)?;
 /// assert_eq!(ready.len(), 2);
 /// # Ok::<(), depengine_graph::GraphError>(())
 /// ```

@@ -46,16 +46,14 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Executor, Fence};
-use depengine_graph::{LaunchedOp, ReadyOp, Var};
-use smallvec::SmallVec;
+use depengine_graph::{LaunchedOp, ReadyOp};
 
 use crate::failure::{FailureCause, OpFailure};
 use crate::op::record::OpRecord;
-use crate::op::vars::MAX_ACCESSES;
 use crate::profile::recorder::Started;
 use crate::run::EngineState;
 use crate::run::dispatch::Dispatcher;
-use crate::run::fences::{Behind, Registration, Upstream};
+use crate::run::fences::{self, Behind, Registration, Upstream};
 use crate::thread::task::TaskMarker;
 
 impl EngineState {
@@ -68,7 +66,7 @@ impl EngineState {
     /// launched ops it was released behind.
     fn device_task(self: &Arc<Self>, op: ReadyOp<OpRecord>) -> DeviceTask {
         let priority = op.payload().priority;
-        let Behind { fences, upstream } = self.fences.behind(op.reads(), op.writes());
+        let Behind { fences, upstream } = fences::behind(&self.graph, op.reads(), op.writes());
         let unlaunched = Unlaunched {
             state: Arc::clone(self),
             op: Some((op, upstream)),
@@ -149,17 +147,16 @@ impl DeviceOp for AwaitingDevice {
         };
         let state = &self.state;
         let marker = TaskMarker::enter(state.id);
-        // Registered before the launch releases anything: every device op it releases
-        // finds the fence (`run/fences.rs`).
-        let registration = state.fences.register(op.reads(), op.writes(), &fence);
-        // Our own op, so the graph takes it; were it refused (another graph's op), its fence
-        // goes and only its count is finished, at its completion.
-        let launched = state
-            .graph
-            .launch(op, &mut Dispatcher::new(state, false, None));
-        if launched.is_err() {
-            state.fences.remove_everywhere(&registration);
-        }
+        // Registered on each var before the launch releases anything there: every device op it
+        // releases finds the fence (`run/fences.rs`). Our own op, so the graph takes it; were
+        // it refused (another graph's op), nothing is registered and only its count is
+        // finished, at its completion.
+        let registration = Registration::new();
+        let launched = state.graph.launch(
+            op,
+            |access, launched| launched.register(access, &fence, &registration),
+            &mut Dispatcher::new(state, false, None),
+        );
         drop(marker);
         self.step = Step::Launched {
             op: launched.ok(),
@@ -247,14 +244,12 @@ struct LaunchedWork {
 impl LaunchedWork {
     /// Once the launched ops it was released behind (`upstream`) are known, the op completes
     /// with the first failure among them, else with the device's outcome, releasing the CPU
-    /// ops behind it; then its fence goes, and the device ops released behind it learn that
-    /// outcome.
+    /// ops behind it; its fence goes from each var in the section of the var's lock that
+    /// stores its failure; then the device ops released behind it learn that outcome.
     ///
-    /// The fence goes after the completion: a device op released from now on (behind another
-    /// launched op) either finds this op's registration, and takes its outcome, or was
-    /// released after the fence went, when the failure is stored on the op's vars and skips
-    /// it (failure rule 2). With the fence removed first, one released in between would do
-    /// neither.
+    /// Subtle: a device op released from now on (behind another launched op) either finds this
+    /// op's fence on a var, and takes its outcome, or finds the failure stored on the var, which
+    /// skips it (failure rule 2); never neither.
     fn complete(self, upstream: Upstream, device: Result<(), DeviceError>) {
         let LaunchedWork {
             state,
@@ -271,13 +266,10 @@ impl LaunchedWork {
         upstream.then(move |passed_on| {
             let marker = TaskMarker::enter(state.id);
             if let Some(op) = op {
-                // Inline up to a typed op's most vars: no allocation per completion.
-                let vars: SmallVec<[Var; MAX_ACCESSES]> = op.reads().chain(op.writes()).collect();
                 let (outcome, root) = outcome_of(passed_on, device, op.payload());
                 let failure = outcome.as_ref().err().cloned();
                 state.profile(|| op.payload().profiled_op(), started, &outcome);
-                state.finish_launched(op, outcome, root);
-                state.fences.remove(&registration, vars.into_iter());
+                state.finish_launched(op, outcome, root, &registration);
                 registration.settle(failure.as_ref());
             } else {
                 state.finish_uncompleted();

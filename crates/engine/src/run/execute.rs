@@ -18,6 +18,7 @@ use crate::op::record::{Completion, FinishAsync};
 use crate::profile::recorder::{ProfiledOp, Started};
 use crate::profile::report::ProfiledOutcome;
 use crate::route::block::BlockOp;
+use crate::run::fences::Registration;
 use crate::run::held_vars::HeldVars;
 use crate::run::{Dispatcher, EngineState};
 use crate::thread::frame::{self, OpFrame};
@@ -282,6 +283,7 @@ impl EngineState {
         op: LaunchedOp<OpRecord>,
         outcome: Result<(), OpFailure>,
         root: bool,
+        registration: &Registration,
     ) {
         let failed_writes: Option<Vec<Var>> = outcome.is_err().then(|| op.writes().collect());
         if let Err(failure) = &outcome
@@ -291,7 +293,12 @@ impl EngineState {
         }
         let mut dispatcher = Dispatcher::new(self, false, None);
         // Launched from this graph, so `complete_launched` cannot fail.
-        let _ = self.graph.complete_launched(op, outcome, &mut dispatcher);
+        let _ = self.graph.complete_launched(
+            op,
+            outcome,
+            |_, launched| launched.remove(registration),
+            &mut dispatcher,
+        );
         dispatcher.wake_now();
         self.finished(failed_writes);
         // As in `finish`.

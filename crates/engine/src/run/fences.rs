@@ -1,29 +1,28 @@
-//! [`LaunchedFences`]: the fences of the device ops that launched and have not completed, by
-//! var, so that a device op released behind them starts its work after theirs.
+//! [`LaunchedOnVar`]: on each var, the fences of the device ops launched on it that have not
+//! completed, so that a device op released behind them starts its work after theirs.
 //!
 //! A device op whose executor reports its launch (`DeviceCompletion::launched`, with a fence
 //! after its work) launches in the graph (`Graph::launch`): the device ops behind it on its
 //! vars, which wait for launch, are released at once, while the CPU ops behind it wait for its
 //! completion. A released device op must still not *start* before the work it depends on has
 //! finished on the device: its executor orders its work behind fences (a CUDA stream waits
-//! for an event), and this registry says which ones. Per var, it keeps each launched op's
-//! fence with its access until the op completes:
+//! for an event), and each var says which ones, as `MXNet` keeps them on its vars. The graph
+//! keeps a `LaunchedOnVar` on each var (its `L`), under the var's own lock: the launch registers
+//! the op's fence, with its access, on each of its vars in the section of the var's lock that
+//! releases the ops behind it, and its completion removes it in the section that stores its
+//! failure (`Graph::complete_launched`). A device op released behind launched ops looks at its
+//! vars ([`behind`]):
 //!
-//! - a device op that reads a var starts after the launched writes of that var;
+//! - one that reads a var starts after the launched writes of that var;
 //! - one that writes it, after every launched op on it (write after read included).
 //!
 //! Why that is every fence an op needs: the graph releases it only once the ops before it on
-//! its vars that it conflicts with completed or launched, and a launched op's fence stays here
-//! until the op completes, from before its launch releases anything (`register`) to after its
-//! work is done (`remove`). A fence of an op pushed after it can be here too (a read launched
-//! beside it) and is left out by the rule above, or is harmless: it was recorded, so waiting
-//! for it never waits for work that has not been launched.
-//!
-//! Only device ops register, look up and remove fences (a CPU-only engine locks the registry
-//! only at the idle trim); its one lock is held for a lookup or an update of the vars of one
-//! op. The fences are kept per var slot, indexed by the var's index in the graph, as MXNet
-//! keeps them on each var: a slot serves the next var at its index, and the idle trim gives
-//! the slots back once no fence is left.
+//! its vars that it conflicts with completed or launched, and a launched op's fence stays on the
+//! var from before its launch releases anything to its completion. A fence of an op pushed
+//! after it can be there too (a read launched beside it) and is left out by the rule above, or
+//! is harmless: it was recorded, so waiting for it never waits for work that has not been
+//! launched. A var's fences go with its launched ops, so a deleted var's slot is reclaimed
+//! (it waits for them) with none left for the next var there.
 //!
 //! # Failures
 //!
@@ -36,6 +35,8 @@
 //! fences, the outcomes of the launched writers of its vars ([`Upstream`]). That op completes
 //! once they are all known: with the first failure among them, passed on, in place of what its
 //! device reported (the same fault, on the same device); its function's own failure still wins.
+//! A var that no longer holds the fence holds the failure instead: both change in one section
+//! of its lock.
 //!
 //! The wait blocks no thread. An op whose work is done before an outcome it needs is known
 //! leaves its completion with that outcome, and the thread that settles it completes the op.
@@ -47,93 +48,71 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use depengine_device::Fence;
-use depengine_graph::{Access, Var};
+use depengine_graph::{Access, Graph, Var};
 use depengine_sync::{Mutex, lock};
 use smallvec::SmallVec;
 
 use crate::failure::OpFailure;
 
+/// The fences of the launched ops on one var, oldest first: the graph's `L` for the engine's
+/// vars, changed and read under the var's lock (see the module documentation).
+#[derive(Default)]
+pub(crate) struct LaunchedOnVar(Vec<RegisteredFence>);
+
 /// The fence of one launched op on one var.
 struct RegisteredFence {
-    /// Which launched op (`LaunchedFences::register` hands the ids out).
-    op: u64,
     access: Access,
     fence: Fence,
-    /// The op's outcome, for the device ops released behind its writes.
+    /// The op's outcome, for the device ops released behind its writes; also which op it is.
     outcome: Arc<LaunchedOutcome>,
 }
 
-/// See the module documentation. Touched by the threads that launch, complete and dispatch
-/// device ops (executors' workers and completion threads, and any thread that releases a
-/// device op).
-#[derive(Default)]
-pub(crate) struct LaunchedFences {
-    state: Mutex<ByVar>,
-}
-
-#[derive(Default)]
-struct ByVar {
-    /// The id of the next launched op.
-    next_op: u64,
-    /// Fences registered and not removed, over every var: `behind` looks at none when there are
-    /// none.
-    live: usize,
-    /// Per var index (`Var::index`), the fences of the launched ops on the var there.
-    slots: Vec<VarSlot>,
-}
-
-/// The launched ops' fences of one var, oldest first.
-#[derive(Default)]
-struct VarSlot {
-    /// The var the fences are of: the slot is the next var's at that index once it was deleted.
-    var: Option<Var>,
-    fences: Vec<RegisteredFence>,
-}
-
-impl ByVar {
-    /// The fences of `var`, its slot made (or taken over from a deleted var) if need be.
-    fn fences_mut(&mut self, var: Var) -> &mut Vec<RegisteredFence> {
-        let index = var.index() as usize;
-        if index >= self.slots.len() {
-            self.slots.resize_with(index + 1, VarSlot::default);
-        }
-        let slot = &mut self.slots[index];
-        if slot.var != Some(var) {
-            // Subtle: the fences of a deleted var can still be here. A launched op completes in
-            // the graph before its fence goes (`run/device.rs`), and its var may be deleted and
-            // its index taken by a new var in between; the new var's ops have nothing to do
-            // with them, and the old op's `remove` skips a slot that names another var.
-            self.live -= slot.fences.len();
-            slot.fences.clear();
-            slot.var = Some(var);
-        }
-        &mut slot.fences
+impl LaunchedOnVar {
+    /// Registers `fence`, after the work of the launched op of `registration`, which uses the
+    /// var as `access` (`Graph::launch`'s call on each var, before it releases anything).
+    pub(crate) fn register(&mut self, access: Access, fence: &Fence, registration: &Registration) {
+        self.0.push(RegisteredFence {
+            access,
+            fence: fence.clone(),
+            outcome: Arc::clone(&registration.outcome),
+        });
     }
 
-    /// The fences of `var`.
-    fn fences(&self, var: Var) -> &[RegisteredFence] {
-        match self.slots.get(var.index() as usize) {
-            Some(slot) if slot.var == Some(var) => &slot.fences,
-            _ => &[],
-        }
+    /// Removes the fence of `registration`'s op, which completed (`Graph::complete_launched`'s
+    /// call on each var): the device ops released from now on no longer start or complete after
+    /// it (one that uses a var it failed finds the failure instead).
+    pub(crate) fn remove(&mut self, registration: &Registration) {
+        self.0
+            .retain(|registered| !Arc::ptr_eq(&registered.outcome, &registration.outcome));
     }
 
-    /// Gives back the storage of the slots, once no fence is left (the engine is idle).
-    fn trim(&mut self) {
-        if self.live == 0 {
-            self.slots = Vec::new();
+    /// Adds to `behind` the fences of the launched ops that an op using the var as `access`
+    /// conflicts with, but for those of the ops in `fenced` (to which it adds its own), and
+    /// the outcomes of the writers not in `behind` yet.
+    fn add_conflicting(&self, access: Access, fenced: &mut Fenced, behind: &mut Behind) {
+        let conflicting = self
+            .0
+            .iter()
+            .filter(|registered| access == Access::Write || registered.access == Access::Write);
+        for registered in conflicting {
+            let seen = |outcomes: &[Arc<LaunchedOutcome>]| {
+                outcomes
+                    .iter()
+                    .any(|outcome| Arc::ptr_eq(outcome, &registered.outcome))
+            };
+            if !seen(fenced) {
+                fenced.push(Arc::clone(&registered.outcome));
+                behind.fences.push(registered.fence.clone());
+            }
+            if registered.access == Access::Write && !seen(&behind.upstream.0) {
+                behind.upstream.0.push(Arc::clone(&registered.outcome));
+            }
         }
-    }
-
-    /// Removes the fences of launched op `op` from `slot`.
-    fn remove_from(live: &mut usize, fences: &mut Vec<RegisteredFence>, op: u64) {
-        let before = fences.len();
-        fences.retain(|registered| registered.op != op);
-        *live -= before - fences.len();
     }
 }
 
 /// What a device op released behind launched ops starts and completes after.
+#[derive(Default)]
 pub(crate) struct Behind {
     /// The fences its work starts after, each once; inline for a few (no allocation per op of
     /// a chain).
@@ -142,116 +121,47 @@ pub(crate) struct Behind {
     pub(crate) upstream: Upstream,
 }
 
-impl LaunchedFences {
-    /// Registers `fence`, after the work of a launched op that reads `reads` and writes
-    /// `writes`, before the op's launch releases anything. The registration is removed
-    /// (`remove`) and settled with the op's outcome (`Registration::settle`) at its completion.
-    pub(crate) fn register(
-        &self,
-        reads: impl Iterator<Item = Var>,
-        writes: impl Iterator<Item = Var>,
-        fence: &Fence,
-    ) -> Registration {
-        let outcome = Arc::new(LaunchedOutcome::default());
-        let mut state = lock(&self.state);
-        let op = state.next_op;
-        state.next_op += 1;
-        let uses = reads
-            .map(|var| (var, Access::Read))
-            .chain(writes.map(|var| (var, Access::Write)));
-        for (var, access) in uses {
-            state.fences_mut(var).push(RegisteredFence {
-                op,
-                access,
-                fence: fence.clone(),
-                outcome: Arc::clone(&outcome),
-            });
-            state.live += 1;
-        }
-        Registration { op, outcome }
-    }
+/// The ops whose fences a [`Behind`] holds, by outcome (which names the op): each op's fence
+/// once. Inline for a few: no allocation per lookup.
+type Fenced = SmallVec<[Arc<LaunchedOutcome>; 4]>;
 
-    /// Removes the fences of the launched op of `registration` (its work is done and its
-    /// outcome stored on its vars), which used `vars`: the device ops released from now on no
-    /// longer start or complete after it (one that uses a var it failed is skipped instead).
-    pub(crate) fn remove(&self, registration: &Registration, vars: impl Iterator<Item = Var>) {
-        let mut guard = lock(&self.state);
-        let state = &mut *guard;
-        for var in vars {
-            if let Some(slot) = state.slots.get_mut(var.index() as usize)
-                && slot.var == Some(var)
-            {
-                ByVar::remove_from(&mut state.live, &mut slot.fences, registration.op);
-            }
-        }
+/// What a device op that reads `reads` and writes `writes` starts and completes after (see the
+/// module documentation): the fences of the launched ops it conflicts with, and the outcomes
+/// of those that write one of its vars, from each var under its lock.
+pub(crate) fn behind<T, E>(
+    graph: &Graph<T, E, LaunchedOnVar>,
+    reads: impl Iterator<Item = Var>,
+    writes: impl Iterator<Item = Var>,
+) -> Behind {
+    let mut behind = Behind::default();
+    let mut fenced = Fenced::new();
+    let uses = reads
+        .map(|var| (var, Access::Read))
+        .chain(writes.map(|var| (var, Access::Write)));
+    for (var, access) in uses {
+        // A var of a ready op is live: held by the op, its handle cannot be stale.
+        let _ = graph.launched_on(var, |launched| {
+            launched.add_conflicting(access, &mut fenced, &mut behind);
+        });
     }
-
-    /// Removes the fences of `registration`'s op from every var, for an op whose vars are no
-    /// longer known (a launch the graph refused): a visit of every fence, on that path only.
-    pub(crate) fn remove_everywhere(&self, registration: &Registration) {
-        let mut guard = lock(&self.state);
-        let state = &mut *guard;
-        for slot in &mut state.slots {
-            ByVar::remove_from(&mut state.live, &mut slot.fences, registration.op);
-        }
-    }
-
-    /// Gives back the storage a burst of launched ops grew, if none is left.
-    pub(crate) fn trim(&self) {
-        lock(&self.state).trim();
-    }
-
-    /// What a device op that reads `reads` and writes `writes` starts and completes after (see
-    /// the module documentation): the fences of the launched ops it conflicts with, and the
-    /// outcomes of those that write one of its vars.
-    pub(crate) fn behind(
-        &self,
-        reads: impl Iterator<Item = Var>,
-        writes: impl Iterator<Item = Var>,
-    ) -> Behind {
-        let mut behind = Behind {
-            fences: SmallVec::new(),
-            upstream: Upstream(SmallVec::new()),
-        };
-        let state = lock(&self.state);
-        if state.live == 0 {
-            return behind;
-        }
-        // Inline for a few launched ops: no allocation per lookup.
-        let mut fenced: SmallVec<[u64; 4]> = SmallVec::new();
-        let mut writers_seen: SmallVec<[u64; 4]> = SmallVec::new();
-        let uses = reads
-            .map(|var| (var, Access::Read))
-            .chain(writes.map(|var| (var, Access::Write)));
-        for (var, access) in uses {
-            let conflicting = state
-                .fences(var)
-                .iter()
-                .filter(|registered| access == Access::Write || registered.access == Access::Write);
-            for registered in conflicting {
-                if !fenced.contains(&registered.op) {
-                    fenced.push(registered.op);
-                    behind.fences.push(registered.fence.clone());
-                }
-                if registered.access == Access::Write && !writers_seen.contains(&registered.op) {
-                    writers_seen.push(registered.op);
-                    behind.upstream.0.push(Arc::clone(&registered.outcome));
-                }
-            }
-        }
-        behind
-    }
+    behind
 }
 
-/// A launched op's place in the registry, held by the op until its completion. Settled once:
+/// A launched op's fences on its vars, held by the op until its completion. Settled once:
 /// `settle` takes it, and dropping it unsettled (a completion path that unwound) settles it as
 /// a success, so that no op behind it waits forever.
 pub(crate) struct Registration {
-    op: u64,
     outcome: Arc<LaunchedOutcome>,
 }
 
 impl Registration {
+    /// The registration of an op about to launch, its outcome pending.
+    pub(crate) fn new() -> Self {
+        Registration {
+            outcome: Arc::default(),
+        }
+    }
+
     /// Settles the op's outcome (`failure`, if it failed): the device ops released behind its
     /// writes, and waiting for it, complete now, on this thread.
     pub(crate) fn settle(self, failure: Option<&OpFailure>) {
@@ -317,6 +227,7 @@ impl LaunchedOutcome {
 /// The outcomes of the launched writers a device op was released behind (see "Failures" in
 /// the module documentation). Empty for every op but those released at a launch; inline for
 /// a few (no allocation per op of a chain).
+#[derive(Default)]
 pub(crate) struct Upstream(SmallVec<[Arc<LaunchedOutcome>; 2]>);
 
 impl Upstream {
@@ -350,11 +261,49 @@ impl Upstream {
 mod tests {
     use super::*;
     use crate::failure::FailureCause;
-    use depengine_graph::Graph;
+    use depengine_graph::{LaunchedOp, ReadyOp, Waits};
 
-    fn vars<const N: usize>() -> [Var; N] {
-        let graph: Graph<()> = Graph::new();
-        std::array::from_fn(|_| graph.new_var().unwrap())
+    type TestGraph = Graph<&'static str, OpFailure, LaunchedOnVar>;
+
+    /// Pushes an op on `reads` and `writes` that waits for launch (ready at once) and launches
+    /// it with fence `label`, registered on its vars as the engine does.
+    fn launch(
+        graph: &TestGraph,
+        reads: &[Var],
+        writes: &[Var],
+        label: &'static str,
+    ) -> (LaunchedOp<&'static str>, Registration) {
+        let mut released: Vec<ReadyOp<&'static str>> = Vec::new();
+        graph
+            .push_with(Waits::Launch, reads, writes, label, &mut released)
+            .unwrap();
+        let op = released.pop().expect("ready at its push");
+        let (fence, registration) = (Fence::new(label), Registration::new());
+        let launched = graph
+            .launch(
+                op,
+                |access, on_var| on_var.register(access, &fence, &registration),
+                &mut released,
+            )
+            .unwrap();
+        (launched, registration)
+    }
+
+    /// Completes launched `op`, whose fences go from its vars, as the engine does.
+    fn complete(graph: &TestGraph, op: LaunchedOp<&'static str>, registration: &Registration) {
+        let mut released: Vec<ReadyOp<&'static str>> = Vec::new();
+        graph
+            .complete_launched(
+                op,
+                Ok(()),
+                |_, on_var| on_var.remove(registration),
+                &mut released,
+            )
+            .unwrap();
+    }
+
+    fn behind_of(graph: &TestGraph, reads: &[Var], writes: &[Var]) -> Behind {
+        behind(graph, reads.iter().copied(), writes.iter().copied())
     }
 
     /// The labels of `fences` (each a `&str` fence).
@@ -379,118 +328,63 @@ mod tests {
 
     #[test]
     fn a_read_starts_after_launched_writes_and_a_write_after_everything() {
-        let fences = LaunchedFences::default();
-        let [x, y] = vars();
-        let write = fences.register([].into_iter(), [x].into_iter(), &Fence::new("writes x"));
-        fences.register(
-            [x, y].into_iter(),
-            [].into_iter(),
-            &Fence::new("reads x, y"),
-        );
-        assert_eq!(
-            labels(&fences.behind([x].into_iter(), [].into_iter()).fences),
-            ["writes x"]
-        );
-        assert!(
-            fences
-                .behind([y].into_iter(), [].into_iter())
-                .fences
-                .is_empty()
-        );
-        let behind = fences.behind([].into_iter(), [x, y].into_iter());
+        let graph = TestGraph::new();
+        let [x, y] = [(); 2].map(|()| graph.new_var().unwrap());
+        let (write, registration) = launch(&graph, &[], &[x], "writes x");
+        let _read = launch(&graph, &[x, y], &[], "reads x, y");
+        assert_eq!(labels(&behind_of(&graph, &[x], &[]).fences), ["writes x"]);
+        assert!(behind_of(&graph, &[y], &[]).fences.is_empty());
+        let behind = behind_of(&graph, &[], &[x, y]);
         assert_eq!(
             labels(&behind.fences),
             ["writes x", "reads x, y"],
             "each op's fence once"
         );
         assert_eq!(behind.upstream.0.len(), 1, "the writer's outcome alone");
-        fences.remove(&write, [x].into_iter());
+        complete(&graph, write, &registration);
+        assert_eq!(labels(&behind_of(&graph, &[], &[x]).fences), ["reads x, y"]);
+    }
+
+    #[test]
+    fn a_completed_op_leaves_no_fence_on_its_vars() {
+        let graph = TestGraph::new();
+        let [x, y] = [(); 2].map(|()| graph.new_var().unwrap());
+        let (op, registration) = launch(&graph, &[y], &[x], "reads y, writes x");
+        complete(&graph, op, &registration);
+        let behind = behind_of(&graph, &[], &[x, y]);
+        assert!(behind.fences.is_empty() && behind.upstream.0.is_empty());
+        let (op, registration) = launch(&graph, &[], &[x], "writes x again");
         assert_eq!(
-            labels(&fences.behind([].into_iter(), [x].into_iter()).fences),
-            ["reads x, y"]
+            labels(&behind_of(&graph, &[x], &[]).fences),
+            ["writes x again"]
         );
+        complete(&graph, op, &registration);
     }
 
     #[test]
-    fn removing_an_ops_fences_leaves_none_behind() {
-        let fences = LaunchedFences::default();
-        let [x, y] = vars();
-        let op = fences.register([].into_iter(), [x].into_iter(), &Fence::new("writes x"));
-        fences.remove(&op, [x].into_iter());
-        assert_eq!(lock(&fences.state).live, 0);
-        let op = fences.register([y].into_iter(), [x].into_iter(), &Fence::new("x, y"));
-        fences.remove_everywhere(&op);
-        assert_eq!(lock(&fences.state).live, 0);
-        assert!(
-            fences
-                .behind([].into_iter(), [x, y].into_iter())
-                .fences
-                .is_empty()
-        );
-    }
-
-    #[test]
-    fn a_var_at_the_index_of_a_deleted_one_has_fences_of_its_own() {
-        let graph: Graph<()> = Graph::new();
-        let fences = LaunchedFences::default();
+    fn a_deleted_vars_handle_finds_no_fence_of_the_next_var_at_its_index() {
+        let graph = TestGraph::new();
         let old = graph.new_var().unwrap();
-        let op = fences.register([].into_iter(), [old].into_iter(), &Fence::new("old"));
-        fences.remove(&op, [old].into_iter());
+        let (op, registration) = launch(&graph, &[], &[old], "old");
+        complete(&graph, op, &registration);
         graph.delete_var(old, || {}).unwrap().call_if_reclaimed();
         let new = graph.new_var().unwrap();
         assert_eq!(new.index(), old.index(), "the slot was not reused");
-        fences.register([].into_iter(), [new].into_iter(), &Fence::new("new"));
-        let behind = |var| labels(&fences.behind([var].into_iter(), [].into_iter()).fences);
-        assert_eq!(behind(new), ["new"]);
+        let _new_op = launch(&graph, &[], &[new], "new");
+        assert_eq!(labels(&behind_of(&graph, &[new], &[]).fences), ["new"]);
         assert!(
-            behind(old).is_empty(),
+            behind_of(&graph, &[old], &[]).fences.is_empty(),
             "a deleted var's handle found the new var's fence"
         );
     }
 
     #[test]
-    fn a_new_var_at_the_index_of_one_whose_op_still_completes_leaves_that_op_alone() {
-        let graph: Graph<()> = Graph::new();
-        let fences = LaunchedFences::default();
-        let old = graph.new_var().unwrap();
-        let completing = fences.register([].into_iter(), [old].into_iter(), &Fence::new("old"));
-        // The op completed in the graph, and its var was deleted, before its fence went.
-        graph.delete_var(old, || {}).unwrap().call_if_reclaimed();
-        let new = graph.new_var().unwrap();
-        assert_eq!(new.index(), old.index(), "the slot was not reused");
-        fences.register([].into_iter(), [new].into_iter(), &Fence::new("new"));
-        fences.remove(&completing, [old].into_iter());
-        let behind = labels(&fences.behind([].into_iter(), [new].into_iter()).fences);
-        assert_eq!(
-            behind,
-            ["new"],
-            "the old op's removal took the new var's fence"
-        );
-        assert_eq!(lock(&fences.state).live, 1);
-    }
-
-    #[test]
-    fn trimming_gives_the_slots_back_only_once_no_fence_is_left() {
-        let fences = LaunchedFences::default();
-        let [x] = vars();
-        let op = fences.register([].into_iter(), [x].into_iter(), &Fence::new("x"));
-        fences.trim();
-        assert_eq!(
-            labels(&fences.behind([x].into_iter(), [].into_iter()).fences),
-            ["x"]
-        );
-        fences.remove(&op, [x].into_iter());
-        fences.trim();
-        assert!(lock(&fences.state).slots.is_empty());
-    }
-
-    #[test]
     fn an_op_behind_launched_writers_waits_for_their_outcomes_and_takes_a_failure() {
-        let fences = LaunchedFences::default();
-        let [x, y] = vars();
-        let first = fences.register([].into_iter(), [x].into_iter(), &Fence::new("x"));
-        let second = fences.register([].into_iter(), [y].into_iter(), &Fence::new("y"));
-        let seen = passed_on(fences.behind([x, y].into_iter(), [].into_iter()).upstream);
+        let graph = TestGraph::new();
+        let [x, y] = [(); 2].map(|()| graph.new_var().unwrap());
+        let (_first_op, first) = launch(&graph, &[], &[x], "x");
+        let (_second_op, second) = launch(&graph, &[], &[y], "y");
+        let seen = passed_on(behind_of(&graph, &[x, y], &[]).upstream);
         assert!(lock(&seen).is_empty(), "completed before its writers");
         second.settle(None);
         assert!(lock(&seen).is_empty(), "completed before its first writer");
@@ -502,12 +396,12 @@ mod tests {
 
     #[test]
     fn known_outcomes_pass_on_at_once_and_a_dropped_registration_is_a_success() {
-        let fences = LaunchedFences::default();
-        let [x, y] = vars();
-        let ok = fences.register([].into_iter(), [x].into_iter(), &Fence::new("x"));
-        let failed = fences.register([].into_iter(), [y].into_iter(), &Fence::new("y"));
-        let behind_x = fences.behind([x].into_iter(), [].into_iter()).upstream;
-        let behind_y = fences.behind([].into_iter(), [y].into_iter()).upstream;
+        let graph = TestGraph::new();
+        let [x, y] = [(); 2].map(|()| graph.new_var().unwrap());
+        let (_ok_op, ok) = launch(&graph, &[], &[x], "x");
+        let (_failed_op, failed) = launch(&graph, &[], &[y], "y");
+        let behind_x = behind_of(&graph, &[x], &[]).upstream;
+        let behind_y = behind_of(&graph, &[], &[y]).upstream;
         drop(ok);
         failed.settle(Some(&failure("y")));
         assert!(matches!(lock(&passed_on(behind_x))[..], [None]));
@@ -520,10 +414,10 @@ mod tests {
 
     #[test]
     fn a_launched_read_passes_no_outcome_on() {
-        let fences = LaunchedFences::default();
-        let [x] = vars();
-        let read = fences.register([x].into_iter(), [].into_iter(), &Fence::new("reads x"));
-        let behind = fences.behind([].into_iter(), [x].into_iter());
+        let graph = TestGraph::new();
+        let x = graph.new_var().unwrap();
+        let (_read_op, read) = launch(&graph, &[x], &[], "reads x");
+        let behind = behind_of(&graph, &[], &[x]);
         assert_eq!(labels(&behind.fences), ["reads x"]);
         read.settle(Some(&failure("reads x")));
         assert!(matches!(lock(&passed_on(behind.upstream))[..], [None]));

@@ -3,16 +3,16 @@
 
 use std::ptr::NonNull;
 
-use depengine_graph::{Access, Graph, ReadyOp, Var};
+use depengine_graph::{Access, ReadyOp, Var};
 
-use crate::failure::OpFailure;
-use crate::op::record::{OpRecord, Payload};
+use crate::op::record::OpRecord;
 use crate::op::segment::MemberVars;
 use crate::op::vars::OpVars;
+use crate::run::EngineGraph;
 
 /// The vars of `op` (or of one member of its segment), which it holds while the function runs.
 pub(super) struct HeldVars<'a> {
-    graph: &'a Graph<Payload, OpFailure>,
+    graph: &'a EngineGraph,
     op: &'a ReadyOp<OpRecord>,
     /// The segment member being run: its vars are positions in `op`'s (reads, then writes).
     member: Option<&'a MemberVars>,
@@ -21,7 +21,7 @@ pub(super) struct HeldVars<'a> {
 impl<'a> HeldVars<'a> {
     /// The vars of `op`, from `graph`.
     #[inline]
-    pub(super) fn of(graph: &'a Graph<Payload, OpFailure>, op: &'a ReadyOp<OpRecord>) -> Self {
+    pub(super) fn of(graph: &'a EngineGraph, op: &'a ReadyOp<OpRecord>) -> Self {
         HeldVars {
             graph,
             op,
@@ -31,7 +31,7 @@ impl<'a> HeldVars<'a> {
 
     /// The vars of the member of `op`'s segment whose positions are `member`.
     pub(super) fn of_member(
-        graph: &'a Graph<Payload, OpFailure>,
+        graph: &'a EngineGraph,
         op: &'a ReadyOp<OpRecord>,
         member: &'a MemberVars,
     ) -> Self {

@@ -14,8 +14,11 @@
 //! module of its concept; the state owns the parts, and this module (with `dispatch.rs` and
 //! `execute.rs`) is the one place that joins them. The threads that touch each part:
 //!
-//! - `graph`, a `Graph` (depengine-graph): pushers push; the thread that completes an op
-//!   releases its dependents; waits and stall warnings inspect it.
+//! - `graph`, an [`EngineGraph`] (depengine-graph): pushers push; the thread that completes an
+//!   op releases its dependents; waits and stall warnings inspect it. Each var keeps the fences
+//!   of the GPU ops launched on it ([`LaunchedOnVar`], `run/fences.rs`): the threads that
+//!   launch and complete GPU ops register and remove them there, under the var's lock; threads
+//!   that dispatch a GPU op look them up.
 //! - `workers`, [`Workers`] (`route/workers.rs`): pushers resolve routes (starting blocks);
 //!   dispatching threads look blocks and executors up; a worker waiting inside an op asks for
 //!   queued work, and its stand-in runs it; the teardown stops the blocks.
@@ -36,15 +39,12 @@
 //!   a value whose var was deleted by hand keeps its release there; the state's drop runs it.
 //! - `releases`, [`Releases`] (`wait/releases.rs`): completers count the values' releases they
 //!   run after their ops; `wait_for_all` waits for none to run.
-//! - `fences`, [`LaunchedFences`] (`run/fences.rs`): the threads that launch and complete GPU
-//!   ops register and remove their fences; threads that dispatch a GPU op look them up.
 //! - `bulk`, [`Bulk`] (`bulk/mod.rs`), on an engine that bulks: pushers count their entries
 //!   into the graph and read the count to join their segments.
 //!
 //! A pusher touches `pending`, `graph` and `workers`; a worker `profiler`, `graph`,
 //! `failures` (only for a failed op), `workers` (to queue what it released) and `pending`. The
-//! cold parts, `blocked_waits`, `stand_ins`, `var_names`, `retired_data`, `releases` and
-//! `fences`, are
+//! cold parts, `blocked_waits`, `stand_ins`, `var_names`, `retired_data` and `releases`, are
 //! boxed, off the lines of the parts every op reads. Each part documents its own fields' threads.
 
 mod bulk;
@@ -83,10 +83,14 @@ use bulk::Bulk;
 #[cfg(all(test, loom))]
 pub(crate) use bulk::GraphEntries;
 use dispatch::Dispatcher;
-use fences::LaunchedFences;
+use fences::LaunchedOnVar;
 use retired::RetiredData;
 
 static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The engine's graph: its ops' records, their failures, and on each var the fences of the GPU
+/// ops launched on it.
+pub(crate) type EngineGraph = Graph<Payload, OpFailure, LaunchedOnVar>;
 
 /// The state of one engine, shared by its handles, the workers of its CPU blocks (through
 /// their runners), its tasks on the priority block and device executors, its async ops'
@@ -94,7 +98,7 @@ static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct EngineState {
     /// Which engine this is: the threads' markers (`thread/`) and operators name it.
     id: u64,
-    graph: Graph<Payload, OpFailure>,
+    graph: EngineGraph,
     workers: Workers,
     pending: PendingOps,
     failures: FailureLog,
@@ -108,8 +112,6 @@ pub(crate) struct EngineState {
     retired_data: Box<RetiredData>,
     /// The releases that completions run after their ops (`wait/releases.rs`).
     releases: Box<Releases>,
-    /// The fences of the launched GPU ops, by var (`run/fences.rs`).
-    fences: Box<LaunchedFences>,
     /// Bulk execution, if the engine bulks (`EngineConfig::bulk_size` of 2 or more).
     bulk: Option<Box<Bulk>>,
 }
@@ -147,7 +149,6 @@ impl EngineState {
             var_names: Box::default(),
             retired_data: Box::default(),
             releases: Box::default(),
-            fences: Box::default(),
             bulk: Bulk::new(config.bulk_size),
         })
     }
@@ -176,17 +177,16 @@ impl EngineState {
     }
 
     /// The dependency graph: vars, and the ops pushed on them.
-    pub(crate) fn graph(&self) -> &Graph<Payload, OpFailure> {
+    pub(crate) fn graph(&self) -> &EngineGraph {
         &self.graph
     }
 
     /// The engine was found idle: the storage a burst of ops grew goes back, the graph's op
-    /// slots (`Graph::trim`), the launched fences' slots, and the blocks of the closures too
+    /// slots (`Graph::trim`), and the blocks of the closures too
     /// large for a record (`op/sync_fn.rs`; shared by every engine, so only once no engine
     /// holds one).
     pub(crate) fn trim_storage(&self) {
         self.graph.trim();
-        self.fences.trim();
         crate::op::sync_fn::trim_closure_blocks();
     }
 

@@ -146,8 +146,8 @@ const MAX_WALKS: usize = 8;
 /// while those hold. Otherwise the walk is repeated, at most `MAX_WALKS` times.
 ///
 /// `wait_one_shot` tells the wait ops apart in the graph: the one-shot of a wait op's payload.
-pub(crate) fn closes_cycle<P>(
-    graph: &Graph<P, OpFailure>,
+pub(crate) fn closes_cycle<P, L: Default>(
+    graph: &Graph<P, OpFailure, L>,
     waits: &BlockedWaits,
     one_shot: &Arc<WaitOneShot>,
     held: &[Var],

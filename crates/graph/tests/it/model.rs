@@ -278,7 +278,10 @@ fn run(w: &Workload) -> Result<(), TestCaseError> {
             let id = *op.payload();
             let fails = choice % 5 == 1;
             let outcome = if fails { Err(id as u32) } else { Ok(()) };
-            prop_assert_eq!(graph.complete_launched(op, outcome, &mut out), Ok(id));
+            prop_assert_eq!(
+                graph.complete_launched(op, outcome, |_, &mut ()| {}, &mut out),
+                Ok(id)
+            );
             model.set(id, State::Completed);
             if fails {
                 for v in bits(w.ops[id].writes) {
@@ -297,7 +300,7 @@ fn run(w: &Workload) -> Result<(), TestCaseError> {
             prop_assert_eq!(graph.op_failure(&op), expected_failure);
             if choice % 5 == 3 {
                 // Launches: its work goes on; a write clears its vars' failures.
-                launched.push(graph.launch(op, &mut out).unwrap());
+                launched.push(graph.launch(op, |_, &mut ()| {}, &mut out).unwrap());
                 model.set(id, State::Launched);
                 for v in bits(spec.writes) {
                     model.failure[v] = None;
