@@ -40,12 +40,11 @@ use crate::stray;
 use crate::tail::{StreamTail, UNRECORDED_MAX};
 
 thread_local! {
-    /// Set while this GPU worker reports an op's launch: the GPU ops that the launch releases
-    /// are kept for this worker (`queue_device`). Those pushed by an op's function are not: the
-    /// function may wait for them, and no other worker would run one kept here.
-    static REPORTING_LAUNCH: Cell<bool> = const { Cell::new(false) };
-    /// The GPU ops the launch being reported released: `(kept for this worker, queued)`.
-    static RELEASED: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+    /// While this GPU worker reports an op's launch, the GPU ops the launch released so far:
+    /// `(kept for this worker, queued)`. They are kept for this worker (`queue_device`); those
+    /// pushed by an op's function are not: the function may wait for them, and no other worker
+    /// would run one kept here.
+    static REPORTING_LAUNCH: Cell<Option<(u32, u32)>> = const { Cell::new(None) };
 }
 
 /// Marks the calling worker as reporting a launch until dropped (also on unwind).
@@ -53,23 +52,22 @@ struct ReportingLaunch;
 
 impl ReportingLaunch {
     fn enter() -> Self {
-        REPORTING_LAUNCH.with(|flag| flag.set(true));
-        RELEASED.with(|released| released.set((0, 0)));
+        REPORTING_LAUNCH.with(|released| released.set(Some((0, 0))));
         ReportingLaunch
     }
 
     /// Ends the report: whether the launch released one GPU op, kept to run next on this
     /// worker, and no other (which would wait for the op's fence on another stream).
     fn end(self) -> bool {
-        let released = RELEASED.with(Cell::get);
+        let released = REPORTING_LAUNCH.with(Cell::get);
         drop(self);
-        released == (1, 0)
+        released == Some((1, 0))
     }
 }
 
 impl Drop for ReportingLaunch {
     fn drop(&mut self) {
-        REPORTING_LAUNCH.with(|flag| flag.set(false));
+        REPORTING_LAUNCH.with(|released| released.set(None));
     }
 }
 
@@ -192,13 +190,12 @@ impl StreamExecutor {
     /// ran): a chain stays on one stream, and pays no wait across streams, unless the graph
     /// branches (see the module documentation).
     fn queue_device(&self, priority: i32, task: Task) {
-        if !REPORTING_LAUNCH.with(Cell::get) {
+        let Some((was_kept, was_queued)) = REPORTING_LAUNCH.with(Cell::get) else {
             return self.queue(priority, task);
-        }
+        };
         let count = |kept: u32, queued: u32| {
-            RELEASED.with(|released| {
-                let (was_kept, was_queued) = released.get();
-                released.set((was_kept + kept, was_queued + queued));
+            REPORTING_LAUNCH.with(|released| {
+                released.set(Some((was_kept + kept, was_queued + queued)));
             });
         };
         // Kept only by a worker of this block: released by a launch on another, it is queued.
