@@ -12,9 +12,9 @@
 //! Each round, the completer asks whether the *newest* event handed to it has fired: if so,
 //! every op handed over up to it completes, with no further driver call. If not, it completes
 //! the oldest ops whose events fired, one query each, up to the first that has not (an op with
-//! no event completes with the next event's outcome); the newest is not queried twice. When nothing was done, it polls again
-//! with backoff (spins, then yields), so that work of a few microseconds completes without a
-//! sleep and a wake-up; once the backoff is spent, it sleeps in the driver on the oldest event
+//! no event completes with the next event's outcome): each event is queried at most once a
+//! round. When nothing was done, it polls again with backoff (spins, then yields), so that work
+//! of a few microseconds completes without a sleep and a wake-up; once the backoff is spent, it sleeps in the driver on the oldest event
 //! (a blocking-sync event) instead of burning a core. If its newest ops came with no event and
 //! the worker hands nothing more for [`WORKER_GRACE`], it first records one itself
 //! ([`PointSource`]): the worker may be blocked in a function that waits for them.

@@ -40,10 +40,10 @@ use crate::stray;
 use crate::tail::{StreamTail, UNRECORDED_MAX};
 
 thread_local! {
-    /// While this GPU worker reports an op's launch, the GPU ops the launch released so far:
-    /// `(kept for this worker, queued)`. They are kept for this worker (`queue_device`); those
-    /// pushed by an op's function are not: the function may wait for them, and no other worker
-    /// would run one kept here.
+    /// While this GPU worker reports an op's launch (else `None`), the GPU ops the launch
+    /// released so far: `(kept for this worker, queued)`. The first of this block is kept
+    /// (`queue_device`); those pushed by an op's function are not: the function may wait for
+    /// them, and no other worker would run one kept here.
     static REPORTING_LAUNCH: Cell<Option<(u32, u32)>> = const { Cell::new(None) };
 }
 

@@ -154,21 +154,30 @@ pub(crate) enum Ordered {
 
 /// Makes `waiting`'s next work start after the work before `event`, recorded on `on` (or, if
 /// recording it failed, all the work queued on `on`): on the device, or where CUDA refuses, by
-/// a host wait on this failure path only (warned), so that the order holds either way. The
-/// error if the host wait fails too. One mechanism for the engine's fence waits and
+/// a host wait on this failure path only (warned), so that the order holds either way. If the
+/// host wait fails too (as it must in a stream capture), the device's refusal, the cause, is
+/// returned and the host wait's error warned. One mechanism for the engine's fence waits and
 /// [`CudaRun::stream_wait`](crate::CudaRun::stream_wait).
 pub(crate) fn order_after(
     waiting: &CudaStream,
     on: &CudaStream,
     event: Result<&Event, DriverError>,
 ) -> Result<Ordered, DriverError> {
-    let refused = match event {
+    let (refused, host_waited) = match event {
         Ok(event) => match device_wait(waiting, event) {
             Ok(()) => return Ok(Ordered::OnDevice),
-            Err(refused) => host_wait::event(event).map(|()| refused),
+            Err(refused) => (refused, host_wait::event(event)),
         },
-        Err(refused) => host_wait::stream(on).map(|()| refused),
-    }?;
+        Err(refused) => (refused, host_wait::stream(on)),
+    };
+    if let Err(error) = host_waited {
+        tracing::warn!(
+            target: "depengine_cuda",
+            %error,
+            "a host wait, in place of a stream wait CUDA refused, failed too",
+        );
+        return Err(refused);
+    }
     tracing::warn!(
         target: "depengine_cuda",
         error = %refused,

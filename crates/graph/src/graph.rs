@@ -98,8 +98,9 @@ const MERGE_EVERY: usize = crate::incoming::CAPACITY / 2;
 struct VarCold<E, L> {
     on_deleted: Option<OnDeleted>,
     failure: Option<E>,
-    /// What the caller keeps on the var for the ops launched on it (`Graph::launch`).
-    launched: L,
+    /// What the caller keeps on the var for the ops launched on it (`Graph::launch`); reset
+    /// when the slot is reclaimed.
+    for_launched: L,
 }
 
 impl<E, L: Default> Default for VarCold<E, L> {
@@ -107,13 +108,13 @@ impl<E, L: Default> Default for VarCold<E, L> {
         VarCold {
             on_deleted: None,
             failure: None,
-            launched: L::default(),
+            for_launched: L::default(),
         }
     }
 }
 
 /// Everything about one var, under its mutex. With the mutex it fits one cache line (see
-/// `VarSlot`); `on_deleted` and `failure` live in the queue's cold part.
+/// `VarSlot`); `on_deleted`, `failure` and the caller's `L` live in the queue's cold part.
 struct VarState<E, L> {
     /// Bumped when the slot is reclaimed; a handle with another generation is stale.
     generation: u32,
@@ -958,7 +959,9 @@ impl<T, E, L: Default> Graph<T, E, L> {
     /// `on_var(access, launched)` is called on each of the op's vars, with how the op uses it
     /// and the var's [`L`](Graph), under the var's lock, before the var releases anything: an
     /// op released by the launch finds there what it was given
-    /// ([`launched_on`](Self::launched_on)).
+    /// ([`launched_on`](Self::launched_on)). Under the lock, it must not call this graph (the
+    /// lock is not reentrant) nor panic. What it leaves must be taken away by the op's
+    /// `complete_launched`: a reclaimed var's `L` is reset.
     ///
     /// The graph does not look at the payload here or at the completion, so the op may carry
     /// another type than the graph's own (see [`ReadyOp::map`]) from its dispatch on.
@@ -1005,9 +1008,10 @@ impl<T, E, L: Default> Graph<T, E, L> {
     /// for completion (dispatching those that become ready) and returns its payload. A failure
     /// in `outcome` is stored on every var the op wrote (replacing any older one); a success
     /// leaves them as they are (the launch cleared their failures, and an op launched behind
-    /// this one may have written them since). `on_var` is called as by [`launch`](Self::launch),
-    /// in the same section of each var's lock as the failure is stored: an op that looks at the
-    /// var's `L` later finds the failure there instead.
+    /// this one may have written them since). `on_var` is called as by [`launch`](Self::launch)
+    /// (under the lock: no call of this graph, no panic), in the same section of each var's
+    /// lock as the failure is stored: an op that looks at the var's `L` later finds the failure
+    /// there instead.
     ///
     /// # Errors
     ///
@@ -1089,7 +1093,7 @@ impl<T, E, L: Default> Graph<T, E, L> {
         var: u32,
         access: Access,
         step: Step<'_, E>,
-        on_launched: &mut impl FnMut(Access, &mut L),
+        on_var: &mut dyn FnMut(Access, &mut L),
         dispatch: &mut D,
     ) where
         D: Dispatch<T> + ?Sized,
@@ -1130,7 +1134,7 @@ impl<T, E, L: Default> Graph<T, E, L> {
                 }
             }
             if let Step::Launch | Step::CompleteLaunched(_) = step {
-                on_launched(access, &mut state.queue.extra_or_default().launched);
+                on_var(access, &mut state.queue.extra_or_default().for_launched);
             }
             let ops = &self.ops;
             let mut on_grant = |op| {
@@ -1267,6 +1271,11 @@ impl<T, E, L: Default> Graph<T, E, L> {
             self.failed_vars.fetch_sub(1, Ordering::Relaxed);
         }
         state.queue.trim(KEEP_SPILL);
+        // The next var at this index starts with nothing of this one's launched ops (the
+        // caller's own `complete_launched` took everything away, unless it misused `on_var`).
+        if let Some(cold) = state.queue.extra_mut() {
+            cold.for_launched = L::default();
+        }
         // A slot whose generation ran out is retired: it stays deleted forever, so no handle
         // can ever alias a later var.
         let reusable = state.generation != u32::MAX;
@@ -1567,7 +1576,7 @@ impl<T, E, L: Default> Graph<T, E, L> {
 
     /// `look` at what the caller keeps on `var` for the ops launched on it (the `L` that
     /// [`launch`](Self::launch) and [`complete_launched`](Self::complete_launched) change), under
-    /// the var's lock.
+    /// the var's lock (so `look` must not call this graph).
     ///
     /// ```
     /// use depengine_graph::{Graph, ReadyOp};
@@ -1593,7 +1602,7 @@ impl<T, E, L: Default> Graph<T, E, L> {
     pub fn launched_on<R>(&self, var: Var, look: impl FnOnce(&L) -> R) -> Result<R, GraphError> {
         let state = self.lock_current(var)?;
         match state.queue.extra() {
-            Some(cold) => Ok(look(&cold.launched)),
+            Some(cold) => Ok(look(&cold.for_launched)),
             None => Ok(look(&L::default())),
         }
     }

@@ -588,7 +588,7 @@ fn a_launched_completion_races_a_ring_push() {
 /// once, looks at `a`'s notes and then at its own failure, while another thread completes the
 /// launched write with a failure, removing its note. The released write finds the note or the
 /// failure, never neither (with the note removed in a section of its own before the failure's,
-/// it can find neither: tried).
+/// it can find neither).
 #[test]
 fn a_launched_ops_note_and_its_failure_change_together() {
     type Noting = Graph<u32, &'static str, Vec<u32>>;

@@ -675,6 +675,31 @@ fn trim_gives_back_the_storage_of_parked_ops_and_keeps_it_for_repeats() {
     assert_eq!(burst(), (0, kept), "without growing");
 }
 
+/// A reclaimed var's `L` is reset: the next var at its index finds nothing a completion left.
+#[test]
+fn the_next_var_at_a_reclaimed_index_finds_nothing_left_for_launched_ops() {
+    use crate::Waits;
+
+    let graph: Graph<u32, &'static str, Vec<u32>> = Graph::new();
+    let old = graph.new_var().unwrap();
+    let mut ready = Vec::new();
+    graph
+        .push_with(Waits::Launch, &[], &[old], 1, &mut ready)
+        .unwrap();
+    let op = ready.pop().unwrap();
+    let launched = graph
+        .launch(op, |_, noted| noted.push(1), &mut ready)
+        .unwrap();
+    // The completion leaves its note behind (a caller's mistake).
+    graph
+        .complete_launched(launched, Ok(()), |_, _| {}, &mut ready)
+        .unwrap();
+    graph.delete_var(old, || {}).unwrap().call_if_reclaimed();
+    let new = graph.new_var().unwrap();
+    assert_eq!(new.index(), old.index(), "the slot was not reused");
+    assert_eq!(graph.launched_on(new, Clone::clone), Ok(Vec::new()));
+}
+
 /// What the caller notes on a launched op's vars (`L`) stays there until the op's completion
 /// changes it, and `launched_on` reads it; a stale handle is refused.
 #[test]

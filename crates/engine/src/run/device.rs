@@ -9,15 +9,16 @@
 //!                  │        launches on the worker's stream; its outcome is kept
 //!                  │        (AwaitingDevice, Step::Returned: one box for the op's two steps)
 //!                  ├─► reports the launch: completion.launched(fence)
-//!                  │       if the function succeeded: the fence registered on the op's vars,
-//!                  │       Graph::launch releases the device ops behind it (Step::Launched)
+//!                  │       if the function succeeded: Graph::launch registers the fence on the
+//!                  │       op's vars and releases the device ops behind it (Step::Launched)
 //!                  └─► hands the completion to its stream's completion thread
 //!                        ── an event after it fired ──► completion.complete(device's outcome)
 //!                                   │
 //!    finish: the function's outcome, else a failure passed on from the launched ops it was
 //!            released behind (run/fences.rs, Failures), else the device's; Graph::complete
-//!            (or complete_launched) releases the CPU ops behind it, pending -= 1; the fence
-//!            removed, its outcome settled for the device ops behind it
+//!            (or complete_launched, which removes the fence where it stores the failure)
+//!            releases the CPU ops behind it, pending -= 1; its outcome settled for the device
+//!            ops behind it
 //! ```
 //!
 //! Sync GPU ops are pushed waiting for launch (`Waits::Launch`): once an op launched, the
@@ -53,7 +54,7 @@ use crate::op::record::OpRecord;
 use crate::profile::recorder::Started;
 use crate::run::EngineState;
 use crate::run::dispatch::Dispatcher;
-use crate::run::fences::{self, Behind, Registration, Upstream};
+use crate::run::fences::{self, Registration, Upstream};
 use crate::thread::task::TaskMarker;
 
 impl EngineState {
@@ -66,12 +67,12 @@ impl EngineState {
     /// launched ops it was released behind.
     fn device_task(self: &Arc<Self>, op: ReadyOp<OpRecord>) -> DeviceTask {
         let priority = op.payload().priority;
-        let Behind { fences, upstream } = fences::behind(&self.graph, op.reads(), op.writes());
+        let behind = fences::behind(&self.graph, op.reads(), op.writes());
         let unlaunched = Unlaunched {
             state: Arc::clone(self),
-            op: Some((op, upstream)),
+            op: Some((op, behind.upstream)),
         };
-        DeviceTask::new(priority, move || unlaunched.run()).after(fences)
+        DeviceTask::new(priority, move || unlaunched.run()).after(behind.fences)
     }
 
     /// Runs the op's function on the executor's worker; the completion finishes the op, after
@@ -126,7 +127,7 @@ enum Step {
         /// `None` had the graph refused the launch, which it does only for another graph's
         /// op (then only the op's count is finished).
         op: Option<LaunchedOp<OpRecord>>,
-        /// Its fence's place in the registry, settled with its outcome at its completion.
+        /// What names its fences on its vars; settled with its outcome at its completion.
         registration: Registration,
     },
 }
@@ -154,7 +155,7 @@ impl DeviceOp for AwaitingDevice {
         let registration = Registration::new();
         let launched = state.graph.launch(
             op,
-            |access, launched| launched.register(access, &fence, &registration),
+            |access, on_var| on_var.register(access, &fence, &registration),
             &mut Dispatcher::new(state, false, None),
         );
         drop(marker);

@@ -296,7 +296,7 @@ impl EngineState {
         let _ = self.graph.complete_launched(
             op,
             outcome,
-            |_, launched| launched.remove(registration),
+            |_, on_var| on_var.remove(registration),
             &mut dispatcher,
         );
         dispatcher.wake_now();

@@ -54,6 +54,9 @@ use smallvec::SmallVec;
 
 use crate::failure::OpFailure;
 
+/// Fences a var keeps room for once its launched ops completed: more is a burst's, given back.
+const KEEP_FENCES: usize = 4;
+
 /// The fences of the launched ops on one var, oldest first: the graph's `L` for the engine's
 /// vars, changed and read under the var's lock (see the module documentation).
 #[derive(Default)]
@@ -84,6 +87,10 @@ impl LaunchedOnVar {
     pub(crate) fn remove(&mut self, registration: &Registration) {
         self.0
             .retain(|registered| !Arc::ptr_eq(&registered.outcome, &registration.outcome));
+        if self.0.is_empty() && self.0.capacity() > KEEP_FENCES {
+            // A burst of launched ops on the var is over: its storage goes back.
+            self.0 = Vec::new();
+        }
     }
 
     /// Adds to `behind` the fences of the launched ops that an op using the var as `access`
@@ -147,7 +154,8 @@ pub(crate) fn behind<T, E>(
     behind
 }
 
-/// A launched op's fences on its vars, held by the op until its completion. Settled once:
+/// What names a launched op's fences on its vars, and its outcome for the ops released behind
+/// it: held by the op until its completion. Settled once:
 /// `settle` takes it, and dropping it unsettled (a completion path that unwound) settles it as
 /// a success, so that no op behind it waits forever.
 pub(crate) struct Registration {
@@ -359,6 +367,28 @@ mod tests {
             ["writes x again"]
         );
         complete(&graph, op, &registration);
+    }
+
+    #[test]
+    fn a_var_gives_back_the_room_of_a_burst_of_launched_ops() {
+        let graph = TestGraph::new();
+        let x = graph.new_var().unwrap();
+        let reads: Vec<_> = (0..=KEEP_FENCES)
+            .map(|_| launch(&graph, &[x], &[], "reads x"))
+            .collect();
+        let room = || {
+            graph
+                .launched_on(x, |launched| launched.0.capacity())
+                .unwrap()
+        };
+        assert!(room() > KEEP_FENCES);
+        for (op, registration) in reads {
+            complete(&graph, op, &registration);
+        }
+        assert_eq!(room(), 0, "a burst's room kept");
+        let (op, registration) = launch(&graph, &[x], &[], "reads x");
+        complete(&graph, op, &registration);
+        assert!(room() > 0, "the room of a few given back each time");
     }
 
     #[test]

@@ -182,9 +182,8 @@ impl EngineState {
     }
 
     /// The engine was found idle: the storage a burst of ops grew goes back, the graph's op
-    /// slots (`Graph::trim`), and the blocks of the closures too
-    /// large for a record (`op/sync_fn.rs`; shared by every engine, so only once no engine
-    /// holds one).
+    /// slots (`Graph::trim`) and the blocks of the closures too large for a record
+    /// (`op/sync_fn.rs`; shared by every engine, so only once no engine holds one).
     pub(crate) fn trim_storage(&self) {
         self.graph.trim();
         crate::op::sync_fn::trim_closure_blocks();
