@@ -1087,13 +1087,15 @@ impl<T, E, L: Default> Graph<T, E, L> {
         Ok(payload)
     }
 
-    /// Transition 3 or 4 (or 5, 6: `step`) on one var, then dispatch whatever it made ready.
+    /// Transition 3 or 4 (or 5, 6: `step`) on one var, then dispatch whatever it made ready;
+    /// `on_var` for 5 and 6. Generic over it, not `dyn`: each caller (each its own hook type)
+    /// gets its own copy, in which its constant `step` prunes the other transitions' branches.
     fn release<D>(
         &self,
         var: u32,
         access: Access,
         step: Step<'_, E>,
-        on_var: &mut dyn FnMut(Access, &mut L),
+        on_var: &mut impl FnMut(Access, &mut L),
         dispatch: &mut D,
     ) where
         D: Dispatch<T> + ?Sized,
