@@ -193,6 +193,10 @@ impl std::fmt::Debug for Fence {
     }
 }
 
+/// The fences a device op's work starts after ([`DeviceTask::after`]): inline for the few an
+/// op is usually released behind, so that a chain allocates none per op.
+pub type Fences = SmallVec<[Fence; 2]>;
+
 /// A device op as its executor receives it ([`Executor::execute_device`]): a priority, the
 /// fences its work must start after, and a function that starts the op's work and returns the
 /// completion to call once that work is done. Only running the task gives the completion, so
@@ -216,8 +220,7 @@ impl std::fmt::Debug for Fence {
 /// ```
 pub struct DeviceTask {
     priority: i32,
-    /// Inline for the few an op is usually released behind: no allocation per op of a chain.
-    fences: SmallVec<[Fence; 2]>,
+    fences: Fences,
     /// Where an executor that records device work keeps this task's (`recorded`).
     recording: Option<Arc<Recording>>,
     run: Box<dyn FnOnce(TaskRun) -> DeviceCompletion + Send + 'static>,
@@ -294,7 +297,7 @@ impl DeviceTask {
     pub fn new(priority: i32, run: impl FnOnce() -> DeviceCompletion + Send + 'static) -> Self {
         DeviceTask {
             priority,
-            fences: SmallVec::new(),
+            fences: Fences::new(),
             recording: None,
             run: Box::new(move |_| run()),
         }
@@ -335,7 +338,7 @@ impl DeviceTask {
     ) -> Self {
         DeviceTask {
             priority,
-            fences: SmallVec::new(),
+            fences: Fences::new(),
             recording: Some(recording),
             run: Box::new(run),
         }
@@ -344,8 +347,8 @@ impl DeviceTask {
     /// The same task, whose work must start after `fences` (the launched device ops it was
     /// released behind).
     #[must_use]
-    pub fn after(mut self, fences: impl IntoIterator<Item = Fence>) -> Self {
-        self.fences = fences.into_iter().collect();
+    pub fn after(mut self, fences: impl Into<Fences>) -> Self {
+        self.fences = fences.into();
         self
     }
 

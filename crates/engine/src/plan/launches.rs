@@ -20,9 +20,8 @@
 //! part is stored before its count-down; the count-down is `AcqRel` (`ReleaseCounts`, whose
 //! loom model `replay_dependent_sees_every_dependency` checks it), so the finisher sees both.
 
-use depengine_device::Fence;
+use depengine_device::{Fence, Fences};
 use depengine_sync::{Mutex, OnceLock, lock};
-use smallvec::SmallVec;
 
 use crate::failure::OpFailure;
 use crate::plan::release_counts::ReleaseCounts;
@@ -60,7 +59,7 @@ impl<P> Launches<P> {
 
     /// The fences of `preds` (an op's predecessors along at-launch edges) that launched: what
     /// its work waits for; inline for a few (no allocation per op of a chain).
-    pub(crate) fn fences_of(&self, preds: &[u32]) -> SmallVec<[Fence; 2]> {
+    pub(crate) fn fences_of(&self, preds: &[u32]) -> Fences {
         preds
             .iter()
             .filter_map(|&pred| self.fences[pred as usize].get().cloned())

@@ -203,15 +203,35 @@ impl DeviceOp for AwaitingDevice {
                     drop(in_flight);
                 });
             }
+            // Once the launched ops it was released behind are known, the op completes with
+            // the first failure among them, else with the device's outcome, releasing the CPU
+            // ops behind it; its fence goes from each var in the section of the var's lock
+            // that stores its failure; then the device ops released behind it learn that
+            // outcome. Subtle: a device op released from now on (behind another launched op)
+            // either finds this op's fence on a var, and takes its outcome, or finds the
+            // failure stored on the var, which skips it (failure rule 2); never neither.
             Step::Launched { op, registration } => {
-                let launched = LaunchedWork {
-                    state,
-                    op,
-                    registration,
-                    started,
-                    in_flight,
-                };
-                launched.complete(upstream, device);
+                if let Some(op) = &op {
+                    state
+                        .workers
+                        .note_device_outcome(op.payload().context, &device);
+                }
+                upstream.then(move |passed_on| {
+                    let marker = TaskMarker::enter(state.id);
+                    if let Some(op) = op {
+                        let (outcome, root) = outcome_of(passed_on, device, op.payload());
+                        let failure = outcome.as_ref().err().cloned();
+                        state.profile(|| op.payload().profiled_op(), started, &outcome);
+                        state.finish_launched(op, outcome, root, &registration);
+                        registration.settle(failure.as_ref());
+                    } else {
+                        state.finish_uncompleted();
+                        registration.settle(None);
+                    }
+                    drop(in_flight);
+                    drop(state);
+                    drop(marker);
+                });
             }
         }
     }
@@ -231,56 +251,6 @@ fn finish(
     // As for a priority task: this reference goes while the thread is still marked.
     drop(state);
     drop(marker);
-}
-
-/// A GPU op whose launched work is done, completing.
-struct LaunchedWork {
-    state: Arc<EngineState>,
-    op: Option<LaunchedOp<OpRecord>>,
-    registration: Registration,
-    started: Option<Started>,
-    in_flight: InFlight,
-}
-
-impl LaunchedWork {
-    /// Once the launched ops it was released behind (`upstream`) are known, the op completes
-    /// with the first failure among them, else with the device's outcome, releasing the CPU
-    /// ops behind it; its fence goes from each var in the section of the var's lock that
-    /// stores its failure; then the device ops released behind it learn that outcome.
-    ///
-    /// Subtle: a device op released from now on (behind another launched op) either finds this
-    /// op's fence on a var, and takes its outcome, or finds the failure stored on the var, which
-    /// skips it (failure rule 2); never neither.
-    fn complete(self, upstream: Upstream, device: Result<(), DeviceError>) {
-        let LaunchedWork {
-            state,
-            op,
-            registration,
-            started,
-            in_flight,
-        } = self;
-        if let Some(op) = &op {
-            state
-                .workers
-                .note_device_outcome(op.payload().context, &device);
-        }
-        upstream.then(move |passed_on| {
-            let marker = TaskMarker::enter(state.id);
-            if let Some(op) = op {
-                let (outcome, root) = outcome_of(passed_on, device, op.payload());
-                let failure = outcome.as_ref().err().cloned();
-                state.profile(|| op.payload().profiled_op(), started, &outcome);
-                state.finish_launched(op, outcome, root, &registration);
-                registration.settle(failure.as_ref());
-            } else {
-                state.finish_uncompleted();
-                registration.settle(None);
-            }
-            drop(in_flight);
-            drop(state);
-            drop(marker);
-        });
-    }
 }
 
 /// The outcome of the op of `record` whose work the device reported on (`device`), once the

@@ -47,7 +47,7 @@ use std::mem;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use depengine_device::Fence;
+use depengine_device::{Fence, Fences};
 use depengine_graph::{Access, Graph, Var};
 use depengine_sync::{Mutex, lock};
 use smallvec::SmallVec;
@@ -102,16 +102,13 @@ impl LaunchedOnVar {
             .iter()
             .filter(|registered| access == Access::Write || registered.access == Access::Write);
         for registered in conflicting {
-            let seen = |outcomes: &[Arc<LaunchedOutcome>]| {
-                outcomes
-                    .iter()
-                    .any(|outcome| Arc::ptr_eq(outcome, &registered.outcome))
-            };
-            if !seen(fenced) {
-                fenced.push(Arc::clone(&registered.outcome));
+            let op = Arc::as_ptr(&registered.outcome);
+            if !fenced.contains(&op) {
+                fenced.push(op);
                 behind.fences.push(registered.fence.clone());
             }
-            if registered.access == Access::Write && !seen(&behind.upstream.0) {
+            let is_upstream = |outcome: &Arc<LaunchedOutcome>| Arc::as_ptr(outcome) == op;
+            if registered.access == Access::Write && !behind.upstream.0.iter().any(is_upstream) {
                 behind.upstream.0.push(Arc::clone(&registered.outcome));
             }
         }
@@ -123,14 +120,15 @@ impl LaunchedOnVar {
 pub(crate) struct Behind {
     /// The fences its work starts after, each once; inline for a few (no allocation per op of
     /// a chain).
-    pub(crate) fences: SmallVec<[Fence; 2]>,
+    pub(crate) fences: Fences,
     /// The outcomes it completes after.
     pub(crate) upstream: Upstream,
 }
 
-/// The ops whose fences a [`Behind`] holds, by outcome (which names the op): each op's fence
-/// once. Inline for a few: no allocation per lookup.
-type Fenced = SmallVec<[Arc<LaunchedOutcome>; 4]>;
+/// The ops whose fences a [`Behind`] holds, by their outcome's address (which names the op):
+/// each op's fence once. Compared only, never followed; inline for a few: no allocation or
+/// count change per lookup.
+type Fenced = SmallVec<[*const LaunchedOutcome; 4]>;
 
 /// What a device op that reads `reads` and writes `writes` starts and completes after (see the
 /// module documentation): the fences of the launched ops it conflicts with, and the outcomes

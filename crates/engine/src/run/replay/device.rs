@@ -10,8 +10,9 @@
 
 use std::sync::Arc;
 
-use depengine_device::{DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fence, TaskRun};
-use smallvec::SmallVec;
+use depengine_device::{
+    DeviceCompletion, DeviceError, DeviceOp, DeviceTask, Fence, Fences, TaskRun,
+};
 
 use super::{Part, Replay, run_queued};
 use crate::failure::{FailureCause, OpFailure};
@@ -48,7 +49,7 @@ impl Replay {
         // Its work behind the launched work of the ops it was released behind.
         let fences = match &self.launches {
             Some(launches) => launches.fences_of(&self.plan.deps.launch_preds[op as usize]),
-            None => SmallVec::new(),
+            None => Fences::new(),
         };
         let run = plan_op.run;
         let copy = matches!(plan_op.target, Target::Device { copy: true });
