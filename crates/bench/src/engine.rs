@@ -35,8 +35,9 @@
 //!   ops' spinning) / (N/100), in µs, the cost of handing a priority op to the next;
 //! - `random_1us`: the same graph, each op spinning 1 µs; `random_1us_overhead` is
 //!   (measured − ideal) / N, ideal = max(total work / workers, critical path), an op's work
-//!   being what a spin costs here, measured before the run (a little over 1 µs: the spin
-//!   stops at the first clock reading past it).
+//!   being what a spin costs here, measured before the run with as many threads spinning at
+//!   once as the engine has workers (a little over 1 µs: the spin stops at the first clock
+//!   reading past it).
 //! - `replay_chain`, `replay_random_empty`, `replay_random_1us`: the first `PLAN_OPS` ops of
 //!   `chain` and of the random graph captured once as a plan (`Engine::capture`), replayed
 //!   back to back until N ops ran (`Engine::replay`): the cost of a static graph beside its
@@ -70,7 +71,7 @@
 //! `DEPENGINE_*` environment variables that are set (`DEPENGINE_MAX_PENDING`, say), except for
 //! the kind and the worker count, which the flags set, and, for `depengine-bulk`, the bulk size.
 
-use std::sync::{OnceLock, mpsc};
+use std::sync::{Barrier, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
@@ -111,7 +112,12 @@ pub(crate) fn run(args: &Args) -> Result<(), String> {
     .iter()
     .any(|workload| args.wants(workload))
     {
-        eprintln!("a spin_1us costs {:.1} ns here", spin_cost_ns());
+        eprintln!(
+            "a spin_1us costs {:.1} ns here alone, {:.1} ns with {} threads spinning",
+            spin_cost_ns(1),
+            spin_cost_ns(args.threads),
+            args.threads
+        );
     }
     run_system(args)
 }
@@ -739,7 +745,8 @@ impl RandomGraph {
     }
 
     /// max(total work / workers, critical path) in ns of the first `ops` ops, each costing
-    /// what a `spin_1us` costs here ([`spin_cost_ns`]).
+    /// what a `spin_1us` costs here ([`spin_cost_ns`]): with `workers` spinning at once in the
+    /// work, alone along the path.
     fn ideal_ns(&self, ops: usize, workers: usize) -> f64 {
         // Unit-time ops with unlimited workers: an op starts after the last write of every var
         // it uses and, for its written var, after the reads since that write.
@@ -762,9 +769,9 @@ impl RandomGraph {
             last_read[w] = finish;
             depth = depth.max(finish);
         }
-        let spin = spin_cost_ns();
-        let work = ops as f64 * spin / workers.max(1) as f64;
-        work.max(depth as f64 * spin)
+        let workers = workers.max(1);
+        let work = ops as f64 * spin_cost_ns(workers) / workers as f64;
+        work.max(depth as f64 * spin_cost_ns(1))
     }
 }
 
@@ -772,15 +779,23 @@ fn spin_1us() {
     spin(SPIN);
 }
 
-/// What one `spin_1us` costs on this machine, in ns: a little over `SPIN`, as it stops at the
-/// first clock reading past it. The work of an op that spins, for the bounds of the
-/// `_overhead` figures, which no scheduler can beat. Measured once per process: the median
-/// of 7 batches of 1000 spins on the calling thread.
-fn spin_cost_ns() -> f64 {
-    static COST: OnceLock<f64> = OnceLock::new();
-    *COST.get_or_init(|| {
-        const SPINS: u32 = 1000;
-        let mut batches: Vec<f64> = (0..7)
+/// What one `spin_1us` costs on this machine while `threads` threads spin at once, in ns: a
+/// little over `SPIN`, as it stops at the first clock reading past it. The work of an op that
+/// spins, for the bounds of the `_overhead` figures, which no scheduler can beat: spins side by
+/// side on a virtual machine's cores can each cost more than one alone, and a bound that took
+/// the lone cost would count that as the scheduler's. Measured once per process and thread
+/// count: the median of 7 batches of 1000 spins on each thread, the threads started together.
+fn spin_cost_ns(threads: usize) -> f64 {
+    const SPINS: u32 = 1000;
+    static COSTS: Mutex<Vec<(usize, f64)>> = Mutex::new(Vec::new());
+    let mut costs = COSTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&(_, cost)) = costs.iter().find(|&&(counted, _)| counted == threads) {
+        return cost;
+    }
+    let start_together = Barrier::new(threads);
+    let batches = || {
+        start_together.wait();
+        (0..7)
             .map(|_| {
                 let start = Instant::now();
                 for _ in 0..SPINS {
@@ -788,10 +803,19 @@ fn spin_cost_ns() -> f64 {
                 }
                 start.elapsed().as_nanos() as f64 / f64::from(SPINS)
             })
-            .collect();
-        batches.sort_by(f64::total_cmp);
-        batches[batches.len() / 2]
-    })
+            .collect::<Vec<f64>>()
+    };
+    let mut batches: Vec<f64> = std::thread::scope(|scope| {
+        let spinners: Vec<_> = (0..threads).map(|_| scope.spawn(batches)).collect();
+        spinners
+            .into_iter()
+            .flat_map(|spinner| spinner.join().unwrap_or_default())
+            .collect()
+    });
+    batches.sort_by(f64::total_cmp);
+    let cost = batches[batches.len() / 2];
+    costs.push((threads, cost));
+    cost
 }
 
 /// Spins for `time`.
