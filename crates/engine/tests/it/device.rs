@@ -663,6 +663,9 @@ struct Launches {
     fences: Vec<Vec<usize>>,
     /// The completions of launched ops not released yet, with their launch order.
     held: Vec<(usize, DeviceCompletion)>,
+    /// The launch orders of the ops whose launch was reported (then held, or dropped), in the
+    /// order of the reports: an op's launch may release ops that report theirs first.
+    reported: Vec<usize>,
     /// The launch orders of the ops whose completion said their function failed.
     functions_failed: Vec<usize>,
     /// The test panicked (`DeviceHandle`): completions are no longer held.
@@ -670,13 +673,15 @@ struct Launches {
 }
 
 impl LaunchingDevice {
-    /// Waits until op `order` launched (counting from 0), and returns the fences of every op
-    /// launched so far.
+    /// Waits until ops `0..=order` (in launch order) launched and their completions are held,
+    /// and returns the fences of every op launched so far.
     fn launched(&self, order: usize) -> Vec<Vec<usize>> {
         let state = self.state.lock().unwrap();
         let (state, timeout) = self
             .arrived
-            .wait_timeout_while(state, Duration::from_secs(10), |s| s.fences.len() <= order)
+            .wait_timeout_while(state, Duration::from_secs(10), |s| {
+                (0..=order).any(|op| !s.reported.contains(&op))
+            })
             .unwrap();
         assert!(!timeout.timed_out(), "{} ops launched", state.fences.len());
         state.fences.clone()
@@ -720,6 +725,7 @@ impl Executor for LaunchingDevice {
         // Unlocked: the launch releases the device ops behind this one, which come back here.
         completion.launched(depengine::Fence::new(order));
         let mut state = self.state.lock().unwrap();
+        state.reported.push(order);
         if state.closed {
             drop(state);
             // Unlocked too: the failure of the dropped completion releases ops behind it.
