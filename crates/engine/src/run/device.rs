@@ -86,10 +86,9 @@ impl EngineState {
         let mut completion = None;
         self.run_function(op, None, |op, outcome, started| {
             completion = Some(DeviceCompletion::for_op(Box::new(AwaitingDevice {
-                state: Arc::clone(&self),
+                in_flight: InFlight::counted(Arc::clone(&self)),
                 started,
                 upstream,
-                in_flight: InFlight::counted(&self),
                 step: Step::Returned { op, outcome },
             })));
         });
@@ -105,12 +104,12 @@ impl EngineState {
 /// A GPU op whose function returned, holding its vars until the executor reports on it: that
 /// its work launched (optionally), then that the work is done. One box for both steps.
 struct AwaitingDevice {
-    state: Arc<EngineState>,
+    /// Its count as device work, and the engine.
+    in_flight: InFlight,
     /// When it started, for a profiled op.
     started: Option<Started>,
     /// The outcomes of the launched ops it was released behind (`run/fences.rs`, "Failures").
     upstream: Upstream,
-    in_flight: InFlight,
     step: Step,
 }
 
@@ -146,7 +145,7 @@ impl DeviceOp for AwaitingDevice {
             // launched before failing is done (its buffers may still be in use).
             return self;
         };
-        let state = &self.state;
+        let state = self.in_flight.state();
         let marker = TaskMarker::enter(state.id);
         // Registered on each var before the launch releases anything there: every device op it
         // releases finds the fence (`run/fences.rs`). Our own op, so the graph takes it; were
@@ -181,12 +180,12 @@ impl DeviceOp for AwaitingDevice {
     /// are known, with the first failure among them, else with the device's outcome.
     fn complete(self: Box<Self>, device: Result<(), DeviceError>) {
         let AwaitingDevice {
-            state,
+            in_flight,
             started,
             upstream,
-            in_flight,
             step,
         } = *self;
+        let state = in_flight.state();
         match step {
             Step::Returned { op, outcome } => {
                 state
@@ -194,13 +193,11 @@ impl DeviceOp for AwaitingDevice {
                     .note_device_outcome(op.payload().context, &device);
                 if let Err(own) = outcome {
                     // Its own failure wins over anything passed on: no need to wait.
-                    finish(state, op, started, Err(own), true);
-                    return drop(in_flight);
+                    return finish(in_flight, op, started, Err(own), true);
                 }
                 upstream.then(move |passed_on| {
                     let (outcome, root) = outcome_of(passed_on, device, op.payload());
-                    finish(state, op, started, outcome, root);
-                    drop(in_flight);
+                    finish(in_flight, op, started, outcome, root);
                 });
             }
             // Once the launched ops it was released behind are known, the op completes with
@@ -217,6 +214,7 @@ impl DeviceOp for AwaitingDevice {
                         .note_device_outcome(op.payload().context, &device);
                 }
                 upstream.then(move |passed_on| {
+                    let state = in_flight.state();
                     let marker = TaskMarker::enter(state.id);
                     if let Some(op) = op {
                         let (outcome, root) = outcome_of(passed_on, device, op.payload());
@@ -228,8 +226,9 @@ impl DeviceOp for AwaitingDevice {
                         state.finish_uncompleted();
                         registration.settle(None);
                     }
+                    // As for a priority task: the engine's reference goes while the thread is
+                    // still marked.
                     drop(in_flight);
-                    drop(state);
                     drop(marker);
                 });
             }
@@ -237,19 +236,20 @@ impl DeviceOp for AwaitingDevice {
     }
 }
 
-/// Completes the op with `outcome` (`root`: its own failure, not passed on).
+/// Completes the op with `outcome` (`root`: its own failure, not passed on), then its count
+/// as device work.
 fn finish(
-    state: Arc<EngineState>,
+    in_flight: InFlight,
     op: ReadyOp<OpRecord>,
     started: Option<Started>,
     outcome: Result<(), OpFailure>,
     root: bool,
 ) {
+    let state = in_flight.state();
     let marker = TaskMarker::enter(state.id);
-    state.profile(|| op.payload().profiled_op(), started, &outcome);
-    state.finish(op, outcome, root, None);
-    // As for a priority task: this reference goes while the thread is still marked.
-    drop(state);
+    state.finish_profiled(op, started, outcome, root, None);
+    // As for a priority task: the engine's reference goes while the thread is still marked.
+    drop(in_flight);
     drop(marker);
 }
 
@@ -314,13 +314,17 @@ pub(super) fn hand_over(executor: &dyn Executor, task: DeviceTask) {
 /// done: counted while alive (`GpuExecutors::work_handed`), so that a shutdown stalled on a
 /// hung device can tell (`api/blocking.rs`). A function still running (it may block on the
 /// host) is not device work. Its owner moves it along the op's path and drops it once the op
-/// is finished.
+/// is finished; it reaches the engine through it.
 pub(super) struct InFlight(Arc<EngineState>);
 
 impl InFlight {
-    pub(super) fn counted(state: &Arc<EngineState>) -> Self {
+    pub(super) fn counted(state: Arc<EngineState>) -> Self {
         state.workers.gpus().work_handed();
-        InFlight(Arc::clone(state))
+        InFlight(state)
+    }
+
+    pub(super) fn state(&self) -> &Arc<EngineState> {
+        &self.0
     }
 }
 

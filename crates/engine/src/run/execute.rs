@@ -60,8 +60,7 @@ impl EngineState {
     pub(super) fn execute(self: &Arc<Self>, op: ReadyOp<OpRecord>, keep_for: Option<BlockKey>) {
         let _marker = keep_for.is_none().then(|| TaskMarker::enter(self.id));
         self.run_function(op, keep_for, |op, outcome, started| {
-            self.profile(|| op.payload().profiled_op(), started, &outcome);
-            self.finish(op, outcome, true, keep_for);
+            self.finish_profiled(op, started, outcome, true, keep_for);
         });
     }
 
@@ -358,12 +357,26 @@ impl FinishAsync for EngineState {
         started: Option<Started>,
         outcome: Result<(), OpFailure>,
     ) {
-        self.profile(|| op.payload().profiled_op(), started, &outcome);
-        self.finish(op, outcome, true, None);
+        self.finish_profiled(op, started, outcome, true, None);
     }
 }
 
 impl EngineState {
+    /// Completes `op` with `outcome` (`root`: its own failure, not passed on; `keep_for`: as
+    /// `finish`'s), recorded for the profiler if it `started` a profiled run.
+    #[inline]
+    pub(super) fn finish_profiled(
+        self: &Arc<Self>,
+        op: ReadyOp<OpRecord>,
+        started: Option<Started>,
+        outcome: Result<(), OpFailure>,
+        root: bool,
+        keep_for: Option<BlockKey>,
+    ) {
+        self.profile(|| op.payload().profiled_op(), started, &outcome);
+        self.finish(op, outcome, root, keep_for);
+    }
+
     /// Completes `op`, which stands for several (a replay), with an outcome per var:
     /// `failures[position]` for the var at `position` of its reads then writes (`None`:
     /// cleared), the failures its parts logged already.

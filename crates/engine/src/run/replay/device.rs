@@ -121,7 +121,7 @@ impl Replay {
                 device: Ok(()),
                 started,
                 launched: false,
-                work: Some(InFlight::counted(&self.state)),
+                work: Some(InFlight::counted(Arc::clone(&self.state))),
             }),
             replay: Arc::clone(&self),
             op,
