@@ -87,10 +87,10 @@ pub(crate) fn run(extra: impl Iterator<Item = String>) -> Result {
     let second = std::thread::spawn({
         let log = log.clone();
         move || {
-            let ran = miri_test(&["depengine-pool"])
-                .arg("--tests")
-                .env("CARGO_TARGET_DIR", "target/miri-lane")
-                .run_logged(&log);
+            let ran = second_lane().into_iter().try_for_each(|test| {
+                test.env("CARGO_TARGET_DIR", "target/miri-lane")
+                    .run_logged(&log)
+            });
             (ran, started.elapsed())
         }
     });
@@ -128,13 +128,19 @@ fn miri_test(crates: &[&str]) -> Cmd {
     crates.iter().fold(cmd, |cmd, name| cmd.args(["-p", name]))
 }
 
-/// The first lane: the slab's and the graph's tests, and the engine's (the lists above, and the
-/// op function stored in its record); the second runs the pool's, whose threads make them
-/// about as long (CI's log shows each lane's time).
+/// The second lane: the pool's and the slab's tests and the graph's integration tests, about as
+/// long as the first (CI's log shows each lane's time).
+fn second_lane() -> [Cmd; 2] {
+    [
+        miri_test(&["depengine-pool", "depengine-slab"]).arg("--tests"),
+        miri_test(&["depengine-graph"]).args(["--test", "it"]),
+    ]
+}
+
+/// The first lane: the graph's unit tests and the engine's (the lists above, and the op
+/// function stored in its record).
 fn engine_tests() -> Result {
-    miri_test(&["depengine-slab", "depengine-graph"])
-        .arg("--tests")
-        .run()?;
+    miri_test(&["depengine-graph"]).arg("--lib").run()?;
     // One run of the engine's test binary for both lists.
     miri_test(&["depengine"])
         .args(["--test", "it", "--", "--exact"])
