@@ -35,9 +35,9 @@
 //!   ops' spinning) / (N/100), in µs, the cost of handing a priority op to the next;
 //! - `random_1us`: the same graph, each op spinning 1 µs; `random_1us_overhead` is
 //!   (measured − ideal) / N, ideal = max(total work / workers, critical path), an op's work
-//!   being what a spin costs here, measured before the run with as many threads spinning at
-//!   once as the engine has workers (a little over 1 µs: the spin stops at the first clock
-//!   reading past it).
+//!   being what a spin costs here, measured before the run (a little over 1 µs: the spin stops
+//!   at the first clock reading past it): with as many threads spinning at once as the engine
+//!   has workers for the total work, alone along the critical path.
 //! - `replay_chain`, `replay_random_empty`, `replay_random_1us`: the first `PLAN_OPS` ops of
 //!   `chain` and of the random graph captured once as a plan (`Engine::capture`), replayed
 //!   back to back until N ops ran (`Engine::replay`): the cost of a static graph beside its
@@ -789,7 +789,7 @@ fn spin_cost_ns(threads: usize) -> f64 {
     const SPINS: u32 = 1000;
     static COSTS: Mutex<Vec<(usize, f64)>> = Mutex::new(Vec::new());
     let mut costs = COSTS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(&(_, cost)) = costs.iter().find(|&&(counted, _)| counted == threads) {
+    if let Some(&(_, cost)) = costs.iter().find(|&&(spinning, _)| spinning == threads) {
         return cost;
     }
     let start_together = Barrier::new(threads);
@@ -809,7 +809,7 @@ fn spin_cost_ns(threads: usize) -> f64 {
         let spinners: Vec<_> = (0..threads).map(|_| scope.spawn(batches)).collect();
         spinners
             .into_iter()
-            .flat_map(|spinner| spinner.join().unwrap_or_default())
+            .flat_map(|spinner| spinner.join().expect("a spinner panicked"))
             .collect()
     });
     batches.sort_by(f64::total_cmp);

@@ -314,7 +314,7 @@ pub(super) fn hand_over(executor: &dyn Executor, task: DeviceTask) {
 /// done: counted while alive (`GpuExecutors::work_handed`), so that a shutdown stalled on a
 /// hung device can tell (`api/blocking.rs`). A function still running (it may block on the
 /// host) is not device work. Its owner moves it along the op's path and drops it once the op
-/// is finished; it reaches the engine through it.
+/// is finished; an [`AwaitingDevice`] reaches the engine through it.
 pub(super) struct InFlight(Arc<EngineState>);
 
 impl InFlight {
@@ -323,7 +323,7 @@ impl InFlight {
         InFlight(state)
     }
 
-    pub(super) fn state(&self) -> &Arc<EngineState> {
+    fn state(&self) -> &Arc<EngineState> {
         &self.0
     }
 }
