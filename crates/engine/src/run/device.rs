@@ -131,6 +131,16 @@ enum Step {
     },
 }
 
+impl Step {
+    /// The op's record, unless the graph refused its launch.
+    fn record(&self) -> Option<&OpRecord> {
+        match self {
+            Step::Returned { op, .. } => Some(op.payload()),
+            Step::Launched { op, .. } => op.as_ref().map(LaunchedOp::payload),
+        }
+    }
+}
+
 impl DeviceOp for AwaitingDevice {
     /// The op's work was launched: unless its function failed, the op launches in the graph,
     /// which releases the device ops behind it, after `fence`.
@@ -186,11 +196,11 @@ impl DeviceOp for AwaitingDevice {
             step,
         } = *self;
         let state = in_flight.state();
+        if let Some(record) = step.record() {
+            state.workers.note_device_outcome(record.context, &device);
+        }
         match step {
             Step::Returned { op, outcome } => {
-                state
-                    .workers
-                    .note_device_outcome(op.payload().context, &device);
                 if let Err(own) = outcome {
                     // Its own failure wins over anything passed on: no need to wait.
                     return finish(in_flight, op, started, Err(own), true);
@@ -208,11 +218,6 @@ impl DeviceOp for AwaitingDevice {
             // either finds this op's fence on a var, and takes its outcome, or finds the
             // failure stored on the var, which skips it (failure rule 2); never neither.
             Step::Launched { op, registration } => {
-                if let Some(op) = &op {
-                    state
-                        .workers
-                        .note_device_outcome(op.payload().context, &device);
-                }
                 upstream.then(move |passed_on| {
                     let state = in_flight.state();
                     let marker = TaskMarker::enter(state.id);
