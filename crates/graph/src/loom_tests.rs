@@ -898,14 +898,15 @@ fn a_var_granted_at_append_hands_its_data_to_the_op() {
 fn a_spare_op_slot_passes_from_push_to_push() {
     loom::model(|| {
         let (graph, [a, b], (write_a, write_b)) = two_running_writes();
-        let [c, d, e, f] = [(); 4].map(|()| graph.new_var().unwrap());
+        // The vars only ops 3, 4 and 5 write.
+        let [out3, out4, also_out4, out5] = [(); 4].map(|()| graph.new_var().unwrap());
         // Op 3 parks behind op 1; its slot is freed when op 1's completion takes it out.
-        graph.push(&[a], &[c], 3, &mut Vec::new()).unwrap();
+        graph.push(&[a], &[out3], 3, &mut Vec::new()).unwrap();
         let completer = complete_on_thread(&graph, write_a);
         // Op 4 is ready at push, so it leaves the slot it took as the spare.
-        let ready_pusher = push_on_thread(&graph, &[], &[d, e], 4);
+        let ready_pusher = push_on_thread(&graph, &[], &[out4, also_out4], 4);
         // Op 5 waits behind op 2, so it parks, in the spare slot if op 4 left it.
-        let parking_pusher = push_on_thread(&graph, &[], &[b, f], 5);
+        let parking_pusher = push_on_thread(&graph, &[], &[b, out5], 5);
         let mut released = completer.join().unwrap();
         released.extend(pushed(ready_pusher));
         released.extend(pushed(parking_pusher));
