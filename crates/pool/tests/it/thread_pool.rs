@@ -5,15 +5,24 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-/// `full` outside Miri; under it, at most 20 (Miri interprets every task).
-fn n(full: usize) -> usize {
-    if cfg!(miri) { full.min(20) } else { full }
+/// `full` outside Miri; under it, at most `miri_most`, as Miri interprets every step.
+fn sized(full: usize, miri_most: usize) -> usize {
+    if cfg!(miri) {
+        full.min(miri_most)
+    } else {
+        full
+    }
 }
 
-/// Rounds of a meeting of every worker: `full` outside Miri; under it, at most 4, as each round
-/// wakes every worker and lets it spin, which Miri interprets step by step.
+/// Tasks and rounds: at most 20 under Miri.
+fn n(full: usize) -> usize {
+    sized(full, 20)
+}
+
+/// Rounds of a meeting of every worker: at most 4 under Miri, as each round wakes every worker
+/// and lets it spin.
 fn rounds(full: usize) -> usize {
-    if cfg!(miri) { full.min(4) } else { full }
+    sized(full, 4)
 }
 
 #[test]
@@ -59,8 +68,7 @@ fn spawned_tasks_all_run_before_the_drop_returns(pool: ThreadPool, tasks: usize)
 #[test]
 fn a_pool_of_many_workers_dropped_with_queued_tasks_runs_them_all() {
     // 8 under Miri, which interprets every worker's search: still more than the loom models'.
-    let workers = if cfg!(miri) { 8 } else { 64 };
-    spawned_tasks_all_run_before_the_drop_returns(ThreadPool::new(workers).unwrap(), n(1000));
+    spawned_tasks_all_run_before_the_drop_returns(ThreadPool::new(sized(64, 8)).unwrap(), n(1000));
 }
 
 #[test]
